@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Build the local control-plane binaries from the Go module proxy at pinned versions.
+# Idempotent: a stamp file records the pins; a matching stamp means nothing to do.
+# Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin-<pins>) with etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt and kwok-stages.yaml.
+set -euo pipefail
+
+K8S=${ISVC_K8S_VERSION:-1.36.3}
+ETCD=${ISVC_ETCD_VERSION:-3.6.16}
+KWOK=${ISVC_KWOK_VERSION:-0.8.0}
+HELM=${ISVC_HELM_VERSION:-3.22.0}
+UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.1.0}
+PINS="k8s=$K8S etcd=$ETCD kwok=$KWOK helm=$HELM untt=$UNTT"
+
+CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}
+BIN=${ISVC_BIN_DIR:-$CACHE/bin-k8s$K8S-etcd$ETCD-kwok$KWOK-helm$HELM-untt$UNTT}
+STAMP="$BIN/.stamp"
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$PINS" ]]; then
+  echo "binaries up to date in $BIN ($PINS)"
+  exit 0
+fi
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+mkdir -p "$BIN" "$CACHE"
+start=$(date +%s)
+log() { echo "[build-bins +$(( $(date +%s) - start ))s] $*"; }
+
+build_k8s() {
+  local w="$CACHE/k8s-wrapper-$K8S" staging="v0.${K8S#1.}" kjson minor commit date ldf p
+  mkdir -p "$w"
+  kjson=$(cd /tmp && go mod download -json "k8s.io/kubernetes@v$K8S")
+  if [[ ! -f "$w/go.mod" ]]; then
+    python3 - "$K8S" "$staging" "$kjson" > "$w/go.mod" <<'PY'
+import json, re, sys
+k8s, staging, info = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+src = open(info["GoMod"]).read()
+mods = sorted(set(re.findall(r'^\s*(?:replace\s+)?(k8s\.io/[A-Za-z0-9._-]+)\s+=>\s+\./staging/', src, re.M)))
+go_line = re.search(r'^go (\S+)', src, re.M).group(1)
+gd = re.search(r'^godebug\s*\(.*?^\)|^godebug [^\n(]+$', src, re.M | re.S)
+print("module local.test/isvc-control-plane-bins\n")
+print(f"go {go_line}\n")
+if gd:
+    print(gd.group(0) + "\n")
+print(f"require k8s.io/kubernetes v{k8s}\n")
+print("replace (")
+for m in mods:
+    print(f"\t{m} => {m} {staging}")
+print(")")
+PY
+  fi
+  minor=$(echo "$K8S" | cut -d. -f2)
+  commit=$(echo "$kjson" | python3 -c 'import json,sys;print((json.load(sys.stdin).get("Origin") or {}).get("Hash","unknown"))')
+  date=$(echo "$kjson" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Time"][:19]+"Z")')
+  ldf="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $p.gitVersion=v$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ldf+=" -X $p.gitCommit=$commit -X $p.gitTreeState=clean -X $p.buildDate=$date"
+  done
+  (cd "$w" && go build -mod=mod -trimpath -pgo=off -tags=selinux,notest,grpcnotrace \
+      -ldflags="$ldf" -o "$BIN/" \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  local w="$CACHE/etcd-wrapper-$ETCD"
+  mkdir -p "$w"
+  [[ -f "$w/go.mod" ]] || printf 'module local.test/isvc-etcd-bin\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD" > "$w/go.mod"
+  (cd "$w" && go build -mod=mod -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v$ETCD" \
+      -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  GOBIN="$BIN" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$K8S" \
+    "sigs.k8s.io/kwok/cmd/kwok@v$KWOK"
+  local kw
+  kw="$(go env GOMODCACHE)/sigs.k8s.io/kwok@v$KWOK/kustomize/stage"
+  {
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+      echo '---'; cat "$kw/$f"
+    done
+  } > "$BIN/kwok-stages.yaml"
+}
+
+build_helm() {
+  local minor
+  minor=$(echo "$K8S" | cut -d. -f2)
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=v$HELM \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor" \
+    "helm.sh/helm/v3/cmd/helm@v$HELM"
+}
+
+build_untt() {
+  local dir t
+  dir=$(cd /tmp && go mod download -json "github.com/helm-unittest/helm-unittest@v$UNTT" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  t=$(mktemp -d)
+  cp -r "$dir/." "$t" && chmod -R u+w "$t"
+  (cd "$t" && go build -trimpath -ldflags "-s -w -X github.com/helm-unittest/helm-unittest/internal/build.version=$UNTT" \
+      -o "$BIN/untt" ./cmd/helm-unittest)
+  rm -rf "$t"
+}
+
+only=${1:-all}
+for step in etcd kwok helm untt k8s; do
+  if [[ "$only" == all || "$only" == "$step" ]]; then
+    log "building $step"
+    "build_$step"
+    log "built $step"
+  fi
+done
+if [[ "$only" == all ]]; then
+  echo "$PINS" > "$STAMP"
+fi
+log "binaries ready in $BIN"

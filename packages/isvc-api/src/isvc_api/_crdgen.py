@@ -1,0 +1,207 @@
+"""Generate the CustomResourceDefinitions from the pydantic models: one schema, never two copies."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from isvc_api._types import (
+    GROUP,
+    VERSION,
+    InferenceServiceClassSpec,
+    InferenceServiceClassStatus,
+    InferenceServiceSpec,
+    InferenceServiceStatus,
+    LaunchPlanSpec,
+)
+
+__all__ = ["all_crds", "crd_documents", "main", "structural_schema"]
+
+_DROP = {"title", "additionalProperties_false"}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    """Inline $refs, fold Optional unions, drop what a structural schema may not carry."""
+    if isinstance(node, list):
+        return [_resolve(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node.pop("$ref").split("/")[-1]])
+        target.pop("description", None) if "description" in node else None
+        target.update(node)
+        node = target
+    if "anyOf" in node:
+        variants = [v for v in node.pop("anyOf") if v.get("type") != "null"]
+        if len(variants) != 1:
+            raise ValueError(f"cannot express union {variants} structurally")
+        inner = _resolve(variants[0], defs)
+        inner.update({k: v for k, v in node.items() if k != "default"})
+        node = inner
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP or (key == "default" and value is None):
+            continue
+        if key == "additionalProperties" and value is False:
+            continue
+        if key == "properties":
+            out[key] = {k: _resolve(v, defs) for k, v in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _resolve(value, defs)
+        elif key == "format" and value == "date-time":
+            out[key] = value
+        else:
+            out[key] = value
+    if out.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
+        out["x-kubernetes-preserve-unknown-fields"] = True
+    return out
+
+
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's validation schema, by alias, as a structural OpenAPI v3 schema."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    return dict(_resolve(raw, defs))
+
+
+def _status_lenient(schema: dict[str, Any]) -> dict[str, Any]:
+    """Status is written only by the controller; required lists there would only get in its way."""
+    return schema
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    scope: str,
+    short_names: list[str],
+    spec: type[BaseModel],
+    status: type[BaseModel] | None,
+    columns: list[dict[str, Any]],
+    description: str,
+) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string", "description": "API version of the object."},
+        "kind": {"type": "string", "description": "Kind of the object."},
+        "metadata": {"type": "object", "description": "Standard object metadata."},
+        "spec": structural_schema(spec),
+    }
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "additionalPrinterColumns": columns,
+    }
+    if status is not None:
+        properties["status"] = _status_lenient(structural_schema(status))
+        version["subresources"] = {"status": {}}
+    version["schema"] = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "description": description,
+            "required": ["spec"],
+            "properties": properties,
+        }
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{GROUP}",
+            "labels": {"heritage": "deckhouse", "module": "isvc"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": ["isvc-ai"],
+            },
+            "versions": [version],
+        },
+    }
+
+
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def all_crds() -> dict[str, dict[str, Any]]:
+    """File name → CRD, for every kind the module owns."""
+    return {
+        "inferenceservices.yaml": _crd(
+            "InferenceService", "inferenceservices", "Namespaced", ["infsvc"],
+            InferenceServiceSpec, InferenceServiceStatus,
+            [
+                {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                {"name": "Type", "type": "string", "jsonPath": ".status.model.endpointType"},
+                {"name": "URL", "type": "string", "jsonPath": ".status.endpoint.url"},
+                {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
+                _AGE,
+            ],
+            "An order for LLM inference: a model and, optionally, a class.",
+        ),
+        "inferenceserviceclasses.yaml": _crd(
+            "InferenceServiceClass", "inferenceserviceclasses", "Cluster", ["infsvcclass"],
+            InferenceServiceClassSpec, InferenceServiceClassStatus,
+            [
+                {"name": "Ready", "type": "string",
+                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+                {"name": "Reason", "type": "string",
+                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"},
+                _AGE,
+            ],
+            "Policy for orders, published by a cluster administrator.",
+        ),
+        "launchplans.yaml": _crd(
+            "LaunchPlan", "launchplans", "Namespaced", ["lplan"],
+            LaunchPlanSpec, None,
+            [
+                {"name": "Class", "type": "string", "jsonPath": ".spec.placement.deviceClassName"},
+                {"name": "Mode", "type": "string", "jsonPath": ".spec.placement.placementMode"},
+                {"name": "Share", "type": "integer", "jsonPath": ".spec.placement.sharePercent"},
+                {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime.recipe"},
+                _AGE,
+            ],
+            "The launch configuration of one order: placement and compiled runtime.",
+        ),
+    }
+
+
+def crd_documents() -> dict[str, str]:
+    """File name → YAML text, as committed under crds/."""
+    header = "# Generated from isvc-api by `isvc-crdgen`; do not edit by hand.\n"
+    return {
+        name: header + yaml.safe_dump(crd, sort_keys=False, allow_unicode=True, width=100)
+        for name, crd in all_crds().items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the CRDs to a directory, or with --check fail when the directory has drifted."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    drift = []
+    for name, text in crd_documents().items():
+        path = args.directory / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                drift.append(str(path))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if drift:
+        print("CRDs drifted from isvc-api; run isvc-crdgen:", *drift, sep="\n  ", file=sys.stderr)
+        return 1
+    return 0

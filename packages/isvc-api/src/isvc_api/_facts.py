@@ -1,0 +1,68 @@
+"""Facts about a model that the planner and the recipes need, gathered without downloading weights."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from isvc_api._base import Wire
+from isvc_api._reasons import Reason
+from isvc_api._types import (
+    EndpointType,
+    ModelFormat,
+    ModelSource,
+    PlacementMode,
+    Quantization,
+    SharingMode,
+)
+
+__all__ = ["ModelFacts", "Refusal", "RuntimeRequirements"]
+
+
+class ModelFacts(Wire):
+    """What a model source told about a model; None means the source did not say."""
+
+    source: ModelSource = Field(description="Where the facts came from.")
+    name: str = Field(description="Model name as served (the order's reference).")
+    revision: str | None = Field(default=None, description="Source revision, when pinned.")
+    ready: bool = Field(default=True, description="Whether the source says the model is ready.")
+    format: ModelFormat | None = Field(default=None, description="Weight format.")
+    architecture: str | None = Field(default=None, description="e.g. LlamaForCausalLM.")
+    family: str | None = Field(default=None, description="config.json model_type, e.g. llama.")
+    parameter_count: int | None = Field(default=None, description="Number of parameters.")
+    dtype: str | None = Field(default=None, description="Native dtype, e.g. bfloat16.")
+    quantization: Quantization = Field(default=Quantization.NONE, description="Quantization.")
+    quantization_bits: int | None = Field(default=None, description="Bits per quantized weight.")
+    context_length: int | None = Field(default=None, description="Maximum context length.")
+    num_layers: int | None = Field(default=None, description="Transformer layers.")
+    num_attention_heads: int | None = Field(default=None, description="Attention heads.")
+    num_kv_heads: int | None = Field(default=None, description="Key/value heads (GQA).")
+    head_dim: int | None = Field(default=None, description="Dimension of one head.")
+    hidden_size: int | None = Field(default=None, description="Hidden size.")
+    weight_bytes: int | None = Field(default=None, description="Total size of the weight files.")
+    endpoint_types: list[EndpointType] | None = Field(
+        default=None,
+        description="API contracts the model serves; None when the source carries no such facts.",
+    )
+
+
+class Refusal(Wire):
+    """One reason from the closed set and a message that says whose fix it is and what to do."""
+
+    reason: Reason = Field(description="The reason.")
+    message: str = Field(description="One or two sentences: what happened and what to do.")
+
+
+class RuntimeRequirements(Wire):
+    """What the recipes able to serve a model ask of the hardware; the planner honours it."""
+
+    recipes: list[str] = Field(default_factory=list, description="Candidate recipe names.")
+    placement_modes: list[PlacementMode] = Field(
+        default_factory=lambda: list(PlacementMode), description="Placement modes some recipe runs in."
+    )
+    sharing_modes: list[SharingMode] = Field(
+        default_factory=lambda: list(SharingMode), description="Sharing modes some recipe runs in."
+    )
+    min_compute_capability: str | None = Field(
+        default=None, description="Lowest CUDA compute capability, e.g. 8.0."
+    )
+    max_devices: int | None = Field(default=None, description="Most devices one replica may use.")

@@ -1,0 +1,551 @@
+"""The custom resources: InferenceService (the order), InferenceServiceClass, LaunchPlan."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field, model_validator
+
+from isvc_api._base import Wire
+from isvc_api._conditions import Condition
+
+__all__ = [
+    "GROUP",
+    "VERSION",
+    "AcceleratorPolicy",
+    "AdmissionPolicy",
+    "Authentication",
+    "AuthSecretRef",
+    "CatalogKind",
+    "CompiledRuntime",
+    "Constraints",
+    "EndpointStatus",
+    "EndpointType",
+    "Estimates",
+    "Exposure",
+    "ExposureType",
+    "InferenceService",
+    "InferenceServiceClass",
+    "InferenceServiceClassSpec",
+    "InferenceServiceClassStatus",
+    "InferenceServiceSpec",
+    "InferenceServiceStatus",
+    "LaunchPlan",
+    "LaunchPlanSpec",
+    "ModelFormat",
+    "ModelPolicy",
+    "ModelRef",
+    "ModelSource",
+    "ModelSpec",
+    "ModelStatus",
+    "ObjectMeta",
+    "Placement",
+    "PlacementMode",
+    "Port",
+    "Quantization",
+    "Resolved",
+    "ScalingPolicy",
+    "SharingMode",
+    "TLS",
+    "UpdateStrategy",
+]
+
+GROUP = "ai.deckhouse.io"
+VERSION = "v1alpha1"
+
+_DNS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class EndpointType(StrEnum):
+    """The API contract an endpoint serves."""
+
+    CHAT = "Chat"
+    EMBEDDINGS = "Embeddings"
+    RERANK = "Rerank"
+
+
+class ModelSource(StrEnum):
+    """Where a model comes from."""
+
+    HUGGING_FACE = "HuggingFace"
+    AI_MODELS = "AIModels"
+
+
+class CatalogKind(StrEnum):
+    """Kinds of the ai-models catalog."""
+
+    MODEL = "Model"
+    CLUSTER_MODEL = "ClusterModel"
+
+
+class ModelFormat(StrEnum):
+    """On-disk weight formats."""
+
+    SAFETENSORS = "Safetensors"
+    GGUF = "GGUF"
+    PYTORCH = "PyTorch"
+
+
+class Quantization(StrEnum):
+    """Weight quantization schemes; NONE means the native dtype."""
+
+    NONE = "None"
+    AWQ = "AWQ"
+    GPTQ = "GPTQ"
+    FP8 = "FP8"
+    BITSANDBYTES = "BitsAndBytes"
+    GGUF = "GGUF"
+
+
+class PlacementMode(StrEnum):
+    """How an order sits on accelerators."""
+
+    SHARED = "Shared"  # a share of one device, co-placed with others
+    WHOLE_DEVICE = "WholeDevice"
+    MULTI_DEVICE = "MultiDevice"  # several devices of one node, tensor parallel
+
+
+class SharingMode(StrEnum):
+    """How a device is shared between orders."""
+
+    NONE = "None"
+    SHARES = "Shares"  # consumable capacity: percent of the device
+    PARTITION = "Partition"  # a fixed partition (MIG-like)
+
+
+class ExposureType(StrEnum):
+    """Where an endpoint is published."""
+
+    CLUSTER_LOCAL = "ClusterLocal"
+    EXTERNAL = "External"
+
+
+class Authentication(StrEnum):
+    """How clients authenticate to an endpoint."""
+
+    TOKEN = "Token"
+    NONE = "None"
+
+
+class ObjectMeta(Wire):
+    """The part of metav1.ObjectMeta the module reads; everything else passes through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(default="", description="Object name.")
+    namespace: str | None = Field(default=None, description="Namespace, for namespaced objects.")
+    uid: str | None = Field(default=None, description="Server-assigned id.")
+    generation: int | None = Field(default=None, description="Spec generation.")
+    resource_version: str | None = Field(default=None, description="Optimistic-lock version.")
+    labels: dict[str, str] | None = Field(default=None, description="Labels.")
+    annotations: dict[str, str] | None = Field(default=None, description="Annotations.")
+    deletion_timestamp: datetime | None = Field(default=None, description="Set while deleting.")
+
+
+# ---------------------------------------------------------------- InferenceService
+
+
+class ModelRef(Wire):
+    """A reference to a model; which fields go with which source is checked at write time."""
+
+    name: str = Field(
+        description=(
+            "HuggingFace: a repository id, owner/name with an optional @revision. "
+            "AIModels: the name of a Model or ClusterModel."
+        ),
+        min_length=1,
+        max_length=512,
+    )
+    kind: CatalogKind | None = Field(
+        default=None, description="Catalog kind: Model (namespaced) or ClusterModel. Catalog only."
+    )
+    namespace: str | None = Field(
+        default=None,
+        description="Namespace of a Model; defaults to the order's. Only with kind Model.",
+        max_length=63,
+        pattern=_DNS_LABEL,
+    )
+
+
+class AuthSecretRef(Wire):
+    """A Secret in the order's namespace holding a token for the model source."""
+
+    name: str = Field(description="Secret name.", min_length=1, max_length=253, pattern=_DNS_NAME)
+    key: str = Field(default="token", description="Key in the Secret holding the token.",
+                     min_length=1, max_length=253)
+
+
+_UNION_RULES: list[dict[str, str]] = [
+    {
+        "rule": "self.src != 'HuggingFace' || (!has(self.ref.kind) && !has(self.ref.__namespace__))",
+        "message": "a HuggingFace source takes a repository id in ref.name, without ref.kind "
+        "or ref.namespace",
+    },
+    {
+        "rule": "self.src != 'AIModels' || has(self.ref.kind)",
+        "message": "an AIModels source takes ref.name and ref.kind (Model or ClusterModel)",
+    },
+    {
+        "rule": "!has(self.ref.__namespace__) || (has(self.ref.kind) && self.ref.kind == 'Model')",
+        "message": "ref.namespace is allowed with kind Model only",
+    },
+]
+
+
+class ModelSpec(Wire):
+    """The model to serve and where it comes from."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _UNION_RULES})
+
+    src: ModelSource = Field(description="Model source: HuggingFace or AIModels (the catalog).")
+    ref: ModelRef = Field(description="Reference to the model within its source.")
+    auth_secret_ref: AuthSecretRef | None = Field(
+        default=None, description="Secret with a token for gated or private models."
+    )
+
+    @model_validator(mode="after")
+    def _union(self) -> ModelSpec:
+        """The same union the API server enforces with CEL, with the same messages."""
+        if self.src == ModelSource.HUGGING_FACE and (self.ref.kind or self.ref.namespace):
+            raise ValueError(_UNION_RULES[0]["message"])
+        if self.src == ModelSource.AI_MODELS and self.ref.kind is None:
+            raise ValueError(_UNION_RULES[1]["message"])
+        if self.ref.namespace is not None and self.ref.kind != CatalogKind.MODEL:
+            raise ValueError(_UNION_RULES[2]["message"])
+        return self
+
+
+class InferenceServiceSpec(Wire):
+    """An order: a model and, optionally, a class. The platform decides everything else."""
+
+    model: ModelSpec = Field(description="The model to serve.")
+    inference_service_class_name: str | None = Field(
+        default=None,
+        description="The class whose policy applies. Absent: the platform's built-in defaults.",
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_NAME,
+    )
+
+
+class EndpointStatus(Wire):
+    """The published endpoint."""
+
+    url: str = Field(description="HTTPS URL of the inference API.")
+    type: ExposureType = Field(description="ClusterLocal or External.")
+    tool_calling_supported: bool | None = Field(
+        default=None,
+        description="True when the resolved recipe carries the runtime flag enabling tool "
+        "calling; absent until a plan is resolved.",
+    )
+
+
+class ModelStatus(Wire):
+    """What the platform decided about the model."""
+
+    endpoint_type: EndpointType | None = Field(
+        default=None, description="The API contract served: Chat, Embeddings or Rerank."
+    )
+    format: ModelFormat | None = Field(default=None, description="Weight format found.")
+    parameter_count: int | None = Field(default=None, description="Parameter count found.")
+    quantization: Quantization | None = Field(default=None, description="Quantization found.")
+
+
+class Constraints(Wire):
+    """Bounds the class puts on the order, echoed because users cannot read classes."""
+
+    min_replicas: int = Field(description="Lowest replica count in force.")
+    max_replicas: int = Field(description="Highest replica count in force.")
+    autoscaler: bool = Field(default=False, description="Whether an autoscaler drives replicas.")
+    priority_class_name: str | None = Field(default=None, description="Priority class in force.")
+
+
+class Resolved(Wire):
+    """What the platform assigned to the order."""
+
+    device_class: str | None = Field(default=None, description="DRA DeviceClass of the claim.")
+    accelerator_product_name: str | None = Field(default=None, description="Accelerator product.")
+    accelerator_memory_gi_b: float | None = Field(
+        default=None, alias="acceleratorMemoryGiB", description="Memory of one device, GiB."
+    )
+    placement_mode: PlacementMode | None = Field(default=None, description="Placement mode.")
+    sharing_mode: SharingMode | None = Field(default=None, description="Sharing mode.")
+    share_percent: int | None = Field(default=None, description="Percent of one device, 1..100.")
+    device_count: int | None = Field(default=None, description="Devices held per replica.")
+    node_name: str | None = Field(default=None, description="Node the plan placed the order on.")
+    required_memory_gi_b: float | None = Field(
+        default=None, alias="requiredMemoryGiB", description="Accelerator memory the model needs."
+    )
+    cpu: str | None = Field(default=None, description="CPU request estimate.")
+    memory: str | None = Field(default=None, description="Memory request estimate.")
+    model_volume: str | None = Field(default=None, description="Model volume size estimate.")
+    runtime: str | None = Field(default=None, description="Recipe that serves the model.")
+    replan_count: int = Field(default=0, description="How many times the plan was recomputed.")
+
+
+class InferenceServiceStatus(Wire):
+    """What the platform made of the order."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The generation this status describes."
+    )
+    phase: str | None = Field(default=None, description="Pending, Ready, Degraded or Failed.")
+    reason: str | None = Field(
+        default=None, description="Reason of the first condition that is not True."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="ClassResolved, ModelResolved, Planned, WorkloadReady, Ready, ScalingHealthy.",
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    endpoint: EndpointStatus | None = Field(default=None, description="The published endpoint.")
+    auth_secret_name: str | None = Field(
+        default=None, description="Secret with the endpoint token (key token), when required."
+    )
+    model: ModelStatus | None = Field(default=None, description="What was decided about the model.")
+    constraints: Constraints | None = Field(default=None, description="Bounds in force.")
+    resolved: Resolved | None = Field(default=None, description="What the platform assigned.")
+    launch_plan_name: str | None = Field(default=None, description="The LaunchPlan in force.")
+
+
+class InferenceService(Wire):
+    """An order for LLM inference."""
+
+    model_config = ConfigDict(extra="forbid")
+    KIND: ClassVar[str] = "InferenceService"
+    PLURAL: ClassVar[str] = "inferenceservices"
+
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    kind: str = Field(default="InferenceService", description="Kind.")
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
+    spec: InferenceServiceSpec = Field(description="The order.")
+    status: InferenceServiceStatus | None = Field(default=None, description="Observed state.")
+
+
+# ---------------------------------------------------------------- InferenceServiceClass
+
+
+class ModelPolicy(Wire):
+    """Which models and API contracts the class admits."""
+
+    allowed_endpoint_types: list[EndpointType] = Field(
+        description="API contracts in order of preference; the first one the model serves wins.",
+        max_length=3,
+    )
+    allowed_formats: list[ModelFormat] | None = Field(
+        default=None, description="Weight formats admitted; absent admits all.", max_length=8
+    )
+    max_parameter_count: int | None = Field(
+        default=None, description="Largest parameter count admitted.", ge=1
+    )
+
+
+class AdmissionPolicy(Wire):
+    """Which namespaces may order with the class."""
+
+    allowed_namespaces: list[str] | None = Field(
+        default=None, description="Namespaces admitted; absent admits every namespace.",
+        max_length=256,
+    )
+
+
+class TLS(Wire):
+    """TLS for the endpoint."""
+
+    cluster_issuer_name: str | None = Field(
+        default=None, description="cert-manager ClusterIssuer; absent uses the module's default."
+    )
+
+
+class Exposure(Wire):
+    """How the endpoint is published."""
+
+    type: ExposureType = Field(default=ExposureType.EXTERNAL, description="ClusterLocal or External.")
+    authentication: Authentication = Field(
+        default=Authentication.TOKEN, description="Token or None."
+    )
+    tls: TLS | None = Field(default=None, description="TLS through cert-manager.")
+
+
+class ScalingPolicy(Wire):
+    """Replica bounds and autoscaling; absent means one replica and no autoscaler."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"rule": "self.minReplicas <= self.maxReplicas",
+         "message": "minReplicas must not exceed maxReplicas"},
+    ]})
+
+    min_replicas: int = Field(default=1, description="Lowest replica count.", ge=0, le=1000)
+    max_replicas: int = Field(default=1, description="Highest replica count.", ge=1, le=1000)
+    autoscaler: bool = Field(default=False, description="Whether an autoscaler drives replicas.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingPolicy:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas must not exceed maxReplicas")
+        return self
+
+
+class AcceleratorPolicy(Wire):
+    """Which accelerators may be tried, and which shares are permitted."""
+
+    device_class_names: list[str] | None = Field(
+        default=None, description="DRA DeviceClasses to try, in order; absent tries every one.",
+        max_length=16,
+    )
+    selector: str | None = Field(
+        default=None, description="CEL expression over a device (as in DRA selectors).",
+        max_length=10240,
+    )
+    allowed_share_percents: list[int] | None = Field(
+        default=None, description="Shares of one device permitted; absent permits 1..100.",
+        max_length=100,
+    )
+
+
+class UpdateStrategy(Wire):
+    """How the workload is rolled."""
+
+    type: str = Field(default="RollingUpdate", description="RollingUpdate or Recreate.",
+                      pattern="^(RollingUpdate|Recreate)$")
+
+
+class InferenceServiceClassSpec(Wire):
+    """Policy an administrator publishes for orders."""
+
+    model_policy: ModelPolicy = Field(description="Which models and API contracts are admitted.")
+    admission_policy: AdmissionPolicy | None = Field(default=None, description="Namespaces.")
+    exposure: Exposure | None = Field(default=None, description="Publication of the endpoint.")
+    scaling_policy: ScalingPolicy | None = Field(default=None, description="Replicas.")
+    priority_class_name: str | None = Field(
+        default=None, description="PriorityClass of order workloads.", max_length=253
+    )
+    accelerator_policy: AcceleratorPolicy | None = Field(default=None, description="Accelerators.")
+    update_strategy: UpdateStrategy | None = Field(default=None, description="Workload rollout.")
+
+
+class InferenceServiceClassStatus(Wire):
+    """Whether the class holds."""
+
+    observed_generation: int | None = Field(default=None, description="Generation judged.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready.", max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
+class InferenceServiceClass(Wire):
+    """Policy for orders, cluster-scoped."""
+
+    KIND: ClassVar[str] = "InferenceServiceClass"
+    PLURAL: ClassVar[str] = "inferenceserviceclasses"
+
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    kind: str = Field(default="InferenceServiceClass", description="Kind.")
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
+    spec: InferenceServiceClassSpec = Field(description="The policy.")
+    status: InferenceServiceClassStatus | None = Field(default=None, description="Observed state.")
+
+
+# ---------------------------------------------------------------- LaunchPlan
+
+
+class Placement(Wire):
+    """Where an order runs. Deliberately lenient: the controller judges values, not the schema."""
+
+    device_class_name: str | None = Field(default=None, description="DRA DeviceClass.")
+    driver: str | None = Field(default=None, description="DRA driver of the device(s).")
+    pool: str | None = Field(default=None, description="DRA pool of the device(s).")
+    devices: list[str] | None = Field(default=None, description="Device names in the pool.",
+                                      max_length=64)
+    node_name: str | None = Field(default=None, description="Node of the devices.")
+    accelerator_product_name: str | None = Field(default=None, description="Product name.")
+    accelerator_memory_gi_b: float | None = Field(
+        default=None, alias="acceleratorMemoryGiB", description="Memory of one device, GiB."
+    )
+    placement_mode: PlacementMode = Field(description="Shared, WholeDevice or MultiDevice.")
+    sharing_mode: SharingMode = Field(default=SharingMode.NONE, description="Sharing mode.")
+    share_percent: int | None = Field(default=None, description="Percent of one device.")
+    device_count: int = Field(default=1, description="Devices per replica.")
+    memory_gi_b: float | None = Field(
+        default=None, alias="memoryGiB", description="Accelerator memory requested per device, GiB."
+    )
+
+
+class Estimates(Wire):
+    """Resource estimates that come with a plan."""
+
+    required_memory_gi_b: float = Field(
+        alias="requiredMemoryGiB", description="Accelerator memory the model needs, GiB."
+    )
+    weights_gi_b: float = Field(alias="weightsGiB", description="Weights, GiB.")
+    kv_cache_gi_b: float = Field(alias="kvCacheGiB", description="KV cache, GiB.")
+    overhead_gi_b: float = Field(alias="overheadGiB", description="Runtime overhead, GiB.")
+    context_length: int = Field(description="Context length the KV cache was sized for.")
+    cpu: str = Field(description="CPU request.")
+    memory: str = Field(description="Memory request.")
+    model_volume: str = Field(description="Model volume size.")
+    explanation: str = Field(default="", description="The arithmetic, for humans.")
+
+
+class Port(Wire):
+    """A container port."""
+
+    name: str = Field(description="Port name.")
+    container_port: int = Field(description="Port number.")
+
+
+class CompiledRuntime(Wire):
+    """A recipe compiled against a placement: the exact container to run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    recipe: str = Field(description="Recipe name.")
+    image: str = Field(description="Container image.")
+    command: list[str] = Field(default_factory=list, description="Entrypoint.", max_length=16)
+    args: list[str] = Field(default_factory=list, description="Arguments.", max_length=256)
+    env: dict[str, str] = Field(default_factory=dict, description="Plain environment variables.")
+    ports: list[Port] = Field(default_factory=list, description="Ports.", max_length=8)
+    health_path: str = Field(default="/health", description="HTTP path of the readiness probe.")
+    tool_calling_supported: bool = Field(default=False, description="Tool-call flags present.")
+    content_hash: str = Field(default="", description="Hash of what rolls the workload.")
+
+
+class LaunchPlanSpec(Wire):
+    """The placement and compiled runtime of one order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    placement: Placement = Field(description="Where the order runs.")
+    estimates: Estimates | None = Field(default=None, description="Resource estimates.")
+    runtime: CompiledRuntime | None = Field(default=None, description="Compiled recipe.")
+    inputs_hash: str | None = Field(
+        default=None, description="Hash of the order and model facts the plan was computed from."
+    )
+    planned_at: datetime | None = Field(default=None, description="When the plan was computed.")
+
+
+class LaunchPlan(Wire):
+    """The launch configuration of one order, owned by it."""
+
+    KIND: ClassVar[str] = "LaunchPlan"
+    PLURAL: ClassVar[str] = "launchplans"
+
+    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    kind: str = Field(default="LaunchPlan", description="Kind.")
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
+    spec: LaunchPlanSpec = Field(description="The plan.")
+
+
+def parse(obj: dict[str, Any]) -> InferenceService | InferenceServiceClass | LaunchPlan:
+    """Parse a wire object of one of our kinds."""
+    kinds: dict[str, type[InferenceService | InferenceServiceClass | LaunchPlan]] = {
+        "InferenceService": InferenceService,
+        "InferenceServiceClass": InferenceServiceClass,
+        "LaunchPlan": LaunchPlan,
+    }
+    return kinds[obj["kind"]].model_validate(obj)
