@@ -7,6 +7,11 @@ from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._reasons import ClassReason, ConditionType, Phase, Reason, StatusReason
 from isvc_api._types import (
     GROUP,
+    LABEL_MANAGED_BY,
+    LABEL_ORDER,
+    LABEL_PRIORITY,
+    MANAGER,
+    TLS,
     VERSION,
     AcceleratorPolicy,
     AdmissionPolicy,
@@ -42,13 +47,16 @@ from isvc_api._types import (
     Resolved,
     ScalingPolicy,
     SharingMode,
-    TLS,
     UpdateStrategy,
     parse,
 )
 
 __all__ = [
     "GROUP",
+    "LABEL_MANAGED_BY",
+    "LABEL_ORDER",
+    "LABEL_PRIORITY",
+    "MANAGER",
     "TLS",
     "VERSION",
     "AcceleratorPolicy",
@@ -94,6 +102,7 @@ __all__ = [
     "ScalingPolicy",
     "SharingMode",
     "StatusReason",
+    "UpdateStrategy",
     "Wire",
     "all_crds",
     "crd_documents",

@@ -6,18 +6,23 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from isvc_api._base import Wire
 from isvc_api._conditions import Condition
 
 __all__ = [
     "GROUP",
+    "LABEL_MANAGED_BY",
+    "LABEL_ORDER",
+    "LABEL_PRIORITY",
+    "MANAGER",
+    "TLS",
     "VERSION",
     "AcceleratorPolicy",
     "AdmissionPolicy",
-    "Authentication",
     "AuthSecretRef",
+    "Authentication",
     "CatalogKind",
     "CompiledRuntime",
     "Constraints",
@@ -48,12 +53,15 @@ __all__ = [
     "Resolved",
     "ScalingPolicy",
     "SharingMode",
-    "TLS",
     "UpdateStrategy",
 ]
 
 GROUP = "ai.deckhouse.io"
 VERSION = "v1alpha1"
+LABEL_ORDER = "ai.deckhouse.io/inference-service"  # on every object made for an order: its name
+LABEL_PRIORITY = "ai.deckhouse.io/priority"  # on claims: the order's priority value
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "isvc-controller"  # the one field manager and managed-by value
 
 _DNS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -178,7 +186,7 @@ class AuthSecretRef(Wire):
                      min_length=1, max_length=253)
 
 
-_UNION_RULES: list[dict[str, str]] = [
+_UNION_RULES: list[JsonValue] = [
     {
         "rule": "self.src != 'HuggingFace' || (!has(self.ref.kind) && !has(self.ref.__namespace__))",
         "message": "a HuggingFace source takes a repository id in ref.name, without ref.kind "
@@ -193,6 +201,12 @@ _UNION_RULES: list[dict[str, str]] = [
         "message": "ref.namespace is allowed with kind Model only",
     },
 ]
+
+
+def _rule_message(index: int) -> str:
+    rule = _UNION_RULES[index]
+    assert isinstance(rule, dict)
+    return str(rule["message"])
 
 
 class ModelSpec(Wire):
@@ -210,11 +224,11 @@ class ModelSpec(Wire):
     def _union(self) -> ModelSpec:
         """The same union the API server enforces with CEL, with the same messages."""
         if self.src == ModelSource.HUGGING_FACE and (self.ref.kind or self.ref.namespace):
-            raise ValueError(_UNION_RULES[0]["message"])
+            raise ValueError(_rule_message(0))
         if self.src == ModelSource.AI_MODELS and self.ref.kind is None:
-            raise ValueError(_UNION_RULES[1]["message"])
+            raise ValueError(_rule_message(1))
         if self.ref.namespace is not None and self.ref.kind != CatalogKind.MODEL:
-            raise ValueError(_UNION_RULES[2]["message"])
+            raise ValueError(_rule_message(2))
         return self
 
 
@@ -462,6 +476,10 @@ class Placement(Wire):
     pool: str | None = Field(default=None, description="DRA pool of the device(s).")
     devices: list[str] | None = Field(default=None, description="Device names in the pool.",
                                       max_length=64)
+    device_uuids: list[str] | None = Field(
+        default=None, description="uuid attributes of the devices, used to pin the claim.",
+        max_length=64,
+    )
     node_name: str | None = Field(default=None, description="Node of the devices.")
     accelerator_product_name: str | None = Field(default=None, description="Product name.")
     accelerator_memory_gi_b: float | None = Field(
