@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the local control-plane binaries from the Go module proxy at pinned versions.
-# Idempotent: a stamp file records the pins; a matching stamp means nothing to do.
-# Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin-<pins>) with etcd, kube-apiserver,
+# Idempotent: each component has a stamp file recording its pin; a matching stamp means nothing to do,
+# so changing one pin rebuilds that component alone.
+# Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt and kwok-stages.yaml.
 set -euo pipefail
 
@@ -9,17 +10,9 @@ K8S=${ISVC_K8S_VERSION:-1.36.3}
 ETCD=${ISVC_ETCD_VERSION:-3.6.16}
 KWOK=${ISVC_KWOK_VERSION:-0.8.0}
 HELM=${ISVC_HELM_VERSION:-3.22.0}
-UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.1.0}
-PINS="k8s=$K8S etcd=$ETCD kwok=$KWOK helm=$HELM untt=$UNTT"
-
+UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.0.3}
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}
-BIN=${ISVC_BIN_DIR:-$CACHE/bin-k8s$K8S-etcd$ETCD-kwok$KWOK-helm$HELM-untt$UNTT}
-STAMP="$BIN/.stamp"
-
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$PINS" ]]; then
-  echo "binaries up to date in $BIN ($PINS)"
-  exit 0
-fi
+BIN=${ISVC_BIN_DIR:-$CACHE/bin}
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$BIN" "$CACHE"
@@ -107,15 +100,24 @@ build_untt() {
   rm -rf "$t"
 }
 
+pin_of() {
+  case $1 in
+    etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
+  esac
+}
+
 only=${1:-all}
 for step in etcd kwok helm untt k8s; do
   if [[ "$only" == all || "$only" == "$step" ]]; then
-    log "building $step"
+    stamp="$BIN/.stamp-$step"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$(pin_of "$step")" ]]; then
+      log "$step $(pin_of "$step") up to date"
+      continue
+    fi
+    log "building $step $(pin_of "$step")"
     "build_$step"
+    pin_of "$step" > "$stamp"
     log "built $step"
   fi
 done
-if [[ "$only" == all ]]; then
-  echo "$PINS" > "$STAMP"
-fi
 log "binaries ready in $BIN"
