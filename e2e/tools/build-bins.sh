@@ -43,8 +43,9 @@ print(")")
 PY
   fi
   minor=$(echo "$K8S" | cut -d. -f2)
-  commit=$(echo "$kjson" | python3 -c 'import json,sys;print((json.load(sys.stdin).get("Origin") or {}).get("Hash","unknown"))')
-  date=$(echo "$kjson" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Time"][:19]+"Z")')
+  # `go mod download -json` names the .info file (Version, Time, sometimes Origin) instead of inlining it
+  commit=$(echo "$kjson" | python3 -c 'import json,sys;i=json.load(open(json.load(sys.stdin)["Info"]));print((i.get("Origin") or {}).get("Hash","unknown"))')
+  date=$(echo "$kjson" | python3 -c 'import json,sys;i=json.load(open(json.load(sys.stdin)["Info"]));print(i["Time"][:19]+"Z")')
   ldf="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf+=" -X $p.gitVersion=v$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
