@@ -1,0 +1,142 @@
+"""The user documentation keeps its promises: every refusal reason has its FAQ entry, in both languages.
+
+Runs without a cluster: `python -m pytest docs/test_docs.py -q` from the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from isvc_api import ClassReason, Reason, StatusReason
+
+DOCS = Path(__file__).resolve().parent
+FAQS = ("FAQ.md", "FAQ.ru.md")
+# Written by a generator from the CRDs, not by hand: links to them may precede the files.
+GENERATED = frozenset({"CR.md", "CR.ru.md"})
+PAGES = ("README", "USER_GUIDE", "FAQ", "CONFIGURATION", "EXAMPLES", "SCENARIO", "RELEASE_NOTES")
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def headings(markdown: str) -> list[str]:
+    """ATX headings of a Markdown text, skipping fenced code (where `#` starts a comment)."""
+    found: list[str] = []
+    fenced = False
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        match = _HEADING.match(line)
+        if match:
+            found.append(match.group(2))
+    return found
+
+
+def names_in(text: str, name: str) -> bool:
+    """Whether `name` occurs in `text` as a whole word (ClassNotReady is not ClassNotReadyYet)."""
+    return re.search(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", text) is not None
+
+
+def local_links(markdown: str) -> list[str]:
+    """Relative link targets of a Markdown text, without their #fragment."""
+    targets: list[str] = []
+    for target in _LINK.findall(markdown):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue
+        targets.append(target.split("#", 1)[0])
+    return targets
+
+
+def _read(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the helpers themselves
+
+
+def test_headings_skip_comments_inside_fenced_code() -> None:
+    text = "# Title\n\n```yaml\n# ClassNotFound is a comment here\nkey: v\n```\n## Real ## \n"
+    assert ["Title", "Real"] == headings(text)
+
+
+def test_a_reason_name_inside_a_longer_word_does_not_count() -> None:
+    assert not names_in("ModelNotReadyYet", "ModelNotReady")
+    assert names_in("My order says `ModelNotReady`.", "ModelNotReady")
+
+
+def test_local_links_ignore_urls_and_fragments() -> None:
+    text = "[a](FAQ.md#x) [b](https://example.com/y.md) [c](#top) [d](../packages/p/README.md)"
+    assert ["FAQ.md", "../packages/p/README.md"] == local_links(text)
+
+
+# ---------------------------------------------------------------- the pages
+
+
+@pytest.mark.parametrize("faq", FAQS)
+@pytest.mark.parametrize("reason", list(Reason), ids=str)
+def test_every_reason_has_a_faq_heading(faq: str, reason: Reason) -> None:
+    assert any(names_in(h, reason.value) for h in headings(_read(faq))), (
+        f"{faq} has no heading naming {reason.value}"
+    )
+
+
+@pytest.mark.parametrize("faq", FAQS)
+@pytest.mark.parametrize("reason", [*StatusReason, *ClassReason], ids=str)
+def test_every_non_refusal_and_class_reason_is_explained(faq: str, reason: str) -> None:
+    assert names_in(_read(faq), reason), f"{faq} never mentions {reason}"
+
+
+@pytest.mark.parametrize("faq", FAQS)
+@pytest.mark.parametrize("event", ["SettledRegionTooSmall", "GrowthClaimUnplaced"])
+def test_every_event_has_a_faq_heading(faq: str, event: str) -> None:
+    assert any(names_in(h, event) for h in headings(_read(faq)))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_exists_in_english(page: str) -> None:
+    assert (DOCS / f"{page}.md").is_file()
+
+
+def test_every_english_page_has_a_russian_twin() -> None:
+    english = {p.name for p in DOCS.glob("*.md") if not p.name.endswith(".ru.md")}
+    missing = sorted(n for n in english if not (DOCS / n.replace(".md", ".ru.md")).is_file())
+    assert [] == missing
+
+
+def test_every_russian_page_has_an_english_twin() -> None:
+    russian = {p.name for p in DOCS.glob("*.ru.md")}
+    orphans = sorted(n for n in russian if not (DOCS / n.replace(".ru.md", ".md")).is_file())
+    assert [] == orphans
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")), ids=str)
+def test_relative_links_resolve(page: str) -> None:
+    broken = [
+        t for t in local_links(_read(page))
+        if t and Path(t).name not in GENERATED and not (DOCS / t).exists()
+    ]
+    assert [] == broken
+
+
+@pytest.mark.parametrize("index", ["README.md", "README.ru.md"])
+def test_the_index_links_every_page(index: str) -> None:
+    suffix = ".ru.md" if index.endswith(".ru.md") else ".md"
+    linked = set(local_links(_read(index)))
+    missing = [f"{p}{suffix}" for p in (*PAGES, "CR") if p != "README" and f"{p}{suffix}" not in linked]
+    assert [] == missing
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_russian_twins_link_russian_pages(page: str) -> None:
+    english_links = [
+        t for t in local_links(_read(f"{page}.ru.md"))
+        if Path(t).parent == Path(".") and t.endswith(".md") and not t.endswith(".ru.md")
+    ]
+    assert [] == english_links
