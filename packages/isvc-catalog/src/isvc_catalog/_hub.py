@@ -1,0 +1,598 @@
+"""Facts about a Hugging Face model from the Hub HTTP API, without downloading its weights.
+
+Routes used (the Hub's own; a mirror serves the same):
+  GET {endpoint}/api/models/{repo}[/revision/{rev}]?blobs=true   model info, file list with sizes
+  GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true      file list, when sizes are missing
+  GET {endpoint}/{repo}/resolve/{rev}/config.json                 architecture numbers
+  GET {endpoint}/{repo}/resolve/{rev}/{file} with Range           safetensors headers
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from cachetools import TTLCache
+from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
+
+from isvc_catalog._errors import SettingsError, SourceUnavailableError
+from isvc_catalog._refs import RepoRef, parse_repo_ref
+from isvc_catalog._safetensors import (
+    DTYPE_BYTES,
+    TORCH_DTYPES,
+    SafetensorsHeaderError,
+    count_elements,
+    header_length,
+    logical_parameters,
+)
+
+__all__ = ["DEFAULT_ENDPOINT", "HubClient"]
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+_log = logging.getLogger("isvc_catalog.hub")
+
+_FIRST_READ = 64 * 1024  # one Range request covers the header of a typical shard
+_MAX_TREE_PAGES = 100
+_GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")
+_GGUF_BITS = re.compile(r"(?:^|[-_.])(?:i?q(\d)|f(16|32)|bf(16))", re.IGNORECASE)
+_PREFERRED_GGUF = "q4_k_m"  # the variant llama.cpp-based runtimes are usually handed
+_NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
+
+
+class _Refused(Exception):
+    """Internal: a refusal found deep in the fetch; caught by `resolve`."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def _refuse(reason: Reason, message: str) -> _Refused:
+    return _Refused(Refusal(reason=reason, message=message))
+
+
+@dataclass(frozen=True, slots=True)
+class _Quant:
+    scheme: Quantization
+    bits: int | None = None
+    group_size: int | None = None
+
+
+class HubClient:
+    """Resolves `owner/name[@revision]` into ModelFacts through the Hub API, with a TTL cache.
+
+    The token of an order is used for its requests only: it is never stored, logged or shown; the
+    cache is keyed by a salted hash of it, so a token without access cannot read another's answer.
+    Refusals are returned; a Hub that does not answer raises SourceUnavailableError.
+    """
+
+    def __init__(
+        self,
+        endpoint: str = DEFAULT_ENDPOINT,
+        *,
+        timeout: float = 10.0,
+        positive_ttl: float = 600.0,
+        negative_ttl: float = 30.0,
+        cache_size: int = 1024,
+        transport: httpx.BaseTransport | None = None,
+        timer: Callable[[], float] | None = None,
+    ) -> None:
+        endpoint = endpoint.rstrip("/")
+        if not endpoint.startswith(("http://", "https://")):
+            raise SettingsError(f"the Hugging Face endpoint {endpoint!r} is not an http(s) URL")
+        self.endpoint = endpoint
+        self._timeout = timeout
+        self._http = httpx.Client(
+            timeout=timeout,
+            follow_redirects=True,
+            transport=transport,
+            headers={"User-Agent": "isvc-catalog/0.1.0"},
+        )
+        clock: dict[str, Any] = {} if timer is None else {"timer": timer}
+        self._positive: TTLCache[tuple[str, str | None, str], ModelFacts | Refusal] = TTLCache(
+            maxsize=cache_size, ttl=positive_ttl, **clock
+        )
+        self._negative: TTLCache[tuple[str, str | None, str], ModelFacts | Refusal] = TTLCache(
+            maxsize=cache_size, ttl=negative_ttl, **clock
+        )
+        self._lock = threading.Lock()
+        self._salt = os.urandom(16)
+
+    def __repr__(self) -> str:
+        return f"HubClient(endpoint={self.endpoint!r})"
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> HubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ public
+
+    def resolve(self, ref: str, token: str | None = None) -> ModelFacts | Refusal:
+        """Facts about `ref`, or a refusal saying whose fix it is; raises SourceUnavailableError."""
+        parsed = parse_repo_ref(ref)
+        if isinstance(parsed, Refusal):
+            return parsed
+        token = token or None
+        key = (parsed.repo, parsed.revision, self._fingerprint(token))
+        with self._lock:
+            cached = self._positive.get(key) or self._negative.get(key)
+        if cached is not None:
+            return cached.model_copy(deep=True)
+        try:
+            result: ModelFacts | Refusal = self._fetch(parsed, token)
+        except _Refused as refused:
+            result = refused.refusal
+        _log.info("resolved %s: %s", parsed, getattr(result, "reason", "facts"))
+        with self._lock:
+            (self._positive if isinstance(result, ModelFacts) else self._negative)[key] = result
+        return result.model_copy(deep=True)
+
+    def forget(self) -> None:
+        """Drop every cached answer."""
+        with self._lock:
+            self._positive.clear()
+            self._negative.clear()
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _fingerprint(self, token: str | None) -> str:
+        if token is None:
+            return ""
+        return hmac.new(self._salt, token.encode(), hashlib.sha256).hexdigest()
+
+    @staticmethod
+    def _headers(token: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _unavailable(self, ref: RepoRef, what: str, delay: float = 10.0) -> SourceUnavailableError:
+        return SourceUnavailableError(
+            f"The Hugging Face Hub at {self.endpoint} did not answer for {ref} ({what}); "
+            "this passes on its own and the next pass asks again.",
+            delay=delay,
+        )
+
+    def _request(
+        self,
+        url: str,
+        ref: RepoRef,
+        token: str | None,
+        *,
+        params: Mapping[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> httpx.Response | None:
+        try:
+            resp = self._http.get(url, params=params, headers=self._headers(token))
+        except httpx.TimeoutException:
+            raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise self._unavailable(ref, type(exc).__name__) from None
+        if missing_ok and resp.status_code == 404 and self._error_code(resp) != "RepoNotFound":
+            return None
+        self._check(resp, ref, token)
+        return resp
+
+    def _json(self, resp: httpx.Response, ref: RepoRef, what: str) -> Any:
+        try:
+            return resp.json()
+        except ValueError:
+            raise self._unavailable(ref, f"{what} is not JSON") from None
+
+    @staticmethod
+    def _error_code(resp: httpx.Response) -> str:
+        return resp.headers.get("X-Error-Code", "")
+
+    def _check(self, resp: httpx.Response, ref: RepoRef, token: str | None) -> None:
+        """Map an HTTP status of the Hub to a refusal (raised as _Refused) or a retry."""
+        status = resp.status_code
+        if status < 300:
+            return
+        code = self._error_code(resp)
+        if status in (401, 403):
+            if token is None and (code == "RepoNotFound" or (status == 401 and code != "GatedRepo")):
+                raise _refuse(
+                    Reason.MODEL_NOT_FOUND,
+                    f"Hugging Face repository {ref.repo} does not exist or is private. Check "
+                    "spec.model.ref.name; for a private repository, put a token with read access "
+                    "in a Secret and name it in spec.model.authSecretRef.",
+                )
+            if token is None:
+                raise _refuse(
+                    Reason.MODEL_NOT_FOUND,
+                    f"{ref.repo} is gated on the Hugging Face Hub and the order carries no token. "
+                    "Accept the model's licence on the Hub, put that account's token in a Secret "
+                    "and name it in spec.model.authSecretRef.",
+                )
+            if status == 401 and code not in ("GatedRepo", "RepoNotFound"):
+                raise _refuse(
+                    Reason.MODEL_NOT_FOUND,
+                    f"The Hugging Face Hub refused the token in spec.model.authSecretRef for "
+                    f"{ref.repo} as invalid or expired. Put a valid token in that Secret.",
+                )
+            raise _refuse(
+                Reason.MODEL_NOT_FOUND,
+                f"The token in spec.model.authSecretRef gives no access to {ref.repo}. Accept the "
+                "model's licence on the Hub with the token's account, or use a token that has access.",
+            )
+        if status == 404:
+            if code == "RevisionNotFound":
+                raise _refuse(
+                    Reason.MODEL_NOT_FOUND,
+                    f"Revision {ref.revision} of {ref.repo} does not exist on the Hugging Face Hub. "
+                    "Correct the part after @ in spec.model.ref.name.",
+                )
+            raise _refuse(
+                Reason.MODEL_NOT_FOUND,
+                f"Hugging Face repository {ref.repo} does not exist at {self.endpoint}. "
+                "Check spec.model.ref.name.",
+            )
+        if status == 429:
+            retry = resp.headers.get("Retry-After", "")
+            delay = float(retry) if retry.isdigit() else 30.0
+            raise self._unavailable(ref, "HTTP 429, rate limited", delay=delay)
+        raise self._unavailable(ref, f"HTTP {status}")
+
+    def _read_prefix(self, url: str, ref: RepoRef, token: str | None, start: int, end: int) -> bytes:
+        """Bytes start..end (inclusive) of a file; stops reading even if Range is ignored."""
+        want = end - start + 1
+        buf = bytearray()
+        try:
+            with self._http.stream(
+                "GET", url, headers=self._headers(token, {"Range": f"bytes={start}-{end}"})
+            ) as resp:
+                if resp.status_code == 416:
+                    return b""
+                self._check(resp, ref, token)
+                skip = start if resp.status_code == 200 else 0
+                for chunk in resp.iter_bytes():
+                    buf += chunk
+                    if len(buf) >= skip + want:
+                        break
+        except httpx.TimeoutException:
+            raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise self._unavailable(ref, type(exc).__name__) from None
+        return bytes(buf[skip : skip + want])
+
+    # ------------------------------------------------------------------ facts
+
+    def _api(self, ref: RepoRef, suffix: str = "") -> str:
+        return f"{self.endpoint}/api/models/{ref.repo}{suffix}"
+
+    def _file(self, ref: RepoRef, commit: str, path: str) -> str:
+        return f"{self.endpoint}/{ref.repo}/resolve/{quote(commit, safe='')}/{quote(path)}"
+
+    def _fetch(self, ref: RepoRef, token: str | None) -> ModelFacts:
+        suffix = f"/revision/{quote(ref.revision, safe='')}" if ref.revision else ""
+        resp = self._request(self._api(ref, suffix), ref, token, params={"blobs": "true"})
+        assert resp is not None
+        info = self._json(resp, ref, "the model info")
+        if not isinstance(info, dict):
+            raise self._unavailable(ref, "the model info is not an object")
+        if info.get("gated") and token is None:
+            raise _refuse(
+                Reason.MODEL_NOT_FOUND,
+                f"{ref.repo} is gated on the Hugging Face Hub and the order carries no token. "
+                "Accept the model's licence on the Hub, put that account's token in a Secret and "
+                "name it in spec.model.authSecretRef.",
+            )
+        commit = info.get("sha") if isinstance(info.get("sha"), str) else (ref.revision or "main")
+        files = self._files(info, ref, token, commit)
+        root = {name: size for name, size in files.items() if "/" not in name}
+
+        config = self._config(ref, token, commit, root, info)
+        quant = _quantization(ref, config.get("quantization_config"))
+        fmt, weights = self._weights(ref, token, commit, root)
+        if fmt != ModelFormat.GGUF and not config:
+            hint = (" It looks like a LoRA adapter, which needs its base model."
+                    if "adapter_config.json" in root else "")
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref.repo} has no config.json, so no runtime can load it as a model.{hint} "
+                "Name a transformers model repository in spec.model.ref.name.",
+            )
+        sizes = [root.get(name) for name in weights]
+        weight_bytes = sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
+
+        dtype = _str(config.get("torch_dtype")) or _str(config.get("dtype"))
+        params: int | None = None
+        bits = quant.bits
+        if fmt == ModelFormat.SAFETENSORS:
+            counts = _info_counts(info) or self._header_counts(ref, token, commit, weights)
+            params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
+            dtype = dtype or _dominant_float(counts)
+        elif fmt == ModelFormat.GGUF:
+            gguf = info.get("gguf") if isinstance(info.get("gguf"), dict) else {}
+            params = _int(gguf.get("total"))
+            quant = _Quant(Quantization.GGUF)
+            bits = _gguf_bits(weights[0]) if weights else None
+        elif weight_bytes is not None and dtype:
+            per = DTYPE_BYTES.get(_safetensors_code(dtype) or "", 0)
+            params = int(weight_bytes / per) if per else None
+
+        gguf_info = info.get("gguf") if isinstance(info.get("gguf"), dict) else {}
+        heads = _pick(config, "num_attention_heads", "n_head", "num_heads")
+        hidden = _pick(config, "hidden_size", "n_embd", "d_model")
+        head_dim = _pick(config, "head_dim") or (hidden // heads if hidden and heads else None)
+        kv_heads = _pick(config, "num_key_value_heads", "n_head_kv", "num_kv_heads")
+        if kv_heads is None and heads is not None:
+            kv_heads = 1 if config.get("multi_query") is True else heads
+        architectures = config.get("architectures")
+        return ModelFacts(
+            source=ModelSource.HUGGING_FACE,
+            name=ref.repo,
+            revision=ref.revision,
+            ready=True,
+            format=fmt,
+            architecture=architectures[0] if isinstance(architectures, list) and architectures
+            and isinstance(architectures[0], str) else None,
+            family=_str(config.get("model_type")) or _str(gguf_info.get("architecture")),
+            parameter_count=params,
+            dtype=dtype,
+            quantization=quant.scheme,
+            quantization_bits=bits,
+            context_length=_pick(
+                config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                "max_sequence_length",
+            ) or _int(gguf_info.get("context_length")),
+            num_layers=_pick(config, "num_hidden_layers", "n_layer", "num_layers"),
+            num_attention_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            hidden_size=hidden,
+            weight_bytes=weight_bytes,
+            endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
+        )
+
+    def _files(
+        self, info: Mapping[str, Any], ref: RepoRef, token: str | None, commit: str
+    ) -> dict[str, int | None]:
+        """Every file path of the revision and its size, from siblings or else the tree API."""
+        files: dict[str, int | None] = {}
+        for sibling in info.get("siblings") or []:
+            if isinstance(sibling, dict) and isinstance(sibling.get("rfilename"), str):
+                files[sibling["rfilename"]] = _size(sibling)
+        if files and all(size is not None for size in files.values()):
+            return files
+        url: str | None = self._api(ref, f"/tree/{quote(commit, safe='')}")
+        params: dict[str, str] | None = {"recursive": "true"}
+        for _ in range(_MAX_TREE_PAGES):
+            if url is None:
+                break
+            resp = self._request(url, ref, token, params=params)
+            assert resp is not None
+            entries = self._json(resp, ref, "the file tree")
+            if not isinstance(entries, list):
+                raise self._unavailable(ref, "the file tree is not a list")
+            for entry in entries:
+                if isinstance(entry, dict) and entry.get("type") == "file" and isinstance(
+                    entry.get("path"), str
+                ):
+                    files[entry["path"]] = _size(entry)
+            url, params = resp.links.get("next", {}).get("url"), None
+        return files
+
+    def _config(
+        self,
+        ref: RepoRef,
+        token: str | None,
+        commit: str,
+        root: Mapping[str, int | None],
+        info: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """config.json of the revision; the Hub's summary of it when the file is absent."""
+        if "config.json" in root:
+            resp = self._request(self._file(ref, commit, "config.json"), ref, token, missing_ok=True)
+            if resp is not None:
+                try:
+                    config = resp.json()
+                except ValueError:
+                    config = None
+                if not isinstance(config, dict):
+                    raise _refuse(
+                        Reason.INVALID_MODEL_SOURCE,
+                        f"config.json of {ref} is not a JSON object, so no runtime can load the "
+                        "model. Name another repository or revision in spec.model.ref.name.",
+                    )
+                return config
+        summary = info.get("config")
+        return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
+
+    def _weights(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]
+    ) -> tuple[ModelFormat, list[str]]:
+        """The weight format a runtime would load and the files that make it up."""
+        safetensors = sorted(f for f in root if f.endswith(".safetensors") and not f.startswith("adapter_"))
+        if safetensors:
+            indexed = self._index(ref, token, commit, root, "model.safetensors.index.json")
+            if indexed:
+                return ModelFormat.SAFETENSORS, indexed
+            if "model.safetensors" in root:
+                return ModelFormat.SAFETENSORS, ["model.safetensors"]
+            return ModelFormat.SAFETENSORS, safetensors
+        gguf = sorted(f for f in root if f.endswith(".gguf"))
+        if gguf:
+            return ModelFormat.GGUF, _gguf_variant(gguf, root)
+        bins = sorted(f for f in root if re.fullmatch(r"pytorch_model.*\.bin", f))
+        if bins:
+            indexed = self._index(ref, token, commit, root, "pytorch_model.bin.index.json")
+            return ModelFormat.PYTORCH, indexed or [b for b in bins if not b.endswith(".index.json")]
+        pts = sorted(f for f in root if f.endswith((".pt", ".pth")))
+        if pts:
+            return ModelFormat.PYTORCH, pts
+        raise _refuse(
+            Reason.INVALID_MODEL_SOURCE,
+            f"{ref} holds no model weights (safetensors, GGUF or PyTorch files). "
+            "Check spec.model.ref.name: it must name a model repository.",
+        )
+
+    def _index(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None], name: str
+    ) -> list[str]:
+        """Shard files named by a sharded checkpoint's index, or [] without an index."""
+        if name not in root:
+            return []
+        resp = self._request(self._file(ref, commit, name), ref, token, missing_ok=True)
+        if resp is None:
+            return []
+        try:
+            weight_map = resp.json()["weight_map"]
+            shards = sorted({str(v) for v in weight_map.values()})
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{name} of {ref} is not a checkpoint index (no weight_map), so the shards of the "
+                "model cannot be told. Name another repository or revision in spec.model.ref.name.",
+            ) from None
+        missing = [s for s in shards if s not in root]
+        if missing:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{name} of {ref} names shards the repository does not hold ({missing[0]} …). "
+                "Name another repository or revision in spec.model.ref.name.",
+            )
+        return shards
+
+    def _header_counts(
+        self, ref: RepoRef, token: str | None, commit: str, files: list[str]
+    ) -> Counter[str]:
+        """Element counts per dtype, read from the safetensors headers by Range requests."""
+        counts: Counter[str] = Counter()
+        for name in files:
+            url = self._file(ref, commit, name)
+            head = self._read_prefix(url, ref, token, 0, _FIRST_READ - 1)
+            try:
+                length = header_length(head)
+                if len(head) < 8 + length:
+                    head += self._read_prefix(url, ref, token, len(head), 8 + length - 1)
+                if len(head) < 8 + length:
+                    raise SafetensorsHeaderError("the file ends inside its header")
+                counts.update(count_elements(head[8 : 8 + length]))
+            except SafetensorsHeaderError as exc:
+                raise _refuse(
+                    Reason.INVALID_MODEL_SOURCE,
+                    f"{name} of {ref} is not a valid safetensors file ({exc}). Name another "
+                    "repository or revision in spec.model.ref.name.",
+                ) from None
+        return counts
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _size(entry: Mapping[str, Any]) -> int | None:
+    lfs = entry.get("lfs")
+    return _int(entry.get("size")) or (_int(lfs.get("size")) if isinstance(lfs, dict) else None)
+
+
+def _pick(config: Mapping[str, Any], *keys: str) -> int | None:
+    """The first integer under one of `keys`, at the top or in a nested text config."""
+    scopes = [config, *(config[n] for n in _NESTED_CONFIGS if isinstance(config.get(n), dict))]
+    for scope in scopes:
+        for key in keys:
+            value = _int(scope.get(key))
+            if value is not None:
+                return value
+    return None
+
+
+def _info_counts(info: Mapping[str, Any]) -> Counter[str] | None:
+    """Element counts per dtype the Hub computed (the `safetensors` field of model info)."""
+    st = info.get("safetensors")
+    params = st.get("parameters") if isinstance(st, dict) else None
+    if not isinstance(params, dict) or not params:
+        return None
+    counts: Counter[str] = Counter()
+    for dtype, count in params.items():
+        if _int(count) is None:
+            return None
+        counts[str(dtype)] = count
+    return counts
+
+
+def _dominant_float(counts: Mapping[str, int]) -> str | None:
+    floats = {d: c for d, c in counts.items() if d in TORCH_DTYPES}
+    return TORCH_DTYPES[max(floats, key=lambda d: floats[d])] if floats else None
+
+
+def _safetensors_code(torch_dtype: str) -> str | None:
+    return next((code for code, name in TORCH_DTYPES.items() if name == torch_dtype), None)
+
+
+def _gguf_variant(files: list[str], root: Mapping[str, int | None]) -> list[str]:
+    """The files of one GGUF variant: Q4_K_M when offered, else the largest."""
+    variants: dict[str, list[str]] = {}
+    for name in files:
+        variants.setdefault(_GGUF_SHARD.sub("", name).lower(), []).append(name)
+    preferred = [v for v in variants if _PREFERRED_GGUF in v]
+    if preferred:
+        return variants[preferred[0]]
+    return max(variants.values(), key=lambda group: sum(root.get(n) or 0 for n in group))
+
+
+def _gguf_bits(name: str) -> int | None:
+    match = _GGUF_BITS.search(name.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    return int(next(g for g in match.groups() if g))
+
+
+def _quantization(ref: RepoRef, qc: object) -> _Quant:
+    """The scheme of config.json's quantization_config; an unknown one is refused."""
+    if not isinstance(qc, dict):
+        return _Quant(Quantization.NONE)
+    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    bits = _int(qc.get("bits")) or _int(qc.get("w_bit"))
+    group = _int(qc.get("group_size")) or _int(qc.get("q_group_size"))
+    if method == "awq":
+        return _Quant(Quantization.AWQ, bits or 4, group)
+    if method in ("gptq", "gptq-marlin"):
+        return _Quant(Quantization.GPTQ, bits or 4, group if group and group > 0 else None)
+    if method in ("fp8", "fbgemm-fp8"):
+        return _Quant(Quantization.FP8, 8)
+    if method == "bitsandbytes":
+        four = qc.get("load_in_4bit") or qc.get("_load_in_4bit")
+        return _Quant(Quantization.BITSANDBYTES, 4 if four else 8)
+    if method == "compressed-tensors":
+        for group_cfg in (qc.get("config_groups") or {}).values():
+            weights = group_cfg.get("weights") if isinstance(group_cfg, dict) else None
+            if isinstance(weights, dict):
+                wbits = _int(weights.get("num_bits"))
+                if weights.get("type") == "float" and wbits == 8:
+                    return _Quant(Quantization.FP8, 8)
+                if weights.get("type") == "int" and wbits:
+                    return _Quant(Quantization.GPTQ, wbits, _int(weights.get("group_size")))
+    if not method:
+        return _Quant(Quantization.NONE)
+    raise _refuse(
+        Reason.INVALID_MODEL_SOURCE,
+        f"{ref} is quantized with {method!r}, which the platform cannot serve. Name a variant "
+        "quantized with AWQ, GPTQ, FP8 or bitsandbytes, or the unquantized model.",
+    )

@@ -1,0 +1,431 @@
+"""A Hub-shaped HTTP server for tests: fixture models described in YAML, headers without weights.
+
+It answers the routes HubClient uses (model info with ?blobs=true, the tree API with paging,
+resolve with Range and HEAD), gates and private repositories like the Hub does (401/403 with
+X-Error-Code), and serves weight files as their real safetensors header followed by zeros; a
+request reaching more than 1 MiB into the zeros gets 416, so nothing large is ever written or sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from isvc_catalog._safetensors import DTYPE_BYTES, TORCH_DTYPES, build_header
+
+__all__ = ["FixtureModel", "StandinHub", "load_fixtures", "main", "packaged_fixtures"]
+
+_SERVE_LIMIT = 1024 * 1024
+_LFS_POINTER = 135
+
+
+class GgufSpec(BaseModel):
+    """The `gguf` block of model info and the GGUF files of the repository."""
+
+    model_config = ConfigDict(extra="forbid")
+    architecture: str
+    context_length: int
+    files: dict[str, int] = Field(description="File name -> size in bytes.")
+
+
+class FixtureModel(BaseModel):
+    """One repository of the stand-in Hub, as written in a YAML file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    sha: str | None = None
+    gated: bool = False
+    private: bool = False
+    tokens: list[str] = Field(default_factory=list, description="Tokens granted access.")
+    pipeline_tag: str | None = None
+    library_name: str | None = "transformers"
+    format: Literal["safetensors", "gguf", "pytorch"] = "safetensors"
+    dtype: str = "bfloat16"
+    parameters: int = Field(description="Parameters of the unquantized model.")
+    safetensors: dict[str, int] | None = Field(
+        default=None, description="Stored elements per safetensors dtype; default: all in dtype."
+    )
+    shards: int = 1
+    info_safetensors: bool = Field(
+        default=True, description="Whether model info carries the `safetensors` summary."
+    )
+    config: dict[str, Any] | None = Field(default=None, description="config.json; None: absent.")
+    gguf: GgufSpec | None = None
+    extra_files: dict[str, int] = Field(default_factory=dict, description="Other files, sizes.")
+
+    @property
+    def commit(self) -> str:
+        return self.sha or hashlib.sha1(self.repo.encode()).hexdigest()
+
+
+@dataclass
+class _File:
+    size: int
+    prefix: bytes = b""  # the real leading bytes; the rest of the file reads as zeros
+    lfs: bool = False
+
+    @property
+    def oid(self) -> str:
+        return hashlib.sha1(self.prefix + str(self.size).encode()).hexdigest()
+
+
+@dataclass
+class _Repo:
+    model: FixtureModel
+    files: dict[str, _File] = field(default_factory=dict)
+
+
+def _split(total: int, parts: int) -> list[int]:
+    base = total // parts
+    return [base] * (parts - 1) + [total - base * (parts - 1)]
+
+
+def _shard_names(stem: str, ext: str, n: int) -> list[str]:
+    if n == 1:
+        return [f"{stem}.{ext}"]
+    return [f"{stem}-{i:05d}-of-{n:05d}.{ext}" for i in range(1, n + 1)]
+
+
+def _dtype_code(torch_dtype: str) -> str:
+    return next((c for c, name in TORCH_DTYPES.items() if name == torch_dtype), "BF16")
+
+
+def build_repo(model: FixtureModel) -> _Repo:
+    """The files of a fixture repository: small ones in full, weight files as headers."""
+    repo = _Repo(model)
+    files = repo.files
+    files[".gitattributes"] = _File(1519, b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+    if model.config is not None:
+        raw = json.dumps(model.config, indent=2).encode()
+        files["config.json"] = _File(len(raw), raw)
+    if model.format == "safetensors":
+        counts = model.safetensors or {_dtype_code(model.dtype): model.parameters}
+        names = _shard_names("model", "safetensors", model.shards) if model.shards > 1 else [
+            "model.safetensors"
+        ]
+        shares = {dtype: _split(count, len(names)) for dtype, count in counts.items()}
+        weight_map: dict[str, str] = {}
+        total = 0
+        for i, name in enumerate(names):
+            tensors = [
+                (f"model.layers.{i}.packed_{dtype.lower()}", dtype, [share[i]])
+                for dtype, share in shares.items()
+                if share[i] > 0
+            ]
+            header, data = build_header(tensors)
+            files[name] = _File(len(header) + data, header, lfs=True)
+            weight_map.update({t[0]: name for t in tensors})
+            total += data
+        if len(names) > 1:
+            index = json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
+            files["model.safetensors.index.json"] = _File(len(index), index)
+    elif model.format == "pytorch":
+        names = _shard_names("pytorch_model", "bin", model.shards)
+        size = math.ceil(model.parameters * DTYPE_BYTES[_dtype_code(model.dtype)])
+        for name, part in zip(names, _split(size, len(names)), strict=True):
+            files[name] = _File(part, b"PK\x03\x04", lfs=True)
+        if len(names) > 1:
+            index = json.dumps({"metadata": {"total_size": size},
+                                "weight_map": {f"t{i}": n for i, n in enumerate(names)}}).encode()
+            files["pytorch_model.bin.index.json"] = _File(len(index), index)
+    elif model.gguf is not None:
+        for name, size in model.gguf.files.items():
+            files[name] = _File(size, b"GGUF\x03\x00\x00\x00", lfs=True)
+    for name, size in model.extra_files.items():
+        files[name] = _File(size, lfs=size > 10 * 1024 * 1024)
+    return repo
+
+
+def _info(repo: _Repo, blobs: bool) -> dict[str, Any]:
+    m = repo.model
+    siblings: list[dict[str, Any]] = []
+    for name, f in sorted(repo.files.items()):
+        entry: dict[str, Any] = {"rfilename": name}
+        if blobs:
+            entry.update(blobId=f.oid, size=f.size)
+            if f.lfs:
+                entry["lfs"] = {"sha256": hashlib.sha256(f.oid.encode()).hexdigest(),
+                                "size": f.size, "pointerSize": _LFS_POINTER}
+        siblings.append(entry)
+    cfg = m.config or {}
+    info: dict[str, Any] = {
+        "_id": m.commit[:24],
+        "id": m.repo,
+        "modelId": m.repo,
+        "author": m.repo.split("/")[0],
+        "sha": m.commit,
+        "lastModified": "2024-09-25T14:32:00.000Z",
+        "createdAt": "2024-09-16T11:55:00.000Z",
+        "private": m.private,
+        "disabled": False,
+        "gated": "manual" if m.gated else False,
+        "downloads": 0,
+        "likes": 0,
+        "library_name": m.library_name,
+        "pipeline_tag": m.pipeline_tag,
+        "tags": [t for t in (m.library_name, m.format, cfg.get("model_type")) if t],
+        "config": {k: cfg[k] for k in ("architectures", "model_type", "quantization_config") if k in cfg},
+        "cardData": {},
+        "siblings": siblings,
+        "usedStorage": sum(f.size for f in repo.files.values()),
+    }
+    if m.format == "safetensors" and m.info_safetensors:
+        counts = m.safetensors or {_dtype_code(m.dtype): m.parameters}
+        info["safetensors"] = {"parameters": dict(counts), "total": sum(counts.values())}
+    if m.gguf is not None:
+        info["gguf"] = {"total": m.parameters, "architecture": m.gguf.architecture,
+                        "context_length": m.gguf.context_length}
+    return info
+
+
+class StandinHub:
+    """The fixture repositories and the knobs tests turn (failures, paging, a request log)."""
+
+    def __init__(self, models: Iterable[FixtureModel]) -> None:
+        self.repos = {m.repo: build_repo(m) for m in models}
+        self.fail_with: int | None = None  # answer every request with this status
+        self.tree_page_size = 1000
+        self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def server(self, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+        """An HTTP server bound to host:port answering for this hub (not yet serving)."""
+        hub = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.hub = hub
+        return ThreadingHTTPServer((host, port), Handler)
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve in a background thread; returns the endpoint URL."""
+        self._server = self.server(host, port)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        bound_host, bound_port = self._server.server_address[:2]
+        return f"http://{bound_host!s}:{bound_port}"
+
+    def stop(self) -> None:
+        """Stop the background server."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: StandinHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests read hub.requests
+
+    def do_HEAD(self) -> None:
+        self._route(head=True)
+
+    def do_GET(self) -> None:
+        self._route(head=False)
+
+    # ------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+              head: bool = False) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _json(self, doc: Any, head: bool = False, headers: dict[str, str] | None = None) -> None:
+        self._send(200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})},
+                   head)
+
+    def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
+        self._send(status, json.dumps({"error": message}).encode(),
+                   {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
+                   head)
+
+    def _route(self, head: bool) -> None:
+        url = urlsplit(self.path)
+        self.hub.requests.append((self.command, url.path, self.headers.get("Range")))
+        if self.hub.fail_with is not None:
+            self._send(self.hub.fail_with, b"stand-in failure", head=head)
+            return
+        query = parse_qs(url.query)
+        parts = [unquote(p) for p in url.path.split("/")[1:]]
+        auth = self.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
+        if parts[:2] == ["api", "models"] and len(parts) >= 4:
+            self._api(parts[2] + "/" + parts[3], parts[4:], query, token, head)
+        elif len(parts) >= 5 and parts[2] == "resolve":
+            self._resolve(parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:]), token, head)
+        else:
+            self._send(404, b"Not Found", head=head)
+
+    def _repo(self, repo_id: str, revision: str | None, token: str | None, resolve: bool,
+              head: bool) -> _Repo | None:
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            self._error(404, "RepoNotFound", "Repository not found", head)
+            return None
+        m = repo.model
+        granted = token is not None and token in m.tokens
+        if m.private and not granted:
+            self._error(401 if token is None else 404, "RepoNotFound", "Repository not found", head)
+            return None
+        if m.gated and resolve and not granted:
+            message = (f"Access to model {m.repo} is restricted. You must have access to it and be "
+                       "authenticated to access it. Please log in." if token is None else
+                       f"Access to model {m.repo} is restricted and you are not in the authorized list.")
+            self._error(401 if token is None else 403, "GatedRepo", message, head)
+            return None
+        if revision not in (None, "main", m.commit):
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}", head)
+            return None
+        return repo
+
+    def _api(self, repo_id: str, rest: list[str], query: dict[str, list[str]], token: str | None,
+             head: bool) -> None:
+        if not rest:
+            repo = self._repo(repo_id, None, token, False, head)
+            if repo:
+                self._json(_info(repo, query.get("blobs") == ["true"]), head)
+        elif rest[0] == "revision" and len(rest) == 2:
+            repo = self._repo(repo_id, rest[1], token, False, head)
+            if repo:
+                self._json(_info(repo, query.get("blobs") == ["true"]), head)
+        elif rest[0] == "tree" and len(rest) >= 2:
+            repo = self._repo(repo_id, rest[1], token, False, head)
+            if repo:
+                self._tree(repo, repo_id, rest[1], "/".join(rest[2:]), query, head)
+        else:
+            self._send(404, b"Not Found", head=head)
+
+    def _tree(self, repo: _Repo, repo_id: str, revision: str, under: str,
+              query: dict[str, list[str]], head: bool) -> None:
+        recursive = query.get("recursive") == ["true"]
+        prefix = f"{under}/" if under else ""
+        entries: list[dict[str, Any]] = []
+        dirs: set[str] = set()
+        for name, f in sorted(repo.files.items()):
+            if not name.startswith(prefix):
+                continue
+            rest = name[len(prefix):]
+            if "/" in rest and not recursive:
+                dirs.add(prefix + rest.split("/")[0])
+                continue
+            entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": name}
+            if f.lfs:
+                entry["lfs"] = {"oid": hashlib.sha256(f.oid.encode()).hexdigest(), "size": f.size,
+                                "pointerSize": _LFS_POINTER}
+            entries.append(entry)
+        entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in sorted(dirs)]
+        start = int((query.get("cursor") or ["0"])[0])
+        page = entries[start : start + self.hub.tree_page_size]
+        headers: dict[str, str] = {}
+        if start + self.hub.tree_page_size < len(entries):
+            host = self.headers.get("Host", "127.0.0.1")
+            path = f"/api/models/{repo_id}/tree/{quote(revision, safe='')}" + (f"/{under}" if under else "")
+            flag = "&recursive=true" if recursive else ""
+            headers["Link"] = (f'<http://{host}{path}?cursor={start + self.hub.tree_page_size}{flag}>; '
+                               'rel="next"')
+        self._json(page, head, headers)
+
+    def _resolve(self, repo_id: str, revision: str, path: str, token: str | None, head: bool) -> None:
+        repo = self._repo(repo_id, revision, token, True, head)
+        if repo is None:
+            return
+        f = repo.files.get(path)
+        if f is None:
+            self._error(404, "EntryNotFound", f"{path} does not exist on {revision}", head)
+            return
+        headers = {"X-Repo-Commit": repo.model.commit, "ETag": f'"{f.oid}"', "Accept-Ranges": "bytes",
+                   "Content-Type": "application/octet-stream"}
+        wanted = _range(self.headers.get("Range"), f.size)
+        if wanted is None and self.headers.get("Range"):
+            self._send(416, b"", {"Content-Range": f"bytes */{f.size}"}, head)
+            return
+        start, end = wanted if wanted else (0, f.size - 1)
+        if end - start + 1 > _SERVE_LIMIT and end >= len(f.prefix):
+            self._send(416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"},
+                       head)
+            return
+        body = (f.prefix[start : end + 1]).ljust(end - start + 1, b"\0") if f.size else b""
+        if wanted:
+            headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
+            self._send(206, body, headers, head)
+        else:
+            self._send(200, body, headers, head)
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, end) of a single `bytes=` range, clipped to the file; None when absent or unsatisfiable."""
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", (header or "").strip())
+    if not match or not (match.group(1) or match.group(2)):
+        return None
+    if not match.group(1):
+        start, end = max(size - int(match.group(2)), 0), size - 1
+    else:
+        start = int(match.group(1))
+        end = min(int(match.group(2)), size - 1) if match.group(2) else size - 1
+    return (start, end) if start <= end and start < size else None
+
+
+def load_fixtures(directory: Path) -> list[FixtureModel]:
+    """Every *.yaml in `directory`, one model (or a list of models) per file."""
+    models: list[FixtureModel] = []
+    for path in sorted(directory.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        for item in doc if isinstance(doc, list) else [doc]:
+            models.append(FixtureModel.model_validate(item))
+    return models
+
+
+def packaged_fixtures() -> Path:
+    """The fixture descriptions shipped with this package."""
+    return Path(str(resources.files("isvc_catalog") / "standin_models"))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve fixture models as a Hub on 127.0.0.1 until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m isvc_catalog.standin_hub", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--models", type=Path, default=packaged_fixtures(),
+                        help="directory of YAML model descriptions (default: the shipped fixtures)")
+    args = parser.parse_args(argv)
+    hub = StandinHub(load_fixtures(args.models))
+    server = hub.server(args.host, args.port)
+    print(f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving "
+          f"{', '.join(sorted(hub.repos))}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
