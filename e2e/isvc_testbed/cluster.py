@@ -1,0 +1,465 @@
+"""A real control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+
+Every component runs as a subprocess in its own process group, in a temporary directory (on /dev/shm when
+there is one). `stop()` ends exactly the process groups it started and removes the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from isvc_testbed._bins import require_bins
+from isvc_testbed._errors import ComponentDied, StartTimeout, TestbedError
+from isvc_testbed._kube import api_client
+from isvc_testbed._pki import Pki, kubeconfig, write_kubeconfig
+
+__all__ = ["Cluster", "ClusterState", "stop_recorded"]
+
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+ALICE = ("alice", ("team-a",))
+_PR_SET_PDEATHSIG = 1
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct free TCP ports on 127.0.0.1 (held open together so they differ, then released)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _work_parent() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGTERM the child when the process that started it dies (Linux only)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class _Component:
+    name: str
+    argv: list[str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, cwd: Path, die_with_parent: bool) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if die_with_parent else None,
+            )
+
+    def check(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ComponentDied(self.name, self.proc.returncode, _tail(self.log))
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What `up` records so that `down` (another process) can stop the cluster by pid."""
+
+    workdir: str
+    server: str
+    pids: dict[str, int]
+    ports: dict[str, int]
+    kubeconfigs: dict[str, str]
+    bin_dir: str
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterState:
+        return cls(**json.loads(text))
+
+
+@dataclass
+class Cluster:
+    """One throw-away control plane. Use as a context manager, or call start() and stop()."""
+
+    bin_dir: Path | None = None
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    workdir_parent: str | None = None
+    timeout: float = 120.0
+    die_with_parent: bool = True
+    log: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+
+    workdir: Path = field(init=False)
+    ports: dict[str, int] = field(init=False, default_factory=dict)
+    kubeconfigs: dict[str, Path] = field(init=False, default_factory=dict)
+    startup_seconds: float = field(init=False, default=0.0)
+    _components: list[_Component] = field(init=False, default_factory=list)
+    _pki: Pki = field(init=False)
+
+    # ---- public surface -------------------------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        """The API server URL."""
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """Kubeconfig of the cluster administrator (group system:masters)."""
+        return self.kubeconfigs["admin"]
+
+    @property
+    def alice_kubeconfig(self) -> Path:
+        """Kubeconfig of the namespace user alice (group team-a); she has no rights until bound."""
+        return self.kubeconfigs["alice"]
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The cluster CA certificate in PEM form."""
+        return self._pki.ca_pem
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """Process id (= process group id) of every running component."""
+        return {c.name: c.proc.pid for c in self._components if c.proc is not None}
+
+    def api_client(self, identity: str = "admin") -> k8s.ApiClient:
+        """A kubernetes ApiClient for one of the kubeconfigs (admin, alice, or one made for an SA)."""
+        return api_client(self.kubeconfigs[identity])
+
+    def service_account_kubeconfig(
+        self, namespace: str, name: str, *, expiration_seconds: int = 24 * 3600
+    ) -> Path:
+        """Write a kubeconfig that authenticates as ServiceAccount namespace/name (TokenRequest API)."""
+        with self.api_client() as api:
+            req = k8s.AuthenticationV1TokenRequest(
+                spec=k8s.V1TokenRequestSpec(audiences=[SA_ISSUER], expiration_seconds=expiration_seconds)
+            )
+            resp = k8s.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, req)
+        identity = f"sa-{namespace}-{name}"
+        path = write_kubeconfig(
+            self.workdir / f"{identity}.kubeconfig",
+            kubeconfig(self.server, self.ca_pem, identity, token=_token(resp), namespace=namespace),
+        )
+        self.kubeconfigs[identity] = path
+        return path
+
+    def check(self) -> None:
+        """Raise ComponentDied if any component has exited."""
+        for c in self._components:
+            c.check()
+
+    def state(self) -> ClusterState:
+        """The record `python -m isvc_testbed down` needs."""
+        return ClusterState(
+            workdir=str(self.workdir),
+            server=self.server,
+            pids=self.pids,
+            ports=dict(self.ports),
+            kubeconfigs={k: str(v) for k, v in self.kubeconfigs.items()},
+            bin_dir=str(self.bin_dir),
+        )
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        """Start every component, wait until the API is ready and the default ServiceAccount exists."""
+        t0 = time.monotonic()
+        self.bin_dir = require_bins(self.bin_dir)
+        self.workdir = Path(
+            tempfile.mkdtemp(prefix="isvc-testbed-", dir=self.workdir_parent or _work_parent())
+        )
+        try:
+            self._prepare()
+            self._start("etcd")
+            self._wait("etcd", self._etcd_healthy)
+            self._start("kube-apiserver")
+            self._wait("kube-apiserver", self._apiserver_ready)
+            for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+                self._start(name)
+            self._wait("kube-controller-manager", self._default_sa_exists)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        self.log(f"isvc-testbed: cluster up in {self.startup_seconds:.1f}s at {self.server} ({self.workdir})")
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate every process group this cluster started, then remove its directory."""
+        running = [c for c in reversed(self._components) if c.proc is not None]
+        for c in running:
+            assert c.proc is not None
+            if c.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(c.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for c in running:
+            assert c.proc is not None
+            try:
+                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(c.proc.pid, signal.SIGKILL)
+                c.proc.wait(timeout=5)
+            # a component may have left children in its group; they go with it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(c.proc.pid, signal.SIGKILL)
+        self._components.clear()
+        if getattr(self, "workdir", None) is not None and self.workdir.exists():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ---- internals ------------------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        d = self.workdir
+        (d / "logs").mkdir()
+        etcd_client, etcd_peer, api = _free_ports(3)
+        self.ports = {"etcd": etcd_client, "etcd-peer": etcd_peer, "apiserver": api}
+        self._pki = pki = Pki(d / "pki")
+        serving = pki.serving()
+        certs = {
+            "admin": pki.client("admin", "isvc-testbed-admin", ("system:masters",)),
+            "kcm": pki.client("kcm", "system:kube-controller-manager"),
+            "scheduler": pki.client("scheduler", "system:kube-scheduler"),
+            "alice": pki.client("alice", ALICE[0], ALICE[1]),
+        }
+        for ident, cert in certs.items():
+            self.kubeconfigs[ident] = write_kubeconfig(
+                d / f"{ident}.kubeconfig", kubeconfig(self.server, pki.ca_pem, ident, cert=cert)
+            )
+        sched_cfg = d / "scheduler.yaml"
+        sched_cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {
+                        "kubeconfig": str(self.kubeconfigs["scheduler"]),
+                        "qps": 100,
+                        "burst": 200,
+                    },
+                    "leaderElection": {"leaderElect": False},
+                }
+            )
+        )
+        b = self.bin_dir
+        assert b is not None
+        gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
+        gate_args = [f"--feature-gates={gates}"] if gates else []
+        kcm_cfg = str(self.kubeconfigs["kcm"])
+        sched = str(self.kubeconfigs["scheduler"])
+        argv: dict[str, list[str]] = {
+            "etcd": [
+                str(b / "etcd"),
+                "--name=isvc-testbed",
+                f"--data-dir={d / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=isvc-testbed=http://127.0.0.1:{etcd_peer}",
+                "--listen-metrics-urls=",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=2147483648",
+                "--log-level=warn",
+            ],
+            "kube-apiserver": [
+                str(b / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={api}",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={d / 'apiserver-certs'}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={pki.ca.cert}",
+                f"--service-account-issuer={SA_ISSUER}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+                *gate_args,
+            ],
+            "kube-controller-manager": [
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={kcm_cfg}",
+                f"--authentication-kubeconfig={kcm_cfg}",
+                f"--authorization-kubeconfig={kcm_cfg}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca.cert}",
+                f"--cluster-signing-cert-file={pki.ca.cert}",
+                f"--cluster-signing-key-file={pki.ca.key}",
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+                "--profiling=false",
+                "--v=0",
+                *gate_args,
+            ],
+            "kube-scheduler": [
+                str(b / "kube-scheduler"),
+                f"--config={sched_cfg}",
+                f"--authentication-kubeconfig={sched}",
+                f"--authorization-kubeconfig={sched}",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--profiling=false",
+                "--v=0",
+                *gate_args,
+            ],
+            "kwok": [
+                str(b / "kwok"),
+                f"--kubeconfig={self.kubeconfigs['admin']}",
+                f"--config={b / 'kwok-stages.yaml'}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
+                "--node-lease-duration-seconds=40",
+                f"--cidr={POD_CIDR}",
+                "--node-ip=127.0.0.1",
+            ],
+        }
+        self._argv = argv
+
+    def _start(self, name: str) -> None:
+        c = _Component(name, self._argv[name], self.workdir / "logs" / f"{name}.log")
+        self._components.append(c)
+        c.start(self.workdir, self.die_with_parent)
+
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            self.check()
+            try:
+                if ready():
+                    return
+            except (httpx.HTTPError, ApiException, OSError):
+                pass
+            if time.monotonic() > deadline:
+                log = self.workdir / "logs" / f"{name}.log"
+                raise StartTimeout(
+                    f"{name} not ready after {self.timeout:.0f}s; last log lines:\n{_tail(log)}"
+                )
+            time.sleep(0.2)
+
+    def _etcd_healthy(self) -> bool:
+        r = httpx.get(f"http://127.0.0.1:{self.ports['etcd']}/health", timeout=2)
+        return r.status_code == 200 and r.json().get("health") == "true"
+
+    def _ssl_context(self, identity: str = "admin") -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self._pki.ca.cert))
+        ctx.load_cert_chain(str(self._pki.dir / f"{identity}.crt"), str(self._pki.dir / f"{identity}.key"))
+        return ctx
+
+    def _apiserver_ready(self) -> bool:
+        r = httpx.get(f"{self.server}/readyz", verify=self._ssl_context(), timeout=5)
+        return r.status_code == 200
+
+    def _default_sa_exists(self) -> bool:
+        r = httpx.get(
+            f"{self.server}/api/v1/namespaces/default/serviceaccounts/default",
+            verify=self._ssl_context(),
+            timeout=5,
+        )
+        return r.status_code == 200
+
+
+def _token(resp: k8s.AuthenticationV1TokenRequest) -> str:
+    if resp.status is None or not resp.status.token:
+        raise TestbedError("the TokenRequest API returned no token")
+    return str(resp.status.token)
+
+
+# ---- stopping a cluster recorded by another process ----------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _ours(pid: int, workdir: str) -> bool:
+    """True when pid still runs a command that names our work dir (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return workdir in cmdline
+
+
+def stop_recorded(state: ClusterState, grace: float = 10.0) -> list[str]:
+    """Stop the process groups a ClusterState names (only if they still run our command), remove the dir.
+
+    Returns the names of the components that were still running.
+    """
+    running = {n: p for n, p in state.pids.items() if _alive(p) and _ours(p, state.workdir)}
+    for pid in running.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(p) for p in running.values()):
+        time.sleep(0.1)
+    for pid in running.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    shutil.rmtree(state.workdir, ignore_errors=True)
+    return sorted(running)

@@ -1,0 +1,359 @@
+"""A stand-in OpenAI-compatible inference server serving many orders on one 127.0.0.1 port.
+
+Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
+`/v1/chat/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
+is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API (cached a few seconds);
+without that Secret no token is accepted, unless the order was switched to authentication None. Tests
+steer orders through control calls: `fail`/`heal` (503 or normal answers), `set_auth_none`, `set_model`;
+the same over HTTP under `/_control/`.
+
+Simulated pod and Service IPs have nothing behind them: the controller reaches this server only through its
+endpoint-resolution seam, with the URL template `http://127.0.0.1:{port}/{namespace}/{name}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from isvc_testbed._kube import api_client
+
+__all__ = ["OrderState", "SecretTokens", "StandIn", "TokenSource", "main"]
+
+TokenSource = Callable[[str, str], str | None]
+"""(namespace, order name) -> the token the order accepts, or None when it has no auth Secret."""
+
+
+@dataclass
+class OrderState:
+    """What a test has told the stand-in about one order, and how often it was called."""
+
+    failing: bool = False
+    auth_none: bool = False
+    model: str | None = None
+    requests: int = 0
+
+
+class SecretTokens:
+    """Reads `{name}-auth`.data.token through the API server, caching answers (also misses) briefly."""
+
+    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
+        self._core = k8s.CoreV1Api(api)
+        self._ttl = ttl
+        self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, namespace: str, name: str) -> str | None:
+        key = (namespace, name)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and time.monotonic() - hit[0] < self._ttl:
+                return hit[1]
+            try:
+                secret = self._core.read_namespaced_secret(f"{name}-auth", namespace)
+                raw = (secret.data or {}).get("token")
+                token = base64.b64decode(raw).decode() if raw else None
+            except ApiException as e:
+                if e.status not in (403, 404):
+                    raise
+                token = None
+            self._cache[key] = (time.monotonic(), token)
+            return token
+
+
+def _vector(text: str, dim: int = 8) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [round((b - 128) / 128, 4) for b in digest[:dim]]
+
+
+class StandIn:
+    """The stand-in server. `start()` returns the base URL; `stop()` closes the port."""
+
+    def __init__(self, token_source: TokenSource, host: str = "127.0.0.1", port: int = 0) -> None:
+        if host != "127.0.0.1":
+            raise ValueError("the stand-in listens on 127.0.0.1 only")
+        self._tokens = token_source
+        self._host, self._port = host, port
+        self._orders: dict[tuple[str, str], OrderState] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0, ttl: float = 3.0) -> StandIn:
+        """A stand-in that reads auth Secrets with the given (admin) kubeconfig."""
+        api = api_client(kubeconfig)
+        return cls(SecretTokens(api, ttl), port=port)
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Listen on 127.0.0.1 and serve in a background thread; return the base URL."""
+        handler = type("Handler", (_Handler,), {"standin": self})
+        self._server = ThreadingHTTPServer((self._host, self._port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="isvc-standin", daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> StandIn:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port actually bound."""
+        assert self._server is not None, "not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """e.g. http://127.0.0.1:40123"""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url_template(self) -> str:
+        """What the controller's endpoint-resolution seam needs: `{namespace}` and `{name}` placeholders."""
+        return self.base_url + "/{namespace}/{name}"
+
+    def url_for(self, namespace: str, name: str) -> str:
+        """The base URL of one order (append /v1/models and so on)."""
+        return f"{self.base_url}/{namespace}/{name}"
+
+    # ---- control --------------------------------------------------------------------------------------
+
+    def order(self, namespace: str, name: str) -> OrderState:
+        """The (live) state of one order, created on first use."""
+        with self._lock:
+            return self._orders.setdefault((namespace, name), OrderState())
+
+    def fail(self, namespace: str, name: str) -> None:
+        """Make the order's API answer 503 to everything."""
+        self.order(namespace, name).failing = True
+
+    def heal(self, namespace: str, name: str) -> None:
+        """Make the order's API answer normally again."""
+        self.order(namespace, name).failing = False
+
+    def set_auth_none(self, namespace: str, name: str, none: bool = True) -> None:
+        """Accept requests without a token (an order whose class says authentication None)."""
+        self.order(namespace, name).auth_none = none
+
+    def set_model(self, namespace: str, name: str, model: str | None) -> None:
+        """The model id /v1/models reports (default: the order name)."""
+        self.order(namespace, name).model = model
+
+    def requests(self, namespace: str, name: str) -> int:
+        """How many API calls reached the order (health checks included)."""
+        return self.order(namespace, name).requests
+
+    def reset(self) -> None:
+        """Forget every order's state."""
+        with self._lock:
+            self._orders.clear()
+
+    def authorized(self, namespace: str, name: str, header: str | None) -> bool:
+        """Whether an Authorization header value opens the order."""
+        if self.order(namespace, name).auth_none:
+            return True
+        expected = self._tokens(namespace, name)
+        if not expected or not header or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), expected.encode())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    standin: StandIn
+    protocol_version = "HTTP/1.1"
+    server_version = "isvc-standin/0.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: Any = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if status == HTTPStatus.UNAUTHORIZED:
+            self.send_header("WWW-Authenticate", "Bearer")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"error": {"message": message, "type": HTTPStatus(status).phrase, "code": status}})
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else {}
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            self._route(method)
+        except json.JSONDecodeError:
+            self._error(HTTPStatus.BAD_REQUEST, "request body is not JSON")
+
+    def _route(self, method: str) -> None:
+        parts = self.path.split("?", 1)[0].strip("/").split("/")
+        if parts[0] == "_control":
+            self._control(method, parts[1:])
+            return
+        if len(parts) < 3:
+            self._error(HTTPStatus.NOT_FOUND, "paths look like /{namespace}/{name}/v1/...")
+            return
+        namespace, name, rest = parts[0], parts[1], "/".join(parts[2:])
+        st = self.standin
+        state = st.order(namespace, name)
+        state.requests += 1
+        if state.failing:
+            self._error(HTTPStatus.SERVICE_UNAVAILABLE, "the inference server is not available")
+            return
+        if rest == "health" and method == "GET":
+            self._send(HTTPStatus.OK)
+            return
+        if not st.authorized(namespace, name, self.headers.get("Authorization")):
+            self._error(HTTPStatus.UNAUTHORIZED, "invalid or missing bearer token")
+            return
+        model = state.model or name
+        handlers: dict[tuple[str, str], Callable[[str], Any]] = {
+            ("GET", "v1/models"): lambda m: {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
+            },
+            ("POST", "v1/chat/completions"): self._chat,
+            ("POST", "v1/embeddings"): self._embeddings,
+            ("POST", "v1/rerank"): self._rerank,
+        }
+        handler = handlers.get((method, rest))
+        if handler is None:
+            self._error(HTTPStatus.NOT_FOUND, f"no route {method} /{rest}")
+            return
+        self._send(HTTPStatus.OK, handler(model))
+
+    def _chat(self, model: str) -> Any:
+        body = self._body()
+        messages = body.get("messages") or []
+        last = str(messages[-1].get("content", "")) if messages else ""
+        return {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"echo: {last}"},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(last.split()),
+                "completion_tokens": 1 + len(last.split()),
+                "total_tokens": 1 + 2 * len(last.split()),
+            },
+        }
+
+    def _embeddings(self, model: str) -> Any:
+        inputs = self._body().get("input", "")
+        items = inputs if isinstance(inputs, list) else [inputs]
+        return {
+            "object": "list",
+            "model": model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": _vector(str(t))} for i, t in enumerate(items)
+            ],
+            "usage": {"prompt_tokens": len(items), "total_tokens": len(items)},
+        }
+
+    def _rerank(self, model: str) -> Any:
+        body = self._body()
+        query = str(body.get("query", ""))
+        docs = [str(d) for d in body.get("documents") or []]
+        qwords = set(query.lower().split())
+        scores = [len(qwords & set(d.lower().split())) / (1 + len(qwords)) for d in docs]
+        order = sorted(range(len(docs)), key=lambda i: -scores[i])
+        return {
+            "id": "rerank-standin",
+            "model": model,
+            "results": [
+                {"index": i, "relevance_score": scores[i], "document": {"text": docs[i]}} for i in order
+            ],
+        }
+
+    def _control(self, method: str, parts: list[str]) -> None:
+        st = self.standin
+        if parts == ["reset"] and method == "POST":
+            st.reset()
+            self._send(HTTPStatus.OK, {})
+            return
+        if len(parts) != 2:
+            self._error(HTTPStatus.NOT_FOUND, "control paths look like /_control/{namespace}/{name}")
+            return
+        state = st.order(parts[0], parts[1])
+        if method == "POST":
+            body = self._body()
+            if "failing" in body:
+                state.failing = bool(body["failing"])
+            if "authNone" in body:
+                state.auth_none = bool(body["authNone"])
+            if "model" in body:
+                state.model = body["model"]
+        self._send(HTTPStatus.OK, {**asdict(state), "authNone": state.auth_none})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: serve until interrupted; prints the URL template on stdout."""
+    p = argparse.ArgumentParser(prog="python -m isvc_testbed.standin", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", required=True, help="admin kubeconfig, used to read {name}-auth Secrets")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
+    args = p.parse_args(argv)
+    standin = StandIn.from_kubeconfig(args.kubeconfig, port=args.port)
+    standin.start()
+    print(standin.url_template, flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    standin.stop()
+    print("stand-in stopped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
