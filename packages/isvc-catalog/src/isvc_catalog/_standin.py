@@ -201,6 +201,7 @@ class StandinHub:
         self.repos = {m.repo: build_repo(m) for m in models}
         self.fail_with: int | None = None  # answer every request with this status
         self.tree_page_size = 1000
+        self.sizes_in_info = True  # False: model info lists files without sizes, as some mirrors do
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -310,17 +311,20 @@ class _Handler(BaseHTTPRequestHandler):
         if not rest:
             repo = self._repo(repo_id, None, token, False, head)
             if repo:
-                self._json(_info(repo, query.get("blobs") == ["true"]), head)
+                self._json(_info(repo, self._blobs(query)), head)
         elif rest[0] == "revision" and len(rest) == 2:
             repo = self._repo(repo_id, rest[1], token, False, head)
             if repo:
-                self._json(_info(repo, query.get("blobs") == ["true"]), head)
+                self._json(_info(repo, self._blobs(query)), head)
         elif rest[0] == "tree" and len(rest) >= 2:
             repo = self._repo(repo_id, rest[1], token, False, head)
             if repo:
                 self._tree(repo, repo_id, rest[1], "/".join(rest[2:]), query, head)
         else:
             self._send(404, b"Not Found", head=head)
+
+    def _blobs(self, query: dict[str, list[str]]) -> bool:
+        return self.hub.sizes_in_info and query.get("blobs") == ["true"]
 
     def _tree(self, repo: _Repo, repo_id: str, revision: str, under: str,
               query: dict[str, list[str]], head: bool) -> None:
