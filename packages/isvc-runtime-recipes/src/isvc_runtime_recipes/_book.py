@@ -1,0 +1,465 @@
+"""The recipe book: which recipes could serve a model, and a recipe compiled against a plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from isvc_api import (
+    CompiledRuntime,
+    EndpointType,
+    Estimates,
+    ModelFacts,
+    ModelFormat,
+    Placement,
+    PlacementMode,
+    Port,
+    Reason,
+    Refusal,
+    RuntimeRequirements,
+    SharingMode,
+)
+
+from isvc_runtime_recipes._derive import (
+    device_memory_gib,
+    effective_endpoint_type,
+    max_context_length,
+    memory_utilization,
+    model_dir,
+    tool_call_parser,
+)
+from isvc_runtime_recipes._errors import InvalidRecipe
+from isvc_runtime_recipes._load import load_flags, load_shipped, validate_recipe
+from isvc_runtime_recipes._model import (
+    AcceleratorFacts,
+    Recipe,
+    RuntimeFlags,
+    parse_compute_capability,
+    placeholders,
+)
+
+__all__ = ["RecipeBook", "content_hash", "load_recipes"]
+
+QUANTIZATION_CHECK = "quantization"
+
+
+@dataclass(frozen=True)
+class _Hardware:
+    placement: Placement
+    accelerator: AcceleratorFacts
+
+    @property
+    def compute_capability(self) -> str | None:
+        return self.accelerator.compute_capability
+
+
+def _listed(values: list[Any]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+# ---------------------------------------------------------------- checks, in the order they are told
+
+
+def _check_endpoint(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
+    if endpoint in recipe.serves.endpoint_types:
+        return None
+    return f"serves {_listed(recipe.serves.endpoint_types)}, not {endpoint}"
+
+
+def _model_format(facts: ModelFacts) -> ModelFormat:
+    # A source that did not say is taken as Hugging Face's default.
+    return facts.format or ModelFormat.SAFETENSORS
+
+
+def _check_format(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
+    if _model_format(facts) in recipe.serves.formats:
+        return None
+    return f"loads {_listed(recipe.serves.formats)}, not {_model_format(facts)}"
+
+
+def _check_architecture(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
+    patterns = recipe.serves.architectures
+    if patterns is None or facts.architecture is None:
+        return None
+    if any(fnmatchcase(facts.architecture, p) for p in patterns):
+        return None
+    return f"architecture {facts.architecture} matches none of {_listed(patterns)}"
+
+
+def _check_family(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
+    families = recipe.serves.families
+    if families is None or facts.family is None:
+        return None
+    if facts.family.lower() in {f.lower() for f in families}:
+        return None
+    return f"family {facts.family} is not one of {_listed(families)}"
+
+
+def _check_quantization(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
+    if facts.quantization in recipe.serves.quantizations:
+        return None
+    return f"quantization {facts.quantization} is not one of {_listed(recipe.serves.quantizations)}"
+
+
+def _check_placement_mode(recipe: Recipe, hw: _Hardware) -> str | None:
+    mode = hw.placement.placement_mode
+    if mode in recipe.placement.modes:
+        return None
+    return f"runs in placement modes {_listed(recipe.placement.modes)}, not {mode}"
+
+
+def _check_sharing_mode(recipe: Recipe, hw: _Hardware) -> str | None:
+    mode = hw.placement.sharing_mode
+    if mode in recipe.placement.sharing_modes:
+        return None
+    return f"runs in sharing modes {_listed(recipe.placement.sharing_modes)}, not {mode}"
+
+
+def _check_devices(recipe: Recipe, hw: _Hardware) -> str | None:
+    count = hw.placement.device_count
+    if count <= recipe.placement.max_devices:
+        return None
+    return f"uses at most {recipe.placement.max_devices} device(s), the plan has {count}"
+
+
+def _check_product(recipe: Recipe, hw: _Hardware) -> str | None:
+    patterns = recipe.accelerator.products
+    product = hw.accelerator.product_name
+    if patterns is None or product is None or any(fnmatchcase(product, p) for p in patterns):
+        return None
+    return f"product {product} matches none of {_listed(patterns)}"
+
+
+def _check_memory(recipe: Recipe, hw: _Hardware) -> str | None:
+    least = recipe.accelerator.min_memory_gi_b
+    memory = hw.accelerator.memory_gi_b
+    if least is None or memory is None or memory >= least:
+        return None
+    return f"needs a device of at least {least:g} GiB, the plan's has {memory:g} GiB"
+
+
+def _check_compute_capability(recipe: Recipe, hw: _Hardware) -> str | None:
+    # Unknown capability passes: the planner was told the minimum through requirements().
+    cc = hw.compute_capability
+    if cc is None:
+        return None
+    lowest = recipe.accelerator.min_compute_capability
+    if lowest is not None and parse_compute_capability(cc) < parse_compute_capability(lowest):
+        return f"needs compute capability {lowest} or higher, the card has {cc}"
+    exact = recipe.accelerator.compute_capabilities
+    if exact is not None and cc not in exact:
+        return f"is built for compute capabilities {_listed(exact)}, the card has {cc}"
+    return None
+
+
+ModelCheck = Callable[[Recipe, ModelFacts, EndpointType], "str | None"]
+HardwareCheck = Callable[[Recipe, _Hardware], "str | None"]
+
+MODEL_CHECKS: list[tuple[str, ModelCheck]] = [
+    ("endpoint type", _check_endpoint),
+    ("format", _check_format),
+    ("architecture", _check_architecture),
+    ("family", _check_family),
+    (QUANTIZATION_CHECK, _check_quantization),
+]
+HARDWARE_CHECKS: list[tuple[str, HardwareCheck]] = [
+    ("placement mode", _check_placement_mode),
+    ("sharing mode", _check_sharing_mode),
+    ("device count", _check_devices),
+    ("accelerator product", _check_product),
+    ("accelerator memory", _check_memory),
+    ("compute capability", _check_compute_capability),
+]
+_STAGES = [name for name, _ in MODEL_CHECKS] + [name for name, _ in HARDWARE_CHECKS] + ["context"]
+
+
+@dataclass(frozen=True)
+class _Failure:
+    recipe: str
+    check: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.recipe} ({self.check}: {self.detail})"
+
+
+def _model_failure(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> _Failure | None:
+    for name, check in MODEL_CHECKS:
+        detail = check(recipe, facts, endpoint)
+        if detail is not None:
+            return _Failure(recipe.name, name, detail)
+    return None
+
+
+def _hardware_failure(recipe: Recipe, hw: _Hardware) -> _Failure | None:
+    for name, check in HARDWARE_CHECKS:
+        detail = check(recipe, hw)
+        if detail is not None:
+            return _Failure(recipe.name, name, detail)
+    return None
+
+
+def _describe_model(facts: ModelFacts, endpoint: EndpointType) -> str:
+    parts = [str(_model_format(facts)), f"quantization {facts.quantization}"]
+    if facts.architecture:
+        parts.append(facts.architecture)
+    return f"{facts.name} ({', '.join(parts)}) as {endpoint}"
+
+
+def _refusal(
+    facts: ModelFacts, endpoint: EndpointType, failures: list[_Failure], where: str = ""
+) -> Refusal:
+    """QuantizationMismatch when the quantization is as far as any recipe got, else no runtime."""
+    furthest = max((_STAGES.index(f.check) for f in failures), default=-1)
+    candidates = "; ".join(str(f) for f in failures) or "none"
+    model = _describe_model(facts, endpoint)
+    if furthest == _STAGES.index(QUANTIZATION_CHECK):
+        others = sorted(
+            {str(q) for f in failures if f.check == QUANTIZATION_CHECK for q in _quantizations(f)}
+        )
+        return Refusal(
+            reason=Reason.QUANTIZATION_MISMATCH,
+            message=(
+                f"No recipe serves {model}: recipes for this model exist only with another "
+                f"quantization ({', '.join(others)}). Candidates: {candidates}. This needs a recipe "
+                "for this quantization, a platform-side decision for an administrator."
+            ),
+        )
+    return Refusal(
+        reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
+        message=(
+            f"No recipe serves {model}{where}. Candidates: {candidates}. This needs a recipe for this "
+            "combination, a platform-side decision for an administrator."
+        ),
+    )
+
+
+def _quantizations(failure: _Failure) -> list[str]:
+    # The detail ends with the recipe's list; re-reading it keeps _Failure plain data.
+    return failure.detail.split(" is not one of ", 1)[1].split(", ")
+
+
+# ---------------------------------------------------------------- compiling
+
+
+def content_hash(compiled: CompiledRuntime) -> str:
+    """sha256 of the canonical JSON of everything in the compiled runtime but the hash itself."""
+    payload = compiled.model_dump(mode="json", by_alias=True, exclude={"content_hash"})
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _render(groups: list[list[str]], values: Mapping[str, str | None]) -> list[str]:
+    """Argument groups with placeholders filled; a group naming a value that is None is left out."""
+    args: list[str] = []
+    for group in groups:
+        if any(values.get(name) is None for name in placeholders(group)):
+            continue
+        args.extend(string.Formatter().vformat(token, (), dict(values)) for token in group)
+    return args
+
+
+def _uses(recipe: Recipe, name: str) -> bool:
+    groups = recipe.args + (recipe.tool_calling.args if recipe.tool_calling else [])
+    return any(name in placeholders(group) for group in groups)
+
+
+def _placement_problem(placement: Placement) -> Refusal | None:
+    share = placement.share_percent
+    if share is not None and not 1 <= share <= 100:
+        field, value = "sharePercent", str(share)
+    elif placement.device_count < 1:
+        field, value = "deviceCount", str(placement.device_count)
+    elif placement.sharing_mode == SharingMode.SHARES and share is None:
+        field, value = "sharePercent", "absent with sharingMode Shares"
+    else:
+        return None
+    return Refusal(
+        reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+        message=f"The launch plan's placement.{field} is {value}, which is not a placement. "
+        "Delete the LaunchPlan so that the module computes a new one.",
+    )
+
+
+class RecipeBook:
+    """The recipes in force, tried in priority order."""
+
+    def __init__(self, recipes: list[Recipe], flags: dict[str, RuntimeFlags]) -> None:
+        self.recipes = sorted(
+            (r for r in recipes if not r.disabled), key=lambda r: (r.priority, r.name)
+        )
+        self.flags = flags
+
+    def __iter__(self) -> Any:
+        return iter(self.recipes)
+
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    def get(self, name: str) -> Recipe | None:
+        """The recipe of that name, if in force."""
+        return next((r for r in self.recipes if r.name == name), None)
+
+    def requirements(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None
+    ) -> RuntimeRequirements | Refusal:
+        """Which recipes could serve the model, and what together they ask of the hardware."""
+        endpoint = effective_endpoint_type(facts, endpoint_type)
+        candidates: list[Recipe] = []
+        failures: list[_Failure] = []
+        for recipe in self.recipes:
+            failure = _model_failure(recipe, facts, endpoint)
+            if failure is None:
+                candidates.append(recipe)
+            else:
+                failures.append(failure)
+        if not candidates:
+            return _refusal(facts, endpoint, failures)
+        lowest: list[str] = []
+        for recipe in candidates:
+            accel = recipe.accelerator
+            options = [accel.min_compute_capability] if accel.min_compute_capability else []
+            options += accel.compute_capabilities or []
+            if not options:
+                lowest = []  # one candidate runs on any card: no minimum
+                break
+            lowest.append(min(options, key=parse_compute_capability))
+        return RuntimeRequirements(
+            recipes=[r.name for r in candidates],
+            placement_modes=[m for m in PlacementMode if any(m in r.placement.modes for r in candidates)],
+            sharing_modes=[
+                m for m in SharingMode if any(m in r.placement.sharing_modes for r in candidates)
+            ],
+            min_compute_capability=min(lowest, key=parse_compute_capability) if lowest else None,
+            max_devices=max(r.placement.max_devices for r in candidates),
+        )
+
+    def compile(
+        self,
+        facts: ModelFacts,
+        endpoint_type: EndpointType | None,
+        placement: Placement,
+        estimates: Estimates,
+        served_name: str,
+        accelerator: AcceleratorFacts | None = None,
+    ) -> CompiledRuntime | Refusal:
+        """The first recipe that serves the model on this placement, compiled to a container."""
+        problem = _placement_problem(placement)
+        if problem is not None:
+            return problem
+        endpoint = effective_endpoint_type(facts, endpoint_type)
+        known = accelerator or AcceleratorFacts()
+        hw = _Hardware(
+            placement=placement,
+            accelerator=AcceleratorFacts(
+                product_name=known.product_name or placement.accelerator_product_name,
+                memory_gi_b=known.memory_gi_b or placement.accelerator_memory_gi_b,
+                compute_capability=known.compute_capability,
+            ),
+        )
+        failures: list[_Failure] = []
+        for recipe in self.recipes:
+            failure = _model_failure(recipe, facts, endpoint) or _hardware_failure(recipe, hw)
+            if failure is None:
+                compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name)
+                if isinstance(compiled, CompiledRuntime):
+                    return compiled
+                failure = compiled
+            failures.append(failure)
+        where = f" on {hw.accelerator.product_name or 'an unnamed accelerator'}"
+        where += f" ({placement.placement_mode}, {placement.sharing_mode}, "
+        where += f"{placement.device_count} device(s))"
+        return _refusal(facts, endpoint, failures, where)
+
+    def _compile(
+        self,
+        recipe: Recipe,
+        facts: ModelFacts,
+        endpoint: EndpointType,
+        hw: _Hardware,
+        estimates: Estimates,
+        served_name: str,
+    ) -> CompiledRuntime | _Failure:
+        placement = hw.placement
+        directory = model_dir(facts.name)
+        path = f"{directory}/{recipe.model_file}" if recipe.model_file else directory
+        utilization = memory_utilization(placement, recipe.memory)
+        if utilization <= 0:
+            return _Failure(
+                recipe.name, "context",
+                f"a share of {placement.share_percent}% leaves nothing after the "
+                f"{recipe.memory.margin:g} margin",
+            )
+        context: int | None = None
+        if _uses(recipe, "maxContextLength"):
+            device_gib = device_memory_gib(placement, hw.accelerator)
+            context, why = max_context_length(
+                facts, placement, estimates, recipe.memory, device_gib, utilization
+            )
+            if context is None:
+                return _Failure(recipe.name, "context", why)
+        parser = tool_call_parser(recipe, facts) if endpoint == EndpointType.CHAT else None
+        values: dict[str, str | None] = {
+            "modelPath": path,
+            "servedName": served_name,
+            "httpPort": str(recipe.ports.http),
+            "metricsPort": str(recipe.ports.metrics),
+            "tensorParallelSize": str(placement.device_count),
+            "gpuMemoryUtilization": f"{utilization:.2f}",
+            "maxContextLength": None if context is None else str(context),
+            "quantization": recipe.quantization_values.get(facts.quantization),
+            "toolCallParser": parser,
+        }
+        args = _render(recipe.args, values)
+        tool_args: list[str] = []
+        if parser is not None and recipe.tool_calling is not None:
+            tool_args = _render(recipe.tool_calling.args, values)
+        image = recipe.image
+        cc = hw.compute_capability
+        if recipe.image_by_compute_capability and cc in recipe.image_by_compute_capability:
+            image = recipe.image_by_compute_capability[cc]
+        compiled = CompiledRuntime(
+            recipe=recipe.name,
+            image=image,
+            command=list(recipe.command),
+            args=args + tool_args,
+            env=dict(sorted(recipe.env.items())),
+            ports=[
+                Port(name="http", container_port=recipe.ports.http),
+                Port(name="metrics", container_port=recipe.ports.metrics),
+            ],
+            health_path=recipe.health_path,
+            tool_calling_supported=bool(tool_args),
+            api_key_env=recipe.api_key_env,
+            model_path=path,
+            model_dir=directory,
+            metrics_path=recipe.metrics_path,
+            endpoint_type=str(endpoint),
+            runtime=recipe.runtime,
+        )
+        compiled.content_hash = content_hash(compiled)
+        return compiled
+
+
+def load_recipes(extra: list[dict[str, Any]] | None = None) -> RecipeBook:
+    """The shipped recipes, with the administrator's extra ones; an extra recipe replaces a shipped
+    one of the same name. Raises InvalidRecipe when any recipe does not hold."""
+    flags = load_flags()
+    by_name: dict[str, Recipe] = {}
+    for recipe in load_shipped(flags):
+        if recipe.name in by_name:
+            raise InvalidRecipe(f"two shipped recipes are named {recipe.name}")
+        by_name[recipe.name] = recipe
+    seen: set[str] = set()
+    for index, data in enumerate(extra or []):
+        recipe = validate_recipe(data, f"module settings, recipe #{index + 1}", flags)
+        if recipe.name in seen:
+            raise InvalidRecipe(f"the module settings name recipe {recipe.name} twice")
+        seen.add(recipe.name)
+        by_name[recipe.name] = recipe
+    return RecipeBook(list(by_name.values()), flags)
