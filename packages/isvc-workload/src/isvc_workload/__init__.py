@@ -1,0 +1,91 @@
+"""isvc workload: the manifests of an order's children, and judges of what the cluster made of them."""
+
+from isvc_workload._claim_template import CLAIM_NAME, resource_claim_template, uuid_selector
+from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
+from isvc_workload._deployment import (
+    CONTAINER_NAME,
+    HF_TOKEN_ENV,
+    MODEL_MOUNT_PATH,
+    RUNTIME_HASH_ANNOTATION,
+    TLS_MOUNT_PATH,
+    deployment,
+    model_volume_size,
+)
+from isvc_workload._endpoint import ISSUER_ANNOTATION, certificate, endpoint_url, external_host, ingress
+from isvc_workload._errors import IsvcWorkloadError, PlanNotExpressible, SettingsIncomplete
+from isvc_workload._growth import (
+    EVENT_GROWTH_CLAIM_UNPLACED,
+    EVENT_SETTLED_REGION_TOO_SMALL,
+    GrowthVerdict,
+    UnplacedReplica,
+    judge_growth,
+    settled_region_check,
+)
+from isvc_workload._judge import (
+    IMAGE_NEVER_STARTED,
+    MAX_LOG_LINES,
+    STARTUP_FAILED_WAITING,
+    LogReader,
+    StartupMemory,
+    WorkloadVerdict,
+    cel_undecidable,
+    claims_exhausted,
+    judge_workload,
+    workload_error,
+)
+from isvc_workload._ports import SERVICE_PORT
+from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
+from isvc_workload._service import HTTPS_SERVICE_PORT, service
+from isvc_workload._settings import WorkloadSettings
+from isvc_workload._tls import cluster_issuer, tls_secret_name
+
+__all__ = [
+    "AUTH_SECRET_KEY",
+    "CLAIM_NAME",
+    "CONTAINER_NAME",
+    "EVENT_GROWTH_CLAIM_UNPLACED",
+    "EVENT_SETTLED_REGION_TOO_SMALL",
+    "HF_TOKEN_ENV",
+    "HTTPS_SERVICE_PORT",
+    "IMAGE_NEVER_STARTED",
+    "ISSUER_ANNOTATION",
+    "MAX_LOG_LINES",
+    "MODEL_MOUNT_PATH",
+    "RUNTIME_HASH_ANNOTATION",
+    "SERVICE_PORT",
+    "STARTUP_FAILED_WAITING",
+    "TLS_MOUNT_PATH",
+    "GrowthVerdict",
+    "IsvcWorkloadError",
+    "LogReader",
+    "PlanNotExpressible",
+    "SettingsIncomplete",
+    "StartupMemory",
+    "UnplacedReplica",
+    "WorkloadInputs",
+    "WorkloadSettings",
+    "WorkloadVerdict",
+    "auth_secret",
+    "auth_secret_name",
+    "cel_undecidable",
+    "certificate",
+    "child_labels",
+    "child_metadata",
+    "claims_exhausted",
+    "cluster_issuer",
+    "deployment",
+    "endpoint_url",
+    "external_host",
+    "ingress",
+    "judge_growth",
+    "judge_workload",
+    "model_volume_size",
+    "owner_reference",
+    "read_token",
+    "resource_claim_template",
+    "service",
+    "settled_region_check",
+    "tls_secret_name",
+    "uuid_selector",
+    "workload_error",
+]

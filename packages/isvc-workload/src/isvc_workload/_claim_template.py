@@ -1,0 +1,81 @@
+"""ResourceClaimTemplate `{order}`: the device request every replica's claim is made from."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode
+
+from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
+from isvc_workload._errors import PlanNotExpressible
+
+__all__ = ["CLAIM_NAME", "resource_claim_template", "uuid_selector"]
+
+CLAIM_NAME = "gpu"  # the request name, the pod's claim name and the container's claim reference
+
+
+def _cel_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def uuid_selector(driver: str, uuids: list[str]) -> str:
+    """A CEL expression admitting exactly the devices of `driver` with the given uuid attributes.
+
+    The driver guard comes first: a claim selector meets devices of every driver on the node, and
+    one without the attribute would abort scheduling with a CEL runtime error.
+    """
+    attribute = f"device.attributes[{_cel_string(driver)}].uuid"
+    if len(uuids) == 1:
+        test = f"{attribute} == {_cel_string(uuids[0])}"
+    else:
+        test = f"{attribute} in [{', '.join(_cel_string(u) for u in uuids)}]"
+    return f"device.driver == {_cel_string(driver)} && {test}"
+
+
+def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
+    """The claim template of the order's workload, pinned to the planned devices when the plan names them."""
+    placement = inputs.placement
+    if not placement.device_class_name:
+        raise PlanNotExpressible(
+            "placement.deviceClassName", placement.device_class_name, "a device claim needs a device class"
+        )
+    if placement.device_count < 1:
+        raise PlanNotExpressible("placement.deviceCount", placement.device_count, "at least one device")
+    exactly: dict[str, Any] = {
+        "deviceClassName": placement.device_class_name,
+        "allocationMode": "ExactCount",
+        "count": placement.device_count,
+    }
+    if placement.device_uuids:
+        if not placement.driver:
+            raise PlanNotExpressible(
+                "placement.driver", placement.driver, "pinning devices by uuid needs the driver's domain"
+            )
+        if len(placement.device_uuids) < placement.device_count:
+            raise PlanNotExpressible(
+                "placement.deviceUuids",
+                placement.device_uuids,
+                f"fewer devices pinned than placement.deviceCount={placement.device_count}",
+            )
+        expression = uuid_selector(placement.driver, placement.device_uuids)
+        exactly["selectors"] = [{"cel": {"expression": expression}}]
+    if placement.placement_mode == PlacementMode.SHARED and placement.sharing_mode != SharingMode.PARTITION:
+        share = placement.share_percent
+        if share is None or not 1 <= share <= 100:
+            raise PlanNotExpressible("placement.sharePercent", share, "a shared placement takes 1..100")
+        requests: dict[str, str] = {"shares": str(share)}
+        if placement.memory_gi_b is not None:
+            # Some drivers default an unrequested memory capacity to the whole device.
+            requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
+        exactly["capacity"] = {"requests": requests}
+    labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": child_metadata(inputs.order, inputs.name),
+        "spec": {
+            "metadata": {"labels": labels},
+            "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}},
+        },
+    }

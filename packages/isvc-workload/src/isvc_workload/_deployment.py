@@ -1,0 +1,147 @@
+"""Deployment `{order}`: the replicas that serve the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from isvc_api import LABEL_ORDER, Authentication, ExposureType
+
+from isvc_workload._claim_template import CLAIM_NAME
+from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
+from isvc_workload._ports import api_key_env, runtime_ports
+from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
+from isvc_workload._settings import WorkloadSettings
+from isvc_workload._tls import tls_secret_name
+
+__all__ = [
+    "CONTAINER_NAME",
+    "HF_TOKEN_ENV",
+    "MODEL_MOUNT_PATH",
+    "RUNTIME_HASH_ANNOTATION",
+    "TLS_MOUNT_PATH",
+    "deployment",
+    "model_volume_size",
+]
+
+CONTAINER_NAME = "server"
+MODEL_MOUNT_PATH = "/models"
+TLS_MOUNT_PATH = "/etc/isvc/tls"  # ClusterLocal: the serving cert, for runtimes that terminate TLS
+HF_TOKEN_ENV = "HF_TOKEN"
+RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
+_MODEL_VOLUME = "models"
+_TLS_VOLUME = "tls"
+
+
+def _strategy(inputs: WorkloadInputs) -> dict[str, Any]:
+    if inputs.update_strategy is not None and inputs.update_strategy.type == "Recreate":
+        return {"type": "Recreate"}
+    # A surge pod would need a device the plan did not reserve; replace in place instead.
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+
+
+def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
+    ours: list[dict[str, Any]] = []
+    ref = inputs.order.spec.model.auth_secret_ref
+    if ref is not None:
+        ours.append({"name": HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    key_env = api_key_env(inputs.runtime)
+    if key_env and inputs.exposure.authentication == Authentication.TOKEN:
+        ours.append({
+            "name": key_env,
+            "valueFrom": {"secretKeyRef": {"name": auth_secret_name(inputs.name), "key": AUTH_SECRET_KEY}},
+        })
+    taken = {e["name"] for e in ours}
+    plain = [{"name": k, "value": v} for k, v in sorted(inputs.runtime.env.items()) if k not in taken]
+    return plain + ours
+
+
+def _container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
+    runtime = inputs.runtime
+    ports = [
+        {"name": p.name, "containerPort": p.container_port, "protocol": "TCP"} for p in runtime_ports(runtime)
+    ]
+    mounts: list[dict[str, Any]] = [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}]
+    if inputs.exposure.type == ExposureType.CLUSTER_LOCAL:
+        mounts.append({"name": _TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": runtime.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": list(runtime.args),
+        "env": _env(inputs),
+        "ports": ports,
+        "resources": {
+            "requests": {"cpu": inputs.estimates.cpu, "memory": inputs.estimates.memory},
+            "claims": [{"name": CLAIM_NAME}],
+        },
+        "readinessProbe": {
+            "httpGet": {"path": runtime.health_path, "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": mounts,
+    }
+    if runtime.command:
+        container["command"] = list(runtime.command)
+    return container
+
+
+def _replicas(inputs: WorkloadInputs) -> int | None:
+    constraints = inputs.constraints
+    if constraints is None:
+        return 1
+    # An autoscaler owns the count; applying one here would fight it on every pass.
+    return None if constraints.autoscaler else constraints.min_replicas
+
+
+def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
+    """The Deployment of the order; its pod template changes only when the compiled runtime does."""
+    name = inputs.name
+    content_hash = inputs.runtime.content_hash
+    pod_annotations = {RUNTIME_HASH_ANNOTATION: content_hash} if content_hash else {}
+    volumes: list[dict[str, Any]] = [
+        {"name": _MODEL_VOLUME, "emptyDir": {"sizeLimit": inputs.estimates.model_volume}},
+    ]
+    if inputs.exposure.type == ExposureType.CLUSTER_LOCAL:
+        tls = {"secretName": tls_secret_name(name), "optional": True}
+        volumes.append({"name": _TLS_VOLUME, "secret": tls})
+    pod_spec: dict[str, Any] = {
+        "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": name}],
+        "containers": [_container(inputs, settings)],
+        "volumes": volumes,
+        "enableServiceLinks": False,
+    }
+    priority_class = inputs.constraints.priority_class_name if inputs.constraints else None
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    if settings.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
+    template_meta: dict[str, Any] = {"labels": child_labels(name)}
+    if pod_annotations:
+        template_meta["annotations"] = pod_annotations
+    spec: dict[str, Any] = {
+        "selector": {"matchLabels": {LABEL_ORDER: name}},
+        "strategy": _strategy(inputs),
+        "template": {"metadata": template_meta, "spec": pod_spec},
+    }
+    replicas = _replicas(inputs)
+    if replicas is not None:
+        spec = {"replicas": replicas, **spec}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": child_metadata(inputs.order, name),
+        "spec": spec,
+    }
+
+
+def model_volume_size(deployment: dict[str, Any] | None) -> str | None:
+    """The sizeLimit of the model volume a Deployment read from the cluster holds, if any."""
+    if not deployment:
+        return None
+    volumes = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
+    for volume in volumes:
+        if volume.get("name") == _MODEL_VOLUME:
+            size = (volume.get("emptyDir") or {}).get("sizeLimit")
+            return str(size) if size is not None else None
+    return None

@@ -1,0 +1,152 @@
+"""ScalingHealthy and the settled model volume: what a Ready order may still be refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Literal, cast
+
+from isvc_api import Condition, ConditionType, Phase, Reason, Refusal, StatusReason
+from kubernetes.utils import parse_quantity
+from pydantic import BaseModel, ConfigDict, Field
+
+from isvc_workload._claim_template import CLAIM_NAME
+from isvc_workload._judge import claims_exhausted
+from isvc_workload._kube import (
+    claim_device_class,
+    is_ready,
+    is_terminating,
+    name_of,
+    pod_claim_name,
+    unscheduled,
+)
+
+__all__ = [
+    "EVENT_GROWTH_CLAIM_UNPLACED",
+    "EVENT_SETTLED_REGION_TOO_SMALL",
+    "GrowthVerdict",
+    "UnplacedReplica",
+    "judge_growth",
+    "settled_region_check",
+]
+
+EVENT_GROWTH_CLAIM_UNPLACED = "GrowthClaimUnplaced"  # an autoscaled replica's claim got no device
+EVENT_SETTLED_REGION_TOO_SMALL = "SettledRegionTooSmall"  # the model volume held is smaller than needed
+
+
+class UnplacedReplica(BaseModel):
+    """A replica beyond the first whose claim got no device."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pod: str
+    claim: str | None
+    scheduler_message: str
+    device_class: str | None = None
+
+    @property
+    def event_message(self) -> str:
+        """Text of the GrowthClaimUnplaced event on the order."""
+        claim = f"its claim {self.claim}" if self.claim else "its claim"
+        where = f" on device class {self.device_class}" if self.device_class else ""
+        return (
+            f"Replica pod {self.pod}: {claim} got no device{where}: {self.scheduler_message}. The order "
+            f"stays Ready on its device class; the scheduler places the replica as soon as capacity frees up."
+        )
+
+
+class GrowthVerdict(BaseModel):
+    """The ScalingHealthy condition of one pass, and the replicas to report in events."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+    unplaced: tuple[UnplacedReplica, ...] = Field(default=())
+
+    @property
+    def phase(self) -> Phase | None:
+        """Degraded while growth is blocked; None leaves the phase to the other conditions."""
+        return Phase.DEGRADED if self.status == "False" else None
+
+    def condition(self, observed_generation: int | None = None) -> Condition:
+        """The verdict as the ScalingHealthy condition of the order."""
+        return Condition(
+            type=ConditionType.SCALING_HEALTHY, status=self.status, reason=str(self.reason),
+            message=self.message, observed_generation=observed_generation,
+        )
+
+
+def judge_growth(
+    deployment: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    *,
+    autoscaler: bool,
+    min_replicas: int = 1,
+) -> GrowthVerdict:
+    """Judge growth: replicas beyond a Ready one whose claims the scheduler cannot place.
+
+    Only the device search failing counts (the "cannot allocate all claims" tally); a replica
+    that is merely starting is not blocked growth.
+    """
+    live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
+    ready = [p for p in live if is_ready(p)]
+    if deployment is None or not ready:
+        return GrowthVerdict(status="Unknown", reason=StatusReason.WAITING,
+                             message="Growth is judged once a replica serves.")
+    device_class = claim_device_class(claims)
+    unplaced = tuple(
+        UnplacedReplica(pod=name_of(p), claim=pod_claim_name(p, CLAIM_NAME), scheduler_message=s[1],
+                        device_class=device_class)
+        for p in live
+        if (s := unscheduled(p)) is not None and claims_exhausted(*s)
+    )
+    desired = (deployment.get("spec") or {}).get("replicas")
+    desired_count = int(desired) if desired is not None else len(live)
+    if not unplaced:
+        return GrowthVerdict(
+            status="True", reason=StatusReason.SCALING_OK,
+            message=f"{len(ready)} of {desired_count} replicas ready; growth is not blocked.",
+        )
+    who = (
+        f"the autoscaler asked for {desired_count}" if autoscaler and desired_count > min_replicas
+        else f"the class asks for {desired_count}"
+    )
+    where = f" on device class {device_class}" if device_class else ""
+    return GrowthVerdict(
+        status="False", reason=Reason.SCALE_UP_BLOCKED, unplaced=unplaced,
+        message=(
+            f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
+            f"device{where}. Scaling up is blocked by capacity: free some on that device class, or wait."
+        ),
+    )
+
+
+_parse_quantity = cast(Callable[[str], Decimal], parse_quantity)
+
+
+def _bytes(quantity: str) -> Decimal:
+    return _parse_quantity(quantity)
+
+
+def settled_region_check(current_volume_size: str | None, needed_size: str) -> Refusal | None:
+    """WorkloadError when the model volume the workload holds is smaller than the order now needs.
+
+    A volume cannot be resized, so the refusal stands until the workload is taken down (Release
+    notes give the procedure); the operator also emits the SettledRegionTooSmall event.
+    None when there is no volume yet or it is large enough.
+    """
+    if current_volume_size is None:
+        return None
+    if _bytes(current_volume_size) >= _bytes(needed_size):
+        return None
+    return Refusal(
+        reason=Reason.WORKLOAD_ERROR,
+        message=(
+            f"The model volume the workload holds ({current_volume_size}) is smaller than the order now "
+            f"needs ({needed_size}); a volume cannot be resized, so the workload is refused: follow the "
+            f"SettledRegionTooSmall procedure in the Release notes."
+        ),
+    )

@@ -1,0 +1,294 @@
+"""WorkloadReady: what the cluster made of the order's workload, in one reason from the closed set."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+
+from isvc_api import Condition, ConditionType, Reason, StatusReason
+from pydantic import BaseModel, ConfigDict, Field
+
+from isvc_workload._kube import (
+    claim_device_class,
+    condition,
+    is_allocated,
+    is_ready,
+    is_terminating,
+    name_of,
+    unscheduled,
+)
+
+__all__ = [
+    "IMAGE_NEVER_STARTED",
+    "MAX_LOG_LINES",
+    "STARTUP_FAILED_WAITING",
+    "LogReader",
+    "StartupMemory",
+    "WorkloadVerdict",
+    "cel_undecidable",
+    "claims_exhausted",
+    "judge_workload",
+    "workload_error",
+]
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+LogReader = Callable[[dict[str, Any], str], str | None]
+"""Reads a container's output: (pod, container name) → text, or None when it cannot be had.
+
+For a container that has restarted, read the previous instance: that is the one that fell over.
+"""
+
+MAX_LOG_LINES = 8
+_MAX_LINE = 300
+IMAGE_NEVER_STARTED = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
+STARTUP_FAILED_WAITING = IMAGE_NEVER_STARTED | {
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "PreStartHookError",
+    "PostStartHookError",
+}
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class StartupMemory(BaseModel):
+    """What the judge remembers of a startup failure between passes, so output is read once."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pod: str = Field(description="The pod whose container fails.")
+    container: str = Field(description="The failing container.")
+    restarts: int = Field(default=0, description="Restart count when last seen.")
+    lines: tuple[str, ...] = Field(default=(), description="Output read when the failure was first seen.")
+    read: bool = Field(default=False, description="Whether the output was read (even if nothing came).")
+
+
+class WorkloadVerdict(BaseModel):
+    """The WorkloadReady condition of one pass and the memory to hand to the next."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: ConditionStatus
+    reason: str = Field(description="A Reason, or StatusReason.WORKLOAD_AVAILABLE when True.")
+    message: str
+    memory: StartupMemory | None = None
+
+    def condition(self, observed_generation: int | None = None) -> Condition:
+        """The verdict as the WorkloadReady condition of the order."""
+        return Condition(
+            type=ConditionType.WORKLOAD_READY,
+            status=self.status,
+            reason=str(self.reason),
+            message=self.message,
+            observed_generation=observed_generation,
+        )
+
+
+def workload_error(message: str, memory: StartupMemory | None = None) -> WorkloadVerdict:
+    """WorkloadError: the objects could not be applied or the cluster refuses them; `message` says what."""
+    return WorkloadVerdict(status="False", reason=Reason.WORKLOAD_ERROR, message=message, memory=memory)
+
+
+def cel_undecidable(reason: str, message: str) -> bool:
+    """Whether a PodScheduled=False condition says the selector could not be judged at all."""
+    return reason == "SchedulerError" and ("CEL runtime error" in message or "CEL compile error" in message)
+
+
+def claims_exhausted(reason: str, message: str) -> bool:
+    """Whether a PodScheduled=False condition says the device search happened and found no room."""
+    return reason == "Unschedulable" and "cannot allocate all claims" in message
+
+
+class _Failure(BaseModel):
+    pod: dict[str, Any]
+    pod_name: str
+    container: str
+    node_reason: str
+    restarts: int
+    never_started: bool
+
+
+def _last_exit(status: dict[str, Any]) -> dict[str, Any]:
+    return dict((status.get("lastState") or {}).get("terminated") or {})
+
+
+def _exit_text(terminated: dict[str, Any]) -> str:
+    return f"{terminated.get('reason') or 'Error'}, exit code {terminated.get('exitCode', '?')}"
+
+
+def _container_failure(
+    pod: dict[str, Any], status: dict[str, Any], previous: StartupMemory | None
+) -> _Failure | None:
+    state = status.get("state") or {}
+    restarts = int(status.get("restartCount") or 0)
+    last = _last_exit(status)
+    name = str(status.get("name") or "")
+    pod_name = name_of(pod)
+
+    def failure(node_reason: str, never_started: bool = False) -> _Failure:
+        return _Failure(pod=pod, pod_name=pod_name, container=name, node_reason=node_reason,
+                        restarts=restarts, never_started=never_started)
+
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason") in STARTUP_FAILED_WAITING:
+        reason = str(waiting["reason"])
+        if last and last.get("exitCode", 0) != 0:
+            return failure(f"{reason} (last exit: {_exit_text(last)})")
+        return failure(reason, never_started=reason in IMAGE_NEVER_STARTED and restarts == 0)
+    terminated = state.get("terminated") or {}
+    if terminated and terminated.get("exitCode", 0) != 0 and restarts > 0:
+        return failure(_exit_text(terminated))
+    # Between two crashes the container runs for a moment: still the same refusal, not a recovery.
+    remembered = previous is not None and (previous.pod, previous.container) == (pod_name, name)
+    if state.get("running") and remembered and restarts > 0 and last.get("exitCode", 0) != 0:
+        return failure(f"restarted after {_exit_text(last)}")
+    return None
+
+
+def _pod_failure(pod: dict[str, Any], previous: StartupMemory | None) -> _Failure | None:
+    status = pod.get("status") or {}
+    statuses = list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+    failures = [f for s in statuses if (f := _container_failure(pod, s, previous)) is not None]
+    if not failures:
+        return None
+    if previous is not None:
+        for f in failures:
+            if (f.pod_name, f.container) == (previous.pod, previous.container):
+                return f
+    return failures[0]
+
+
+def _tail(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    lines = [line[:_MAX_LINE] for line in lines if line.strip()]
+    return tuple(lines[-MAX_LOG_LINES:])
+
+
+def _startup_failed(
+    failures: list[_Failure], previous: StartupMemory | None, read_log: LogReader
+) -> WorkloadVerdict:
+    chosen = failures[0]
+    if previous is not None:
+        chosen = next((f for f in failures if f.pod_name == previous.pod), chosen)
+    same = previous is not None and (previous.pod, previous.container) == (chosen.pod_name, chosen.container)
+    if same and previous is not None and previous.read:
+        lines, read = previous.lines, True
+    elif chosen.never_started:
+        lines, read = (), False
+    else:
+        lines, read = _tail(read_log(chosen.pod, chosen.container)), True
+    times = "time" if chosen.restarts == 1 else "times"
+    message = (
+        f"Every pod of the order fails to start its container ({len(failures)} of {len(failures)}): "
+        f"pod {chosen.pod_name}, container {chosen.container}: {chosen.node_reason}, "
+        f"restarted {chosen.restarts} {times}. Waiting will not help: the image, the settings of the "
+        f"order or its environment has to change."
+    )
+    if lines:
+        message += " Its output:\n" + "\n".join(f"  {line}" for line in lines)
+    elif chosen.never_started:
+        message += " The image never started, so there is no output."
+    elif read:
+        message += " Its output could not be read."
+    memory = StartupMemory(
+        pod=chosen.pod_name, container=chosen.container, restarts=chosen.restarts, lines=lines, read=read
+    )
+    return WorkloadVerdict(
+        status="False", reason=Reason.WORKLOAD_STARTUP_FAILED, message=message, memory=memory
+    )
+
+
+def _desired(deployment: dict[str, Any]) -> int:
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    return int(replicas) if replicas is not None else 1
+
+
+def judge_workload(
+    deployment: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    previous: StartupMemory | None,
+    read_log: LogReader,
+) -> WorkloadVerdict:
+    """Judge the order's Deployment, pods and claims as read this pass.
+
+    One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
+    telling first: a selector that cannot be judged, every pod failing to start, a device search
+    that failed, a rollout the cluster gave up on, a claim awaiting allocation, and else: coming up.
+    """
+    if deployment is None:
+        return WorkloadVerdict(
+            status="False", reason=Reason.WORKLOAD_NOT_READY,
+            message="The workload has not been created yet; it is applied on the next pass.",
+        )
+    live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
+    if previous is not None and previous.pod not in {name_of(p) for p in live}:
+        previous = None
+
+    failed_create = condition(deployment, "ReplicaFailure")
+    if failed_create is not None and failed_create.get("status") == "True":
+        return workload_error(
+            f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
+            f"{failed_create.get('message')}", previous,
+        )
+
+    ready = [p for p in live if is_ready(p)]
+    if ready:
+        return WorkloadVerdict(
+            status="True", reason=StatusReason.WORKLOAD_AVAILABLE,
+            message=f"{len(ready)} of {_desired(deployment)} replicas ready.",
+        )
+
+    scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
+    for pod, (reason, message) in scheduling:
+        if cel_undecidable(reason, message):
+            return WorkloadVerdict(
+                status="False", reason=Reason.PLACEMENT_UNDECIDABLE, memory=previous,
+                message=(
+                    f"The scheduler cannot judge the device selector, so the search for a device never "
+                    f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
+                    f"administrator; waiting will not clear this."
+                ),
+            )
+
+    failures = [f for p in live if (f := _pod_failure(p, previous)) is not None]
+    if live and len(failures) == len(live):
+        return _startup_failed(failures, previous, read_log)
+
+    for pod, (reason, message) in scheduling:
+        if claims_exhausted(reason, message):
+            device_class = claim_device_class(claims)
+            where = f" on device class {device_class}" if device_class else ""
+            return WorkloadVerdict(
+                status="False", reason=Reason.RESOURCE_CLAIM_EXHAUSTED, memory=previous,
+                message=(
+                    f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
+                    f"{message}. This is capacity: free some, or wait; it passes on its own."
+                ),
+            )
+
+    progressing = condition(deployment, "Progressing")
+    if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
+        return workload_error(
+            f"The cluster gave up rolling out the workload: {progressing.get('message')}", previous
+        )
+
+    pending = [c for c in claims if not is_allocated(c)]
+    if pending or scheduling:
+        what = f"claim {name_of(pending[0])}" if pending else f"pod {name_of(scheduling[0][0])}"
+        return WorkloadVerdict(
+            status="False", reason=Reason.RESOURCE_CLAIM_PENDING, memory=previous,
+            message=f"The workload waits for its device claim to be allocated ({what}); this is a stage.",
+        )
+
+    return WorkloadVerdict(
+        status="False", reason=Reason.WORKLOAD_NOT_READY, memory=previous,
+        message=(
+            f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
+            f"downloading the model); this passes on its own."
+        ),
+    )

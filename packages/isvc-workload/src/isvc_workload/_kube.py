@@ -1,0 +1,75 @@
+"""Reading pods, claims and Deployments as the API returns them (plain dicts, camelCase)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "claim_device_class",
+    "condition",
+    "is_allocated",
+    "is_ready",
+    "is_terminating",
+    "name_of",
+    "pod_claim_name",
+    "unscheduled",
+]
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    """metadata.name, or '' when absent."""
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """status.conditions[type=type_] of an object, or None."""
+    if not obj:
+        return None
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+def is_terminating(pod: dict[str, Any]) -> bool:
+    """Whether the pod is on its way out: it counts for nothing."""
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return bool(meta.get("deletionTimestamp")) or phase in {"Succeeded", "Failed"}
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """Whether the pod reports Ready=True."""
+    cond = condition(pod, "Ready")
+    return cond is not None and cond.get("status") == "True"
+
+
+def unscheduled(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of a PodScheduled=False condition, or None once scheduled or not judged yet."""
+    cond = condition(pod, "PodScheduled")
+    if cond is None or cond.get("status") != "False":
+        return None
+    return str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+
+def pod_claim_name(pod: dict[str, Any], claim: str) -> str | None:
+    """Name of the ResourceClaim generated for the pod's claim entry `claim`."""
+    for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if entry.get("name") == claim and entry.get("resourceClaimName"):
+            return str(entry["resourceClaimName"])
+    return None
+
+
+def is_allocated(claim: dict[str, Any]) -> bool:
+    """Whether the scheduler has allocated the claim."""
+    return bool((claim.get("status") or {}).get("allocation"))
+
+
+def claim_device_class(claims: list[dict[str, Any]]) -> str | None:
+    """The device class the order's claims ask for, read from the first claim that says."""
+    for claim in claims:
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            exactly = request.get("exactly") or {}
+            if exactly.get("deviceClassName"):
+                return str(exactly["deviceClassName"])
+    return None

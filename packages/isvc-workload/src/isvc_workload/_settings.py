@@ -1,0 +1,41 @@
+"""Module settings the manifests depend on."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["WorkloadSettings"]
+
+
+def _default_ingress_annotations() -> dict[str, str]:
+    # Completions stream for minutes and prompts can be large: ingress-nginx defaults cut both.
+    return {
+        "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+        "nginx.ingress.kubernetes.io/proxy-send-timeout": "3600",
+        "nginx.ingress.kubernetes.io/proxy-body-size": "64m",
+    }
+
+
+class WorkloadSettings(BaseModel):
+    """What the module settings say about publishing and running workloads."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    public_domain: str | None = Field(
+        default=None, description="Domain External endpoints live under: {order}.{namespace}.{domain}."
+    )
+    cluster_issuer_name: str | None = Field(
+        default=None, description="cert-manager ClusterIssuer used when the class names none."
+    )
+    ingress_class_name: str | None = Field(default=None, description="IngressClass of External endpoints.")
+    ingress_annotations: dict[str, str] = Field(
+        default_factory=_default_ingress_annotations, description="Extra annotations on every Ingress."
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of the server container."
+    )
+    image_pull_secrets: tuple[str, ...] = Field(
+        default=(), description="Secrets in the order's namespace used to pull runtime images."
+    )
