@@ -4,6 +4,7 @@ from isvc_workload._claim_template import CLAIM_NAME, resource_claim_template, u
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
 from isvc_workload._deployment import (
     CONTAINER_NAME,
+    FETCH_CONTAINER_NAME,
     HF_TOKEN_ENV,
     MODEL_MOUNT_PATH,
     RUNTIME_HASH_ANNOTATION,
@@ -35,7 +36,7 @@ from isvc_workload._judge import (
 )
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
-from isvc_workload._service import HTTPS_SERVICE_PORT, service
+from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
 from isvc_workload._settings import WorkloadSettings
 from isvc_workload._tls import cluster_issuer, tls_secret_name
 
@@ -45,11 +46,13 @@ __all__ = [
     "CONTAINER_NAME",
     "EVENT_GROWTH_CLAIM_UNPLACED",
     "EVENT_SETTLED_REGION_TOO_SMALL",
+    "FETCH_CONTAINER_NAME",
     "HF_TOKEN_ENV",
     "HTTPS_SERVICE_PORT",
     "IMAGE_NEVER_STARTED",
     "ISSUER_ANNOTATION",
     "MAX_LOG_LINES",
+    "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
     "SERVICE_PORT",

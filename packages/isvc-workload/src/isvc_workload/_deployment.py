@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from isvc_api import LABEL_ORDER, Authentication, ExposureType
+from isvc_api import LABEL_ORDER, Authentication, ExposureType, ModelSource
 
 from isvc_workload._claim_template import CLAIM_NAME
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
-from isvc_workload._ports import api_key_env, runtime_ports
+from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
 from isvc_workload._settings import WorkloadSettings
 from isvc_workload._tls import tls_secret_name
 
 __all__ = [
     "CONTAINER_NAME",
+    "FETCH_CONTAINER_NAME",
     "HF_TOKEN_ENV",
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 CONTAINER_NAME = "server"
+FETCH_CONTAINER_NAME = "fetch-model"
 MODEL_MOUNT_PATH = "/models"
 TLS_MOUNT_PATH = "/etc/isvc/tls"  # ClusterLocal: the serving cert, for runtimes that terminate TLS
 HF_TOKEN_ENV = "HF_TOKEN"
@@ -40,10 +42,7 @@ def _strategy(inputs: WorkloadInputs) -> dict[str, Any]:
 
 
 def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
-    ours: list[dict[str, Any]] = []
-    ref = inputs.order.spec.model.auth_secret_ref
-    if ref is not None:
-        ours.append({"name": HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    ours = _hf_token_env(inputs)
     key_env = api_key_env(inputs.runtime)
     if key_env and inputs.exposure.authentication == Authentication.TOKEN:
         ours.append({
@@ -55,10 +54,45 @@ def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
     return plain + ours
 
 
+def _hf_token_env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
+    ref = inputs.order.spec.model.auth_secret_ref
+    if ref is None:
+        return []
+    return [{"name": HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}]
+
+
+def _model_dir(inputs: WorkloadInputs) -> str:
+    extra = inputs.runtime.model_extra or {}
+    directory = extra.get("model_dir", extra.get("modelDir"))
+    if directory:
+        return str(directory)
+    return f"{MODEL_MOUNT_PATH}/{inputs.order.spec.model.ref.name.split('@', 1)[0]}"
+
+
+def _fetch_container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any] | None:
+    model = inputs.order.spec.model
+    if settings.model_fetch_image is None or model.src != ModelSource.HUGGING_FACE:
+        return None
+    repo, _, revision = model.ref.name.partition("@")
+    command = ["hf", "download", repo, "--local-dir", _model_dir(inputs)]
+    if revision:
+        command += ["--revision", revision]
+    return {
+        "name": FETCH_CONTAINER_NAME,
+        "image": settings.model_fetch_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": command,
+        "env": [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}, *_hf_token_env(inputs)],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "volumeMounts": [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}],
+    }
+
+
 def _container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
     runtime = inputs.runtime
     ports = [
-        {"name": p.name, "containerPort": p.container_port, "protocol": "TCP"} for p in runtime_ports(runtime)
+        {"name": p.name, "containerPort": p.container_port, "protocol": "TCP"}
+        for p in container_ports(runtime)
     ]
     mounts: list[dict[str, Any]] = [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}]
     if inputs.exposure.type == ExposureType.CLUSTER_LOCAL:
@@ -111,6 +145,9 @@ def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
         "volumes": volumes,
         "enableServiceLinks": False,
     }
+    fetch = _fetch_container(inputs, settings)
+    if fetch is not None:
+        pod_spec["initContainers"] = [fetch]
     priority_class = inputs.constraints.priority_class_name if inputs.constraints else None
     if priority_class:
         pod_spec["priorityClassName"] = priority_class

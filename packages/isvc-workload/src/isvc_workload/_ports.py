@@ -6,7 +6,14 @@ from isvc_api import CompiledRuntime, Port
 
 from isvc_workload._errors import PlanNotExpressible
 
-__all__ = ["DEFAULT_HTTP_PORT", "SERVICE_PORT", "api_key_env", "named_port", "runtime_ports"]
+__all__ = [
+    "DEFAULT_HTTP_PORT",
+    "SERVICE_PORT",
+    "api_key_env",
+    "container_ports",
+    "named_port",
+    "runtime_ports",
+]
 
 SERVICE_PORT = 8000  # the Service's http port, whatever the runtime listens on
 DEFAULT_HTTP_PORT = 8000  # the runtime's http port when its recipe declares no port at all
@@ -21,6 +28,18 @@ def runtime_ports(runtime: CompiledRuntime) -> list[Port]:
             "runtime.ports", [p.name for p in runtime.ports], "the runtime's API port is named http"
         )
     return list(runtime.ports)
+
+
+def container_ports(runtime: CompiledRuntime) -> list[Port]:
+    """The ports a container lists: one entry per number (the list is keyed by number), http first."""
+    ports = sorted(runtime_ports(runtime), key=lambda p: p.name != "http")
+    seen: set[int] = set()
+    unique = []
+    for port in ports:
+        if port.container_port not in seen:
+            seen.add(port.container_port)
+            unique.append(port)
+    return unique
 
 
 def named_port(runtime: CompiledRuntime, name: str) -> int | None:

@@ -9,21 +9,27 @@ from isvc_api import LABEL_ORDER
 from isvc_workload._common import WorkloadInputs, child_metadata
 from isvc_workload._ports import SERVICE_PORT, named_port
 
-__all__ = ["HTTPS_SERVICE_PORT", "service"]
+__all__ = ["HTTPS_SERVICE_PORT", "METRICS_SERVICE_PORT", "service"]
 
 HTTPS_SERVICE_PORT = 443  # ClusterLocal URLs carry no port: https lands here
+METRICS_SERVICE_PORT = 9090  # scrape here, whether the runtime serves metrics on its API port or its own
 
 
 def service(inputs: WorkloadInputs) -> dict[str, Any]:
     """ClusterIP Service: 8000 → the runtime's http port, plus its metrics and https ports if it has them."""
+    # Target numbers, not names: a runtime may serve metrics on its API port, and the pod names it once.
+    http = named_port(inputs.runtime, "http")
     ports: list[dict[str, Any]] = [
-        {"name": "http", "port": SERVICE_PORT, "targetPort": "http", "protocol": "TCP"},
+        {"name": "http", "port": SERVICE_PORT, "targetPort": http, "protocol": "TCP"},
     ]
     metrics = named_port(inputs.runtime, "metrics")
-    if metrics is not None and metrics != SERVICE_PORT:
-        ports.append({"name": "metrics", "port": metrics, "targetPort": "metrics", "protocol": "TCP"})
-    if named_port(inputs.runtime, "https") is not None:
-        ports.append({"name": "https", "port": HTTPS_SERVICE_PORT, "targetPort": "https", "protocol": "TCP"})
+    if metrics is not None:
+        ports.append(
+            {"name": "metrics", "port": METRICS_SERVICE_PORT, "targetPort": metrics, "protocol": "TCP"}
+        )
+    https = named_port(inputs.runtime, "https")
+    if https is not None:
+        ports.append({"name": "https", "port": HTTPS_SERVICE_PORT, "targetPort": https, "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",

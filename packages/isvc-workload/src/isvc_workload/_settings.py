@@ -36,6 +36,11 @@ class WorkloadSettings(BaseModel):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="imagePullPolicy of the server container."
     )
+    model_fetch_image: str | None = Field(
+        default=None,
+        description="Image with the `hf` CLI; when set, an init container downloads Hugging Face "
+        "models onto the model volume before the server starts.",
+    )
     image_pull_secrets: tuple[str, ...] = Field(
         default=(), description="Secrets in the order's namespace used to pull runtime images."
     )
