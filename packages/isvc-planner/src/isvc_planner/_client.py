@@ -1,0 +1,69 @@
+"""A typed client of the planner service, for the operator."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import httpx
+from isvc_api import Placement, Refusal
+from pydantic import ValidationError
+
+from isvc_planner._errors import PlannerProtocolError, PlannerUnavailableError
+from isvc_planner._models import PlanRequest, PlanResponse
+
+__all__ = ["PlannerClient"]
+
+
+class PlannerClient:
+    """Calls POST /v1/plan and /v1/judge; connection errors, timeouts and 5xx are temporary."""
+
+    def __init__(self, base_url: str, timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+
+    def plan(self, request: PlanRequest) -> PlanResponse:
+        """Plan one order."""
+        body = self._post("/v1/plan", request.model_dump(mode="json", by_alias=True, exclude_none=True))
+        try:
+            return PlanResponse.model_validate(body)
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered something that is not a plan: {error}") from error
+
+    def judge(self, placement: Placement) -> Refusal | None:
+        """LaunchPlanNotAPlacement for a placement that is not one, else None."""
+        body = self._post("/v1/judge", placement.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if body is None:
+            return None
+        try:
+            return Refusal.model_validate(body)
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no verdict: {error}") from error
+
+    def _post(self, path: str, payload: object) -> object:
+        try:
+            response = self._http.post(path, json=payload)
+        except httpx.TimeoutException as error:
+            raise PlannerUnavailableError(f"planner timed out on {path}: {error}") from error
+        except httpx.TransportError as error:
+            raise PlannerUnavailableError(f"planner unreachable on {path}: {error}") from error
+        if response.status_code >= 500:
+            raise PlannerUnavailableError(
+                f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}")
+        if response.status_code >= 400:
+            raise PlannerProtocolError(f"planner refused {path}: HTTP {response.status_code} "
+                                       f"{response.text[:200]}")
+        try:
+            return response.json()
+        except ValueError as error:
+            raise PlannerUnavailableError(f"planner answered no JSON on {path}") from error
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> PlannerClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

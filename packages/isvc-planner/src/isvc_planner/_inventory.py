@@ -1,0 +1,517 @@
+"""The hardware the cluster publishes and who holds what of it: one ledger (dra.md §8.1).
+
+Devices come from the latest generation of complete pools only. Holdings come from every
+ResourceClaim's allocation (admin access excepted) and from short-lived reservations of plans not yet
+visible as claims. Every device is counted in 100 units: a shareable device (allowMultipleAllocations
+with a `shares` capacity of 100) gives one unit per share, any other device is taken whole (100).
+A holding on a device that is no longer published consumes nothing that exists and frees nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from isvc_api import LABEL_ORDER, LABEL_PRIORITY
+
+from isvc_planner._cel import CelJudge, SelectorError, device_activation
+from isvc_planner._quantity import quantity_bytes
+
+__all__ = [
+    "UNITS",
+    "Device",
+    "DeviceKey",
+    "Holding",
+    "Inventory",
+    "OrderKey",
+    "SelectorFault",
+]
+
+UNITS = 100
+SHARES = "shares"
+MEMORY = "memory"
+_BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+OrderKey = tuple[str, str]  # (namespace, order name)
+GroupKey = tuple[int, bool, str, str]  # (memory bytes or -1, shareable, type, product)
+
+
+@dataclass(frozen=True)
+class SelectorFault:
+    """A selector that cannot be judged on a device: enough words for PlacementUndecidable."""
+
+    owner: str  # "class gpu.nvidia.com" or "accelerator policy"
+    index: int
+    device: str
+    error: str
+
+    def message(self) -> str:
+        """The fault in the scheduler's own wording."""
+        return f"{self.owner}: selector #{self.index} on device {self.device}: {self.error}"
+
+
+@dataclass(eq=False)
+class Device:
+    """One published device with what the planner reads from it."""
+
+    key: DeviceKey
+    node: str | None
+    raw: Mapping[str, Any]
+    activation: dict[str, Any]
+    type: str | None
+    uuid: str | None
+    product: str | None
+    memory: int | None
+    shareable: bool
+    tainted: bool
+    compute_capability: str | None
+    classes: frozenset[str] = frozenset()
+    selector_cache: dict[str, bool | SelectorError] = field(default_factory=dict)
+
+    @property
+    def driver(self) -> str:
+        """DRA driver name."""
+        return self.key[0]
+
+    @property
+    def pool(self) -> str:
+        """DRA pool name."""
+        return self.key[1]
+
+    @property
+    def name(self) -> str:
+        """Device name in its pool."""
+        return self.key[2]
+
+    @property
+    def ident(self) -> str:
+        """driver/pool/device, as the scheduler prints it."""
+        return "/".join(self.key)
+
+    @property
+    def group(self) -> GroupKey:
+        """Devices of one group are interchangeable for placement."""
+        return (self.memory if self.memory is not None else -1, self.shareable, self.type or "",
+                self.product or "")
+
+    def sort_key(self) -> tuple[str, str, str, str]:
+        """Deterministic order: node, pool, device, driver."""
+        return (self.node or "", self.pool, self.name, self.driver)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Units of one device held by a claim or a reservation."""
+
+    source: str  # "claim:<uid>" or "reservation:<ns>/<name>"
+    device: DeviceKey
+    order: OrderKey | None  # None: not one of ours, cannot be preempted
+    priority: int
+    units: int | None  # None: the device's default consumption (whole unless shareable)
+
+
+def _attr(device: Mapping[str, Any], driver: str, name: str) -> Any:
+    attrs = device.get("attributes") or {}
+    value = attrs.get(name) or attrs.get(f"{driver}/{name}")
+    if isinstance(value, Mapping) and value:
+        return next(iter(value.values()))
+    return None
+
+
+def _capacity(device: Mapping[str, Any], driver: str, name: str) -> Mapping[str, Any] | None:
+    caps = device.get("capacity") or {}
+    value = caps.get(name) or caps.get(f"{driver}/{name}")
+    return value if isinstance(value, Mapping) else None
+
+
+def _bytes(cap: Mapping[str, Any] | None) -> int | None:
+    if cap is None or cap.get("value") is None:
+        return None
+    try:
+        return quantity_bytes(str(cap["value"]))
+    except ValueError:
+        return None
+
+
+class _Group:
+    """Devices of one group admitted by one class, sorted by free units; fully free ones per pool."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, tuple[str, str, str, str]]] = []
+        self.devices: dict[tuple[str, str, str, str], Device] = {}
+        self.full_free: dict[str, set[tuple[str, str, str, str]]] = {}
+
+    def add(self, device: Device, free: int) -> None:
+        sk = device.sort_key()
+        self.devices[sk] = device
+        bisect.insort(self.entries, (free, sk))
+        if free == UNITS:
+            self.full_free.setdefault(device.pool, set()).add(sk)
+
+    def remove(self, device: Device, free: int) -> None:
+        sk = device.sort_key()
+        self.devices.pop(sk, None)
+        i = bisect.bisect_left(self.entries, (free, sk))
+        if i < len(self.entries) and self.entries[i] == (free, sk):
+            del self.entries[i]
+        pool = self.full_free.get(device.pool)
+        if pool is not None:
+            pool.discard(sk)
+            if not pool:
+                del self.full_free[device.pool]
+
+
+class Inventory:
+    """Device classes, published devices, holdings and priority classes, kept current incrementally.
+
+    Thread-safe through `lock`: the kube adapter's watch threads update while the service plans.
+    """
+
+    def __init__(self, judge: CelJudge | None = None) -> None:
+        self.lock = threading.RLock()
+        self.judge = judge or CelJudge()
+        self.class_selectors: dict[str, list[str]] = {}
+        self.class_faults: dict[str, dict[DeviceKey, SelectorFault]] = {}
+        self.devices: dict[DeviceKey, Device] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.default_priority = 0
+        self.synced = False
+        self._slices: dict[str, Mapping[str, Any]] = {}
+        self._pool_devices: dict[tuple[str, str], set[DeviceKey]] = {}
+        self._pool_slices: dict[tuple[str, str], set[str]] = {}
+        self._claims: dict[str, list[Holding]] = {}
+        self._holdings: dict[DeviceKey, dict[str, Holding]] = {}
+        self._used: dict[DeviceKey, int] = {}
+        self._reservations: dict[OrderKey, tuple[float, list[Holding]]] = {}
+        self._index: dict[str, dict[GroupKey, _Group]] = {}
+        self.version = 0
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_objects(
+        cls,
+        device_classes: Iterable[Mapping[str, Any]],
+        slices: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]],
+        priority_classes: Iterable[Mapping[str, Any]] = (),
+    ) -> Inventory:
+        """An inventory from plain resource.k8s.io/v1 (and scheduling.k8s.io/v1) dicts."""
+        inv = cls()
+        for dc in device_classes:
+            inv._set_class(dc)
+        for pc in priority_classes:
+            inv.upsert_priority_class(pc)
+        by_pool: set[tuple[str, str]] = set()
+        for sl in slices:
+            inv._slices[sl["metadata"]["name"]] = sl
+            inv._pool_slices.setdefault(_pool_id(sl), set()).add(sl["metadata"]["name"])
+            by_pool.add(_pool_id(sl))
+        for pool in sorted(by_pool):
+            inv._refresh_pool(pool)
+        for claim in claims:
+            inv.upsert_claim(claim)
+        inv.synced = True
+        return inv
+
+    # ------------------------------------------------------------------ device classes
+
+    def _set_class(self, dc: Mapping[str, Any]) -> None:
+        name = dc["metadata"]["name"]
+        selectors = [s["cel"]["expression"] for s in (dc.get("spec") or {}).get("selectors") or []
+                     if s.get("cel")]
+        self.class_selectors[name] = selectors
+
+    def upsert_device_class(self, dc: Mapping[str, Any]) -> None:
+        """Add or change a DeviceClass; re-judges every device against it."""
+        with self.lock:
+            self._set_class(dc)
+            self._rejudge_all()
+
+    def delete_device_class(self, name: str) -> None:
+        """Forget a DeviceClass."""
+        with self.lock:
+            self.class_selectors.pop(name, None)
+            self._rejudge_all()
+
+    def _rejudge_all(self) -> None:
+        for device in list(self.devices.values()):
+            self._unindex(device)
+            self._judge_classes(device)
+            self._index_device(device)
+        self.version += 1
+
+    def _judge_classes(self, device: Device) -> None:
+        admitted = set()
+        for name, selectors in self.class_selectors.items():
+            faults = self.class_faults.setdefault(name, {})
+            faults.pop(device.key, None)
+            ok = True
+            for i, expr in enumerate(selectors):
+                try:
+                    if not self.judge.matches(expr, device.activation):
+                        ok = False
+                        break
+                except SelectorError as error:
+                    faults[device.key] = SelectorFault(f"class {name}", i, device.ident, str(error))
+                    ok = False
+                    break
+            if ok:
+                admitted.add(name)
+        device.classes = frozenset(admitted)
+
+    # ------------------------------------------------------------------ slices and pools
+
+    def upsert_slice(self, sl: Mapping[str, Any]) -> None:
+        """Add or change a ResourceSlice; its pool is recomputed."""
+        with self.lock:
+            name = sl["metadata"]["name"]
+            old = self._slices.get(name)
+            self._slices[name] = sl
+            self._pool_slices.setdefault(_pool_id(sl), set()).add(name)
+            if old is not None and _pool_id(old) != _pool_id(sl):
+                self._pool_slices.get(_pool_id(old), set()).discard(name)
+                self._refresh_pool(_pool_id(old))
+            self._refresh_pool(_pool_id(sl))
+
+    def delete_slice(self, name: str) -> None:
+        """Forget a ResourceSlice; its pool is recomputed."""
+        with self.lock:
+            old = self._slices.pop(name, None)
+            if old is not None:
+                self._pool_slices.get(_pool_id(old), set()).discard(name)
+                self._refresh_pool(_pool_id(old))
+
+    def _refresh_pool(self, pool: tuple[str, str]) -> None:
+        members = [self._slices[n] for n in sorted(self._pool_slices.get(pool, ())) if n in self._slices]
+        published: dict[DeviceKey, Device] = {}
+        if members:
+            top = max(int(s["spec"]["pool"].get("generation", 0)) for s in members)
+            latest = [s for s in members if int(s["spec"]["pool"].get("generation", 0)) == top]
+            expected = max(int(s["spec"]["pool"].get("resourceSliceCount", 1)) for s in latest)
+            if len(latest) == expected:
+                for sl in latest:
+                    for raw in sl["spec"].get("devices") or []:
+                        device = self._make_device(sl, raw)
+                        published[device.key] = device
+        for key in self._pool_devices.pop(pool, set()):
+            old = self.devices.pop(key, None)
+            if old is not None:
+                self._unindex(old)
+                for faults in self.class_faults.values():
+                    faults.pop(key, None)
+        for key, device in published.items():
+            self._judge_classes(device)
+            self.devices[key] = device
+            self._recount(key)
+            self._index_device(device)
+        if published:
+            self._pool_devices[pool] = set(published)
+        self.version += 1
+
+    def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
+        spec = sl["spec"]
+        driver = spec["driver"]
+        shares = _capacity(raw, driver, SHARES)
+        allow = bool(raw.get("allowMultipleAllocations", False))
+        taints = raw.get("taints") or []
+        cc = _attr(raw, driver, "cudaComputeCapability")
+        return Device(
+            key=(driver, spec["pool"]["name"], raw["name"]),
+            node=raw.get("nodeName") or spec.get("nodeName"),
+            raw=raw,
+            activation=device_activation(driver, raw),
+            type=_attr(raw, driver, "type"),
+            uuid=_attr(raw, driver, "uuid"),
+            product=_attr(raw, driver, "productName") or _attr(raw, driver, "model"),
+            memory=_bytes(_capacity(raw, driver, MEMORY)),
+            shareable=allow and _bytes(shares) == UNITS,
+            tainted=any(t.get("effect") in _BLOCKING for t in taints),
+            compute_capability=str(cc) if cc is not None else None,
+        )
+
+    # ------------------------------------------------------------------ holdings
+
+    def upsert_claim(self, claim: Mapping[str, Any]) -> None:
+        """Add or change a ResourceClaim: its allocation results become holdings."""
+        meta = claim.get("metadata") or {}
+        uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        labels = meta.get("labels") or {}
+        order: OrderKey | None = None
+        if labels.get(LABEL_ORDER):
+            order = (meta.get("namespace") or "", labels[LABEL_ORDER])
+        try:
+            priority = int(labels.get(LABEL_PRIORITY, 0))
+        except ValueError:
+            priority = 0
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results") or []
+        holdings = []
+        for r in results:
+            if r.get("adminAccess"):
+                continue
+            consumed = (r.get("consumedCapacity") or {}).get(SHARES)
+            units = None
+            if consumed is not None:
+                try:
+                    units = quantity_bytes(str(consumed))
+                except ValueError:
+                    units = None
+            holdings.append(Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order,
+                                    priority, units))
+        with self.lock:
+            self._replace(f"claim:{uid}", self._claims.pop(uid, []), holdings)
+            if holdings:
+                self._claims[uid] = holdings
+            if order is not None and order in self._reservations:
+                held = {h.device for hs in self._claims.values() for h in hs if h.order == order}
+                if {h.device for h in self._reservations[order][1]} <= held:
+                    self.release(order)
+
+    def delete_claim(self, claim: Mapping[str, Any]) -> None:
+        """Forget a ResourceClaim."""
+        meta = claim.get("metadata") or {}
+        uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        with self.lock:
+            self._replace(f"claim:{uid}", self._claims.pop(uid, []), [])
+
+    def reserve(self, order: OrderKey, priority: int, holdings: list[tuple[DeviceKey, int]],
+                ttl: float) -> None:
+        """Hold devices for a plan that is not yet visible as a claim, for `ttl` seconds."""
+        source = f"reservation:{order[0]}/{order[1]}"
+        new = [Holding(source, key, order, priority, units) for key, units in holdings]
+        with self.lock:
+            old = self._reservations.pop(order, (0.0, []))[1]
+            self._replace(source, old, new)
+            self._reservations[order] = (time.monotonic() + ttl, new)
+
+    def release(self, order: OrderKey) -> None:
+        """Drop the reservation of an order."""
+        with self.lock:
+            old = self._reservations.pop(order, None)
+            if old is not None:
+                self._replace(f"reservation:{order[0]}/{order[1]}", old[1], [])
+
+    def expire(self, now: float | None = None) -> None:
+        """Drop reservations whose time is up."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            for order, (deadline, _) in list(self._reservations.items()):
+                if deadline <= now:
+                    self.release(order)
+
+    def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
+        touched = {h.device for h in old} | {h.device for h in new}
+        for h in old:
+            self._holdings.get(h.device, {}).pop(source, None)
+        for h in new:
+            slot = self._holdings.setdefault(h.device, {})
+            prev = slot.get(source)
+            if prev is not None and prev.units is not None and h.units is not None:
+                h = Holding(source, h.device, h.order, h.priority, prev.units + h.units)
+            slot[source] = h
+        for key in touched:
+            device = self.devices.get(key)
+            if device is not None:
+                self._unindex(device)
+            self._recount(key)
+            if device is not None:
+                self._index_device(device)
+        self.version += 1
+
+    def holding_units(self, h: Holding, device: Device) -> int:
+        """Units one holding takes of a device: its shares on a shareable device, else all."""
+        if not device.shareable:
+            return UNITS
+        if h.units is None:
+            default = ((_capacity(device.raw, device.driver, SHARES) or {}).get("requestPolicy") or {}).get(
+                "default")
+            return min(UNITS, quantity_bytes(str(default))) if default is not None else UNITS
+        return min(UNITS, max(0, h.units))
+
+    def _recount(self, key: DeviceKey) -> None:
+        device = self.devices.get(key)
+        holds = self._holdings.get(key) or {}
+        if device is None:
+            self._used.pop(key, None)
+            return
+        self._used[key] = min(UNITS, sum(self.holding_units(h, device) for h in holds.values()))
+
+    # ------------------------------------------------------------------ reading
+
+    def used(self, key: DeviceKey) -> int:
+        """Units of a published device held by anyone."""
+        return self._used.get(key, 0)
+
+    def holdings_on(self, key: DeviceKey) -> list[Holding]:
+        """Every holding on a device, published or not, in a stable order."""
+        return sorted((self._holdings.get(key) or {}).values(), key=lambda h: h.source)
+
+    def held_by(self, order: OrderKey) -> dict[DeviceKey, int]:
+        """Units an order holds per published device (claims and its reservation)."""
+        out: dict[DeviceKey, int] = {}
+        sources = [hs for hs in self._claims.values()]
+        if order in self._reservations:
+            sources.append(self._reservations[order][1])
+        for hs in sources:
+            for h in hs:
+                device = self.devices.get(h.device)
+                if h.order == order and device is not None:
+                    out[h.device] = min(UNITS, out.get(h.device, 0) + self.holding_units(h, device))
+        return out
+
+    def orphans(self) -> list[Holding]:
+        """Holdings on devices no longer published: they free nothing, also not for their holder."""
+        return [h for key, hs in self._holdings.items() if key not in self.devices for h in hs.values()]
+
+    def groups(self, device_class: str) -> dict[GroupKey, _Group]:
+        """The placement index of one class."""
+        return self._index.get(device_class, {})
+
+    def class_devices(self, device_class: str) -> list[Device]:
+        """Published devices a class admits, in a stable order."""
+        return sorted((d for d in self.devices.values() if device_class in d.classes),
+                      key=Device.sort_key)
+
+    def priority_of(self, name: str | None) -> int | None:
+        """The value of a PriorityClass; the global default (or 0) for None; None when missing."""
+        if name is None:
+            return self.default_priority
+        return self.priority_classes.get(name)
+
+    def upsert_priority_class(self, pc: Mapping[str, Any]) -> None:
+        """Add or change a PriorityClass."""
+        with self.lock:
+            self.priority_classes[pc["metadata"]["name"]] = int(pc.get("value", 0))
+            if pc.get("globalDefault"):
+                self.default_priority = int(pc.get("value", 0))
+
+    def delete_priority_class(self, name: str) -> None:
+        """Forget a PriorityClass."""
+        with self.lock:
+            self.priority_classes.pop(name, None)
+
+    # ------------------------------------------------------------------ index
+
+    def _index_device(self, device: Device) -> None:
+        if device.tainted:
+            return
+        free = UNITS - self._used.get(device.key, 0)
+        for name in device.classes:
+            self._index.setdefault(name, {}).setdefault(device.group, _Group()).add(device, free)
+
+    def _unindex(self, device: Device) -> None:
+        free = UNITS - self._used.get(device.key, 0)
+        for name in device.classes:
+            group = self._index.get(name, {}).get(device.group)
+            if group is not None:
+                group.remove(device, free)
+
+
+def _pool_id(sl: Mapping[str, Any]) -> tuple[str, str]:
+    return (sl["spec"]["driver"], sl["spec"]["pool"]["name"])

@@ -1,0 +1,122 @@
+"""Keeps an Inventory current from the cluster: list + watch per kind, one thread each.
+
+The only module that imports the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client, config, watch
+
+from isvc_planner._inventory import Inventory
+
+__all__ = ["KubeSync", "load_api"]
+
+log = logging.getLogger("isvc_planner.kube")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    group: str
+    version: str
+    plural: str
+
+
+DEVICE_CLASSES = _Kind("resource.k8s.io", "v1", "deviceclasses")
+SLICES = _Kind("resource.k8s.io", "v1", "resourceslices")
+CLAIMS = _Kind("resource.k8s.io", "v1", "resourceclaims")
+PRIORITY_CLASSES = _Kind("scheduling.k8s.io", "v1", "priorityclasses")
+
+
+def load_api(kubeconfig: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig file, or from the pod's service account."""
+    if kubeconfig:
+        return cast(client.ApiClient, config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig))
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+class KubeSync:
+    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses."""
+
+    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0) -> None:
+        self.inventory = inventory
+        self.objects = client.CustomObjectsApi(api)
+        self.backoff = backoff
+        self._stop = threading.Event()
+        self._listed: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        inv = inventory
+        self._handlers: dict[_Kind, tuple[Callable[[Mapping[str, Any]], None],
+                                          Callable[[Mapping[str, Any]], None]]] = {
+            DEVICE_CLASSES: (inv.upsert_device_class,
+                             lambda o: inv.delete_device_class(o["metadata"]["name"])),
+            SLICES: (inv.upsert_slice, lambda o: inv.delete_slice(o["metadata"]["name"])),
+            CLAIMS: (inv.upsert_claim, inv.delete_claim),
+            PRIORITY_CLASSES: (inv.upsert_priority_class,
+                               lambda o: inv.delete_priority_class(o["metadata"]["name"])),
+        }
+
+    def start(self) -> None:
+        """Start one watch thread per kind."""
+        for kind in self._handlers:
+            thread = threading.Thread(target=self._run, args=(kind,), name=f"watch-{kind.plural}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Ask the watch threads to end at their next event or timeout."""
+        self._stop.set()
+
+    def _run(self, kind: _Kind) -> None:
+        upsert, delete = self._handlers[kind]
+        known: dict[str, Mapping[str, Any]] = {}
+        while not self._stop.is_set():
+            try:
+                listing = cast(dict[str, Any], self.objects.list_cluster_custom_object(
+                    kind.group, kind.version, kind.plural))
+                fresh = {_key(o): o for o in listing.get("items") or []}
+                for k, gone in known.items():
+                    if k not in fresh:
+                        delete(gone)
+                for obj in fresh.values():
+                    upsert(obj)
+                known = fresh
+                self._mark_listed(kind)
+                version = (listing.get("metadata") or {}).get("resourceVersion")
+                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                    self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural,
+                    resource_version=version, timeout_seconds=300, allow_watch_bookmarks=True)
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    obj, what = event["object"], event["type"]
+                    if what in ("ADDED", "MODIFIED"):
+                        known[_key(obj)] = obj
+                        upsert(obj)
+                    elif what == "DELETED":
+                        known.pop(_key(obj), None)
+                        delete(obj)
+                    elif what == "ERROR":
+                        break
+            except Exception as error:  # any failure: relist after a pause, never die
+                log.warning("watch %s failed: %s; relisting", kind.plural, error)
+                time.sleep(self.backoff)
+
+    def _mark_listed(self, kind: _Kind) -> None:
+        self._listed.add(kind.plural)
+        if len(self._listed) == len(self._handlers):
+            self.inventory.synced = True

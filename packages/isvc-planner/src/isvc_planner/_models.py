@@ -1,0 +1,51 @@
+"""The planner's wire contract: what the operator sends and what it gets back."""
+
+from __future__ import annotations
+
+from isvc_api import (
+    AcceleratorPolicy,
+    Estimates,
+    ModelFacts,
+    Placement,
+    Refusal,
+    RuntimeRequirements,
+    Wire,
+)
+from pydantic import Field
+
+__all__ = ["OrderRef", "PlanRequest", "PlanResponse", "Victim"]
+
+
+class OrderRef(Wire):
+    """The order a plan is for."""
+
+    namespace: str = Field(description="Namespace of the order.")
+    name: str = Field(description="Name of the order.")
+    uid: str | None = Field(default=None, description="uid of the order.")
+
+
+class Victim(Wire):
+    """An order of lower priority whose holdings must be released for the plan to hold."""
+
+    namespace: str = Field(description="Namespace of the order to release.")
+    name: str = Field(description="Name of the order to release.")
+
+
+class PlanRequest(Wire):
+    """Plan one order: its model facts, the class's accelerator policy and what it holds now."""
+
+    order: OrderRef = Field(description="The order.")
+    facts: ModelFacts = Field(description="Facts about the model.")
+    accelerator_policy: AcceleratorPolicy | None = Field(default=None, description="From the class.")
+    priority_class_name: str | None = Field(default=None, description="From the class.")
+    requirements: RuntimeRequirements | None = Field(default=None, description="From the recipes.")
+    holding: Placement | None = Field(default=None, description="The placement the order holds now.")
+
+
+class PlanResponse(Wire):
+    """A placement with its estimates, or a refusal; plus orders to release for it (preemption)."""
+
+    placement: Placement | None = Field(default=None, description="Where the order goes.")
+    estimates: Estimates | None = Field(default=None, description="What it needs.")
+    refusal: Refusal | None = Field(default=None, description="Why it cannot be placed.")
+    preempt: list[Victim] = Field(default_factory=list, description="Orders to release first.")

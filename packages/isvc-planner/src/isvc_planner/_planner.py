@@ -1,0 +1,497 @@
+"""Placement of one order on the ledger: best fit, classes in policy order, preemption by priority.
+
+Policy (least fragmentation): a model that fits one device never spans several. Among devices that
+hold it, take the one with the least free memory that still holds it (best fit), so partially used
+devices fill first and large empty devices stay whole; ties go to partially used devices, then to the
+smaller device, then to node/pool/device name. Devices the order already holds win over all others,
+so a replan does not move a running order. Tensor parallel (2, 4, 8 devices of one node) is tried only
+when no device of the class is large enough; it takes the smallest device size and count that hold
+the model, on the node with the fewest free devices that suffice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+from isvc_api import (
+    AcceleratorPolicy,
+    Placement,
+    PlacementMode,
+    Reason,
+    Refusal,
+    RuntimeRequirements,
+    SharingMode,
+)
+
+from isvc_planner._cel import SelectorError
+from isvc_planner._estimate import MemoryNeed, estimate, memory_need
+from isvc_planner._inventory import UNITS, Device, DeviceKey, Holding, Inventory, OrderKey, _Group
+from isvc_planner._models import PlanRequest, PlanResponse, Victim
+from isvc_planner._quantity import GIB, gib
+
+__all__ = ["Planner", "judge_plan"]
+
+_POLICY = "accelerator policy"
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    device_class: str
+    devices: tuple[Device, ...]
+    units: int  # per device
+    mode: PlacementMode
+    sharing: SharingMode
+    rank: tuple[object, ...]
+
+
+@dataclass
+class _Ask:
+    need: MemoryNeed
+    shares: list[int]
+    modes: set[tuple[PlacementMode, SharingMode]]
+    max_devices: int
+    selector: str | None
+    min_cc: str | None
+    own: dict[DeviceKey, int]
+    prefer: set[DeviceKey]
+
+    def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
+        return (mode, sharing) in self.modes
+
+    def share_for(self, amount: int, memory: int) -> int | None:
+        """The permitted share of a device of `memory` bytes that holds `amount`, or None."""
+        raw = max(1, math.ceil(amount * UNITS / memory))
+        i = bisect.bisect_left(self.shares, raw)
+        return self.shares[i] if i < len(self.shares) else None
+
+
+@dataclass
+class _Findings:
+    """What the search saw, to choose the refusal that tells the truth."""
+
+    admitted: int = 0
+    unprofiled: list[str] = field(default_factory=list)
+    fits_by_size: bool = False
+    any_free: bool = False
+    largest: tuple[int, str] = (0, "")
+    largest_free: int = 0
+    lower: set[OrderKey] = field(default_factory=set)
+
+
+def _semver(text: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in str(text).split(".")[:3])
+
+
+class Planner:
+    """Plans orders against one Inventory; remembers plans briefly as reservations."""
+
+    def __init__(self, inventory: Inventory, *, reservation_ttl: float = 120.0,
+                 context: int | None = None) -> None:
+        self.inventory = inventory
+        self.reservation_ttl = reservation_ttl
+        self.context = context
+
+    # ------------------------------------------------------------------ entry point
+
+    def plan(self, request: PlanRequest) -> PlanResponse:
+        """A placement with estimates, a refusal, and the orders to release first (if any)."""
+        inv = self.inventory
+        with inv.lock:
+            inv.expire()
+            return self._plan(request)
+
+    def _plan(self, request: PlanRequest) -> PlanResponse:
+        inv = self.inventory
+        order: OrderKey = (request.order.namespace, request.order.name)
+        need = memory_need(request.facts, self.context)
+        if need is None:
+            return _refuse(Reason.NO_COMPATIBLE_PLACEMENT,
+                           f"The memory need of {request.facts.name} cannot be computed: its facts carry "
+                           "neither a parameter count nor a weight size (memory profile incomplete); "
+                           "an administrator's subject.")
+        priority = inv.priority_of(request.priority_class_name)
+        if priority is None:
+            return _refuse(Reason.PRIORITY_CLASS_NOT_FOUND,
+                           f"PriorityClass {request.priority_class_name!r} named by the class does not "
+                           "exist in the cluster; an administrator must create it or change the class.")
+        policy = request.accelerator_policy or AcceleratorPolicy()
+        ask, refusal = self._ask(request, need, policy, order)
+        if refusal is not None:
+            return PlanResponse(refusal=refusal)
+        assert ask is not None
+        classes = policy.device_class_names or sorted(inv.class_selectors)
+        known = [c for c in classes if c in inv.class_selectors]
+        if not known:
+            return _refuse(Reason.NO_CAPACITY,
+                           f"None of the device classes {classes} exists in the cluster, so no accelerator "
+                           f"can hold {gib(need.required)} GiB; wait for the hardware to be published.")
+        findings = _Findings()
+        for cls in known:
+            undecidable = self._undecidable(cls, ask)
+            if undecidable is not None:
+                return PlanResponse(refusal=undecidable)
+            found = self._search(cls, ask, inv.groups(cls), own_adjusted=True)
+            if found is not None:
+                return self._answer(request, order, priority, need, found, [])
+            self._observe(cls, ask, findings, priority, order)
+        refusal = self._refusal(need, known, findings)
+        if refusal.reason in (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT) and findings.lower \
+                and "incomplete" not in refusal.message:
+            for cls in known:
+                hit = self._preempt(cls, ask, priority, order)
+                if hit is not None:
+                    return self._answer(request, order, priority, need, hit[0], hit[1])
+            return _refuse(Reason.PLANNING_PREEMPTION_FAILED,
+                           f"Releasing every lower-priority holding ({len(findings.lower)} orders) on "
+                           f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
+                           f"retried. Before preemption: {refusal.message}")
+        return PlanResponse(refusal=refusal)
+
+    def _ask(self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy,
+             order: OrderKey) -> tuple[_Ask | None, Refusal | None]:
+        inv = self.inventory
+        permitted = policy.allowed_share_percents or range(1, UNITS + 1)
+        shares = sorted({s for s in permitted if 1 <= s <= UNITS})
+        reqs = request.requirements or RuntimeRequirements()
+        modes: set[tuple[PlacementMode, SharingMode]] = set()
+        for pm in reqs.placement_modes:
+            for sm in reqs.sharing_modes:
+                modes.add((pm, sm))
+        if policy.selector:
+            try:
+                inv.judge.check(policy.selector)
+            except SelectorError as error:
+                return None, Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
+                    f"The accelerator policy's selector {policy.selector!r} cannot be judged: {error}. "
+                    "The class needs an administrator's eye; waiting will not help."))
+        own = dict(inv.held_by(order))
+        prefer = set(own)
+        holding = request.holding
+        if holding is not None and holding.driver and holding.pool and holding.devices:
+            prefer |= {(holding.driver, holding.pool, d) for d in holding.devices}
+        return _Ask(need=need, shares=shares, modes=modes, max_devices=reqs.max_devices or 8,
+                    selector=policy.selector or None, min_cc=reqs.min_compute_capability,
+                    own=own, prefer=prefer), None
+
+    # ------------------------------------------------------------------ filters
+
+    def _passes(self, device: Device, ask: _Ask) -> bool:
+        if ask.min_cc and (device.compute_capability is None
+                           or _semver(device.compute_capability) < _semver(ask.min_cc)):
+            return False
+        if ask.selector is None:
+            return True
+        result = self._selector(device, ask.selector)
+        return result is True
+
+    def _selector(self, device: Device, expression: str) -> bool | SelectorError:
+        cached = device.selector_cache.get(expression)
+        if cached is None:
+            try:
+                cached = self.inventory.judge.matches(expression, device.activation)
+            except SelectorError as error:
+                cached = error
+            device.selector_cache[expression] = cached
+        return cached
+
+    def _undecidable(self, cls: str, ask: _Ask) -> Refusal | None:
+        faults = self.inventory.class_faults.get(cls) or {}
+        if faults:
+            fault = faults[min(faults)]
+            return Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
+                f"The selector of device class {cls} cannot be judged: {fault.message()}. "
+                "The search never started; an administrator must fix the class, waiting will not help."))
+        if ask.selector is None:
+            return None
+        for device in self.inventory.class_devices(cls):
+            result = self._selector(device, ask.selector)
+            if isinstance(result, SelectorError):
+                return Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
+                    f"The accelerator policy's selector cannot be judged on device class {cls}: "
+                    f"{_POLICY}: selector #0 on device {device.ident}: {result}. The search never "
+                    "started; an administrator must fix the selector, waiting will not help."))
+        return None
+
+    # ------------------------------------------------------------------ search
+
+    def _search(self, cls: str, ask: _Ask, groups: dict[tuple[int, bool, str, str], _Group],
+                *, own_adjusted: bool) -> _Candidate | None:
+        inv = self.inventory
+        own = ask.own if own_adjusted else {}
+        need = ask.need
+        best: _Candidate | None = None
+        largest = max((g[0] for g, grp in groups.items() if grp.devices), default=-1)
+        own_devices = [inv.devices[k] for k in sorted(own) if k in inv.devices
+                       and cls in inv.devices[k].classes and not inv.devices[k].tainted]
+
+        def consider(c: _Candidate | None) -> None:
+            nonlocal best
+            if c is not None and (best is None or c.rank < best.rank):
+                best = c
+
+        for gkey in sorted(groups):
+            group = groups[gkey]
+            memory, shareable, dtype, _ = gkey
+            if memory < 0 or not group.devices:
+                continue
+            if shareable:
+                if not ask.allows(PlacementMode.SHARED, SharingMode.SHARES):
+                    continue
+                units = ask.share_for(need.required, memory)
+                if units is None:
+                    continue
+                mode, sharing = PlacementMode.SHARED, SharingMode.SHARES
+            else:
+                if memory < need.required:
+                    continue
+                sharing = SharingMode.PARTITION if dtype == "mig" else SharingMode.NONE
+                mode = PlacementMode.WHOLE_DEVICE
+                if not ask.allows(mode, sharing):
+                    continue
+                units = UNITS
+            entries = group.entries
+            for i in range(bisect.bisect_left(entries, (units,)), len(entries)):
+                free, sk = entries[i]
+                device = group.devices[sk]
+                if device.key in own or not self._passes(device, ask):
+                    continue
+                consider(self._single(cls, device, free, units, mode, sharing, ask))
+                break
+            for device in own_devices:
+                if device.group == gkey and self._passes(device, ask):
+                    free = UNITS - inv.used(device.key) + own[device.key]
+                    if free >= units:
+                        consider(self._single(cls, device, free, units, mode, sharing, ask))
+        if best is not None or largest >= need.required:
+            return best
+        if not ask.allows(PlacementMode.MULTI_DEVICE, SharingMode.NONE) and not ask.allows(
+                PlacementMode.MULTI_DEVICE, SharingMode.SHARES):
+            return None
+        for gkey in sorted(groups):
+            consider(self._multi(cls, gkey, groups[gkey], ask, own, own_devices))
+        return best
+
+    def _single(self, cls: str, device: Device, free: int, units: int, mode: PlacementMode,
+                sharing: SharingMode, ask: _Ask) -> _Candidate:
+        memory = device.memory or 0
+        free_bytes = free * memory // UNITS if device.shareable else memory
+        rank = (0 if device.key in ask.prefer else 1, free_bytes, 0 if free < UNITS else 1, memory,
+                device.sort_key())
+        return _Candidate(cls, (device,), units, mode, sharing, rank)
+
+    def _multi(self, cls: str, gkey: tuple[int, bool, str, str], group: _Group, ask: _Ask,
+               own: dict[DeviceKey, int], own_devices: list[Device]) -> _Candidate | None:
+        memory, shareable, _, _ = gkey
+        if memory <= 0:
+            return None
+        sharing = SharingMode.SHARES if shareable else SharingMode.NONE
+        if not ask.allows(PlacementMode.MULTI_DEVICE, sharing):
+            return None
+        count = 2
+        while count <= ask.max_devices and ask.need.per_device(count) > memory:
+            count *= 2
+        if count > ask.max_devices:
+            return None
+        inv = self.inventory
+        extra: dict[str, list[Device]] = {}
+        for device in own_devices:
+            if device.group == gkey and UNITS - inv.used(device.key) + own[device.key] >= UNITS \
+                    and self._passes(device, ask):
+                extra.setdefault(device.pool, []).append(device)
+        best: _Candidate | None = None
+        for pool in sorted(set(group.full_free) | set(extra)):
+            mine = extra.get(pool, [])
+            avail = [group.devices[sk] for sk in sorted(group.full_free.get(pool, ()))
+                     if group.devices[sk].key not in own and self._passes(group.devices[sk], ask)]
+            if len(mine) + len(avail) < count:
+                continue
+            chosen = tuple((mine + avail)[:count])
+            nodes = {d.node for d in chosen}
+            if len(nodes) != 1:
+                continue
+            rank = (0 if any(d.key in ask.prefer for d in chosen) else 1, count * memory,
+                    len(mine) + len(avail), 0, (pool,))
+            c = _Candidate(cls, chosen, UNITS, PlacementMode.MULTI_DEVICE, sharing, rank)
+            if best is None or c.rank < best.rank:
+                best = c
+        return best
+
+    # ------------------------------------------------------------------ refusals
+
+    def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+        inv = self.inventory
+        pools: dict[tuple[str, tuple[int, bool, str, str]], int] = {}
+        for device in inv.class_devices(cls):
+            if device.tainted or not self._passes(device, ask):
+                continue
+            f.admitted += 1
+            free = UNITS - inv.used(device.key) + ask.own.get(device.key, 0)
+            for h in inv.holdings_on(device.key):
+                if h.order is not None and h.order != order and h.priority < priority:
+                    f.lower.add(h.order)
+            if device.memory is None:
+                f.unprofiled.append(device.ident)
+                f.any_free = f.any_free or free > 0
+                continue
+            if device.memory > f.largest[0]:
+                f.largest = (device.memory, f"{device.product or device.ident}, class {cls}")
+            free_bytes = free * device.memory // UNITS if device.shareable else (
+                device.memory if free == UNITS else 0)
+            f.largest_free = max(f.largest_free, free_bytes)
+            fits = device.memory >= ask.need.required and (
+                not device.shareable or ask.share_for(ask.need.required, device.memory) is not None)
+            if fits:
+                f.fits_by_size = True
+            key = (device.pool, device.group)
+            pools[key] = pools.get(key, 0) + 1
+            f.any_free = f.any_free or free > 0
+        for (_, gkey), n in pools.items():
+            count = 2
+            while count <= ask.max_devices and count <= n:
+                if ask.need.per_device(count) <= gkey[0]:
+                    f.fits_by_size = True
+                    break
+                count *= 2
+
+    def _refusal(self, need: MemoryNeed, classes: list[str], f: _Findings) -> Refusal:
+        required = gib(need.required)
+        where = ", ".join(classes)
+        if f.admitted == 0:
+            return Refusal(reason=Reason.NO_CAPACITY, message=(
+                f"No usable device of {where} is published (none admitted, or all tainted); "
+                f"{required} GiB are needed. Replanned when capacity changes."))
+        if not f.fits_by_size and f.unprofiled:
+            return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
+                f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
+                f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
+                f"computed for {required} GiB. An administrator's subject; waiting will not help."))
+        if not f.fits_by_size:
+            return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
+                f"The model needs {required} GiB of accelerator memory ({need.explanation}); the largest "
+                f"accelerator found has {gib(f.largest[0])} GiB ({f.largest[1]}), the largest free now "
+                f"{gib(f.largest_free)} GiB."))
+        if not f.any_free:
+            return Refusal(reason=Reason.NO_CAPACITY, message=(
+                f"Every device of {where} able to hold {required} GiB is taken right now; replanned when "
+                "capacity frees up."))
+        return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
+            f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
+            f"a permitted share or device count (largest free piece {gib(f.largest_free)} GiB). "
+            "Replanned when capacity changes."))
+
+    # ------------------------------------------------------------------ preemption
+
+    def _preempt(self, cls: str, ask: _Ask, priority: int,
+                 order: OrderKey) -> tuple[_Candidate, list[OrderKey]] | None:
+        """Best placement if lower-priority orders were released, and the fewest such orders."""
+        inv = self.inventory
+        temp: dict[tuple[int, bool, str, str], _Group] = {}
+        victims_of: dict[DeviceKey, list[Holding]] = {}
+        for device in inv.class_devices(cls):
+            if device.tainted:
+                continue
+            lower = [h for h in inv.holdings_on(device.key)
+                     if h.order is not None and h.order != order and h.priority < priority]
+            released = sum(inv.holding_units(h, device) for h in lower)
+            free = min(UNITS, UNITS - inv.used(device.key) + ask.own.get(device.key, 0) + released)
+            victims_of[device.key] = lower
+            temp.setdefault(device.group, _Group()).add(device, free)
+        saved = ask.own
+        ask.own = {}
+        try:
+            found = self._search(cls, ask, temp, own_adjusted=False)
+        finally:
+            ask.own = saved
+        if found is None:
+            return None
+        chosen: set[OrderKey] = set()
+        for device in found.devices:
+            free = UNITS - inv.used(device.key) + ask.own.get(device.key, 0)
+            lacking = found.units - free
+            for h in sorted(victims_of[device.key], key=lambda h: (h.priority, -inv.holding_units(h, device),
+                                                                    h.source)):
+                if lacking <= 0:
+                    break
+                if h.order in chosen:
+                    continue
+                chosen.add(h.order)  # type: ignore[arg-type]
+                lacking -= sum(inv.holding_units(x, device) for x in victims_of[device.key]
+                               if x.order == h.order)
+        return found, sorted(chosen)
+
+    # ------------------------------------------------------------------ answer
+
+    def _answer(self, request: PlanRequest, order: OrderKey, priority: int, need: MemoryNeed,
+                found: _Candidate, victims: list[OrderKey]) -> PlanResponse:
+        first = found.devices[0]
+        memory = first.memory or 0
+        if found.mode == PlacementMode.SHARED:
+            per_device = found.units * memory // UNITS
+        else:
+            per_device = need.per_device(len(found.devices))
+        placement = Placement(
+            device_class_name=found.device_class,
+            driver=first.driver,
+            pool=first.pool,
+            devices=[d.name for d in found.devices],
+            device_uuids=[d.uuid or d.name for d in found.devices],
+            node_name=first.node,
+            accelerator_product_name=first.product,
+            accelerator_memory_gi_b=gib(memory),
+            placement_mode=found.mode,
+            sharing_mode=found.sharing,
+            share_percent=found.units if found.sharing == SharingMode.SHARES else None,
+            device_count=len(found.devices),
+            memory_gi_b=gib(per_device),
+        )
+        self._reserve(order, priority, found)
+        est = estimate(request.facts, need, len(found.devices))
+        return PlanResponse(placement=placement, estimates=est,
+                            preempt=[Victim(namespace=ns, name=n) for ns, n in victims])
+
+    def _reserve(self, order: OrderKey, priority: int, found: _Candidate) -> None:
+        inv = self.inventory
+        inv.release(order)
+        claimed = inv.held_by(order)
+        wanted = [(d.key, found.units - claimed.get(d.key, 0)) for d in found.devices]
+        wanted = [(k, u) for k, u in wanted if u > 0]
+        if wanted:
+            inv.reserve(order, priority, wanted, self.reservation_ttl)
+
+
+def _refuse(reason: Reason, message: str) -> PlanResponse:
+    return PlanResponse(refusal=Refusal(reason=reason, message=message))
+
+
+def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
+    """LaunchPlanNotAPlacement when a stored placement is not one; None when it is."""
+
+    def no(field_name: str, value: object, why: str) -> Refusal:
+        return Refusal(reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, message=(
+            f"The launch plan is not a placement: {field_name}={value!r} {why}. Delete the LaunchPlan "
+            "and the module computes a new one; if the module wrote it, report this message."))
+
+    share = placement.share_percent
+    if share is not None and not 1 <= share <= UNITS:
+        return no("sharePercent", share, "is outside 1..100")
+    if placement.placement_mode == PlacementMode.SHARED and share is None:
+        return no("sharePercent", None, "is missing for placementMode Shared")
+    if placement.device_count < 1:
+        return no("deviceCount", placement.device_count, "is below 1")
+    if placement.device_class_name is None:
+        return no("deviceClassName", None, "is missing: an accelerator asked for with no device class")
+    with inventory.lock:
+        if placement.device_class_name not in inventory.class_selectors:
+            return no("deviceClassName", placement.device_class_name,
+                      "names a device class that does not exist")
+        devices = inventory.class_devices(placement.device_class_name)
+        largest = max((d.memory or 0 for d in devices), default=0)
+    for name, value in (("memoryGiB", placement.memory_gi_b),
+                        ("acceleratorMemoryGiB", placement.accelerator_memory_gi_b)):
+        if value is not None and (value <= 0 or value * GIB > largest + GIB // 100):
+            return no(name, value, f"is memory the devices of class {placement.device_class_name} do not "
+                                   f"carry (largest {gib(largest)} GiB)")
+    return None
+
