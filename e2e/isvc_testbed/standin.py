@@ -108,7 +108,9 @@ class StandIn:
         handler = type("Handler", (_Handler,), {"standin": self})
         self._server = ThreadingHTTPServer((self._host, self._port), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="isvc-standin", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="isvc-standin", daemon=True
+        )
         self._thread.start()
         return self.base_url
 

@@ -1,0 +1,90 @@
+"""The stand-in inference server enforces per-order tokens and obeys its control calls (loopback only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from isvc_testbed.standin import StandIn
+
+TOKENS = {("team-a", "chat"): "s3cret", ("team-a", "emb"): "other"}
+
+
+@pytest.fixture
+def standin() -> Iterator[StandIn]:
+    with StandIn(lambda ns, name: TOKENS.get((ns, name))) as s:
+        yield s
+
+
+def get(standin: StandIn, ns: str, name: str, path: str, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{standin.url_for(ns, name)}{path}", headers=headers)
+
+
+def test_models_answer_with_the_orders_token(standin: StandIn) -> None:
+    r = get(standin, "team-a", "chat", "/v1/models", "s3cret")
+    assert r.status_code == 200
+    assert [m["id"] for m in r.json()["data"]] == ["chat"]
+
+
+def test_wrong_or_missing_token_is_unauthorized(standin: StandIn) -> None:
+    assert get(standin, "team-a", "chat", "/v1/models", "other").status_code == 401
+    assert get(standin, "team-a", "chat", "/v1/models").status_code == 401
+
+
+def test_order_without_secret_accepts_no_token(standin: StandIn) -> None:
+    assert get(standin, "team-a", "nosecret", "/v1/models", "s3cret").status_code == 401
+    assert get(standin, "team-a", "nosecret", "/v1/models", "").status_code == 401
+
+
+def test_order_with_authentication_none_accepts_requests_without_token(standin: StandIn) -> None:
+    standin.set_auth_none("team-a", "nosecret")
+    assert get(standin, "team-a", "nosecret", "/v1/models").status_code == 200
+
+
+def test_failing_order_answers_503_until_healed_and_others_are_unaffected(standin: StandIn) -> None:
+    standin.fail("team-a", "chat")
+    assert get(standin, "team-a", "chat", "/v1/models", "s3cret").status_code == 503
+    assert get(standin, "team-a", "chat", "/health").status_code == 503
+    assert get(standin, "team-a", "emb", "/v1/models", "other").status_code == 200
+    standin.heal("team-a", "chat")
+    assert get(standin, "team-a", "chat", "/v1/models", "s3cret").status_code == 200
+
+
+def test_control_endpoint_switches_failure_and_model(standin: StandIn) -> None:
+    r = httpx.post(f"{standin.base_url}/_control/team-a/chat", json={"failing": True, "model": "qwen"})
+    assert r.json()["failing"] is True
+    assert get(standin, "team-a", "chat", "/v1/models", "s3cret").status_code == 503
+    httpx.post(f"{standin.base_url}/_control/team-a/chat", json={"failing": False})
+    assert get(standin, "team-a", "chat", "/v1/models", "s3cret").json()["data"][0]["id"] == "qwen"
+
+
+def test_chat_embeddings_and_rerank_answer_in_openai_shape(standin: StandIn) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    base = standin.url_for("team-a", "chat")
+    chat = httpx.post(
+        f"{base}/v1/chat/completions",
+        headers=auth,
+        json={"model": "chat", "messages": [{"role": "user", "content": "hi there"}]},
+    )
+    assert chat.json()["choices"][0]["message"]["content"] == "echo: hi there"
+    emb = httpx.post(f"{base}/v1/embeddings", headers=auth, json={"input": ["a", "b"]})
+    assert [d["index"] for d in emb.json()["data"]] == [0, 1]
+    rr = httpx.post(
+        f"{base}/v1/rerank",
+        headers=auth,
+        json={"query": "red apple", "documents": ["blue sky", "red apple pie"]},
+    )
+    assert rr.json()["results"][0]["index"] == 1
+
+
+def test_requests_are_counted_per_order(standin: StandIn) -> None:
+    get(standin, "team-a", "chat", "/v1/models", "s3cret")
+    get(standin, "team-a", "chat", "/health")
+    assert standin.requests("team-a", "chat") == 2
+    assert standin.requests("team-a", "emb") == 0
+
+
+def test_url_template_names_the_port_and_placeholders(standin: StandIn) -> None:
+    assert standin.url_template == f"http://127.0.0.1:{standin.port}/{{namespace}}/{{name}}"
