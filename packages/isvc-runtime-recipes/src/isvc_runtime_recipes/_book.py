@@ -19,6 +19,7 @@ from isvc_api import (
     Placement,
     PlacementMode,
     Port,
+    Quantization,
     Reason,
     Refusal,
     RuntimeRequirements,
@@ -68,7 +69,7 @@ def _listed(values: list[Any]) -> str:
 def _check_endpoint(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
     if endpoint in recipe.serves.endpoint_types:
         return None
-    return f"serves {_listed(recipe.serves.endpoint_types)}, not {endpoint}"
+    return f"it serves {_listed(recipe.serves.endpoint_types)}, not {endpoint}"
 
 
 def _model_format(facts: ModelFacts) -> ModelFormat:
@@ -79,7 +80,7 @@ def _model_format(facts: ModelFacts) -> ModelFormat:
 def _check_format(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
     if _model_format(facts) in recipe.serves.formats:
         return None
-    return f"loads {_listed(recipe.serves.formats)}, not {_model_format(facts)}"
+    return f"it loads {_listed(recipe.serves.formats)}, not {_model_format(facts)}"
 
 
 def _check_architecture(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
@@ -88,7 +89,7 @@ def _check_architecture(recipe: Recipe, facts: ModelFacts, endpoint: EndpointTyp
         return None
     if any(fnmatchcase(facts.architecture, p) for p in patterns):
         return None
-    return f"architecture {facts.architecture} matches none of {_listed(patterns)}"
+    return f"{facts.architecture} matches none of {_listed(patterns)}"
 
 
 def _check_family(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
@@ -97,34 +98,34 @@ def _check_family(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> 
         return None
     if facts.family.lower() in {f.lower() for f in families}:
         return None
-    return f"family {facts.family} is not one of {_listed(families)}"
+    return f"{facts.family} is not one of {_listed(families)}"
 
 
 def _check_quantization(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
     if facts.quantization in recipe.serves.quantizations:
         return None
-    return f"quantization {facts.quantization} is not one of {_listed(recipe.serves.quantizations)}"
+    return f"it loads {_listed(recipe.serves.quantizations)}, not {facts.quantization}"
 
 
 def _check_placement_mode(recipe: Recipe, hw: _Hardware) -> str | None:
     mode = hw.placement.placement_mode
     if mode in recipe.placement.modes:
         return None
-    return f"runs in placement modes {_listed(recipe.placement.modes)}, not {mode}"
+    return f"it runs {_listed(recipe.placement.modes)}, not {mode}"
 
 
 def _check_sharing_mode(recipe: Recipe, hw: _Hardware) -> str | None:
     mode = hw.placement.sharing_mode
     if mode in recipe.placement.sharing_modes:
         return None
-    return f"runs in sharing modes {_listed(recipe.placement.sharing_modes)}, not {mode}"
+    return f"it runs {_listed(recipe.placement.sharing_modes)}, not {mode}"
 
 
 def _check_devices(recipe: Recipe, hw: _Hardware) -> str | None:
     count = hw.placement.device_count
     if count <= recipe.placement.max_devices:
         return None
-    return f"uses at most {recipe.placement.max_devices} device(s), the plan has {count}"
+    return f"it uses at most {recipe.placement.max_devices}, the plan has {count}"
 
 
 def _check_product(recipe: Recipe, hw: _Hardware) -> str | None:
@@ -132,7 +133,7 @@ def _check_product(recipe: Recipe, hw: _Hardware) -> str | None:
     product = hw.accelerator.product_name
     if patterns is None or product is None or any(fnmatchcase(product, p) for p in patterns):
         return None
-    return f"product {product} matches none of {_listed(patterns)}"
+    return f"{product} matches none of {_listed(patterns)}"
 
 
 def _check_memory(recipe: Recipe, hw: _Hardware) -> str | None:
@@ -140,7 +141,7 @@ def _check_memory(recipe: Recipe, hw: _Hardware) -> str | None:
     memory = hw.accelerator.memory_gi_b
     if least is None or memory is None or memory >= least:
         return None
-    return f"needs a device of at least {least:g} GiB, the plan's has {memory:g} GiB"
+    return f"it needs {least:g} GiB, the device has {memory:g} GiB"
 
 
 def _check_compute_capability(recipe: Recipe, hw: _Hardware) -> str | None:
@@ -150,10 +151,10 @@ def _check_compute_capability(recipe: Recipe, hw: _Hardware) -> str | None:
         return None
     lowest = recipe.accelerator.min_compute_capability
     if lowest is not None and parse_compute_capability(cc) < parse_compute_capability(lowest):
-        return f"needs compute capability {lowest} or higher, the card has {cc}"
+        return f"it needs {lowest} or higher, the card has {cc}"
     exact = recipe.accelerator.compute_capabilities
     if exact is not None and cc not in exact:
-        return f"is built for compute capabilities {_listed(exact)}, the card has {cc}"
+        return f"it is built for {_listed(exact)}, the card has {cc}"
     return None
 
 
@@ -175,7 +176,7 @@ HARDWARE_CHECKS: list[tuple[str, HardwareCheck]] = [
     ("accelerator memory", _check_memory),
     ("compute capability", _check_compute_capability),
 ]
-_STAGES = [name for name, _ in MODEL_CHECKS] + [name for name, _ in HARDWARE_CHECKS] + ["context"]
+_STAGES = [name for name, _ in MODEL_CHECKS] + [name for name, _ in HARDWARE_CHECKS] + ["memory"]
 
 
 @dataclass(frozen=True)
@@ -183,16 +184,17 @@ class _Failure:
     recipe: str
     check: str
     detail: str
+    quantizations: tuple[Quantization, ...] = ()  # what the recipe loads, told on a mismatch
 
     def __str__(self) -> str:
-        return f"{self.recipe} ({self.check}: {self.detail})"
+        return f"{self.recipe} fails {self.check}: {self.detail}"
 
 
 def _model_failure(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> _Failure | None:
     for name, check in MODEL_CHECKS:
         detail = check(recipe, facts, endpoint)
         if detail is not None:
-            return _Failure(recipe.name, name, detail)
+            return _Failure(recipe.name, name, detail, tuple(recipe.serves.quantizations))
     return None
 
 
@@ -219,9 +221,8 @@ def _refusal(
     candidates = "; ".join(str(f) for f in failures) or "none"
     model = _describe_model(facts, endpoint)
     if furthest == _STAGES.index(QUANTIZATION_CHECK):
-        others = sorted(
-            {str(q) for f in failures if f.check == QUANTIZATION_CHECK for q in _quantizations(f)}
-        )
+        offered = [f for f in failures if f.check == QUANTIZATION_CHECK]
+        others = [str(q) for q in Quantization if any(q in f.quantizations for f in offered)]
         return Refusal(
             reason=Reason.QUANTIZATION_MISMATCH,
             message=(
@@ -237,11 +238,6 @@ def _refusal(
             "combination, a platform-side decision for an administrator."
         ),
     )
-
-
-def _quantizations(failure: _Failure) -> list[str]:
-    # The detail ends with the recipe's list; re-reading it keeps _Failure plain data.
-    return failure.detail.split(" is not one of ", 1)[1].split(", ")
 
 
 # ---------------------------------------------------------------- compiling
@@ -391,7 +387,7 @@ class RecipeBook:
         utilization = memory_utilization(placement, recipe.memory)
         if utilization <= 0:
             return _Failure(
-                recipe.name, "context",
+                recipe.name, "memory",
                 f"a share of {placement.share_percent}% leaves nothing after the "
                 f"{recipe.memory.margin:g} margin",
             )
@@ -402,7 +398,7 @@ class RecipeBook:
                 facts, placement, estimates, recipe.memory, device_gib, utilization
             )
             if context is None:
-                return _Failure(recipe.name, "context", why)
+                return _Failure(recipe.name, "memory", why)
         parser = tool_call_parser(recipe, facts) if endpoint == EndpointType.CHAT else None
         values: dict[str, str | None] = {
             "modelPath": path,
