@@ -150,3 +150,12 @@ def test_russian_twins_link_russian_pages(page: str) -> None:
         if Path(t).parent == Path(".") and t.endswith(".md") and not t.endswith(".ru.md")
     ]
     assert [] == english_links
+
+
+@pytest.mark.parametrize(
+    ("notes", "phrase"),
+    [("RELEASE_NOTES.md", r"(\d+) refusal reasons"), ("RELEASE_NOTES.ru.md", r"(\d+) причин отказа")],
+)
+def test_release_notes_count_the_reasons_there_are(notes: str, phrase: str) -> None:
+    counts = [int(n) for n in re.findall(phrase, _read(notes))]
+    assert [len(Reason)] == counts
