@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from isvc_api import ClassReason, Reason, StatusReason
 
 DOCS = Path(__file__).resolve().parent
@@ -65,7 +64,7 @@ def _read(name: str) -> str:
 
 def test_headings_skip_comments_inside_fenced_code() -> None:
     text = "# Title\n\n```yaml\n# ClassNotFound is a comment here\nkey: v\n```\n## Real ## \n"
-    assert ["Title", "Real"] == headings(text)
+    assert headings(text) == ["Title", "Real"]
 
 
 def test_a_reason_name_inside_a_longer_word_does_not_count() -> None:
@@ -75,7 +74,7 @@ def test_a_reason_name_inside_a_longer_word_does_not_count() -> None:
 
 def test_local_links_ignore_urls_and_fragments() -> None:
     text = "[a](FAQ.md#x) [b](https://example.com/y.md) [c](#top) [d](../packages/p/README.md)"
-    assert ["FAQ.md", "../packages/p/README.md"] == local_links(text)
+    assert local_links(text) == ["FAQ.md", "../packages/p/README.md"]
 
 
 # ---------------------------------------------------------------- the pages
@@ -109,13 +108,13 @@ def test_every_page_exists_in_english(page: str) -> None:
 def test_every_english_page_has_a_russian_twin() -> None:
     english = {p.name for p in DOCS.glob("*.md") if not p.name.endswith(".ru.md")}
     missing = sorted(n for n in english if not (DOCS / n.replace(".md", ".ru.md")).is_file())
-    assert [] == missing
+    assert missing == []
 
 
 def test_every_russian_page_has_an_english_twin() -> None:
     russian = {p.name for p in DOCS.glob("*.ru.md")}
     orphans = sorted(n for n in russian if not (DOCS / n.replace(".ru.md", ".md")).is_file())
-    assert [] == orphans
+    assert orphans == []
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")), ids=str)
@@ -124,7 +123,7 @@ def test_relative_links_resolve(page: str) -> None:
         t for t in local_links(_read(page))
         if t and Path(t).name not in GENERATED and t not in ELSEWHERE and not (DOCS / t).exists()
     ]
-    assert [] == broken
+    assert broken == []
 
 
 @pytest.mark.parametrize("target", sorted(ELSEWHERE))
@@ -140,7 +139,7 @@ def test_the_index_links_every_page(index: str) -> None:
     suffix = ".ru.md" if index.endswith(".ru.md") else ".md"
     linked = set(local_links(_read(index)))
     missing = [f"{p}{suffix}" for p in (*PAGES, "CR") if p != "README" and f"{p}{suffix}" not in linked]
-    assert [] == missing
+    assert missing == []
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -149,7 +148,7 @@ def test_russian_twins_link_russian_pages(page: str) -> None:
         t for t in local_links(_read(f"{page}.ru.md"))
         if Path(t).parent == Path(".") and t.endswith(".md") and not t.endswith(".ru.md")
     ]
-    assert [] == english_links
+    assert english_links == []
 
 
 @pytest.mark.parametrize(
