@@ -45,6 +45,34 @@ def names_in(text: str, name: str) -> bool:
     return re.search(rf"(?<![A-Za-z]){re.escape(name)}(?![A-Za-z])", text) is not None
 
 
+def slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's rules) gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def anchors(markdown: str) -> set[str]:
+    """Every anchor of a page, numbering repeated headings as renderers do."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    for heading in headings(markdown):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out
+
+
+def fragment_links(markdown: str) -> list[tuple[str, str]]:
+    """(page, fragment) pairs of relative links that point into a page; page is "" for this one."""
+    pairs: list[tuple[str, str]] = []
+    for target in _LINK.findall(markdown):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        page, fragment = target.split("#", 1)
+        pairs.append((page, fragment))
+    return pairs
+
+
 def local_links(markdown: str) -> list[str]:
     """Relative link targets of a Markdown text, without their #fragment."""
     targets: list[str] = []
@@ -75,6 +103,15 @@ def test_a_reason_name_inside_a_longer_word_does_not_count() -> None:
 def test_local_links_ignore_urls_and_fragments() -> None:
     text = "[a](FAQ.md#x) [b](https://example.com/y.md) [c](#top) [d](../packages/p/README.md)"
     assert local_links(text) == ["FAQ.md", "../packages/p/README.md"]
+
+
+def test_slugs_follow_the_renderer() -> None:
+    assert slug("Which layer answers what: the API server or the order status?") == (
+        "which-layer-answers-what-the-api-server-or-the-order-status"
+    )
+    assert slug("`catalog.mode`") == "catalogmode"
+    assert slug("Если заказ перерос свой том модели") == "если-заказ-перерос-свой-том-модели"
+    assert anchors("## A\n## A\n") == {"a", "a-1"}
 
 
 # ---------------------------------------------------------------- the pages
@@ -122,6 +159,16 @@ def test_relative_links_resolve(page: str) -> None:
     broken = [
         t for t in local_links(_read(page))
         if t and Path(t).name not in GENERATED and t not in ELSEWHERE and not (DOCS / t).exists()
+    ]
+    assert broken == []
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")), ids=str)
+def test_links_to_sections_land_on_a_heading(page: str) -> None:
+    broken = [
+        f"{target}#{fragment}" for target, fragment in fragment_links(_read(page))
+        if (target or page) not in GENERATED and (target == "" or target.endswith(".md"))
+        and fragment not in anchors(_read(target or page))
     ]
     assert broken == []
 
