@@ -3,6 +3,7 @@
 from isvc_api._base import Wire
 from isvc_api._conditions import Condition, find_condition, now, set_condition
 from isvc_api._crdgen import all_crds, crd_documents, structural_schema
+from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._reasons import ClassReason, ConditionType, Phase, Reason, StatusReason
 from isvc_api._types import (
@@ -106,6 +107,7 @@ __all__ = [
     "Wire",
     "all_crds",
     "crd_documents",
+    "example_cases",
     "find_condition",
     "now",
     "parse",
