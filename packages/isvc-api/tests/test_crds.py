@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from isvc_api import Reason, all_crds, crd_documents
 
 CRDS = all_crds()
@@ -36,7 +35,8 @@ def test_every_field_is_typed_and_described(name: str) -> None:
 def test_conditions_are_a_map_list_keyed_by_type() -> None:
     status = CRDS["inferenceservices.yaml"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     conditions = status["properties"]["status"]["properties"]["conditions"]
-    assert (conditions["x-kubernetes-list-type"], conditions["x-kubernetes-list-map-keys"]) == ("map", ["type"])
+    keys = (conditions["x-kubernetes-list-type"], conditions["x-kubernetes-list-map-keys"])
+    assert keys == ("map", ["type"])
 
 
 def test_the_short_name_does_not_collide_with_kserve() -> None:
