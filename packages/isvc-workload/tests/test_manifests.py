@@ -1,0 +1,471 @@
+"""The children of an order: names, labels, owners, and what each carries."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from isvc_api import (
+    LABEL_MANAGED_BY,
+    LABEL_ORDER,
+    LABEL_PRIORITY,
+    MANAGER,
+    TLS,
+    Constraints,
+    Exposure,
+    ExposureType,
+    InferenceServiceClassSpec,
+    LaunchPlanSpec,
+    ModelPolicy,
+    Placement,
+    PlacementMode,
+    ScalingPolicy,
+    SharingMode,
+    UpdateStrategy,
+)
+from isvc_workload import (
+    RUNTIME_HASH_ANNOTATION,
+    PlanNotExpressible,
+    SettingsIncomplete,
+    WorkloadInputs,
+    WorkloadSettings,
+    auth_secret,
+    certificate,
+    deployment,
+    endpoint_url,
+    ingress,
+    model_volume_size,
+    read_token,
+    resource_claim_template,
+    service,
+)
+from workload_builders import make_inputs, make_order
+
+SETTINGS = WorkloadSettings(public_domain="example.com", cluster_issuer_name="letsencrypt")
+
+BUILDERS: dict[str, Callable[[WorkloadInputs], dict[str, Any] | None]] = {
+    "ResourceClaimTemplate": resource_claim_template,
+    "Deployment": lambda i: deployment(i, SETTINGS),
+    "Service": service,
+    "Ingress": lambda i: ingress(i, SETTINGS),
+    "Certificate": lambda i: certificate(i, SETTINGS),
+    "Secret": lambda i: auth_secret(i.order),
+}
+NAMES = {"Certificate": "llm-a-tls", "Secret": "llm-a-auth"}
+
+
+def _container(manifest: dict[str, Any]) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = manifest["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["server"]
+    return containers[0]
+
+
+def _env(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in _container(manifest)["env"]}
+
+
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_every_child_is_named_after_the_order_labelled_and_owned_by_it(kind: str) -> None:
+    manifest = BUILDERS[kind](make_inputs())
+    assert manifest is not None
+    meta = manifest["metadata"]
+    assert (manifest["kind"], meta["name"], meta["namespace"]) == (kind, NAMES.get(kind, "llm-a"), "team")
+    assert {k: meta["labels"][k] for k in (LABEL_ORDER, LABEL_MANAGED_BY, "heritage", "module")} == {
+        LABEL_ORDER: "llm-a",
+        LABEL_MANAGED_BY: MANAGER,
+        "heritage": "deckhouse",
+        "module": "isvc",
+    }
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "ai.deckhouse.io/v1alpha1",
+            "kind": "InferenceService",
+            "name": "llm-a",
+            "uid": "uid-1234",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def test_an_order_without_uid_cannot_own_children() -> None:
+    order = make_order().model_copy(
+        update={"metadata": make_order().metadata.model_copy(update={"uid": None})}
+    )
+    with pytest.raises(PlanNotExpressible, match=r"metadata\.uid"):
+        service(make_inputs(order=order))
+
+
+# ---------------------------------------------------------------- ResourceClaimTemplate
+
+
+def _placement(**kw: Any) -> Placement:
+    base: dict[str, Any] = {
+        "device_class_name": "gpu.nvidia.com",
+        "driver": "gpu.nvidia.com",
+        "placement_mode": PlacementMode.WHOLE_DEVICE,
+    }
+    return Placement(**(base | kw))
+
+
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        pytest.param(
+            _placement(device_uuids=["GPU-1"]),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": "device.driver == 'gpu.nvidia.com' && "
+                            "device.attributes['gpu.nvidia.com'].uuid == 'GPU-1'"
+                        }
+                    }
+                ],
+            },
+            id="one device pinned with ==",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.MULTI_DEVICE,
+                device_count=2,
+                device_uuids=["GPU-1", "GPU-2"],
+                driver="gpu.example.com",
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 2,
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": "device.driver == 'gpu.example.com' && "
+                            "device.attributes['gpu.example.com'].uuid in "
+                            "['GPU-1', 'GPU-2']"
+                        }
+                    }
+                ],
+            },
+            id="several devices pinned with in, attribute domain from the driver",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES, share_percent=50
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "capacity": {"requests": {"shares": "50"}},
+            },
+            id="a share asks for consumable shares, unpinned when no uuid is planned",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.SHARED,
+                sharing_mode=SharingMode.SHARES,
+                share_percent=25,
+                memory_gi_b=19.5,
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "capacity": {"requests": {"shares": "25", "memory": "19968Mi"}},
+            },
+            id="a share with planned memory asks for both",
+        ),
+        pytest.param(
+            _placement(
+                device_class_name="mig.nvidia.com",
+                placement_mode=PlacementMode.SHARED,
+                sharing_mode=SharingMode.PARTITION,
+                share_percent=50,
+            ),
+            {"deviceClassName": "mig.nvidia.com", "allocationMode": "ExactCount", "count": 1},
+            id="a partition is a device of its own, no shares",
+        ),
+    ],
+)
+def test_the_claim_template_requests_the_planned_devices(
+    placement: Placement, expected: dict[str, Any]
+) -> None:
+    manifest = resource_claim_template(make_inputs(placement=placement))
+    assert [{"name": "gpu", "exactly": expected}] == manifest["spec"]["spec"]["devices"]["requests"]
+
+
+def test_claims_made_from_the_template_carry_the_order_and_its_priority() -> None:
+    labels = resource_claim_template(make_inputs(priority=1000))["spec"]["metadata"]["labels"]
+    assert (labels[LABEL_ORDER], labels[LABEL_PRIORITY]) == ("llm-a", "1000")
+
+
+@pytest.mark.parametrize(
+    ("placement", "field"),
+    [
+        (_placement(device_class_name=None), "placement.deviceClassName"),
+        (_placement(driver=None, device_uuids=["GPU-1"]), "placement.driver"),
+        (_placement(device_count=2, device_uuids=["GPU-1"]), "placement.deviceUuids"),
+        (
+            _placement(
+                placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES, share_percent=150
+            ),
+            "placement.sharePercent",
+        ),
+    ],
+)
+def test_a_plan_the_claim_cannot_carry_is_refused_naming_the_field(placement: Placement, field: str) -> None:
+    with pytest.raises(PlanNotExpressible) as caught:
+        resource_claim_template(make_inputs(placement=placement))
+    assert caught.value.field == field
+
+
+def test_uuids_are_quoted_as_cel_strings() -> None:
+    manifest = resource_claim_template(make_inputs(placement=_placement(device_uuids=["x' || true || '"])))
+    expression = manifest["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"][
+        "expression"
+    ]
+    assert expression.endswith("== 'x\\' || true || \\''")
+
+
+# ---------------------------------------------------------------- Deployment
+
+
+@pytest.mark.parametrize(
+    ("constraints", "replicas"),
+    [
+        (None, 1),
+        (Constraints(min_replicas=2, max_replicas=4), 2),
+        (Constraints(min_replicas=1, max_replicas=4, autoscaler=True), None),
+    ],
+    ids=["no scaling policy: one", "minReplicas", "autoscaler owns the count"],
+)
+def test_replicas_come_from_the_constraints(constraints: Constraints | None, replicas: int | None) -> None:
+    spec = deployment(make_inputs(constraints=constraints), SETTINGS)["spec"]
+    assert spec.get("replicas") == replicas
+
+
+def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it() -> None:
+    manifest = deployment(make_inputs(), SETTINGS)
+    pod_spec = manifest["spec"]["template"]["spec"]
+    assert pod_spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "llm-a"}]
+    assert _container(manifest)["resources"] == {
+        "requests": {"cpu": "4", "memory": "24Gi"},
+        "claims": [{"name": "gpu"}],
+    }
+    assert "tolerations" not in pod_spec
+    assert "nodeSelector" not in pod_spec
+
+
+def test_the_server_runs_the_compiled_runtime() -> None:
+    container = _container(deployment(make_inputs(), SETTINGS))
+    assert (container["image"], container["command"], container["args"]) == (
+        "vllm/vllm-openai:v0.11.0",
+        ["vllm", "serve"],
+        ["/models/org/model", "--port", "8000"],
+    )
+    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["volumeMounts"] == [{"name": "models", "mountPath": "/models"}]
+
+
+def test_the_model_volume_is_sized_by_the_estimate_and_read_back() -> None:
+    manifest = deployment(make_inputs(), SETTINGS)
+    assert {"name": "models", "emptyDir": {"sizeLimit": "40Gi"}} in manifest["spec"]["template"]["spec"][
+        "volumes"
+    ]
+    assert model_volume_size(manifest) == "40Gi"
+    assert model_volume_size(None) is None
+
+
+@pytest.mark.parametrize(
+    ("authentication", "has_key"),
+    [("Token", True), ("None", False)],
+)
+def test_the_api_key_comes_from_the_auth_secret_only_when_a_token_is_required(
+    authentication: str, has_key: bool
+) -> None:
+    exposure = Exposure(authentication=authentication)  # type: ignore[arg-type]
+    env = _env(deployment(make_inputs(exposure=exposure), SETTINGS))
+    expected = {"secretKeyRef": {"name": "llm-a-auth", "key": "token"}} if has_key else None
+    assert env.get("VLLM_API_KEY") == expected
+    assert (env["A"], env["B"]) == ("1", "2")
+
+
+def test_the_hf_token_is_read_from_the_orders_own_secret_never_copied() -> None:
+    with_ref = make_inputs(order=make_order(auth_ref={"name": "my-hf", "key": "hf"}))
+    assert _env(deployment(with_ref, SETTINGS))["HF_TOKEN"] == {
+        "secretKeyRef": {"name": "my-hf", "key": "hf"}
+    }
+    assert "HF_TOKEN" not in _env(deployment(make_inputs(), SETTINGS))
+
+
+def test_the_priority_class_of_the_class_reaches_the_pod() -> None:
+    constrained = make_inputs(
+        constraints=Constraints(min_replicas=1, max_replicas=1, priority_class_name="high")
+    )
+    assert deployment(constrained, SETTINGS)["spec"]["template"]["spec"]["priorityClassName"] == "high"
+    assert "priorityClassName" not in deployment(make_inputs(), SETTINGS)["spec"]["template"]["spec"]
+
+
+def test_a_changed_runtime_rolls_the_workload_and_an_unchanged_one_never_does() -> None:
+    first = deployment(make_inputs(), SETTINGS)
+    again = deployment(make_inputs(), SETTINGS)
+    changed_runtime = make_inputs().runtime.model_copy(update={"content_hash": "hash-2"})
+    changed = deployment(make_inputs(runtime=changed_runtime), SETTINGS)
+    assert first == again
+    assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1"}
+    assert changed["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-2"}
+    assert "annotations" not in first["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        (None, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+        (
+            UpdateStrategy(type="RollingUpdate"),
+            {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+        ),
+        (UpdateStrategy(type="Recreate"), {"type": "Recreate"}),
+    ],
+)
+def test_the_update_strategy_never_surges_past_the_planned_devices(
+    strategy: UpdateStrategy | None, expected: dict[str, Any]
+) -> None:
+    assert deployment(make_inputs(update_strategy=strategy), SETTINGS)["spec"]["strategy"] == expected
+
+
+def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -> None:
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
+    inputs = make_inputs(
+        order=make_order(repo="org/model@abc123", auth_ref={"name": "my-hf", "key": "token"})
+    )
+    init = deployment(inputs, settings)["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["fetch-model"]
+    assert init[0]["command"] == [
+        "hf",
+        "download",
+        "org/model",
+        "--local-dir",
+        "/models/org/model",
+        "--revision",
+        "abc123",
+    ]
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "token"}}} in init[0][
+        "env"
+    ]
+    assert "initContainers" not in deployment(inputs, SETTINGS)["spec"]["template"]["spec"]
+
+
+# ---------------------------------------------------------------- Service, Secret, endpoint
+
+
+def test_the_service_publishes_http_on_8000_and_the_metrics_port() -> None:
+    ports = service(make_inputs())["spec"]["ports"]
+    assert ports == [
+        {"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"},
+        {"name": "metrics", "port": 9090, "targetPort": 8000, "protocol": "TCP"},
+    ]
+    assert service(make_inputs())["spec"]["type"] == "ClusterIP"
+    assert service(make_inputs())["spec"]["selector"] == {LABEL_ORDER: "llm-a"}
+
+
+def test_each_auth_secret_holds_a_new_token_that_reads_back() -> None:
+    first, second = auth_secret(make_order()), auth_secret(make_order())
+    token = read_token(first)
+    assert token is not None and len(token) >= 32
+    assert token != read_token(second)
+    assert base64.b64decode(first["data"]["token"]).decode() == token
+    assert first["type"] == "Opaque"
+    assert read_token({"data": {}}) is None
+
+
+@pytest.mark.parametrize(
+    ("exposure", "url"),
+    [
+        (ExposureType.EXTERNAL, "https://llm-a.team.example.com"),
+        (ExposureType.CLUSTER_LOCAL, "https://llm-a.team.svc"),
+    ],
+)
+def test_the_endpoint_url_is_https(exposure: ExposureType, url: str) -> None:
+    assert endpoint_url("llm-a", "team", exposure, SETTINGS) == url
+
+
+def test_an_external_endpoint_needs_the_public_domain() -> None:
+    with pytest.raises(SettingsIncomplete):
+        endpoint_url("llm-a", "team", ExposureType.EXTERNAL, WorkloadSettings())
+    with pytest.raises(SettingsIncomplete):
+        ingress(make_inputs(), WorkloadSettings())
+
+
+def test_the_ingress_serves_the_host_with_tls_from_cert_manager() -> None:
+    manifest = ingress(make_inputs(), SETTINGS)
+    assert manifest["metadata"]["annotations"]["cert-manager.io/cluster-issuer"] == "letsencrypt"
+    assert manifest["spec"]["tls"] == [{"hosts": ["llm-a.team.example.com"], "secretName": "llm-a-tls"}]
+    rule = manifest["spec"]["rules"][0]
+    assert rule["host"] == "llm-a.team.example.com"
+    assert rule["http"]["paths"][0]["backend"] == {"service": {"name": "llm-a", "port": {"name": "http"}}}
+
+
+@pytest.mark.parametrize(
+    ("class_issuer", "module_issuer", "expected"),
+    [("class-ca", "module-ca", "class-ca"), (None, "module-ca", "module-ca"), (None, None, None)],
+)
+def test_the_issuer_of_the_class_wins_over_the_modules(
+    class_issuer: str | None, module_issuer: str | None, expected: str | None
+) -> None:
+    exposure = Exposure(tls=TLS(cluster_issuer_name=class_issuer))
+    settings = WorkloadSettings(public_domain="example.com", cluster_issuer_name=module_issuer)
+    annotations = ingress(make_inputs(exposure=exposure), settings)["metadata"]["annotations"]
+    assert annotations.get("cert-manager.io/cluster-issuer") == expected
+    cert = certificate(make_inputs(exposure=exposure), settings)
+    assert (cert["spec"]["issuerRef"]["name"] if cert else None) == expected
+
+
+def test_a_cluster_local_endpoint_gets_a_serving_cert_for_the_service_name() -> None:
+    inputs = make_inputs(exposure=Exposure(type=ExposureType.CLUSTER_LOCAL))
+    cert = certificate(inputs, SETTINGS)
+    assert cert is not None
+    assert cert["spec"]["secretName"] == "llm-a-tls"
+    assert cert["spec"]["dnsNames"] == ["llm-a.team.svc", "llm-a.team.svc.cluster.local"]
+    volumes = deployment(inputs, SETTINGS)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "llm-a-tls", "optional": True}} in volumes
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def test_a_class_less_order_gets_one_replica_and_the_default_exposure() -> None:
+    plan = LaunchPlanSpec(
+        placement=make_inputs().placement, estimates=make_inputs().estimates, runtime=make_inputs().runtime
+    )
+    bundled = WorkloadInputs.from_plan(make_order(), plan, None)
+    assert (bundled.constraints, bundled.exposure) == (None, Exposure())
+    assert deployment(bundled, SETTINGS)["spec"]["replicas"] == 1
+
+
+def test_a_class_echoes_its_scaling_priority_and_strategy() -> None:
+    plan = LaunchPlanSpec(
+        placement=make_inputs().placement, estimates=make_inputs().estimates, runtime=make_inputs().runtime
+    )
+    klass = InferenceServiceClassSpec(
+        model_policy=ModelPolicy(allowed_endpoint_types=["Chat"]),  # type: ignore[list-item]
+        scaling_policy=ScalingPolicy(min_replicas=2, max_replicas=3),
+        priority_class_name="high",
+        update_strategy=UpdateStrategy(type="Recreate"),
+        exposure=Exposure(type=ExposureType.CLUSTER_LOCAL),
+    )
+    bundled = WorkloadInputs.from_plan(make_order(), plan, klass, priority=7)
+    assert bundled.constraints == Constraints(min_replicas=2, max_replicas=3, priority_class_name="high")
+    assert (bundled.exposure.type, bundled.priority) == (ExposureType.CLUSTER_LOCAL, 7)
+
+
+def test_a_plan_without_runtime_cannot_be_run() -> None:
+    plan = LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates)
+    with pytest.raises(PlanNotExpressible, match=r"spec\.runtime"):
+        WorkloadInputs.from_plan(make_order(), plan, None)
