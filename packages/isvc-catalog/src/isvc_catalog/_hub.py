@@ -299,15 +299,19 @@ class HubClient:
         files = self._files(info, ref, token, commit)
         root = {name: size for name, size in files.items() if "/" not in name}
 
+        if "adapter_config.json" in root and "config.json" not in root:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref} is a LoRA adapter, which needs its base model and cannot be served alone. "
+                "Name the base model repository in spec.model.ref.name.",
+            )
         config = self._config(ref, token, commit, root, info)
         quant = _quantization(ref, config.get("quantization_config"))
         fmt, weights = self._weights(ref, token, commit, root)
         if fmt != ModelFormat.GGUF and not config:
-            hint = (" It looks like a LoRA adapter, which needs its base model."
-                    if "adapter_config.json" in root else "")
             raise _refuse(
                 Reason.INVALID_MODEL_SOURCE,
-                f"{ref.repo} has no config.json, so no runtime can load it as a model.{hint} "
+                f"{ref.repo} has no config.json, so no runtime can load it as a model. "
                 "Name a transformers model repository in spec.model.ref.name.",
             )
         sizes = [root.get(name) for name in weights]

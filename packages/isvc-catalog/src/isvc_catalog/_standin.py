@@ -219,7 +219,9 @@ class StandinHub:
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve in a background thread; returns the endpoint URL."""
         self._server = self.server(host, port)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         bound_host, bound_port = self._server.server_address[:2]
         return f"http://{bound_host!s}:{bound_port}"

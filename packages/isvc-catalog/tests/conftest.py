@@ -1,0 +1,65 @@
+"""Shared fixtures: a stand-in Hub on 127.0.0.1 with the shipped models and a few test-only ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from isvc_catalog import HubClient
+from isvc_catalog.standin_hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
+
+_LLAMA_LIKE: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 16,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+
+EXTRA_MODELS = [
+    FixtureModel(repo="acme/private-llm", private=True, tokens=["hf_secret_private_token"],
+                 parameters=1_235_814_400, config=_LLAMA_LIKE),
+    FixtureModel(repo="acme/headers-only", parameters=1_235_814_400, shards=3, info_safetensors=False,
+                 config=_LLAMA_LIKE),
+    FixtureModel(repo="acme/single-file", parameters=1_235_814_400, info_safetensors=False,
+                 config=_LLAMA_LIKE),
+    FixtureModel(repo="acme/bin-only", format="pytorch", dtype="float16", parameters=1_000_000_000,
+                 shards=2, config={**_LLAMA_LIKE, "torch_dtype": "float16"}),
+    FixtureModel(repo="acme/no-weights", parameters=0, format="gguf",
+                 extra_files={"README.md": 100}),
+    FixtureModel(repo="acme/lora", parameters=0, format="gguf",
+                 extra_files={"adapter_config.json": 600, "adapter_model.safetensors": 1000}),
+    FixtureModel(repo="acme/hqq", parameters=1_235_814_400,
+                 config={**_LLAMA_LIKE, "quantization_config": {"quant_method": "hqq", "nbits": 4}}),
+    FixtureModel(repo="acme/gptq-int4", parameters=7_000_000_000, dtype="float16",
+                 safetensors={"I32": 800_000_000, "F16": 600_000_000},
+                 config={**_LLAMA_LIKE, "quantization_config": {"quant_method": "gptq", "bits": 4,
+                                                                 "group_size": -1}}),
+    FixtureModel(repo="acme/fp8", parameters=8_030_261_248, safetensors={"F8_E4M3": 7_000_000_000,
+                                                                         "BF16": 1_030_261_248},
+                 config={**_LLAMA_LIKE, "torch_dtype": "bfloat16",
+                         "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}),
+    FixtureModel(repo="acme/vlm", parameters=3_000_000_000,
+                 config={"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                         "text_config": {"hidden_size": 2560, "num_attention_heads": 8,
+                                         "num_key_value_heads": 4, "head_dim": 256,
+                                         "num_hidden_layers": 34, "max_position_embeddings": 131072}}),
+]
+
+
+@pytest.fixture
+def standin() -> Iterator[tuple[StandinHub, str]]:
+    hub = StandinHub([*load_fixtures(packaged_fixtures()), *EXTRA_MODELS])
+    url = hub.start()
+    yield hub, url
+    hub.stop()
+
+
+@pytest.fixture
+def client(standin: tuple[StandinHub, str]) -> Iterator[HubClient]:
+    with HubClient(standin[1], timeout=5.0) as hub_client:
+        yield hub_client

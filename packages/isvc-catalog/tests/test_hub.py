@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
+from isvc_catalog import HubClient, SettingsError, SourceUnavailableError
+from isvc_catalog.standin_hub import StandinHub
+
+GATED = "meta-llama/Llama-3.1-8B-Instruct"
+PRIVATE = "acme/private-llm"
+PRIVATE_TOKEN = "hf_secret_private_token"
+
+
+def facts(result: ModelFacts | Refusal) -> ModelFacts:
+    assert isinstance(result, ModelFacts), result
+    return result
+
+
+def refusal(result: ModelFacts | Refusal) -> Refusal:
+    assert isinstance(result, Refusal), result
+    return result
+
+
+# repo, token, format, architecture, family, params, dtype, quant, bits, ctx, layers, heads, kv, head_dim, hidden
+SHIPPED = [
+    ("Qwen/Qwen2.5-7B-Instruct", None, ModelFormat.SAFETENSORS, "Qwen2ForCausalLM", "qwen2",
+     7_615_616_512, "bfloat16", Quantization.NONE, None, 32768, 28, 28, 4, 128, 3584),
+    ("Qwen/Qwen2.5-32B-Instruct-AWQ", None, ModelFormat.SAFETENSORS, "Qwen2ForCausalLM", "qwen2",
+     32_763_876_352, "float16", Quantization.AWQ, 4, 32768, 64, 40, 8, 128, 5120),
+    (GATED, "hf_test_token", ModelFormat.SAFETENSORS, "LlamaForCausalLM", "llama",
+     8_030_261_248, "bfloat16", Quantization.NONE, None, 131072, 32, 32, 8, 128, 4096),
+    ("BAAI/bge-m3", None, ModelFormat.SAFETENSORS, "XLMRobertaModel", "xlm-roberta",
+     567_754_752, "float32", Quantization.NONE, None, 8194, 24, 16, 16, 64, 1024),
+    ("Qwen/Qwen2.5-7B-Instruct-GGUF", None, ModelFormat.GGUF, None, "qwen2",
+     7_615_616_512, None, Quantization.GGUF, 4, 32768, None, None, None, None, None),
+    ("meta-llama/Llama-3.1-405B-Instruct", "hf_test_token", ModelFormat.SAFETENSORS, "LlamaForCausalLM",
+     "llama", 405_853_388_800, "bfloat16", Quantization.NONE, None, 131072, 126, 128, 8, 128, 16384),
+]
+
+
+@pytest.mark.parametrize("row", SHIPPED, ids=[r[0] for r in SHIPPED])
+def test_the_hub_api_yields_the_facts_the_planner_needs(client: HubClient, row: tuple[object, ...]) -> None:
+    repo, token, fmt, arch, family, params, dtype, quant, bits, ctx, layers, heads, kv, head_dim, hidden = row
+    got = facts(client.resolve(str(repo), token if isinstance(token, str) else None))
+    assert (ModelSource.HUGGING_FACE, repo, fmt, arch, family, params, dtype, quant, bits) == (
+        got.source, got.name, got.format, got.architecture, got.family, got.parameter_count, got.dtype,
+        got.quantization, got.quantization_bits,
+    )
+    assert (ctx, layers, heads, kv, head_dim, hidden) == (
+        got.context_length, got.num_layers, got.num_attention_heads, got.num_kv_heads, got.head_dim,
+        got.hidden_size,
+    )
+
+
+@pytest.mark.parametrize("repo", ["Qwen/Qwen2.5-7B-Instruct", "BAAI/bge-m3", "Qwen/Qwen2.5-7B-Instruct-GGUF"])
+def test_a_bare_hugging_face_reference_carries_no_endpoint_types(client: HubClient, repo: str) -> None:
+    assert facts(client.resolve(repo)).endpoint_types is None
+
+
+def test_weight_bytes_sum_the_weight_files_and_nothing_else(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
+    files = standin[0].repos[GATED].files
+    expected = sum(f.size for name, f in files.items() if name.endswith(".safetensors"))
+    got = facts(client.resolve(GATED, "hf_test_token"))
+    assert expected == got.weight_bytes
+    # the original/ folder holds a 16 GB .pth that a runtime does not load: not counted
+    assert got.weight_bytes is not None and got.weight_bytes < 8_030_261_248 * 2 + 10**6
+
+
+def test_a_gguf_repository_is_sized_by_one_variant_preferring_q4_k_m(client: HubClient) -> None:
+    got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
+    assert 3_993_201_344 + 689_872_288 == got.weight_bytes
+
+
+def test_a_pytorch_only_repository_estimates_parameters_from_bytes(client: HubClient) -> None:
+    got = facts(client.resolve("acme/bin-only"))
+    assert (ModelFormat.PYTORCH, 2_000_000_000, 1_000_000_000) == (
+        got.format, got.weight_bytes, got.parameter_count,
+    )
+
+
+def test_a_nested_text_config_supplies_the_architecture_numbers(client: HubClient) -> None:
+    got = facts(client.resolve("acme/vlm"))
+    assert (34, 8, 4, 256, 2560, 131072) == (
+        got.num_layers, got.num_attention_heads, got.num_kv_heads, got.head_dim, got.hidden_size,
+        got.context_length,
+    )
+
+
+@pytest.mark.parametrize(
+    ("repo", "quant", "bits", "params"),
+    [
+        ("acme/gptq-int4", Quantization.GPTQ, 4, 800_000_000 * 8 + 600_000_000),
+        ("acme/fp8", Quantization.FP8, 8, 8_030_261_248),
+    ],
+)
+def test_quantization_config_names_the_scheme_and_bits(
+    client: HubClient, repo: str, quant: Quantization, bits: int, params: int
+) -> None:
+    got = facts(client.resolve(repo))
+    assert (quant, bits, params) == (got.quantization, got.quantization_bits, got.parameter_count)
+
+
+@pytest.mark.parametrize("repo", ["acme/headers-only", "acme/single-file"])
+def test_without_the_hub_summary_the_safetensors_headers_are_read_by_range(
+    client: HubClient, standin: tuple[StandinHub, str], repo: str
+) -> None:
+    hub = standin[0]
+    got = facts(client.resolve(repo))
+    assert 1_235_814_400 == got.parameter_count
+    assert "bfloat16" == got.dtype
+    weight_reads = [r for r in hub.requests if "/resolve/" in r[1] and r[1].endswith(".safetensors")]
+    assert weight_reads, "the headers were not read"
+    assert all(rng is not None and rng.startswith("bytes=0-") for _, _, rng in weight_reads)
+    assert all(int(rng.split("-")[1]) < 64 * 1024 for _, _, rng in weight_reads if rng)
+
+
+def test_file_sizes_come_from_the_paged_tree_api_when_model_info_lacks_them(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
+    hub = standin[0]
+    hub.sizes_in_info = False
+    hub.tree_page_size = 3
+    got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct"))
+    expected = sum(f.size for n, f in hub.repos["Qwen/Qwen2.5-7B-Instruct"].files.items()
+                   if n.endswith(".safetensors"))
+    assert expected == got.weight_bytes
+    assert sum("/tree/" in path for _, path, _ in hub.requests) > 1
+
+
+@pytest.mark.parametrize(
+    ("repo", "token", "reason", "needle"),
+    [
+        (GATED, None, Reason.MODEL_NOT_FOUND, "spec.model.authSecretRef"),
+        (GATED, "hf_someone_else", Reason.MODEL_NOT_FOUND, "gives no access"),
+        (PRIVATE, None, Reason.MODEL_NOT_FOUND, "spec.model.authSecretRef"),
+        (PRIVATE, "hf_someone_else", Reason.MODEL_NOT_FOUND, "does not exist"),
+        ("acme/missing", None, Reason.MODEL_NOT_FOUND, "does not exist"),
+        ("Qwen/Qwen2.5-7B-Instruct@v999", None, Reason.MODEL_NOT_FOUND, "Revision v999"),
+        ("acme/no-weights", None, Reason.INVALID_MODEL_SOURCE, "no model weights"),
+        ("acme/lora", None, Reason.INVALID_MODEL_SOURCE, "LoRA adapter"),
+        ("acme/hqq", None, Reason.INVALID_MODEL_SOURCE, "'hqq'"),
+        ("not-a-repo-id", None, Reason.INVALID_MODEL_SOURCE, "owner/name"),
+    ],
+)
+def test_refusals_name_the_reason_and_the_fix(
+    client: HubClient, repo: str, token: str | None, reason: Reason, needle: str
+) -> None:
+    got = refusal(client.resolve(repo, token))
+    assert reason == got.reason
+    assert needle in got.message
+
+
+def test_a_private_repository_resolves_with_its_token(client: HubClient) -> None:
+    assert 1_235_814_400 == facts(client.resolve(PRIVATE, PRIVATE_TOKEN)).parameter_count
+
+
+def test_a_revision_pinned_to_a_commit_is_kept(client: HubClient) -> None:
+    sha = "a09a35458c702b33eeacc393d103063234e8bc28"
+    got = facts(client.resolve(f"Qwen/Qwen2.5-7B-Instruct@{sha}"))
+    assert sha == got.revision
+
+
+def test_an_invalid_reference_costs_no_request(client: HubClient, standin: tuple[StandinHub, str]) -> None:
+    client.resolve("owner/--bad")
+    assert [] == standin[0].requests
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_failing_hub_is_a_temporary_error(
+    client: HubClient, standin: tuple[StandinHub, str], status: int
+) -> None:
+    standin[0].fail_with = status
+    with pytest.raises(SourceUnavailableError, match=f"HTTP {status}"):
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_a_rate_limited_hub_is_retried_after_its_delay(client: HubClient, standin: tuple[StandinHub, str]) -> None:
+    standin[0].fail_with = 429
+    with pytest.raises(SourceUnavailableError) as info:
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+    assert 30.0 == info.value.delay
+
+
+def test_an_unreachable_hub_is_a_temporary_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with HubClient(f"http://127.0.0.1:{port}", timeout=2.0) as client, pytest.raises(SourceUnavailableError):
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_temporary_errors_are_not_cached(client: HubClient, standin: tuple[StandinHub, str]) -> None:
+    standin[0].fail_with = 503
+    with pytest.raises(SourceUnavailableError):
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+    standin[0].fail_with = None
+    assert isinstance(client.resolve("Qwen/Qwen2.5-7B-Instruct"), ModelFacts)
+
+
+def test_the_endpoint_setting_must_be_an_http_url() -> None:
+    with pytest.raises(SettingsError):
+        HubClient("huggingface.co")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_answers_are_cached_ten_minutes_and_refusals_thirty_seconds(standin: tuple[StandinHub, str]) -> None:
+    hub, url = standin
+    clock = Clock()
+    with HubClient(url, timer=clock) as client:
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+        client.resolve("acme/missing")
+        asked = len(hub.requests)
+        clock.now = 29
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+        client.resolve("acme/missing")
+        assert asked == len(hub.requests)
+        clock.now = 31
+        client.resolve("acme/missing")
+        assert asked + 1 == len(hub.requests)
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+        assert asked + 1 == len(hub.requests)
+        clock.now = 601
+        client.resolve("Qwen/Qwen2.5-7B-Instruct")
+        assert asked + 1 < len(hub.requests)
+
+
+def test_an_answer_for_one_token_is_not_served_to_another(client: HubClient) -> None:
+    assert isinstance(client.resolve(GATED, "hf_test_token"), ModelFacts)
+    assert isinstance(client.resolve(GATED, None), Refusal)
+    assert isinstance(client.resolve(GATED, "hf_someone_else"), Refusal)
+
+
+def test_a_cached_answer_cannot_be_changed_by_its_caller(client: HubClient) -> None:
+    first = facts(client.resolve("BAAI/bge-m3"))
+    first.parameter_count = 1
+    assert 567_754_752 == facts(client.resolve("BAAI/bge-m3")).parameter_count
+
+
+def test_the_token_is_never_shown(
+    client: HubClient, standin: tuple[StandinHub, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    secret = "hf_secret_never_shown"
+    shown = [repr(client), refusal(client.resolve(GATED, secret)).message]
+    shown.append(refusal(client.resolve(PRIVATE, secret)).message)
+    standin[0].fail_with = 500
+    with pytest.raises(SourceUnavailableError) as info:
+        client.resolve("BAAI/bge-m3", secret)
+    shown += [str(info.value), repr(info.value)]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with HubClient(f"http://127.0.0.1:{port}") as down, pytest.raises(SourceUnavailableError) as lost:
+        down.resolve("BAAI/bge-m3", secret)
+    assert lost.value.__cause__ is None and lost.value.__suppress_context__  # no httpx request chained
+    shown += [str(lost.value), repr(lost.value), caplog.text]
+    assert not [text for text in shown if secret in text]
