@@ -1,0 +1,292 @@
+"""The one module that talks to the Kubernetes API: informers, server-side apply, reads and events."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
+
+__all__ = ["Informer", "KubeCluster", "api_client"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj], None]
+
+
+def api_client(kubeconfig: str | None) -> k8s.ApiClient:
+    """An ApiClient from a kubeconfig file, or from the in-cluster service account."""
+    if kubeconfig:
+        return k8s_config.new_client_from_config(config_file=kubeconfig)
+    k8s_config.load_incluster_config()
+    return k8s.ApiClient()
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata", {})
+    return meta.get("namespace") or "", meta["name"]
+
+
+class Informer:
+    """List+watch one resource into a cache, calling handlers on every change (level-triggered use)."""
+
+    def __init__(
+        self,
+        dyn: DynamicClient,
+        api_version: str,
+        kind: str,
+        label_selector: str | None = None,
+        resync: float = 300.0,
+    ) -> None:
+        self._dyn = dyn
+        self.api_version = api_version
+        self.kind = kind
+        self._selector = label_selector
+        self._resync = resync
+        self._cache: dict[tuple[str, str], Obj] = {}
+        self._lock = threading.Lock()
+        self._handlers: list[Handler] = []
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watcher: k8s_watch.Watch | None = None
+
+    def add_handler(self, handler: Handler) -> None:
+        """Call `handler(event_type, obj)` on ADDED, MODIFIED, DELETED and resync."""
+        self._handlers.append(handler)
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        """A cached object, or None."""
+        with self._lock:
+            return self._cache.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        """Cached objects, optionally of one namespace."""
+        with self._lock:
+            return [o for (ns, _), o in self._cache.items() if namespace is None or ns == namespace]
+
+    def start(self) -> None:
+        """Run the list+watch loop in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop."""
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.stop()
+
+    def _emit(self, kind: str, obj: Obj) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:
+                log.exception("handler failed for %s %s", self.kind, _key(obj))
+
+    def _relist(self, resource: Any) -> str:
+        listing = resource.get(label_selector=self._selector).to_dict()
+        fresh = {_key(o): o for o in listing.get("items", [])}
+        with self._lock:
+            gone = [o for k, o in self._cache.items() if k not in fresh]
+            self._cache = fresh
+        for obj in gone:
+            self._emit("DELETED", obj)
+        for obj in fresh.values():
+            self._emit("SYNC", obj)
+        self.synced.set()
+        return str(listing["metadata"].get("resourceVersion", ""))
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                resource = self._dyn.resources.get(api_version=self.api_version, kind=self.kind)
+                version = self._relist(resource)
+                started = time.monotonic()
+                while not self._stop.is_set() and time.monotonic() - started < self._resync:
+                    self._watcher = k8s_watch.Watch()
+                    for event in self._dyn.watch(
+                        resource, label_selector=self._selector, resource_version=version,
+                        timeout=60, watcher=self._watcher, allow_watch_bookmarks=True,
+                    ):
+                        kind, obj = event["type"], event["raw_object"]
+                        if kind == "ERROR":
+                            raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
+                        version = obj.get("metadata", {}).get("resourceVersion", version)
+                        if kind == "BOOKMARK":
+                            continue
+                        with self._lock:
+                            if kind == "DELETED":
+                                self._cache.pop(_key(obj), None)
+                            else:
+                                self._cache[_key(obj)] = obj
+                        self._emit(kind, obj)
+                        if self._stop.is_set():
+                            break
+                backoff = 0.5
+            except ResourceNotFoundError:
+                # The kind is not served (yet): an absent optional API is not an error.
+                self.synced.set()
+                self._stop.wait(10)
+            except Exception as exc:  # reconnect on anything: the loop must not die
+                if not self._stop.is_set():
+                    log.warning("watch of %s broke (%s); relisting in %.1fs", self.kind, exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30)
+
+
+class KubeCluster:
+    """The operator's view of the cluster: cached reads through informers, writes by server-side apply."""
+
+    def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True) -> None:
+        self.api = api
+        self.dyn = DynamicClient(api)
+        self.core = k8s.CoreV1Api(api)
+        sel = LABEL_ORDER
+        gv = f"{GROUP}/{VERSION}"
+        self.orders = Informer(self.dyn, gv, "InferenceService")
+        self.classes = Informer(self.dyn, gv, "InferenceServiceClass")
+        self.plans = Informer(self.dyn, gv, "LaunchPlan")
+        self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
+        self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
+        self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
+        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
+                                  label_selector=sel)
+        self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
+        self.informers = [
+            self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
+            self.templates, self.priority_classes,
+        ]
+        self.catalog_enabled = catalog_enabled
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start every informer and wait until each has listed once."""
+        for informer in self.informers:
+            informer.start()
+        deadline = time.monotonic() + timeout
+        for informer in self.informers:
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"informer for {informer.kind} did not sync")
+
+    def stop(self) -> None:
+        """Stop every informer."""
+        for informer in self.informers:
+            informer.stop()
+
+    # ---- reads
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """A live read; None when the object (or its kind) does not exist."""
+        try:
+            resource = self.dyn.resources.get(api_version=api_version, kind=kind)
+            got: Obj = resource.get(name=name, namespace=namespace).to_dict()
+            return got
+        except ResourceNotFoundError:
+            return None
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves the kind (discovery, refreshed on a miss)."""
+        try:
+            self.dyn.resources.get(api_version=api_version, kind=kind)
+            return True
+        except ResourceNotFoundError:
+            try:
+                self.dyn.resources.invalidate_cache()
+                self.dyn.resources.get(api_version=api_version, kind=kind)
+                return True
+            except ResourceNotFoundError:
+                return False
+
+    def get_secret(self, namespace: str, name: str) -> Obj | None:
+        """A Secret read live (secrets are not cached: least privilege, and few reads)."""
+        return self.get("v1", "Secret", namespace, name)
+
+    def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
+        """The tail of a container's output, previous instance first; None when it cannot be had."""
+        for previous in (True, False):
+            try:
+                text: str = self.core.read_namespaced_pod_log(
+                    pod, namespace, container=container, tail_lines=lines, previous=previous
+                )
+                if text:
+                    return text
+            except ApiException:
+                continue
+        return None
+
+    # ---- writes
+
+    def apply(self, manifest: Obj) -> Obj:
+        """Server-side apply with the one field manager, taking ownership of conflicting fields."""
+        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        out: Obj = self.dyn.server_side_apply(
+            resource, body=manifest, field_manager=MANAGER, force_conflicts=True
+        ).to_dict()
+        return out
+
+    def apply_status(self, manifest: Obj) -> Obj:
+        """Server-side apply of the status subresource."""
+        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        status = resource.subresources["status"]
+        out: Obj = self.dyn.server_side_apply(
+            status, body=manifest, field_manager=MANAGER, force_conflicts=True
+        ).to_dict()
+        return out
+
+    def create(self, manifest: Obj) -> Obj:
+        """Create an object; an existing one is returned as it is (never overwritten)."""
+        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        meta = manifest["metadata"]
+        try:
+            out: Obj = resource.create(body=manifest, namespace=meta.get("namespace")).to_dict()
+            return out
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        existing = self.get(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"])
+        assert existing is not None
+        return existing
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Delete an object; a missing one is already deleted."""
+        try:
+            resource = self.dyn.resources.get(api_version=api_version, kind=kind)
+            resource.delete(name=name, namespace=namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
+        """Record an event on an object (best effort: an event is never worth a failed pass)."""
+        meta = involved["metadata"]
+        now = datetime.now(UTC)
+        body = k8s.CoreV1Event(
+            metadata=k8s.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta.get("namespace")),
+            involved_object=k8s.V1ObjectReference(
+                api_version=involved.get("apiVersion"), kind=involved.get("kind"),
+                name=meta["name"], namespace=meta.get("namespace"), uid=meta.get("uid"),
+            ),
+            reason=reason, message=message[:1024], type=type_,
+            first_timestamp=now, last_timestamp=now, count=1,
+            source=k8s.V1EventSource(component=MANAGER),
+        )
+        try:
+            self.core.create_namespaced_event(meta.get("namespace") or "default", body)
+        except ApiException as exc:
+            log.warning("event %s on %s not recorded: %s", reason, meta["name"], exc.reason)

@@ -1,0 +1,153 @@
+"""`isvc-controller`: run the controller out of the cluster (kubeconfig) or in it (service account)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import signal
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import REGISTRY, start_http_server
+
+import isvc_catalog
+import isvc_health
+import isvc_planner
+import isvc_runtime_recipes
+import isvc_workload
+from isvc_operator._controller import ClusterAdapter, Controller
+from isvc_operator._kube import KubeCluster, api_client
+from isvc_operator._reconcile import Deps, Reconciler
+from isvc_operator._wiring import CatalogModels, Health, PlannerService, Recipes, Workload
+
+__all__ = ["main", "parser"]
+
+log = logging.getLogger("isvc_operator")
+
+
+def _bool(text: str) -> bool:
+    return text.lower() in ("1", "true", "yes", "on")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The flags the module chart passes (module/templates/controller/deployment.yaml)."""
+    p = argparse.ArgumentParser(prog="isvc-controller", description=__doc__)
+    p.add_argument("--kubeconfig", help="out-of-cluster credentials; absent: the pod's service account")
+    p.add_argument("--namespace", default="d8-isvc", help="the module's own namespace")
+    p.add_argument("--planner-url", default="http://isvc-planner.d8-isvc.svc:8080")
+    p.add_argument("--catalog-mode", default="AIModels", choices=["AIModels", "None"])
+    p.add_argument("--huggingface-endpoint", default=isvc_catalog.DEFAULT_ENDPOINT)
+    p.add_argument("--public-domain-template", default=None,
+                   help="e.g. %%s.example.com: External endpoints are {order}.{namespace}.example.com")
+    p.add_argument("--cluster-issuer", default=None)
+    p.add_argument("--cert-manager", type=_bool, default=None,
+                   help="whether cert-manager is installed; absent: ask the API server")
+    p.add_argument("--health-period-seconds", type=float, default=30.0)
+    p.add_argument("--health-failure-threshold", type=int, default=3)
+    p.add_argument("--runtime-recipes", type=Path, default=None,
+                   help="YAML list of administrator recipes that add to or override the shipped ones")
+    p.add_argument("--probe-url-template", default=None,
+                   help="endpoint-resolution seam: where the probe dials, e.g. "
+                   "http://127.0.0.1:18080/{namespace}/{name}; absent: the order's Service DNS name")
+    p.add_argument("--leader-elect", type=_bool, default=False)
+    p.add_argument("--metrics-port", type=int, default=9090)
+    p.add_argument("--health-port", type=int, default=8081)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--log-level", default="Info")
+    return p
+
+
+def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            ok = self.path == "/healthz" or (self.path == "/readyz" and ready.is_set())
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+            self.wfile.write(b"ok" if ok else b"not ready")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)  # noqa: S104 - probes come from the kubelet
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def build(args: argparse.Namespace) -> Controller:
+    """Wire the controller from flags."""
+    kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None")
+    adapter = ClusterAdapter(kube)
+    catalog = None
+    if args.catalog_mode != "None":
+        catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
+    resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(args.huggingface_endpoint), catalog)
+    extra = yaml.safe_load(args.runtime_recipes.read_text()) if args.runtime_recipes else None
+    book = isvc_runtime_recipes.load_recipes(extra or None)
+    version = hashlib.sha256(json.dumps(extra or [], sort_keys=True).encode()).hexdigest()[:12]
+    domain = args.public_domain_template.replace("%s.", "", 1) if args.public_domain_template else None
+    settings = isvc_workload.WorkloadSettings(public_domain=domain, cluster_issuer_name=args.cluster_issuer)
+
+    def cert_manager() -> bool:
+        if args.cert_manager is not None:
+            return bool(args.cert_manager)
+        return kube.served("cert-manager.io/v1", "Certificate")
+
+    def priority_value(name: str) -> int:
+        obj = kube.priority_classes.get(None, name)
+        return int(obj.get("value", 0)) if obj else 0
+
+    resolver_seam: Any = (isvc_health.TemplateResolver(args.probe_url_template) if args.probe_url_template
+                          else isvc_health.ServiceDNSResolver())
+    health = Health(
+        prober=isvc_health.Prober(resolver_seam),
+        tracker=isvc_health.HealthTracker(failure_threshold=args.health_failure_threshold,
+                                          sustain_seconds=args.health_period_seconds),
+        period=args.health_period_seconds,
+    )
+    deps = Deps(
+        cluster=adapter,
+        models=CatalogModels(resolver),
+        recipes=Recipes(book, version),
+        planner=PlannerService(isvc_planner.PlannerClient(args.planner_url)),
+        workload=Workload(settings, cert_manager, priority_value),
+        health=health,
+        catalog_enabled=catalog is not None,
+    )
+    judge = isvc_planner.CelJudge()
+
+    def selector_error(expression: str) -> str | None:
+        try:
+            judge.check(expression)
+            return None
+        except isvc_planner.SelectorError as exc:
+            return str(exc)
+
+    return Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run until SIGTERM/SIGINT."""
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ready = threading.Event()
+    health_server = _serve_health(args.health_port, ready) if args.health_port else None
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    controller = build(args)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    controller.start()
+    ready.set()
+    log.info("isvc controller started")
+    stop.wait()
+    controller.stop()
+    if health_server is not None:
+        health_server.shutdown()
+    return 0

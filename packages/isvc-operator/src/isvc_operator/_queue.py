@@ -1,0 +1,130 @@
+"""A deduplicating, rate-limited work queue of keys, with the semantics of client-go's workqueue."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["ShutDownError", "WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDownError(Exception):
+    """The queue was shut down while a worker waited on it."""
+
+
+class WorkQueue(Generic[K]):
+    """Keys wait once however often they are added; a key being processed is never handed out twice.
+
+    A key added while it is being processed is marked dirty and handed out again after `done`.
+    Failures back off exponentially per key until `forget`.
+    """
+
+    def __init__(
+        self,
+        base_delay: float = 0.5,
+        max_delay: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[K] = []
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._seq = 0
+        self._failures: dict[K, int] = {}
+        self._base = base_delay
+        self._max = max_delay
+        self._clock = clock
+        self._shut = False
+
+    def add(self, key: K) -> None:
+        """Queue a key unless it already waits."""
+        with self._cond:
+            if self._shut or key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue a key after a delay; an earlier add wins."""
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+            self._cond.notify()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue a key after its per-key exponential backoff; return the delay chosen."""
+        with self._cond:
+            n = self._failures.get(key, 0)
+            self._failures[key] = n + 1
+        delay = min(self._max, self._base * (2**n))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset a key's backoff after a successful pass."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        """How many times in a row the key failed."""
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    def _promote_due(self) -> float | None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._queue.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next key to process, or None after `timeout`; raises ShutDownError when shut down."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                if self._shut:
+                    raise ShutDownError
+                wait = self._promote_due()
+                if self._queue:
+                    key = self._queue.pop(0)
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if deadline is not None:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, key: K) -> None:
+        """Mark a key processed; hand it out again if it was added meanwhile."""
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def shut_down(self) -> None:
+        """Wake every waiting worker with ShutDownError."""
+        with self._cond:
+            self._shut = True
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
