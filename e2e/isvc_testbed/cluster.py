@@ -18,10 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any, cast
 
 import httpx
 import yaml
@@ -33,7 +34,7 @@ from isvc_testbed._errors import ComponentDied, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
 from isvc_testbed._pki import Pki, kubeconfig, write_kubeconfig
 
-__all__ = ["Cluster", "ClusterState", "stop_recorded"]
+__all__ = ["Cluster", "ClusterState", "install_crds", "stop_recorded"]
 
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -135,6 +136,7 @@ class Cluster:
     startup_seconds: float = field(init=False, default=0.0)
     _components: list[_Component] = field(init=False, default_factory=list)
     _pki: Pki = field(init=False)
+    _attached: bool = field(init=False, default=False)
 
     # ---- public surface -------------------------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class Cluster:
     @property
     def ca_pem(self) -> bytes:
         """The cluster CA certificate in PEM form."""
-        return self._pki.ca_pem
+        return (self.workdir / "pki" / "ca.crt").read_bytes()
 
     @property
     def pids(self) -> dict[str, int]:
@@ -200,6 +202,17 @@ class Cluster:
             bin_dir=str(self.bin_dir),
         )
 
+    @classmethod
+    def attach(cls, state_file: str | Path) -> Cluster:
+        """A handle on a cluster started by `python -m isvc_testbed up`; its stop() leaves it running."""
+        state = ClusterState.from_json(Path(state_file).read_text())
+        cluster = cls(bin_dir=Path(state.bin_dir))
+        cluster.workdir = Path(state.workdir)
+        cluster.ports = dict(state.ports)
+        cluster.kubeconfigs = {k: Path(v) for k, v in state.kubeconfigs.items()}
+        cluster._attached = True
+        return cluster
+
     def __enter__(self) -> Cluster:
         return self.start()
 
@@ -235,6 +248,8 @@ class Cluster:
 
     def stop(self, grace: float = 10.0) -> None:
         """Terminate every process group this cluster started, then remove its directory."""
+        if self._attached:
+            return
         running = [c for c in reversed(self._components) if c.proc is not None]
         for c in running:
             assert c.proc is not None
@@ -418,6 +433,38 @@ class Cluster:
             timeout=5,
         )
         return r.status_code == 200
+
+
+def install_crds(api: k8s.ApiClient, paths: Sequence[str | Path], timeout: float = 60.0) -> list[str]:
+    """Create or replace the CRDs in these YAML files and wait until each is Established; return names."""
+    ext = k8s.ApiextensionsV1Api(api)
+    names: list[str] = []
+    for path in paths:
+        for doc in yaml.safe_load_all(Path(path).read_text()):
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            name = doc["metadata"]["name"]
+            try:
+                ext.create_custom_resource_definition(cast(Any, doc))
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                current = ext.read_custom_resource_definition(name)
+                assert current.metadata is not None
+                doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+                ext.replace_custom_resource_definition(name, cast(Any, doc))
+            names.append(name)
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            crd = ext.read_custom_resource_definition(name)
+            conds = (crd.status.conditions if crd.status else None) or []
+            if any(c.type == "Established" and c.status == "True" for c in conds):
+                break
+            if time.monotonic() > deadline:
+                raise StartTimeout(f"CRD {name} not Established after {timeout:.0f}s")
+            time.sleep(0.1)
+    return names
 
 
 def _token(resp: k8s.AuthenticationV1TokenRequest) -> str:

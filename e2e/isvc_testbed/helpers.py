@@ -1,0 +1,79 @@
+"""Helpers for e2e tests: waiting, user namespaces, placeholder roles."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+__all__ = ["ensure_cluster_role", "namespace", "user_namespace", "wait_for"]
+
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.25, what: str = ""
+) -> T:
+    """Poll `check` until it returns something truthy and return that; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"timed out after {timeout:.0f}s waiting for {what or check!r}; last: {last!r}"
+            )
+        time.sleep(interval)
+
+
+def _create(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+        return True
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        return False
+
+
+def namespace(api: k8s.ApiClient, name: str) -> str:
+    """Create namespace `name` unless it exists and wait for its default ServiceAccount."""
+    core = k8s.CoreV1Api(api)
+    _create(lambda: core.create_namespace(cast(Any, {"metadata": {"name": name}})))
+
+    def default_sa() -> bool:
+        try:
+            core.read_namespaced_service_account("default", name)
+            return True
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            return False
+
+    wait_for(default_sa, 30, what=f"ServiceAccount {name}/default")
+    return name
+
+
+def user_namespace(
+    api: k8s.ApiClient, name: str, user: str = "alice", cluster_role: str = "isvc:user"
+) -> str:
+    """Create namespace `name` (if needed) and bind `user` to `cluster_role` in it."""
+    namespace(api, name)
+    binding = {
+        "metadata": {"name": f"{user}-{cluster_role.replace(':', '-')}", "namespace": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    _create(lambda: k8s.RbacAuthorizationV1Api(api).create_namespaced_role_binding(name, cast(Any, binding)))
+    return name
+
+
+def ensure_cluster_role(api: k8s.ApiClient, name: str, rules: list[dict[str, Any]]) -> bool:
+    """Create a ClusterRole unless one of that name exists; True when this call created it."""
+    body = {"metadata": {"name": name}, "rules": rules}
+    return _create(lambda: k8s.RbacAuthorizationV1Api(api).create_cluster_role(cast(Any, body)))

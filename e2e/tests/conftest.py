@@ -1,0 +1,96 @@
+"""Fixtures for e2e tests: one real control plane per session, the default fleet, the stand-in server.
+
+Set ISVC_TESTBED_STATE=<dir> to run against a cluster started by `python -m isvc_testbed up --state-dir <dir>`
+(`nox -s up`) instead of starting one per session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from isvc_testbed import BinariesMissing
+from isvc_testbed.cluster import Cluster, install_crds
+from isvc_testbed.fleet import Fleet
+from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.standin import StandIn
+from kubernetes import client as k8s
+
+E2E = Path(__file__).resolve().parents[1]
+DEFAULT_FLEET = E2E / "fleets" / "default.yaml"
+CATALOG_CRDS = sorted((E2E / "crds").glob("*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The session's control plane (fails, never skips, when the binaries are missing)."""
+    state_dir = os.environ.get("ISVC_TESTBED_STATE")
+    if state_dir:
+        yield Cluster.attach(Path(state_dir) / "state.json")
+        return
+    try:
+        c = Cluster().start()
+    except BinariesMissing as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="session")
+def admin_api(cluster: Cluster) -> Iterator[k8s.ApiClient]:
+    """ApiClient of the cluster administrator (system:masters)."""
+    with cluster.api_client("admin") as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def alice_api(cluster: Cluster) -> Iterator[k8s.ApiClient]:
+    """ApiClient of alice (group team-a), a namespace user with no rights until bound."""
+    with cluster.api_client("alice") as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def fleet(admin_api: k8s.ApiClient) -> Fleet:
+    """The default fleet, published, with every node Ready (KWOK initialized it)."""
+    f = Fleet.load(DEFAULT_FLEET)
+    f.publish(admin_api)
+    core = k8s.CoreV1Api(admin_api)
+
+    def all_ready() -> bool:
+        for spec in f.nodes:
+            node = core.read_node(spec.name)
+            conds = (node.status.conditions if node.status else None) or []
+            if not any(c.type == "Ready" and c.status == "True" for c in conds):
+                return False
+        return True
+
+    wait_for(all_ready, 60, what="fleet nodes Ready")
+    return f
+
+
+@pytest.fixture(scope="session")
+def catalog_crds(admin_api: k8s.ApiClient) -> list[str]:
+    """The ai-models catalog test CRDs (Model, ClusterModel), Established."""
+    return install_crds(admin_api, CATALOG_CRDS)
+
+
+@pytest.fixture(scope="session")
+def standin(cluster: Cluster) -> Iterator[StandIn]:
+    """The stand-in inference server, reading auth Secrets as admin."""
+    s = StandIn.from_kubeconfig(cluster.admin_kubeconfig)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def team_a(admin_api: k8s.ApiClient) -> str:
+    """Namespace team-a with alice bound to ClusterRole isvc:user (the module ships that role)."""
+    return user_namespace(admin_api, "team-a", user="alice", cluster_role="isvc:user")

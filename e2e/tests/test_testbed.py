@@ -1,0 +1,288 @@
+"""Smoke tests of the test bed itself, against the real local control plane."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from isvc_testbed.cluster import Cluster, install_crds
+from isvc_testbed.fleet import DRIVER, POOL_LABEL, Fleet
+from isvc_testbed.helpers import ensure_cluster_role, namespace, user_namespace, wait_for
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+pytestmark = pytest.mark.e2e
+
+RESOURCE = ("resource.k8s.io", "v1")
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"isvc.deckhouse.io/fleet-role": "system"},
+                    "containers": [{"name": "c", "image": "registry.invalid/fake:1"}],
+                },
+            },
+        },
+    }
+
+
+def pods(api: k8s.ApiClient, ns: str, selector: str) -> list[k8s.V1Pod]:
+    return list(k8s.CoreV1Api(api).list_namespaced_pod(ns, label_selector=selector).items)
+
+
+def test_version_is_the_pinned_kubernetes(admin_api: k8s.ApiClient) -> None:
+    assert k8s.VersionApi(admin_api).get_code().git_version == "v1.36.3"
+
+
+def test_deployment_pods_become_running_and_ready_on_a_kwok_node(
+    admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
+    ns = namespace(admin_api, "smoke-deploy")
+    k8s.AppsV1Api(admin_api).create_namespaced_deployment(ns, cast(Any, deployment("web", 2)))
+
+    def ready() -> int | None:
+        d = k8s.AppsV1Api(admin_api).read_namespaced_deployment("web", ns)
+        return d.status.ready_replicas if d.status and d.status.ready_replicas == 2 else None
+
+    wait_for(ready, 60, what="2 ready replicas")
+    running = pods(admin_api, ns, "app=web")
+    assert [p.status.phase for p in running] == ["Running", "Running"]
+    assert {p.spec.node_name for p in running} == {"system-0"}
+
+
+def test_deleting_a_deployment_garbage_collects_its_pods(admin_api: k8s.ApiClient, fleet: Fleet) -> None:
+    ns = namespace(admin_api, "smoke-gc")
+    apps = k8s.AppsV1Api(admin_api)
+    apps.create_namespaced_deployment(ns, cast(Any, deployment("gc", 1)))
+    wait_for(lambda: len(pods(admin_api, ns, "app=gc")) == 1, 60, what="one pod")
+    apps.delete_namespaced_deployment("gc", ns, propagation_policy="Background")
+    wait_for(lambda: not pods(admin_api, ns, "app=gc"), 60, what="pods collected")
+    assert apps.list_namespaced_replica_set(ns).items == []
+
+
+def test_alice_is_forbidden_in_another_namespace_and_allowed_in_her_own(
+    admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
+) -> None:
+    created = ensure_cluster_role(
+        admin_api, "isvc:user", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    )
+    try:
+        user_namespace(admin_api, "team-a", user="alice", cluster_role="isvc:user")
+        namespace(admin_api, "team-b")
+        with pytest.raises(ApiException) as forbidden:
+            k8s.CoreV1Api(alice_api).list_namespaced_pod("team-b")
+        assert forbidden.value.status == 403
+        wait_for(lambda: k8s.CoreV1Api(alice_api).list_namespaced_pod("team-a") is not None, 10)
+    finally:
+        if created:
+            k8s.RbacAuthorizationV1Api(admin_api).delete_cluster_role("isvc:user")
+
+
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.testbed.isvc.deckhouse.io"},
+    "spec": {
+        "group": "testbed.isvc.deckhouse.io",
+        "scope": "Namespaced",
+        "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+                                "x-kubernetes-validations": [
+                                    {"rule": "self.min <= self.max", "message": "min must not exceed max"}
+                                ],
+                            }
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_cel_violating_object_is_rejected(admin_api: k8s.ApiClient, tmp_path: Path) -> None:
+    import yaml
+
+    crd_file = tmp_path / "widget.yaml"
+    crd_file.write_text(yaml.safe_dump(WIDGET_CRD))
+    install_crds(admin_api, [crd_file])
+    ns = namespace(admin_api, "smoke-cel")
+    custom = k8s.CustomObjectsApi(admin_api)
+    body = {
+        "apiVersion": "testbed.isvc.deckhouse.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "bad"},
+        "spec": {"min": 5, "max": 1},
+    }
+    with pytest.raises(ApiException) as rejected:
+        custom.create_namespaced_custom_object("testbed.isvc.deckhouse.io", "v1", ns, "widgets", body)
+    assert rejected.value.status == 422
+    assert "min must not exceed max" in str(rejected.value.body)
+
+
+def test_catalog_crds_are_established(catalog_crds: list[str]) -> None:
+    assert sorted(catalog_crds) == ["clustermodels.ai-models.deckhouse.io", "models.ai-models.deckhouse.io"]
+
+
+def slices(api: k8s.ApiClient, node: str) -> list[dict[str, Any]]:
+    resp = k8s.CustomObjectsApi(api).list_cluster_custom_object(
+        *RESOURCE, "resourceslices", label_selector=f"{POOL_LABEL}={node}"
+    )
+    return list(cast(dict[str, Any], resp)["items"])
+
+
+def test_the_fleets_slices_are_published(admin_api: k8s.ApiClient, fleet: Fleet) -> None:
+    published = {n.name: slices(admin_api, n.name) for n in fleet.nodes if n.gpus}
+    assert {n: len(s) for n, s in published.items()} == {
+        "gpu-h100-0": 1,
+        "gpu-a100-0": 2,
+        "gpu-l4-0": 1,
+        "gpu-nomem-0": 1,
+    }
+    h100 = published["gpu-h100-0"][0]
+    assert h100["spec"]["driver"] == DRIVER
+    assert len(h100["spec"]["devices"]) == 8
+    assert h100["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    assert h100["spec"]["devices"][0]["capacity"]["shares"]["value"] == "100"
+    nomem = published["gpu-nomem-0"][0]["spec"]["devices"][0]
+    assert "memory" not in nomem["capacity"]
+    classes = k8s.CustomObjectsApi(admin_api).list_cluster_custom_object(*RESOURCE, "deviceclasses")
+    assert {"gpu.nvidia.com", "mig.nvidia.com"} <= {
+        c["metadata"]["name"] for c in cast(Any, classes)["items"]
+    }
+
+
+def test_withdrawing_a_device_republishes_the_pool_under_a_new_generation(
+    admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
+    before = slices(admin_api, "gpu-l4-0")[0]["spec"]["pool"]["generation"]
+    fleet.withdraw(admin_api, "gpu-l4-0", "gpu-1")
+    try:
+        [after] = slices(admin_api, "gpu-l4-0")
+        assert after["spec"]["pool"]["generation"] == before + 1
+        assert [d["name"] for d in after["spec"]["devices"]] == ["gpu-0"]
+    finally:
+        fleet.restore(admin_api, "gpu-l4-0", "gpu-1")
+    assert len(slices(admin_api, "gpu-l4-0")[0]["spec"]["devices"]) == 2
+
+
+def half_gpu_claim(name: str, gpu_uuid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "selectors": [
+                                {"cel": {"expression": f"device.attributes['{DRIVER}'].uuid == '{gpu_uuid}'"}}
+                            ],
+                            "capacity": {"requests": {"shares": "50"}},
+                        },
+                    }
+                ]
+            }
+        },
+    }
+
+
+def claim_pod(name: str, claim: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+            "containers": [
+                {"name": "c", "image": "registry.invalid/fake:1", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+        },
+    }
+
+
+def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
+    admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
+    ns = namespace(admin_api, "smoke-dra")
+    gpu = fleet.device("gpu-h100-0", "gpu-0")
+    custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
+    for i in range(3):
+        custom.create_namespaced_custom_object(
+            *RESOURCE, ns, "resourceclaims", half_gpu_claim(f"half-{i}", gpu.uuid)
+        )
+        core.create_namespaced_pod(ns, cast(Any, claim_pod(f"half-{i}", f"half-{i}")))
+        if i < 2:  # the first two are placed before the third asks, so the outcome is deterministic
+            wait_for(
+                lambda i=i: core.read_namespaced_pod(f"half-{i}", ns).status.phase == "Running",
+                60,
+                what=f"pod half-{i} Running",
+            )
+
+    def unschedulable() -> str | None:
+        conds = core.read_namespaced_pod("half-2", ns).status.conditions or []
+        for c in conds:
+            if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                return str(c.message)
+        return None
+
+    message = wait_for(unschedulable, 60, what="half-2 Unschedulable")
+    assert "cannot allocate all claims" in message
+    for i in range(2):
+        claim = cast(
+            dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", f"half-{i}")
+        )
+        [result] = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["pool"], result["device"]) == ("gpu-h100-0", "gpu-0")
+        assert core.read_namespaced_pod(f"half-{i}", ns).spec.node_name == "gpu-h100-0"
+    third = cast(
+        dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", "half-2")
+    )
+    assert "allocation" not in third.get("status", {})
+
+
+def test_a_service_account_kubeconfig_authenticates_as_that_account(
+    cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
+    ns = namespace(admin_api, "smoke-sa")
+    k8s.CoreV1Api(admin_api).create_namespaced_service_account(ns, cast(Any, {"metadata": {"name": "ctrl"}}))
+    path = cluster.service_account_kubeconfig(ns, "ctrl")
+    with cluster.api_client(f"sa-{ns}-ctrl") as api:
+        review = k8s.AuthenticationV1Api(api).create_self_subject_review(cast(Any, {}))
+    assert path.exists()
+    assert review.status.user_info.username == f"system:serviceaccount:{ns}:ctrl"
+
+
+def test_stop_leaves_no_process_and_no_directory_behind() -> None:
+    c = Cluster().start()
+    pids, workdir = list(c.pids.values()), c.workdir
+    assert len(pids) == 5
+    c.stop()
+    time.sleep(0.2)
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert alive == []
+    assert not workdir.exists()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pids[0], 0)
