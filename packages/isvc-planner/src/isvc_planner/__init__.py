@@ -5,6 +5,14 @@ from isvc_planner._cel import CelJudge, SelectorError
 from isvc_planner._client import PlannerClient
 from isvc_planner._errors import PlannerError, PlannerProtocolError, PlannerUnavailableError, QuantityError
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
+from isvc_planner._fleet import (
+    fleet_claim,
+    fleet_device_classes,
+    fleet_gpu,
+    fleet_mig,
+    fleet_priority_class,
+    fleet_slice,
+)
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
 from isvc_planner._models import OrderRef, PlanRequest, PlanResponse, Victim
 from isvc_planner._planner import Planner, judge_plan
@@ -32,6 +40,12 @@ __all__ = [
     "Victim",
     "create_app",
     "estimate",
+    "fleet_claim",
+    "fleet_device_classes",
+    "fleet_gpu",
+    "fleet_mig",
+    "fleet_priority_class",
+    "fleet_slice",
     "judge_plan",
     "memory_need",
     "parse_quantity",

@@ -27,7 +27,7 @@ from isvc_api import (
 
 from isvc_planner._cel import SelectorError
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
-from isvc_planner._inventory import UNITS, Device, DeviceKey, Holding, Inventory, OrderKey, _Group
+from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
 from isvc_planner._models import PlanRequest, PlanResponse, Victim
 from isvc_planner._quantity import GIB, gib
 
@@ -372,10 +372,10 @@ class Planner:
                 f"The model needs {required} GiB of accelerator memory ({need.explanation}); the largest "
                 f"accelerator found has {gib(f.largest[0])} GiB ({f.largest[1]}), the largest free now "
                 f"{gib(f.largest_free)} GiB."))
-        if not f.any_free:
+        if f.largest_free < need.required:
             return Refusal(reason=Reason.NO_CAPACITY, message=(
-                f"Every device of {where} able to hold {required} GiB is taken right now; replanned when "
-                "capacity frees up."))
+                f"No device of {where} has {required} GiB free right now (largest free piece "
+                f"{gib(f.largest_free)} GiB); replanned when capacity frees up."))
         return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
             f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
             f"a permitted share or device count (largest free piece {gib(f.largest_free)} GiB). "
@@ -385,41 +385,49 @@ class Planner:
 
     def _preempt(self, cls: str, ask: _Ask, priority: int,
                  order: OrderKey) -> tuple[_Candidate, list[OrderKey]] | None:
-        """Best placement if lower-priority orders were released, and the fewest such orders."""
+        """The single-device placement that needs the fewest, lowest lower-priority orders released."""
         inv = self.inventory
-        temp: dict[tuple[int, bool, str, str], _Group] = {}
-        victims_of: dict[DeviceKey, list[Holding]] = {}
+        best: tuple[tuple[object, ...], _Candidate, list[OrderKey]] | None = None
         for device in inv.class_devices(cls):
-            if device.tainted:
+            if device.tainted or device.memory is None or not self._passes(device, ask):
                 continue
-            lower = [h for h in inv.holdings_on(device.key)
-                     if h.order is not None and h.order != order and h.priority < priority]
-            released = sum(inv.holding_units(h, device) for h in lower)
-            free = min(UNITS, UNITS - inv.used(device.key) + ask.own.get(device.key, 0) + released)
-            victims_of[device.key] = lower
-            temp.setdefault(device.group, _Group()).add(device, free)
-        saved = ask.own
-        ask.own = {}
-        try:
-            found = self._search(cls, ask, temp, own_adjusted=False)
-        finally:
-            ask.own = saved
-        if found is None:
-            return None
-        chosen: set[OrderKey] = set()
-        for device in found.devices:
-            free = UNITS - inv.used(device.key) + ask.own.get(device.key, 0)
-            lacking = found.units - free
-            for h in sorted(victims_of[device.key], key=lambda h: (h.priority, -inv.holding_units(h, device),
-                                                                    h.source)):
+            fit = self._fit(device, ask)
+            if fit is None:
+                continue
+            units, mode, sharing = fit
+            lacking = units - (UNITS - inv.used(device.key) + ask.own.get(device.key, 0))
+            by_order: dict[OrderKey, tuple[int, int]] = {}
+            for h in inv.holdings_on(device.key):
+                if h.order is not None and h.order != order and h.priority < priority:
+                    prio, held = by_order.get(h.order, (h.priority, 0))
+                    by_order[h.order] = (max(prio, h.priority), held + inv.holding_units(h, device))
+            chosen: list[OrderKey] = []
+            for victim, (_, held) in sorted(by_order.items(), key=lambda kv: (kv[1][0], -kv[1][1], kv[0])):
                 if lacking <= 0:
                     break
-                if h.order in chosen:
-                    continue
-                chosen.add(h.order)  # type: ignore[arg-type]
-                lacking -= sum(inv.holding_units(x, device) for x in victims_of[device.key]
-                               if x.order == h.order)
-        return found, sorted(chosen)
+                chosen.append(victim)
+                lacking -= held
+            if lacking > 0 or not chosen:
+                continue
+            top = max(by_order[v][0] for v in chosen)
+            cand = self._single(cls, device, units, units, mode, sharing, ask)
+            cost = (len(chosen), top, cand.rank)
+            if best is None or cost < best[0]:
+                best = (cost, cand, sorted(chosen))
+        return None if best is None else (best[1], best[2])
+
+    def _fit(self, device: Device, ask: _Ask) -> tuple[int, PlacementMode, SharingMode] | None:
+        """Units, mode and sharing one device would give the order, ignoring who holds it."""
+        memory = device.memory or 0
+        if device.shareable:
+            units = ask.share_for(ask.need.required, memory) if memory else None
+            if units is None or not ask.allows(PlacementMode.SHARED, SharingMode.SHARES):
+                return None
+            return units, PlacementMode.SHARED, SharingMode.SHARES
+        sharing = SharingMode.PARTITION if device.type == "mig" else SharingMode.NONE
+        if memory < ask.need.required or not ask.allows(PlacementMode.WHOLE_DEVICE, sharing):
+            return None
+        return UNITS, PlacementMode.WHOLE_DEVICE, sharing
 
     # ------------------------------------------------------------------ answer
 

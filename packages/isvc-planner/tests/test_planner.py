@@ -1,0 +1,408 @@
+"""Placement on NVIDIA-shaped fleets: co-placement, modes, classes, selectors and every reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from isvc_api import (
+    AcceleratorPolicy,
+    ModelFacts,
+    Placement,
+    PlacementMode,
+    Reason,
+    RuntimeRequirements,
+    SharingMode,
+)
+from isvc_planner import (
+    Inventory,
+    OrderRef,
+    Planner,
+    PlanRequest,
+    PlanResponse,
+    fleet_claim,
+    fleet_device_classes,
+    fleet_gpu,
+    fleet_mig,
+    fleet_priority_class,
+    fleet_slice,
+    judge_plan,
+    memory_need,
+)
+
+GIB = 1 << 30
+
+
+def sized(facts: ModelFacts, gib: float) -> ModelFacts:
+    """A model whose whole need is about `gib` GiB: weights only, tiny KV, known overhead."""
+    weights = (gib - 1) / 1.2  # KV unknown: taken as 10 % of the weights, overhead 1 GiB + 10 %
+    return facts.model_copy(
+        update={
+            "parameter_count": int(weights * GIB / 2),
+            "dtype": "bfloat16",
+            "num_layers": None,
+            "quantization": "None",
+        }
+    )
+
+
+def plan(
+    planner: Planner, facts: ModelFacts, name: str = "o", namespace: str = "ns", **kw: Any
+) -> PlanResponse:
+    return planner.plan(PlanRequest(order=OrderRef(namespace=namespace, name=name), facts=facts, **kw))
+
+
+def inventory(
+    slices: list[dict[str, Any]],
+    claims: list[dict[str, Any]] | None = None,
+    priority: list[dict[str, Any]] | None = None,
+    classes: list[dict[str, Any]] | None = None,
+) -> Inventory:
+    return Inventory.from_objects(classes or fleet_device_classes(), slices, claims or [], priority or [])
+
+
+@pytest.fixture
+def half(models: dict[str, ModelFacts]) -> ModelFacts:
+    """A model that needs a bit under half of an 80 GiB card."""
+    return sized(models["qwen7b"], 38)
+
+
+def test_two_half_card_models_share_one_card(half: ModelFacts) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0), fleet_gpu("n1", 1)])]))
+    a, b = plan(planner, half, "a"), plan(planner, half, "b")
+    assert a.placement and b.placement
+    assert a.placement.devices == b.placement.devices
+    assert a.placement.placement_mode == PlacementMode.SHARED
+    assert a.placement.sharing_mode == SharingMode.SHARES
+    assert (
+        a.placement.share_percent is not None
+        and a.placement.share_percent + (b.placement.share_percent or 0) <= 100
+    )
+
+
+def test_placement_is_filled_for_the_workload_builder(models: dict[str, ModelFacts]) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    p = plan(planner, models["qwen7b"]).placement
+    assert p is not None
+    assert (p.device_class_name, p.driver, p.pool, p.devices, p.node_name) == (
+        "gpu.nvidia.com",
+        "gpu.nvidia.com",
+        "n1",
+        ["gpu-0"],
+        "n1",
+    )
+    assert p.device_uuids and p.device_uuids[0].startswith("GPU-")
+    assert p.accelerator_product_name == "NVIDIA H100 80GB HBM3"
+    assert p.accelerator_memory_gi_b == 80
+    assert p.share_percent == 22  # 17.04 GiB of 80 GiB, rounded up
+    assert p.memory_gi_b == pytest.approx(0.22 * 80, abs=0.01)
+    assert p.device_count == 1
+
+
+def test_estimates_come_with_the_plan_as_quantities(models: dict[str, ModelFacts]) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    est = plan(planner, models["qwen7b"]).estimates
+    assert est is not None
+    assert (est.cpu, est.memory, est.model_volume) == ("2", "8Gi", "17Gi")
+    assert "× 2 B (bfloat16)" in est.explanation
+
+
+def test_best_fit_fills_a_partially_used_card_before_an_empty_one(
+    half: ModelFacts, models: dict[str, ModelFacts]
+) -> None:
+    claims = [fleet_claim("x", "c1", "other", [("n1", "gpu-1", 60)])]
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0), fleet_gpu("n1", 1)])], claims))
+    p = plan(planner, sized(models["qwen7b"], 20)).placement
+    assert p is not None and p.devices == ["gpu-1"]
+
+
+def test_whole_device_on_dedicated_gpus_takes_the_smallest_that_holds(models: dict[str, ModelFacts]) -> None:
+    devices = [
+        fleet_gpu("n1", 0, shares=False),
+        fleet_gpu("n1", 1, memory_gi=40, product="NVIDIA A100-SXM4-40GB", shares=False),
+    ]
+    planner = Planner(inventory([fleet_slice("n1", devices)]))
+    p = plan(planner, models["qwen7b"]).placement
+    assert p is not None
+    assert (p.placement_mode, p.sharing_mode, p.devices) == (
+        PlacementMode.WHOLE_DEVICE,
+        SharingMode.NONE,
+        ["gpu-1"],
+    )
+    assert p.share_percent is None
+
+
+def test_mig_partition_smallest_sufficient(models: dict[str, ModelFacts]) -> None:
+    migs = [
+        fleet_mig("n1", 0, "3g.40gb", 0, 40),
+        fleet_mig("n1", 0, "2g.20gb", 4, 20),
+        fleet_mig("n1", 0, "1g.10gb", 6, 10),
+    ]
+    planner = Planner(inventory([fleet_slice("n1", migs)]))
+    p = plan(
+        planner,
+        sized(models["qwen7b"], 15),
+        accelerator_policy=AcceleratorPolicy(device_class_names=["mig.nvidia.com"]),
+    ).placement
+    assert p is not None
+    assert (p.device_class_name, p.sharing_mode, p.devices) == (
+        "mig.nvidia.com",
+        SharingMode.PARTITION,
+        ["gpu-0-mig-2g20gb-4"],
+    )
+
+
+def test_tensor_parallel_uses_a_power_of_two_devices_of_one_node(models: dict[str, ModelFacts]) -> None:
+    gpus = [fleet_gpu("n1", i, shares=False) for i in range(4)]
+    planner = Planner(
+        inventory([fleet_slice("n1", gpus), fleet_slice("n2", [fleet_gpu("n2", 0, shares=False)])])
+    )
+    p = plan(planner, sized(models["qwen7b"], 150)).placement
+    assert p is not None
+    assert p.placement_mode == PlacementMode.MULTI_DEVICE
+    assert p.device_count == 2 and p.node_name == "n1" and len(p.device_uuids or []) == 2
+
+
+def test_device_classes_are_tried_in_policy_order(models: dict[str, ModelFacts]) -> None:
+    slices = [fleet_slice("n1", [fleet_gpu("n1", 0), fleet_mig("n1", 1, "3g.40gb", 0, 40)])]
+    planner = Planner(inventory(slices))
+    order = ["mig.nvidia.com", "gpu.nvidia.com"]
+    p = plan(
+        planner, models["qwen7b"], accelerator_policy=AcceleratorPolicy(device_class_names=order)
+    ).placement
+    assert p is not None and p.device_class_name == "mig.nvidia.com"
+
+
+def test_policy_selector_narrows_the_devices(models: dict[str, ModelFacts]) -> None:
+    devices = [fleet_gpu("n1", 0), fleet_gpu("n1", 1, memory_gi=40, product="NVIDIA A100-SXM4-40GB")]
+    planner = Planner(inventory([fleet_slice("n1", devices)]))
+    selector = "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('h100')"
+    p = plan(planner, models["qwen7b"], accelerator_policy=AcceleratorPolicy(selector=selector)).placement
+    assert p is not None and p.devices == ["gpu-0"]
+
+
+def test_allowed_share_percents_round_the_share_up(models: dict[str, ModelFacts]) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    policy = AcceleratorPolicy(allowed_share_percents=[25, 50, 100])
+    p = plan(planner, models["qwen7b"], accelerator_policy=policy).placement
+    assert p is not None and p.share_percent == 25
+    p = plan(planner, sized(models["qwen7b"], 30), "b", accelerator_policy=policy).placement
+    assert p is not None and p.share_percent == 50
+
+
+def test_minimum_compute_capability_is_honoured(models: dict[str, ModelFacts]) -> None:
+    devices = [fleet_gpu("n1", 0, compute_capability="8.0.0"), fleet_gpu("n1", 1, compute_capability="9.0.0")]
+    planner = Planner(inventory([fleet_slice("n1", devices)]))
+    p = plan(
+        planner, models["qwen7b"], requirements=RuntimeRequirements(min_compute_capability="8.9")
+    ).placement
+    assert p is not None and p.devices == ["gpu-1"]
+
+
+# ---------------------------------------------------------------- pools, withdrawn devices, own holdings
+
+
+def test_incomplete_pools_and_older_generations_are_not_used(models: dict[str, ModelFacts]) -> None:
+    slices = [
+        fleet_slice("n1", [fleet_gpu("n1", 0)], count=2),  # one of two slices: incomplete
+        fleet_slice("n2", [fleet_gpu("n2", 0)], generation=1),
+        fleet_slice("n2", [fleet_gpu("n2", 5)], generation=0),
+    ]
+    inv = inventory(slices)
+    assert sorted(inv.devices) == [("gpu.nvidia.com", "n2", "gpu-0")]
+
+
+def test_replan_counts_own_holding_as_available(half: ModelFacts) -> None:
+    claims = [
+        fleet_claim("ns", "mine", "o", [("n1", "gpu-0", 48)]),
+        fleet_claim("x", "theirs", "other", [("n1", "gpu-0", 52)]),
+    ]
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims))
+    p = plan(planner, half, "o").placement
+    assert p is not None and p.devices == ["gpu-0"]
+    assert plan(planner, half, "stranger").refusal is not None
+
+
+def test_a_withdrawn_device_is_never_available_even_to_its_holder(half: ModelFacts) -> None:
+    claims = [fleet_claim("ns", "mine", "o", [("n1", "gpu-0", 48)])]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 1)])], claims)
+    inv.upsert_claim(fleet_claim("x", "theirs", "other", [("n1", "gpu-1", 90)]))
+    holding = Placement(
+        placement_mode=PlacementMode.SHARED,
+        driver="gpu.nvidia.com",
+        pool="n1",
+        devices=["gpu-0"],
+        share_percent=48,
+    )
+    r = plan(Planner(inv), half, "o", holding=holding)
+    assert r.placement is None and r.refusal is not None
+    assert len(inv.orphans()) == 1
+
+
+def test_back_to_back_plans_do_not_get_the_same_room(models: dict[str, ModelFacts]) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0, shares=False)])]))
+    assert plan(planner, models["qwen7b"], "a").placement is not None
+    assert plan(planner, models["qwen7b"], "b").refusal is not None
+    assert plan(planner, models["qwen7b"], "a").placement is not None  # its own reservation
+
+
+def test_reservation_expires_and_yields_to_the_claim(models: dict[str, ModelFacts]) -> None:
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0, shares=False)])])
+    planner = Planner(inv, reservation_ttl=0.0)
+    assert plan(planner, models["qwen7b"], "a").placement is not None
+    assert plan(planner, models["qwen7b"], "b").placement is not None  # a's reservation expired
+    inv.upsert_claim(fleet_claim("ns", "b-claim", "b", [("n1", "gpu-0", None)]))
+    assert plan(planner, models["qwen7b"], "c").refusal is not None
+
+
+def test_tainted_devices_are_not_offered(models: dict[str, ModelFacts]) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0, taint=True)])]))
+    r = plan(planner, models["qwen7b"])
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
+
+
+# ---------------------------------------------------------------- reasons
+
+
+def test_no_capacity_when_every_device_is_taken(models: dict[str, ModelFacts]) -> None:
+    claims = [fleet_claim("x", "c", "other", [("n1", "gpu-0", 100)])]
+    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims)), models["qwen7b"])
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
+
+
+def test_not_enough_memory_names_required_and_largest(models: dict[str, ModelFacts]) -> None:
+    devices = [fleet_gpu("n1", 0, memory_gi=24, product="NVIDIA L4")]
+    r = plan(Planner(inventory([fleet_slice("n1", devices)])), models["llama70b_fp8"])
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
+    need = memory_need(models["llama70b_fp8"])
+    assert need is not None and f"needs {round(need.required / GIB, 2)} GiB" in r.refusal.message
+    assert "largest accelerator found has 24.0 GiB (NVIDIA L4" in r.refusal.message
+
+
+def test_incomplete_memory_profile_is_told_apart(models: dict[str, ModelFacts]) -> None:
+    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0, memory_gi=None)])])), models["qwen7b"])
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_COMPATIBLE_PLACEMENT
+    assert "memory profile of the hardware is incomplete" in r.refusal.message
+    assert "administrator" in r.refusal.message
+
+
+def test_free_pieces_too_small_everywhere_is_no_capacity(half: ModelFacts) -> None:
+    claims = [
+        fleet_claim("x", "c0", "p", [("n1", "gpu-0", 70)]),
+        fleet_claim("x", "c1", "q", [("n1", "gpu-1", 70)]),
+    ]
+    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0), fleet_gpu("n1", 1)])], claims)), half)
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
+    assert "largest free piece 24.0 GiB" in r.refusal.message
+
+
+def test_room_in_a_form_the_policy_forbids_is_no_room_now(half: ModelFacts) -> None:
+    claims = [fleet_claim("x", "c0", "p", [("n1", "gpu-0", 40)])]
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims))
+    r = plan(planner, half, accelerator_policy=AcceleratorPolicy(allowed_share_percents=[100]))
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_COMPATIBLE_PLACEMENT
+    assert r.refusal.message.startswith("No room now")
+    assert "incomplete" not in r.refusal.message
+
+
+def test_class_selector_that_errors_is_undecidable(models: dict[str, ModelFacts]) -> None:
+    bad = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index == 0"}}]},
+    }
+    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], classes=[bad])), models["qwen7b"])
+    assert r.refusal is not None and r.refusal.reason == Reason.PLACEMENT_UNDECIDABLE
+    msg = r.refusal.message
+    assert "gpu.nvidia.com" in msg and "selector #0" in msg and "gpu.nvidia.com/n1/gpu-0" in msg
+    assert "index" in msg
+
+
+@pytest.mark.parametrize(
+    "selector", ["device.attributes[", "device.attributes['gpu.nvidia.com'].nope == 'x'"]
+)
+def test_policy_selector_that_cannot_be_judged_is_undecidable(
+    models: dict[str, ModelFacts], selector: str
+) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    r = plan(planner, models["qwen7b"], accelerator_policy=AcceleratorPolicy(selector=selector))
+    assert r.refusal is not None and r.refusal.reason == Reason.PLACEMENT_UNDECIDABLE
+    assert "CEL" in r.refusal.message
+
+
+def test_missing_priority_class(models: dict[str, ModelFacts]) -> None:
+    r = plan(
+        Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])])),
+        models["qwen7b"],
+        priority_class_name="gold",
+    )
+    assert r.refusal is not None and r.refusal.reason == Reason.PRIORITY_CLASS_NOT_FOUND
+    assert "gold" in r.refusal.message
+
+
+def test_higher_priority_preempts_the_fewest_lower_orders(half: ModelFacts) -> None:
+    claims = [
+        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 80)], priority=10),
+        fleet_claim("y", "c1", "lower", [("n1", "gpu-1", 30)], priority=5),
+        fleet_claim("y", "c2", "lowest", [("n1", "gpu-1", 40)], priority=1),
+    ]
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0), fleet_gpu("n1", 1)])],
+        claims,
+        [fleet_priority_class("gold", 1000)],
+    )
+    r = plan(Planner(inv), half, priority_class_name="gold")
+    assert r.placement is not None and r.placement.devices == ["gpu-1"]
+    assert [(v.namespace, v.name) for v in r.preempt] == [("y", "lowest")]
+
+
+def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
+    claims = [
+        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 10)], priority=1),
+        fleet_claim("x", "c1", None, [("n1", "gpu-0", 80)]),
+    ]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)])
+    r = plan(Planner(inv), half, priority_class_name="gold")
+    assert r.refusal is not None and r.refusal.reason == Reason.PLANNING_PREEMPTION_FAILED
+
+
+def test_equal_priority_never_preempts(half: ModelFacts) -> None:
+    claims = [fleet_claim("x", "c0", "peer", [("n1", "gpu-0", 90)], priority=1000)]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)])
+    r = plan(Planner(inv), half, priority_class_name="gold")
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY and r.preempt == []
+
+
+# ---------------------------------------------------------------- judge_plan
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "value"),
+    [
+        ({"share_percent": 150}, "sharePercent", "150"),
+        ({"share_percent": 0}, "sharePercent", "0"),
+        ({"device_class_name": None}, "deviceClassName", "None"),
+        ({"device_class_name": "tpu.example.com"}, "deviceClassName", "'tpu.example.com'"),
+        ({"memory_gi_b": 640.0}, "memoryGiB", "640.0"),
+    ],
+)
+def test_judge_names_field_and_value(changes: dict[str, Any], field: str, value: str) -> None:
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])])
+    good = Placement(
+        device_class_name="gpu.nvidia.com",
+        placement_mode=PlacementMode.SHARED,
+        sharing_mode=SharingMode.SHARES,
+        share_percent=50,
+        memory_gi_b=40.0,
+    )
+    assert judge_plan(good, inv) is None
+    refusal = judge_plan(good.model_copy(update=changes), inv)
+    assert refusal is not None and refusal.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
+    assert f"{field}={value}" in refusal.message
+
+
+def test_planner_answers_pass_the_judge(models: dict[str, ModelFacts]) -> None:
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", i) for i in range(2)])])
+    p = plan(Planner(inv), models["qwen32b_awq"]).placement
+    assert p is not None and judge_plan(p, inv) is None
