@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from isvc_api import Estimates, ModelFacts, Placement, Quantization
-
 from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
 
 _GIB = 1024**3
@@ -163,8 +162,8 @@ def estimates() -> Callable[..., Estimates]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """model_key and hardware_key parametrize over the whole matrix."""
-    if "model_key" in metafunc.fixturenames:
-        metafunc.parametrize("model_key", sorted(MODELS))
-    if "hardware_key" in metafunc.fixturenames:
-        metafunc.parametrize("hardware_key", sorted(HARDWARE))
+    """matrix_model and matrix_hardware parametrize over the whole matrix."""
+    if "matrix_model" in metafunc.fixturenames:
+        metafunc.parametrize("matrix_model", sorted(MODELS))
+    if "matrix_hardware" in metafunc.fixturenames:
+        metafunc.parametrize("matrix_hardware", sorted(HARDWARE))

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from isvc_api import Estimates, ModelFacts, Placement
-
 from isvc_runtime_recipes import AcceleratorFacts, RecipeBook
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -21,12 +20,12 @@ HARDWARE_KEYS = [
 
 def test_compiled_matrix_matches_golden_file(
     book: RecipeBook,
-    model_key: str,
+    matrix_model: str,
     facts: Callable[[str], ModelFacts],
     hardware: Callable[[str], tuple[Placement, AcceleratorFacts]],
     estimates: Callable[..., Estimates],
 ) -> None:
-    model = facts(model_key)
+    model = facts(matrix_model)
     plan = estimates(model)
     actual: dict[str, Any] = {
         "requirements": book.requirements(model, None).to_wire(),
@@ -36,7 +35,7 @@ def test_compiled_matrix_matches_golden_file(
         placement, card = hardware(key)
         result = book.compile(model, None, placement, plan, model.name, card)
         actual["compiled"][key] = result.to_wire()
-    path = GOLDEN / f"{model_key}.json"
+    path = GOLDEN / f"{matrix_model}.json"
     rendered = json.dumps(actual, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(exist_ok=True)

@@ -1,0 +1,288 @@
+"""Compiling: derived parameters, tool calling, refusals and the content hash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from isvc_api import (
+    CompiledRuntime,
+    EndpointType,
+    Estimates,
+    ModelFacts,
+    Placement,
+    Quantization,
+    Reason,
+    Refusal,
+    RuntimeRequirements,
+)
+from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
+
+Facts = Callable[[str], ModelFacts]
+Hardware = Callable[[str], tuple[Placement, AcceleratorFacts]]
+
+
+def compiled(book: RecipeBook, facts: ModelFacts, hw: tuple[Placement, AcceleratorFacts],
+             estimates: Estimates, endpoint: EndpointType | None = None) -> CompiledRuntime:
+    result = book.compile(facts, endpoint, hw[0], estimates, facts.name, hw[1])
+    assert isinstance(result, CompiledRuntime), result
+    return result
+
+
+def arg(runtime: CompiledRuntime, flag: str) -> str:
+    return runtime.args[runtime.args.index(flag) + 1]
+
+
+def test_half_a_card_claims_half_minus_the_margin(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct")
+    result = compiled(book, model, hardware("a100-80gb-share-50"), estimates(model))
+    assert arg(result, "--gpu-memory-utilization") == "0.45"
+
+
+def test_tensor_parallel_size_is_the_device_count(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-70b-instruct-fp8")
+    result = compiled(book, model, hardware("h100-80gb-x2"), estimates(model))
+    assert arg(result, "--tensor-parallel-size") == "2"
+
+
+def test_context_shrinks_to_what_fits_after_the_weights(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct")  # 128 KiB of KV per token, 15 GiB of weights
+    result = compiled(book, model, hardware("l4-24gb-whole"), estimates(model))
+    # 0.95 * 24 = 22.8 GiB, minus 14.96 weights and 1.5 overhead = 6.34 GiB = 51937 tokens -> 51712
+    assert arg(result, "--max-model-len") == "51712"
+    roomy = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert arg(roomy, "--max-model-len") == "131072"  # the model's own limit
+
+
+def test_served_name_model_path_and_api_key_come_from_the_order(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("qwen2.5-7b-instruct-awq").model_copy(update={"name": "Qwen/Qwen2.5-7B-Instruct-AWQ@main"})
+    placement, card = hardware("a100-80gb-whole")
+    result = book.compile(model, EndpointType.CHAT, placement, estimates(model), "my-order-model", card)
+    assert isinstance(result, CompiledRuntime)
+    assert arg(result, "--served-model-name") == "my-order-model"
+    assert result.args[0] == "/models/Qwen/Qwen2.5-7B-Instruct-AWQ" == result.model_path
+    assert result.api_key_env == "VLLM_API_KEY"
+    assert "--api-key" not in result.args  # the key comes from the auth Secret, never the args
+    assert arg(result, "--quantization") == "awq_marlin"
+
+
+def test_turing_cards_get_the_plain_awq_kernel(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("qwen2.5-7b-instruct-awq")
+    result = compiled(book, model, hardware("t4-16gb-whole"), estimates(model))
+    assert (result.recipe, arg(result, "--quantization")) == ("vllm-chat-turing", "awq")
+
+
+@pytest.mark.parametrize(
+    ("model_key", "parser"),
+    [
+        ("llama-3.1-8b-instruct", "llama3_json"),
+        ("qwen2.5-7b-instruct-awq", "hermes"),
+        ("mistral-7b-instruct-v0.3", "mistral"),
+    ],
+)
+def test_a_known_family_gets_the_tool_call_flags(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates],
+    model_key: str, parser: str,
+) -> None:
+    model = facts(model_key)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.tool_calling_supported is True
+    assert "--enable-auto-tool-choice" in result.args
+    assert arg(result, "--tool-call-parser") == parser
+
+
+def test_a_family_without_a_parser_has_no_tool_calling(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-2-7b-chat")
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.tool_calling_supported is False
+    assert "--enable-auto-tool-choice" not in result.args
+    assert "--tool-call-parser" not in result.args
+
+
+def test_gguf_tool_calling_is_the_jinja_flag(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("qwen2.5-7b-instruct-gguf")
+    result = compiled(book, model, hardware("l4-24gb-whole"), estimates(model))
+    assert (result.recipe, result.tool_calling_supported) == ("llamacpp-chat", True)
+    assert "--jinja" in result.args
+    assert arg(result, "-m") == "/models/Qwen/Qwen2.5-7B-Instruct-GGUF/model.gguf"
+    plain = model.model_copy(update={"family": "gemma"})
+    untooled = compiled(book, plain, hardware("l4-24gb-whole"), estimates(plain))
+    assert (untooled.tool_calling_supported, "--jinja" in untooled.args) == (False, False)
+
+
+def test_embeddings_never_claim_tool_calling(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("qwen3-embedding-0.6b")  # a qwen3 family, which has a chat parser
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert (result.recipe, result.tool_calling_supported) == ("vllm-embed", False)
+    assert result.args[result.args.index("--runner"):][:2] == ["--runner", "pooling"]
+
+
+def test_tei_image_follows_the_compute_capability(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("bge-m3")
+    images = {
+        key: compiled(book, model, hardware(key), estimates(model)).image
+        for key in ("a100-80gb-whole", "l4-24gb-whole", "t4-16gb-whole")
+    }
+    assert images == {
+        "a100-80gb-whole": "ghcr.io/huggingface/text-embeddings-inference:1.8",
+        "l4-24gb-whole": "ghcr.io/huggingface/text-embeddings-inference:89-1.8",
+        "t4-16gb-whole": "ghcr.io/huggingface/text-embeddings-inference:turing-1.8",
+    }
+
+
+def test_ports_are_named_http_and_metrics(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("bge-reranker-v2-m3")
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert [(p.name, p.container_port) for p in result.ports] == [("http", 8080), ("metrics", 9000)]
+    assert (result.health_path, result.api_key_env) == ("/health", "API_KEY")
+
+
+@pytest.mark.parametrize(
+    ("model_key", "expected"),
+    [
+        ("llama-3.1-8b-instruct", EndpointType.CHAT),
+        ("bge-m3", EndpointType.EMBEDDINGS),
+        ("bge-reranker-v2-m3", EndpointType.RERANK),
+        ("qwen3-embedding-0.6b", EndpointType.EMBEDDINGS),  # the source says so
+        ("phi-3-mini-bnb-unknown-arch", EndpointType.CHAT),  # nothing says: chat
+    ],
+)
+def test_an_order_without_a_class_is_served_as_what_the_model_is(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates],
+    model_key: str, expected: EndpointType,
+) -> None:
+    model = facts(model_key)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.model_extra is not None
+    assert result.model_extra["endpoint_type"] == expected
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_a_quantization_no_recipe_loads_is_a_quantization_mismatch(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct-bnb")
+    placement, card = hardware("a100-80gb-whole")
+    result = book.compile(model, EndpointType.CHAT, placement, estimates(model), model.name, card)
+    assert isinstance(result, Refusal)
+    assert result.reason == Reason.QUANTIZATION_MISMATCH
+    assert "vllm-chat fails quantization: it loads None, AWQ, GPTQ, FP8, not BitsAndBytes" in result.message
+    assert "llamacpp-chat fails format" in result.message
+    before = book.requirements(model, EndpointType.CHAT)
+    assert isinstance(before, Refusal) and before.reason == Reason.QUANTIZATION_MISMATCH
+
+
+def test_no_recipe_for_the_hardware_is_no_compatible_runtime(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-70b-instruct-fp8")
+    result = book.compile(model, None, *hardware("t4-16gb-whole")[:1], estimates(model), model.name,
+                          hardware("t4-16gb-whole")[1])
+    assert isinstance(result, Refusal)
+    assert result.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
+    assert "vllm-chat fails compute capability: it needs 8.0 or higher, the card has 7.5" in result.message
+    assert "vllm-chat-turing fails quantization" in result.message
+    assert "Tesla T4" in result.message
+
+
+def test_an_endpoint_type_no_recipe_serves_is_no_compatible_runtime(
+    book: RecipeBook, facts: Facts
+) -> None:
+    model = facts("qwen2.5-7b-instruct-gguf")
+    result = book.requirements(model, EndpointType.RERANK)
+    assert isinstance(result, Refusal)
+    assert result.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
+    for recipe in book:
+        assert f"{recipe.name} fails " in result.message
+
+
+def test_a_placement_too_small_for_any_context_is_refused_with_the_numbers(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct")
+    placement, card = hardware("a100-80gb-share-50")
+    small = placement.model_copy(update={"share_percent": 20})
+    result = book.compile(model, None, small, estimates(model), model.name, card)
+    assert isinstance(result, Refusal)
+    assert result.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
+    assert "vllm-chat fails memory: 12.0 GiB claimable" in result.message
+
+
+def test_a_share_outside_1_to_100_is_not_a_placement(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct")
+    placement, card = hardware("a100-80gb-share-50")
+    result = book.compile(model, None, placement.model_copy(update={"share_percent": 150}),
+                          estimates(model), model.name, card)
+    assert isinstance(result, Refusal)
+    assert result.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
+    assert "sharePercent is 150" in result.message
+
+
+# ---------------------------------------------------------------- requirements
+
+
+def test_requirements_name_the_candidates_and_the_lowest_compute_capability(
+    book: RecipeBook, facts: Facts
+) -> None:
+    result = book.requirements(facts("qwen2.5-7b-instruct-awq"), EndpointType.CHAT)
+    assert isinstance(result, RuntimeRequirements)
+    assert result.recipes == ["vllm-chat", "vllm-chat-turing"]
+    assert (result.min_compute_capability, result.max_devices) == ("7.5", 8)
+    fp8 = book.requirements(
+        facts("qwen2.5-7b-instruct-awq").model_copy(update={"quantization": Quantization.FP8}), None
+    )
+    assert isinstance(fp8, RuntimeRequirements)
+    assert (fp8.recipes, fp8.min_compute_capability) == (["vllm-chat"], "8.0")
+
+
+def test_requirements_of_an_embedding_model_exclude_multi_device(book: RecipeBook, facts: Facts) -> None:
+    result = book.requirements(facts("bge-m3"), EndpointType.EMBEDDINGS)
+    assert isinstance(result, RuntimeRequirements)
+    assert [str(m) for m in result.placement_modes] == ["Shared", "WholeDevice"]
+    assert result.max_devices == 1
+
+
+# ---------------------------------------------------------------- content hash
+
+
+def test_the_hash_changes_with_the_plan_and_the_recipe(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("llama-3.1-8b-instruct")
+    placement, card = hardware("a100-80gb-share-50")
+    base = compiled(book, model, (placement, card), estimates(model))
+    same = compiled(load_recipes(), model, (placement.model_copy(update={"node_name": "n1"}), card),
+                    estimates(model))
+    assert same.content_hash == base.content_hash  # nothing that rolls the workload moved
+    other_share = compiled(book, model, (placement.model_copy(update={"share_percent": 60}), card),
+                           estimates(model))
+    assert other_share.content_hash != base.content_hash
+    recipe = book.get("vllm-chat")
+    assert recipe is not None
+    bumped = recipe.model_dump(by_alias=True, mode="json") | {"image": "vllm/vllm-openai:v0.11.1"}
+    rebooked = load_recipes([bumped])
+    assert compiled(rebooked, model, (placement, card), estimates(model)).content_hash != base.content_hash
