@@ -45,10 +45,14 @@ def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
     ours = _hf_token_env(inputs)
     key_env = api_key_env(inputs.runtime)
     if key_env and inputs.exposure.authentication == Authentication.TOKEN:
-        ours.append({
-            "name": key_env,
-            "valueFrom": {"secretKeyRef": {"name": auth_secret_name(inputs.name), "key": AUTH_SECRET_KEY}},
-        })
+        ours.append(
+            {
+                "name": key_env,
+                "valueFrom": {
+                    "secretKeyRef": {"name": auth_secret_name(inputs.name), "key": AUTH_SECRET_KEY}
+                },
+            }
+        )
     taken = {e["name"] for e in ours}
     plain = [{"name": k, "value": v} for k, v in sorted(inputs.runtime.env.items()) if k not in taken]
     return plain + ours

@@ -44,14 +44,20 @@ def ingress(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any
         annotations[ISSUER_ANNOTATION] = issuer
     spec: dict[str, Any] = {
         "tls": [{"hosts": [host], "secretName": tls_secret_name(inputs.name)}],
-        "rules": [{
-            "host": host,
-            "http": {"paths": [{
-                "path": "/",
-                "pathType": "Prefix",
-                "backend": {"service": {"name": inputs.name, "port": {"name": "http"}}},
-            }]},
-        }],
+        "rules": [
+            {
+                "host": host,
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": inputs.name, "port": {"name": "http"}}},
+                        }
+                    ]
+                },
+            }
+        ],
     }
     if settings.ingress_class_name:
         spec = {"ingressClassName": settings.ingress_class_name, **spec}

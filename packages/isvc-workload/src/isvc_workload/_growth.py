@@ -73,8 +73,11 @@ class GrowthVerdict(BaseModel):
     def condition(self, observed_generation: int | None = None) -> Condition:
         """The verdict as the ScalingHealthy condition of the order."""
         return Condition(
-            type=ConditionType.SCALING_HEALTHY, status=self.status, reason=str(self.reason),
-            message=self.message, observed_generation=observed_generation,
+            type=ConditionType.SCALING_HEALTHY,
+            status=self.status,
+            reason=str(self.reason),
+            message=self.message,
+            observed_generation=observed_generation,
         )
 
 
@@ -94,12 +97,17 @@ def judge_growth(
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     ready = [p for p in live if is_ready(p)]
     if deployment is None or not ready:
-        return GrowthVerdict(status="Unknown", reason=StatusReason.WAITING,
-                             message="Growth is judged once a replica serves.")
+        return GrowthVerdict(
+            status="Unknown", reason=StatusReason.WAITING, message="Growth is judged once a replica serves."
+        )
     device_class = claim_device_class(claims)
     unplaced = tuple(
-        UnplacedReplica(pod=name_of(p), claim=pod_claim_name(p, CLAIM_NAME), scheduler_message=s[1],
-                        device_class=device_class)
+        UnplacedReplica(
+            pod=name_of(p),
+            claim=pod_claim_name(p, CLAIM_NAME),
+            scheduler_message=s[1],
+            device_class=device_class,
+        )
         for p in live
         if (s := unscheduled(p)) is not None and claims_exhausted(*s)
     )
@@ -107,16 +115,20 @@ def judge_growth(
     desired_count = int(desired) if desired is not None else len(live)
     if not unplaced:
         return GrowthVerdict(
-            status="True", reason=StatusReason.SCALING_OK,
+            status="True",
+            reason=StatusReason.SCALING_OK,
             message=f"{len(ready)} of {desired_count} replicas ready; growth is not blocked.",
         )
     who = (
-        f"the autoscaler asked for {desired_count}" if autoscaler and desired_count > min_replicas
+        f"the autoscaler asked for {desired_count}"
+        if autoscaler and desired_count > min_replicas
         else f"the class asks for {desired_count}"
     )
     where = f" on device class {device_class}" if device_class else ""
     return GrowthVerdict(
-        status="False", reason=Reason.SCALE_UP_BLOCKED, unplaced=unplaced,
+        status="False",
+        reason=Reason.SCALE_UP_BLOCKED,
+        unplaced=unplaced,
         message=(
             f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
             f"device{where}. Scaling up is blocked by capacity: free some on that device class, or wait."

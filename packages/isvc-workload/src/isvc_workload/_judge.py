@@ -128,8 +128,14 @@ def _container_failure(
     pod_name = name_of(pod)
 
     def failure(node_reason: str, never_started: bool = False) -> _Failure:
-        return _Failure(pod=pod, pod_name=pod_name, container=name, node_reason=node_reason,
-                        restarts=restarts, never_started=never_started)
+        return _Failure(
+            pod=pod,
+            pod_name=pod_name,
+            container=name,
+            node_reason=node_reason,
+            restarts=restarts,
+            never_started=never_started,
+        )
 
     waiting = state.get("waiting") or {}
     if waiting.get("reason") in STARTUP_FAILED_WAITING:
@@ -222,7 +228,8 @@ def judge_workload(
     """
     if deployment is None:
         return WorkloadVerdict(
-            status="False", reason=Reason.WORKLOAD_NOT_READY,
+            status="False",
+            reason=Reason.WORKLOAD_NOT_READY,
             message="The workload has not been created yet; it is applied on the next pass.",
         )
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
@@ -233,13 +240,15 @@ def judge_workload(
     if failed_create is not None and failed_create.get("status") == "True":
         return workload_error(
             f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
-            f"{failed_create.get('message')}", previous,
+            f"{failed_create.get('message')}",
+            previous,
         )
 
     ready = [p for p in live if is_ready(p)]
     if ready:
         return WorkloadVerdict(
-            status="True", reason=StatusReason.WORKLOAD_AVAILABLE,
+            status="True",
+            reason=StatusReason.WORKLOAD_AVAILABLE,
             message=f"{len(ready)} of {_desired(deployment)} replicas ready.",
         )
 
@@ -247,7 +256,9 @@ def judge_workload(
     for pod, (reason, message) in scheduling:
         if cel_undecidable(reason, message):
             return WorkloadVerdict(
-                status="False", reason=Reason.PLACEMENT_UNDECIDABLE, memory=previous,
+                status="False",
+                reason=Reason.PLACEMENT_UNDECIDABLE,
+                memory=previous,
                 message=(
                     f"The scheduler cannot judge the device selector, so the search for a device never "
                     f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
@@ -264,7 +275,9 @@ def judge_workload(
             device_class = claim_device_class(claims)
             where = f" on device class {device_class}" if device_class else ""
             return WorkloadVerdict(
-                status="False", reason=Reason.RESOURCE_CLAIM_EXHAUSTED, memory=previous,
+                status="False",
+                reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
+                memory=previous,
                 message=(
                     f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
                     f"{message}. This is capacity: free some, or wait; it passes on its own."
@@ -281,12 +294,16 @@ def judge_workload(
     if pending or scheduling:
         what = f"claim {name_of(pending[0])}" if pending else f"pod {name_of(scheduling[0][0])}"
         return WorkloadVerdict(
-            status="False", reason=Reason.RESOURCE_CLAIM_PENDING, memory=previous,
+            status="False",
+            reason=Reason.RESOURCE_CLAIM_PENDING,
+            memory=previous,
             message=f"The workload waits for its device claim to be allocated ({what}); this is a stage.",
         )
 
     return WorkloadVerdict(
-        status="False", reason=Reason.WORKLOAD_NOT_READY, memory=previous,
+        status="False",
+        reason=Reason.WORKLOAD_NOT_READY,
+        memory=previous,
         message=(
             f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
             f"downloading the model); this passes on its own."

@@ -1,0 +1,26 @@
+"""isvc health: probe an order's inference API and tell a blip from a sustained failure."""
+
+from isvc_health._errors import HealthError, TemplateInvalid
+from isvc_health._metrics import ProbeMetrics
+from isvc_health._probe import AsyncProber, ProbeOutcome, Prober, ProbeResult, judge_response
+from isvc_health._resolve import EndpointResolver, ServiceDNSResolver, TemplateResolver
+from isvc_health._tracker import HealthSettings, HealthState, HealthTracker, HealthVerdict, judge_health
+
+__all__ = [
+    "AsyncProber",
+    "EndpointResolver",
+    "HealthError",
+    "HealthSettings",
+    "HealthState",
+    "HealthTracker",
+    "HealthVerdict",
+    "ProbeMetrics",
+    "ProbeOutcome",
+    "ProbeResult",
+    "Prober",
+    "ServiceDNSResolver",
+    "TemplateInvalid",
+    "TemplateResolver",
+    "judge_health",
+    "judge_response",
+]
