@@ -63,10 +63,20 @@ def _work_parent() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGTERM the child when the process that started it dies (Linux only)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A preexec hook asking the kernel to SIGTERM the child when its parent dies (Linux; else None).
+
+    libc is loaded here, in the parent, so the hook does nothing but one system call after fork.
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return hook
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -92,7 +102,7 @@ class _Component:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if die_with_parent else None,
+                preexec_fn=_die_with_parent_hook() if die_with_parent else None,
             )
 
     def check(self) -> None:

@@ -286,3 +286,35 @@ def test_stop_leaves_no_process_and_no_directory_behind() -> None:
     assert not workdir.exists()
     with pytest.raises(ProcessLookupError):
         os.killpg(pids[0], 0)
+
+
+def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    state_dir = tmp_path / "state"
+    up = subprocess.run(
+        [sys.executable, "-m", "isvc_testbed", "up", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert up.returncode == 0, up.stderr
+    state = json.loads((state_dir / "state.json").read_text())
+    try:
+        assert all(Path(f"/proc/{p}").exists() for p in state["pids"].values())
+        with Cluster.attach(state_dir / "state.json").api_client() as api:
+            assert k8s.VersionApi(api).get_code().git_version == "v1.36.3"
+    finally:
+        down = subprocess.run(
+            [sys.executable, "-m", "isvc_testbed", "down", "--state-dir", str(state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert down.returncode == 0, down.stderr
+    time.sleep(0.2)
+    assert [p for p in state["pids"].values() if Path(f"/proc/{p}").exists()] == []
+    assert not Path(state["workdir"]).exists()
+    assert not (state_dir / "state.json").exists()
