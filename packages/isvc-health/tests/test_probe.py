@@ -1,0 +1,136 @@
+"""The prober against a stand-in on loopback: token, outcomes, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+from health_standin import StandIn
+from isvc_health import (
+    AsyncProber,
+    ProbeMetrics,
+    ProbeOutcome,
+    Prober,
+    ServiceDNSResolver,
+    TemplateInvalid,
+    TemplateResolver,
+    judge_response,
+)
+from prometheus_client import CollectorRegistry
+
+
+def test_a_probe_with_the_right_token_succeeds(stand_in: StandIn) -> None:
+    with Prober(TemplateResolver(stand_in.url + "/{namespace}/{name}")) as prober:
+        result = prober.probe(
+            "team", "llm-a", service="llm-a", port=8000, token="secret-token", model="org/model"
+        )
+    assert (result.ok, result.outcome, result.status_code) == (True, ProbeOutcome.OK, 200)
+    assert stand_in.behaviour.seen_auth == ["Bearer secret-token"]
+    assert stand_in.behaviour.seen_paths == ["/team/llm-a/v1/models"]
+
+
+def test_a_wrong_token_is_a_failure_that_says_so(stand_in: StandIn) -> None:
+    with Prober() as prober:
+        result = prober.probe_url(stand_in.url, token="wrong")
+    assert (result.ok, result.outcome, result.reason) == (
+        False,
+        ProbeOutcome.HTTP_STATUS,
+        "HTTP 401 (token refused)",
+    )
+
+
+def test_no_token_sends_no_authorization_header(stand_in: StandIn) -> None:
+    stand_in.behaviour.token = None
+    with Prober() as prober:
+        result = prober.probe_url(stand_in.url, token=None)
+    assert result.ok
+    assert stand_in.behaviour.seen_auth == [None]
+
+
+def test_a_model_the_api_does_not_list_is_a_failure(stand_in: StandIn) -> None:
+    with Prober() as prober:
+        result = prober.probe_url(stand_in.url, token="secret-token", model="org/other")
+    assert (result.outcome, result.reason) == (
+        ProbeOutcome.MODEL_NOT_LISTED,
+        "model org/other not listed (serves org/model)",
+    )
+
+
+def test_a_slow_api_times_out(stand_in: StandIn) -> None:
+    stand_in.behaviour.delay = 0.5
+    with Prober(timeout=0.1) as prober:
+        result = prober.probe_url(stand_in.url, token="secret-token")
+    assert (result.outcome, result.reason) == (ProbeOutcome.TIMEOUT, "no answer within 0.1s")
+
+
+def test_a_closed_port_is_connection_refused() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with Prober(timeout=1.0) as prober:
+        result = prober.probe_url(f"http://127.0.0.1:{port}", token=None)
+    assert (result.ok, result.outcome, result.reason) == (
+        False,
+        ProbeOutcome.CONNECTION_REFUSED,
+        "connection refused",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "model", "outcome"),
+    [
+        (200, b'{"data": [{"id": "m"}]}', "m", ProbeOutcome.OK),
+        (200, b'{"data": [{"id": "m"}]}', None, ProbeOutcome.OK),
+        (200, b'{"data": []}', "m", ProbeOutcome.MODEL_NOT_LISTED),
+        (200, b"<html>", None, ProbeOutcome.BAD_RESPONSE),
+        (200, b'{"models": []}', None, ProbeOutcome.BAD_RESPONSE),
+        (503, b"", None, ProbeOutcome.HTTP_STATUS),
+    ],
+)
+def test_an_answer_is_judged_by_status_and_model_list(
+    status: int, body: bytes, model: str | None, outcome: ProbeOutcome
+) -> None:
+    assert judge_response(status, body, model)[0] == outcome
+
+
+def test_every_probe_is_counted_and_timed(stand_in: StandIn) -> None:
+    registry = CollectorRegistry()
+    with Prober(metrics=ProbeMetrics(registry)) as prober:
+        prober.probe_url(stand_in.url, token="secret-token", namespace="team", name="llm-a")
+        prober.probe_url(stand_in.url, token="wrong", namespace="team", name="llm-a")
+    labels = {"namespace": "team", "name": "llm-a"}
+    assert registry.get_sample_value("isvc_health_probes_total", labels | {"outcome": "ok"}) == 1
+    assert registry.get_sample_value("isvc_health_probes_total", labels | {"outcome": "http_status"}) == 1
+    assert registry.get_sample_value("isvc_health_probe_duration_seconds_count", {"outcome": "ok"}) == 1
+
+
+def test_the_async_prober_gives_the_same_answers(stand_in: StandIn) -> None:
+    async def run() -> tuple[ProbeOutcome, ProbeOutcome]:
+        prober = AsyncProber(TemplateResolver(stand_in.url))
+        try:
+            good = await prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token")
+            bad = await prober.probe("team", "llm-a", service="llm-a", port=8000, token=None)
+        finally:
+            await prober.aclose()
+        return good.outcome, bad.outcome
+
+    assert asyncio.run(run()) == (ProbeOutcome.OK, ProbeOutcome.HTTP_STATUS)
+
+
+@pytest.mark.parametrize(
+    ("resolver", "url"),
+    [
+        (ServiceDNSResolver(), "http://llm-a.team.svc:8000"),
+        (ServiceDNSResolver("cluster.local"), "http://llm-a.team.svc.cluster.local:8000"),
+        (TemplateResolver("http://127.0.0.1:18080/{namespace}/{name}/"), "http://127.0.0.1:18080/team/llm-a"),
+        (TemplateResolver("http://127.0.0.1:{port}"), "http://127.0.0.1:8000"),
+    ],
+)
+def test_resolvers_build_the_base_url(resolver: ServiceDNSResolver | TemplateResolver, url: str) -> None:
+    assert resolver.base_url("team", "llm-a", "llm-a", 8000) == url
+
+
+def test_a_template_naming_an_unknown_field_is_refused() -> None:
+    with pytest.raises(TemplateInvalid, match="pod_ip"):
+        TemplateResolver("http://{pod_ip}:8000")
