@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -291,7 +291,7 @@ class RecipeBook:
         )
         self.flags = flags
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Recipe]:
         return iter(self.recipes)
 
     def __len__(self) -> int:
