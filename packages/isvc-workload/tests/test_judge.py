@@ -152,6 +152,14 @@ def no_logs(pod_obj: dict[str, Any], container: str) -> str | None:
             id="the cluster refuses to create pods",
         ),
         pytest.param(
+            deployment(replicas=3, conditions=[REPLICA_FAILURE]),
+            [pod("p1", ready=True)],
+            [],
+            StatusReason.WORKLOAD_AVAILABLE,
+            "True",
+            id="a refused extra replica does not unready the serving one",
+        ),
+        pytest.param(
             deployment(conditions=[DEADLINE]),
             [pod("p1", containers=[running()])],
             [claim("c1", allocated=True)],

@@ -223,7 +223,8 @@ def judge_workload(
     """Judge the order's Deployment, pods and claims as read this pass.
 
     One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
-    telling first: a selector that cannot be judged, every pod failing to start, a device search
+    telling first: pods the cluster refuses to create, a selector that cannot be judged, every
+    pod failing to start, a device search
     that failed, a rollout the cluster gave up on, a claim awaiting allocation, and else: coming up.
     """
     if deployment is None:
@@ -236,20 +237,21 @@ def judge_workload(
     if previous is not None and previous.pod not in {name_of(p) for p in live}:
         previous = None
 
-    failed_create = condition(deployment, "ReplicaFailure")
-    if failed_create is not None and failed_create.get("status") == "True":
-        return workload_error(
-            f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
-            f"{failed_create.get('message')}",
-            previous,
-        )
-
     ready = [p for p in live if is_ready(p)]
     if ready:
         return WorkloadVerdict(
             status="True",
             reason=StatusReason.WORKLOAD_AVAILABLE,
             message=f"{len(ready)} of {_desired(deployment)} replicas ready.",
+        )
+
+    # Checked after readiness: a replica the quota refuses does not stop the ones that serve.
+    failed_create = condition(deployment, "ReplicaFailure")
+    if failed_create is not None and failed_create.get("status") == "True":
+        return workload_error(
+            f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
+            f"{failed_create.get('message')}",
+            previous,
         )
 
     scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
