@@ -224,8 +224,8 @@ def judge_workload(
 
     One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
     telling first: pods the cluster refuses to create, a selector that cannot be judged, every
-    pod failing to start, a device search
-    that failed, a rollout the cluster gave up on, a claim awaiting allocation, and else: coming up.
+    pod failing to start, a device search that failed, a rollout the cluster gave up on, a claim
+    awaiting allocation, and else: coming up.
     """
     if deployment is None:
         return WorkloadVerdict(
