@@ -23,7 +23,8 @@ def refusal(result: ModelFacts | Refusal) -> Refusal:
     return result
 
 
-# repo, token, format, architecture, family, params, dtype, quant, bits, ctx, layers, heads, kv, head_dim, hidden
+# repo, token, format, architecture, family, params, dtype, quant, bits,
+# context, layers, heads, kv heads, head dim, hidden size
 SHIPPED = [
     ("Qwen/Qwen2.5-7B-Instruct", None, ModelFormat.SAFETENSORS, "Qwen2ForCausalLM", "qwen2",
      7_615_616_512, "bfloat16", Quantization.NONE, None, 32768, 28, 28, 4, 128, 3584),
@@ -72,22 +73,22 @@ def test_weight_bytes_sum_the_weight_files_and_nothing_else(
 
 def test_a_gguf_repository_is_sized_by_one_variant_preferring_q4_k_m(client: HubClient) -> None:
     got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
-    assert 3_993_201_344 + 689_872_288 == got.weight_bytes
+    assert got.weight_bytes == 3_993_201_344 + 689_872_288
 
 
 def test_a_pytorch_only_repository_estimates_parameters_from_bytes(client: HubClient) -> None:
     got = facts(client.resolve("acme/bin-only"))
-    assert (ModelFormat.PYTORCH, 2_000_000_000, 1_000_000_000) == (
+    assert (
         got.format, got.weight_bytes, got.parameter_count,
-    )
+    ) == (ModelFormat.PYTORCH, 2_000_000_000, 1_000_000_000)
 
 
 def test_a_nested_text_config_supplies_the_architecture_numbers(client: HubClient) -> None:
     got = facts(client.resolve("acme/vlm"))
-    assert (34, 8, 4, 256, 2560, 131072) == (
+    assert (
         got.num_layers, got.num_attention_heads, got.num_kv_heads, got.head_dim, got.hidden_size,
         got.context_length,
-    )
+    ) == (34, 8, 4, 256, 2560, 131072)
 
 
 @pytest.mark.parametrize(
@@ -110,8 +111,8 @@ def test_without_the_hub_summary_the_safetensors_headers_are_read_by_range(
 ) -> None:
     hub = standin[0]
     got = facts(client.resolve(repo))
-    assert 1_235_814_400 == got.parameter_count
-    assert "bfloat16" == got.dtype
+    assert got.parameter_count == 1_235_814_400
+    assert got.dtype == "bfloat16"
     weight_reads = [r for r in hub.requests if "/resolve/" in r[1] and r[1].endswith(".safetensors")]
     assert weight_reads, "the headers were not read"
     assert all(rng is not None and rng.startswith("bytes=0-") for _, _, rng in weight_reads)
@@ -155,7 +156,7 @@ def test_refusals_name_the_reason_and_the_fix(
 
 
 def test_a_private_repository_resolves_with_its_token(client: HubClient) -> None:
-    assert 1_235_814_400 == facts(client.resolve(PRIVATE, PRIVATE_TOKEN)).parameter_count
+    assert facts(client.resolve(PRIVATE, PRIVATE_TOKEN)).parameter_count == 1_235_814_400
 
 
 def test_a_revision_pinned_to_a_commit_is_kept(client: HubClient) -> None:
@@ -166,7 +167,7 @@ def test_a_revision_pinned_to_a_commit_is_kept(client: HubClient) -> None:
 
 def test_an_invalid_reference_costs_no_request(client: HubClient, standin: tuple[StandinHub, str]) -> None:
     client.resolve("owner/--bad")
-    assert [] == standin[0].requests
+    assert standin[0].requests == []
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
@@ -178,11 +179,13 @@ def test_a_failing_hub_is_a_temporary_error(
         client.resolve("Qwen/Qwen2.5-7B-Instruct")
 
 
-def test_a_rate_limited_hub_is_retried_after_its_delay(client: HubClient, standin: tuple[StandinHub, str]) -> None:
+def test_a_rate_limited_hub_is_retried_after_its_delay(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
     standin[0].fail_with = 429
     with pytest.raises(SourceUnavailableError) as info:
         client.resolve("Qwen/Qwen2.5-7B-Instruct")
-    assert 30.0 == info.value.delay
+    assert info.value.delay == 30.0
 
 
 def test_an_unreachable_hub_is_a_temporary_error() -> None:
@@ -244,7 +247,7 @@ def test_an_answer_for_one_token_is_not_served_to_another(client: HubClient) -> 
 def test_a_cached_answer_cannot_be_changed_by_its_caller(client: HubClient) -> None:
     first = facts(client.resolve("BAAI/bge-m3"))
     first.parameter_count = 1
-    assert 567_754_752 == facts(client.resolve("BAAI/bge-m3")).parameter_count
+    assert facts(client.resolve("BAAI/bge-m3")).parameter_count == 567_754_752
 
 
 def test_the_token_is_never_shown(

@@ -19,8 +19,8 @@ def test_a_built_header_reads_back_with_its_element_counts() -> None:
     length = header_length(prefix[:8])
     assert 8 + length == len(prefix)
     assert length % 8 == 0
-    assert {"BF16": 4096 * 128 + 3, "F32": 7} == dict(count_elements(prefix[8:]))
-    assert 4096 * 128 * 2 + 7 * 4 + 3 * 2 == data
+    assert dict(count_elements(prefix[8:])) == {"BF16": 4096 * 128 + 3, "F32": 7}
+    assert data == 4096 * 128 * 2 + 7 * 4 + 3 * 2
     assert json.loads(prefix[8:])["b"]["data_offsets"] == [4096 * 128 * 2, 4096 * 128 * 2 + 28]
 
 
@@ -35,7 +35,8 @@ def test_an_impossible_header_length_is_rejected(prefix: bytes) -> None:
 
 @pytest.mark.parametrize(
     "header",
-    [b"not json", b"[1,2]", b'{"t": 3}', b'{"t": {"dtype": "F16"}}', b'{"t": {"dtype": "F16", "shape": [-1]}}'],
+    [b"not json", b"[1,2]", b'{"t": 3}', b'{"t": {"dtype": "F16"}}',
+     b'{"t": {"dtype": "F16", "shape": [-1]}}'],
 )
 def test_a_header_that_is_not_a_tensor_table_is_rejected(header: bytes) -> None:
     with pytest.raises(SafetensorsHeaderError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import os
 import re
@@ -199,7 +198,7 @@ class HubClient:
 
     @staticmethod
     def _error_code(resp: httpx.Response) -> str:
-        return resp.headers.get("X-Error-Code", "")
+        return str(resp.headers.get("X-Error-Code", ""))
 
     def _check(self, resp: httpx.Response, ref: RepoRef, token: str | None) -> None:
         """Map an HTTP status of the Hub to a refusal (raised as _Refused) or a retry."""
@@ -295,7 +294,9 @@ class HubClient:
                 "Accept the model's licence on the Hub, put that account's token in a Secret and "
                 "name it in spec.model.authSecretRef.",
             )
-        commit = info.get("sha") if isinstance(info.get("sha"), str) else (ref.revision or "main")
+        sha = info.get("sha")
+        commit = sha if isinstance(sha, str) and sha else (ref.revision or "main")
+        gguf_info: dict[str, Any] = info["gguf"] if isinstance(info.get("gguf"), dict) else {}
         files = self._files(info, ref, token, commit)
         root = {name: size for name, size in files.items() if "/" not in name}
 
@@ -325,15 +326,13 @@ class HubClient:
             params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
             dtype = dtype or _dominant_float(counts)
         elif fmt == ModelFormat.GGUF:
-            gguf = info.get("gguf") if isinstance(info.get("gguf"), dict) else {}
-            params = _int(gguf.get("total"))
+            params = _int(gguf_info.get("total"))
             quant = _Quant(Quantization.GGUF)
             bits = _gguf_bits(weights[0]) if weights else None
         elif weight_bytes is not None and dtype:
             per = DTYPE_BYTES.get(_safetensors_code(dtype) or "", 0)
             params = int(weight_bytes / per) if per else None
 
-        gguf_info = info.get("gguf") if isinstance(info.get("gguf"), dict) else {}
         heads = _pick(config, "num_attention_heads", "n_head", "num_heads")
         hidden = _pick(config, "hidden_size", "n_embd", "d_model")
         head_dim = _pick(config, "head_dim") or (hidden // heads if hidden and heads else None)

@@ -20,7 +20,7 @@ def _names(items: list[EndpointType] | list[str]) -> str:
 
 def admit(
     facts: ModelFacts, class_spec: InferenceServiceClassSpec | None
-) -> EndpointType | None | Refusal:
+) -> EndpointType | Refusal | None:
     """The endpoint type the order gets, None for a class-less order, or the policy's refusal.
 
     Effective set = the class's allowedEndpointTypes narrowed by the endpoint types the source says

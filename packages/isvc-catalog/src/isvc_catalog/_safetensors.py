@@ -18,8 +18,8 @@ from isvc_api import Quantization
 
 __all__ = [
     "DTYPE_BYTES",
-    "TORCH_DTYPES",
     "MAX_HEADER_BYTES",
+    "TORCH_DTYPES",
     "SafetensorsHeaderError",
     "build_header",
     "count_elements",

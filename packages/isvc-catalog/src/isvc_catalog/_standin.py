@@ -16,7 +16,6 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -251,11 +250,11 @@ class _Handler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------
 
     def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-              head: bool = False) -> None:
+              head: bool = False, length: int | None = None) -> None:
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         if not head:
             self.wfile.write(body)
@@ -371,6 +370,9 @@ class _Handler(BaseHTTPRequestHandler):
         wanted = _range(self.headers.get("Range"), f.size)
         if wanted is None and self.headers.get("Range"):
             self._send(416, b"", {"Content-Range": f"bytes */{f.size}"}, head)
+            return
+        if head and not wanted:
+            self._send(200, b"", headers, head=True, length=f.size)
             return
         start, end = wanted if wanted else (0, f.size - 1)
         if end - start + 1 > _SERVE_LIMIT and end >= len(f.prefix):

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+from isvc_catalog._safetensors import count_elements, header_length
+from isvc_catalog.standin_hub import StandinHub, load_fixtures, packaged_fixtures
+
+SHIPPED = {
+    "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-32B-Instruct-AWQ", "meta-llama/Llama-3.1-8B-Instruct",
+    "BAAI/bge-m3", "Qwen/Qwen2.5-7B-Instruct-GGUF", "meta-llama/Llama-3.1-405B-Instruct",
+}
+
+
+def test_the_shipped_fixtures_describe_the_six_models() -> None:
+    assert {m.repo for m in load_fixtures(packaged_fixtures())} == SHIPPED
+
+
+@pytest.mark.parametrize("repo", sorted(SHIPPED - {"Qwen/Qwen2.5-7B-Instruct-GGUF"}))
+def test_the_safetensors_headers_declare_the_stored_element_count(repo: str) -> None:
+    [model] = [m for m in load_fixtures(packaged_fixtures()) if m.repo == repo]
+    hub = StandinHub([model])
+    stored = model.safetensors or {}
+    total = 0
+    for name, f in hub.repos[repo].files.items():
+        if name.endswith(".safetensors"):
+            counts = count_elements(f.prefix[8 : 8 + header_length(f.prefix)])
+            total += sum(counts.values())
+            assert f.size > len(f.prefix)
+    assert (sum(stored.values()) if stored else model.parameters) == total
+
+
+def test_range_requests_serve_header_bytes_and_refuse_the_weights(standin: tuple[StandinHub, str]) -> None:
+    hub, url = standin
+    f = hub.repos["BAAI/bge-m3"].files["model.safetensors"]
+    file_url = f"{url}/BAAI/bge-m3/resolve/main/model.safetensors"
+    with httpx.Client() as http:
+        head = http.get(file_url, headers={"Range": "bytes=0-7"})
+        assert (206, f.prefix[:8], f"bytes 0-7/{f.size}") == (
+            head.status_code, head.content, head.headers["Content-Range"])
+        assert http.get(file_url).status_code == 416
+        assert http.get(file_url, headers={"Range": f"bytes={f.size}-"}).status_code == 416
+        tail = http.get(file_url, headers={"Range": "bytes=-16"})
+        assert (tail.status_code, tail.content) == (206, b"\0" * 16)
+        meta = http.head(file_url)
+        assert str(f.size) == meta.headers["Content-Length"]
+
+
+def test_the_tree_api_lists_folders_unless_recursive(standin: tuple[StandinHub, str]) -> None:
+    url = standin[1]
+    with httpx.Client() as http:
+        flat = http.get(f"{url}/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main").json()
+        deep = http.get(f"{url}/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main",
+                        params={"recursive": "true"}).json()
+    assert [e["path"] for e in flat if e["type"] == "directory"] == ["original"]
+    assert "original/consolidated.00.pth" in {e["path"] for e in deep}
+
+
+def test_the_command_serves_the_shipped_models_on_loopback() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "isvc_catalog.standin_hub", "--port", "0"],
+        stdout=subprocess.PIPE, text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            url = line.split(" on ")[1].split(" ")[0]
+            assert url.startswith("http://127.0.0.1:")
+            info = httpx.get(f"{url}/api/models/Qwen/Qwen2.5-7B-Instruct", params={"blobs": "true"}).json()
+            assert info["safetensors"]["total"] == 7_615_616_512
+            assert json.dumps(info)  # plain JSON
+        finally:
+            proc.terminate()
