@@ -49,13 +49,13 @@ class Logs:
         self.texts = texts or {}
         self.calls: list[tuple[str, str]] = []
 
-    def __call__(self, pod_obj: dict[str, Any], container: str) -> str | None:
-        key = (pod_obj["metadata"]["name"], container)
+    def __call__(self, pod_name: str, container: str) -> str | None:
+        key = (pod_name, container)
         self.calls.append(key)
         return self.texts.get(key, "line one\nline two")
 
 
-def no_logs(pod_obj: dict[str, Any], container: str) -> str | None:
+def no_logs(pod_name: str, container: str) -> str | None:
     raise AssertionError("read_log must not be called")
 
 

@@ -33,10 +33,11 @@ __all__ = [
 ]
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-LogReader = Callable[[dict[str, Any], str], str | None]
-"""Reads a container's output: (pod, container name) → text, or None when it cannot be had.
+LogReader = Callable[[str, str], str | None]
+"""Reads a container's output: (pod name, container name) → text, or None when it cannot be had.
 
-For a container that has restarted, read the previous instance: that is the one that fell over.
+The tail is enough (the judge keeps the last 8 lines). While a container waits in
+CrashLoopBackOff its log is that of the instance that fell over.
 """
 
 MAX_LOG_LINES = 8
@@ -102,7 +103,6 @@ def claims_exhausted(reason: str, message: str) -> bool:
 
 
 class _Failure(BaseModel):
-    pod: dict[str, Any]
     pod_name: str
     container: str
     node_reason: str
@@ -129,7 +129,6 @@ def _container_failure(
 
     def failure(node_reason: str, never_started: bool = False) -> _Failure:
         return _Failure(
-            pod=pod,
             pod_name=pod_name,
             container=name,
             node_reason=node_reason,
@@ -186,7 +185,7 @@ def _startup_failed(
     elif chosen.never_started:
         lines, read = (), False
     else:
-        lines, read = _tail(read_log(chosen.pod, chosen.container)), True
+        lines, read = _tail(read_log(chosen.pod_name, chosen.container)), True
     times = "time" if chosen.restarts == 1 else "times"
     message = (
         f"Every pod of the order fails to start its container ({len(failures)} of {len(failures)}): "
