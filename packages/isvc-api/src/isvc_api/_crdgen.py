@@ -51,6 +51,10 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
             continue
         if key == "additionalProperties" and value is False:
             continue
+        if key == "additionalProperties" and value is True:
+            # extra="allow": unknown fields are kept, which a structural schema says this way.
+            out["x-kubernetes-preserve-unknown-fields"] = True
+            continue
         if key == "properties":
             out[key] = {k: _resolve(v, defs) for k, v in value.items()}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):

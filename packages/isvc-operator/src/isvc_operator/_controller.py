@@ -8,8 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-
 from isvc_api import (
     GROUP,
     LABEL_ORDER,
@@ -22,6 +20,7 @@ from isvc_api import (
     now,
     set_condition,
 )
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from isvc_operator._kube import KubeCluster
 from isvc_operator._policy import judge_class
@@ -165,7 +164,10 @@ class Controller:
             kind, namespace, name = key
             started = time.monotonic()
             try:
-                delay = self.reconcile_class(name) if kind == "class" else self.reconciler.reconcile(namespace, name)
+                if kind == "class":
+                    delay = self.reconcile_class(name)
+                else:
+                    delay = self.reconciler.reconcile(namespace, name)
                 self.queue.forget(key)
                 if delay is not None:
                     self.queue.add_after(key, delay)

@@ -9,14 +9,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
-
-from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
 

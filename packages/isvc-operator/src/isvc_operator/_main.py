@@ -12,14 +12,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import yaml
-from prometheus_client import REGISTRY, start_http_server
-
 import isvc_catalog
 import isvc_health
 import isvc_planner
 import isvc_runtime_recipes
 import isvc_workload
+import yaml
+from prometheus_client import REGISTRY, start_http_server
+
 from isvc_operator._controller import ClusterAdapter, Controller
 from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._reconcile import Deps, Reconciler
@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
 
 def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             ok = self.path == "/healthz" or (self.path == "/readyz" and ready.is_set())
             self.send_response(200 if ok else 503)
             self.end_headers()
@@ -73,7 +73,7 @@ def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
         def log_message(self, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)  # noqa: S104 - probes come from the kubelet
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -105,8 +105,9 @@ def build(args: argparse.Namespace) -> Controller:
                           else isvc_health.ServiceDNSResolver())
     health = Health(
         prober=isvc_health.Prober(resolver_seam),
-        tracker=isvc_health.HealthTracker(failure_threshold=args.health_failure_threshold,
-                                          sustain_seconds=args.health_period_seconds),
+        tracker=isvc_health.HealthTracker(isvc_health.HealthSettings(
+            failure_threshold=args.health_failure_threshold,
+            sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))),
         period=args.health_period_seconds,
     )
     deps = Deps(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import attrs
-
 from isvc_api import (
     TLS,
     AcceleratorPolicy,

@@ -67,7 +67,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
-        delay = min(self._max, self._base * (2**n))
+        delay = float(min(self._max, self._base * (2**n)))
         self.add_after(key, delay)
         return delay
 

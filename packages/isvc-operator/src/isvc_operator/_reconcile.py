@@ -10,8 +10,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import attrs
-from pydantic import ValidationError
-
 from isvc_api import (
     GROUP,
     LABEL_ORDER,
@@ -19,6 +17,7 @@ from isvc_api import (
     VERSION,
     CatalogKind,
     CompiledRuntime,
+    Condition,
     ConditionType,
     EndpointStatus,
     EndpointType,
@@ -36,14 +35,25 @@ from isvc_api import (
     Resolved,
     RuntimeRequirements,
     StatusReason,
+    find_condition,
     now,
 )
+from pydantic import ValidationError
 
 from isvc_operator._policy import EffectivePolicy, class_ready
 from isvc_operator._state import Pass, Verdict
 
-__all__ = ["Cluster", "Deps", "ModelPort", "PlannerPort", "RecipesPort", "Reconciler", "TemporaryError",
-           "WorkloadPort", "HealthPort"]
+__all__ = [
+    "Cluster",
+    "Deps",
+    "HealthPort",
+    "ModelPort",
+    "PlannerPort",
+    "RecipesPort",
+    "Reconciler",
+    "TemporaryError",
+    "WorkloadPort",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +90,7 @@ class ModelPort(Protocol):
     """Model resolution and the class's model policy (isvc-catalog)."""
 
     def resolve(self, spec: ModelSpec, namespace: str, token: str | None) -> ModelFacts | Refusal: ...
-    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | None | Refusal: ...
+    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None: ...
 
 
 class RecipesPort(Protocol):
@@ -152,8 +162,10 @@ class HealthPort(Protocol):
     """The inference API probe and its sustained-failure tracker (isvc-health)."""
 
     def check(
-        self, namespace: str, name: str, token: str | None, was_ready: bool, at: datetime
+        self, namespace: str, name: str, port: int, token: str | None, ready: Condition | None
     ) -> Verdict: ...
+
+    def forget(self, namespace: str, name: str) -> None: ...
 
     @property
     def period(self) -> float: ...
@@ -204,6 +216,7 @@ class Reconciler:
         raw = self.d.cluster.order(namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             self._workload_memory.pop((namespace, name), None)
+            self.d.health.forget(namespace, name)
             return None
         order = InferenceService.model_validate(raw)
         st = Pass(order=order, raw=raw, now=self.d.clock())
@@ -234,7 +247,7 @@ class Reconciler:
             )))
             return
         klass = InferenceServiceClass.model_validate(raw)
-        ready, reason, message = class_ready(klass.status.conditions if klass.status else [])
+        ready, reason, _ = class_ready(klass.status.conditions if klass.status else [])
         policy = EffectivePolicy.of(klass)
         if not ready and reason != "PriorityClassMissing":
             st.say(type_, Verdict.refuse(Reason.CLASS_NOT_READY, (
@@ -257,7 +270,7 @@ class Reconciler:
         """ModelResolved: the reference resolves, its Secret exists, and the class admits the model."""
         type_ = ConditionType.MODEL_RESOLVED
         if st.policy is None:
-            st.say(type_, Verdict.waiting(ConditionType.CLASS_RESOLVED, st.blocker(ConditionType.CLASS_RESOLVED)))
+            st.say(type_, st.waits_for(ConditionType.CLASS_RESOLVED))
             return
         spec = st.order.spec.model
         if spec.src == ModelSource.AI_MODELS and not self.d.catalog_enabled:
@@ -286,8 +299,10 @@ class Reconciler:
         try:
             resolved = self.d.models.resolve(spec, st.namespace, token)
         except TemporaryError as exc:
-            reason = Reason.CATALOG_LOOKUP_FAILED if spec.src == ModelSource.AI_MODELS else Reason.MODEL_NOT_READY
-            st.say(type_, Verdict.refuse(reason, f"the model source did not answer ({exc}); asked again shortly."))
+            catalog = spec.src == ModelSource.AI_MODELS
+            reason = Reason.CATALOG_LOOKUP_FAILED if catalog else Reason.MODEL_NOT_READY
+            message = f"the model source did not answer ({exc}); asked again shortly."
+            st.say(type_, Verdict.refuse(reason, message))
             st.requeue(RETRY_SOON)
             return
         if isinstance(resolved, Refusal):
@@ -318,7 +333,7 @@ class Reconciler:
         """Planned: a placement and a compiled recipe, kept in the order's LaunchPlan."""
         type_ = ConditionType.PLANNED
         if st.facts is None or st.policy is None:
-            st.say(type_, Verdict.waiting(ConditionType.MODEL_RESOLVED, st.blocker(ConditionType.MODEL_RESOLVED)))
+            st.say(type_, st.waits_for(ConditionType.MODEL_RESOLVED))
             return
         previous = st.order.status.resolved if st.order.status else None
         replans = previous.replan_count if previous else 0
@@ -443,7 +458,7 @@ class Reconciler:
         """WorkloadReady: the children are applied and the replicas came up."""
         type_ = ConditionType.WORKLOAD_READY
         if st.plan is None or st.policy is None:
-            st.say(type_, Verdict.waiting(ConditionType.PLANNED, st.blocker(ConditionType.PLANNED)))
+            st.say(type_, st.waits_for(ConditionType.PLANNED))
             return
         auth_name: str | None = None
         if st.policy.token_required:
@@ -484,7 +499,8 @@ class Reconciler:
             st.event(*event)
         st.say(type_, Verdict(verdict.status, verdict.reason, verdict.message))
         if verdict.status != "True":
-            st.requeue(RETRY_SOON if verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value else RETRY_CAPACITY)
+            exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
+            st.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
 
     def _prune_templates(self, st: Pass) -> None:
         """Claim templates are immutable: a new plan gets a new one, and the old ones go."""
@@ -499,11 +515,13 @@ class Reconciler:
         """Ready: the inference API answered the probe with the token."""
         type_ = ConditionType.READY
         if not st.holds(ConditionType.WORKLOAD_READY):
-            if self._was_ready(st) and st.verdicts.get(ConditionType.WORKLOAD_READY) is not None:
-                pass
-            st.say(type_, Verdict.waiting(ConditionType.WORKLOAD_READY, st.blocker(ConditionType.WORKLOAD_READY)))
+            st.say(type_, st.waits_for(ConditionType.WORKLOAD_READY))
             return
-        verdict = self.d.health.check(st.namespace, st.name, st.token, self._was_ready(st), st.now)
+        runtime = st.plan.runtime if st.plan else None
+        ports = {p.name: p.container_port for p in (runtime.ports if runtime else [])}
+        status = st.order.status
+        previous = find_condition(status.conditions, ConditionType.READY.value) if status else None
+        verdict = self.d.health.check(st.namespace, st.name, ports.get("http", 8000), st.token, previous)
         st.say(type_, verdict)
         st.requeue(self.d.health.period)
 

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-
 from isvc_api import (
     Condition,
     ConditionType,
@@ -97,6 +96,10 @@ class Pass:
     def blocker(self, type_: ConditionType) -> str:
         v = self.verdicts.get(type_)
         return "not judged yet" if v is None else v.reason
+
+    def waits_for(self, type_: ConditionType) -> Verdict:
+        """Unknown: an earlier condition is not True, so this one cannot be told yet."""
+        return Verdict.waiting(type_, self.blocker(type_))
 
     def requeue(self, seconds: float) -> None:
         """Ask for another pass no later than `seconds` from now."""

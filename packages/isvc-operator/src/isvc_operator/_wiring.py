@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import isvc_catalog
@@ -13,6 +12,7 @@ import isvc_runtime_recipes
 import isvc_workload
 from isvc_api import (
     CompiledRuntime,
+    Condition,
     EndpointType,
     Estimates,
     InferenceService,
@@ -28,7 +28,7 @@ from isvc_operator._policy import EffectivePolicy
 from isvc_operator._reconcile import PlanOutcome, TemporaryError, WorkloadVerdict
 from isvc_operator._state import Verdict
 
-__all__ = ["CatalogModels", "PlannerService", "Recipes", "Workload"]
+__all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
 
 Obj = dict[str, Any]
 
@@ -45,7 +45,7 @@ class CatalogModels:
         except isvc_catalog.TemporaryError as exc:
             raise TemporaryError(str(exc)) from exc
 
-    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | None | Refusal:
+    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None:
         return isvc_catalog.admit(facts, policy.spec)
 
 
@@ -136,7 +136,8 @@ class Workload:
 
     def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
         meta = order["metadata"]
-        return isvc_workload.endpoint_url(meta["name"], meta["namespace"], policy.exposure.type, self.settings)
+        exposure = policy.exposure.type
+        return isvc_workload.endpoint_url(meta["name"], meta["namespace"], exposure, self.settings)
 
     def judge(self, order: Obj, deployment: Obj | None, pods: list[Obj], claims: list[Obj], memory: Any,
               read_log: Callable[[str, str], str | None]) -> WorkloadVerdict:
@@ -148,7 +149,7 @@ class Workload:
 class Health:
     """HealthPort over isvc-health: probe through the endpoint-resolution seam, judge sustained failure."""
 
-    def __init__(self, prober: Any, tracker: Any, period: float) -> None:
+    def __init__(self, prober: isvc_health.Prober, tracker: isvc_health.HealthTracker, period: float) -> None:
         self.prober = prober
         self.tracker = tracker
         self._period = period
@@ -157,5 +158,14 @@ class Health:
     def period(self) -> float:
         return self._period
 
-    def check(self, namespace: str, name: str, token: str | None, was_ready: bool, at: datetime) -> Verdict:
-        raise NotImplementedError(isvc_health)
+    def check(
+        self, namespace: str, name: str, port: int, token: str | None, ready: Condition | None
+    ) -> Verdict:
+        key = f"{namespace}/{name}"
+        self.tracker.recover(key, ready)
+        result = self.prober.probe(namespace, name, service=name, port=port, token=token)
+        verdict = self.tracker.observe(key, result)
+        return Verdict(verdict.status, str(verdict.reason), verdict.message)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.tracker.forget(f"{namespace}/{name}")

@@ -1,0 +1,347 @@
+"""In-memory stand-ins for the reconciler's ports: plain data, no cluster, no network."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from isvc_api import (
+    LABEL_ORDER,
+    CompiledRuntime,
+    Condition,
+    EndpointType,
+    Estimates,
+    InferenceService,
+    LaunchPlanSpec,
+    ModelFacts,
+    ModelSource,
+    ModelSpec,
+    Placement,
+    PlacementMode,
+    Reason,
+    Refusal,
+    RuntimeRequirements,
+    SharingMode,
+    StatusReason,
+)
+from isvc_operator import (
+    EffectivePolicy,
+    PlanOutcome,
+    TemporaryError,
+    Verdict,
+    WorkloadVerdict,
+)
+
+Obj = dict[str, Any]
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def order(
+    name: str = "support-llm",
+    namespace: str = "team-a",
+    klass: str | None = "default-llm",
+    model: str = "Qwen/Qwen2.5-7B-Instruct",
+    **model_extra: Any,
+) -> Obj:
+    spec: Obj = {"model": {"src": "HuggingFace", "ref": {"name": model}, **model_extra}}
+    if klass:
+        spec["inferenceServiceClassName"] = klass
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "generation": 1},
+        "spec": spec,
+    }
+
+
+def klass(name: str = "default-llm", ready: bool = True, reason: str = "ClassReady", **spec: Any) -> Obj:
+    body: Obj = {"modelPolicy": {"allowedEndpointTypes": ["Chat", "Embeddings"]}}
+    body.update(spec)
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceServiceClass",
+        "metadata": {"name": name, "generation": 1},
+        "spec": body,
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True" if ready else "False", "reason": reason, "message": "m"}
+            ]
+        },
+    }
+
+
+class FakeCluster:
+    """A dictionary of objects keyed by (kind, namespace, name), with SSA as a merge-free replace."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.events: list[tuple[str, str, str, str]] = []
+        self.statuses: list[Obj] = []
+        self.applied: list[Obj] = []
+        self.priority_classes: set[str] = set()
+        self.refuse_kind: str | None = None
+
+    def put(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = copy.deepcopy(obj)
+
+    def secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        self.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+            }
+        )
+
+    def _get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return copy.deepcopy(self.objects.get((kind, namespace, name)))
+
+    def order(self, namespace: str, name: str) -> Obj | None:
+        return self._get("InferenceService", namespace, name)
+
+    def klass(self, name: str) -> Obj | None:
+        return self._get("InferenceServiceClass", "", name)
+
+    def priority_class_exists(self, name: str) -> bool:
+        return name in self.priority_classes
+
+    def get_secret(self, namespace: str, name: str) -> Obj | None:
+        return self._get("Secret", namespace, name)
+
+    def launch_plan(self, namespace: str, name: str) -> Obj | None:
+        return self._get("LaunchPlan", namespace, name)
+
+    def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for (k, ns, _), o in self.objects.items()
+            if k == kind and ns == namespace and (o["metadata"].get("labels") or {}).get(LABEL_ORDER) == order
+        ]
+
+    def apply(self, manifest: Obj) -> Obj:
+        if manifest["kind"] == self.refuse_kind:
+            raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
+        self.applied.append(copy.deepcopy(manifest))
+        self.put(manifest)
+        return manifest
+
+    def apply_status(self, manifest: Obj) -> Obj:
+        self.statuses.append(copy.deepcopy(manifest))
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
+        self.objects[key]["status"] = copy.deepcopy(manifest["status"])
+        return self.objects[key]
+
+    def create(self, manifest: Obj) -> Obj:
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
+        if key not in self.objects:
+            self.put(manifest)
+        return copy.deepcopy(self.objects[key])
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        self.objects.pop((kind, namespace or "", name), None)
+
+    def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
+        return None
+
+    def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
+        self.events.append((involved["metadata"]["name"], type_, reason, message))
+
+    def status_of(self, namespace: str, name: str) -> Obj:
+        return self.objects[("InferenceService", namespace, name)]["status"]
+
+    def condition(self, namespace: str, name: str, type_: str) -> Obj:
+        return next(c for c in self.status_of(namespace, name)["conditions"] if c["type"] == type_)
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(body)
+        self.status = status
+        self.body = body
+
+
+FACTS = ModelFacts(
+    source=ModelSource.HUGGING_FACE,
+    name="Qwen/Qwen2.5-7B-Instruct",
+    parameter_count=7_600_000_000,
+    dtype="bfloat16",
+    num_layers=28,
+    num_kv_heads=4,
+    head_dim=128,
+    context_length=32768,
+)
+
+
+class FakeModels:
+    def __init__(self) -> None:
+        self.answer: ModelFacts | Refusal | Exception = FACTS
+        self.tokens: list[str | None] = []
+
+    def resolve(self, spec: ModelSpec, namespace: str, token: str | None) -> ModelFacts | Refusal:
+        self.tokens.append(token)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None:
+        types = policy.endpoint_types
+        return None if types is None else types[0]
+
+
+PLACEMENT = Placement(
+    device_class_name="gpu.nvidia.com",
+    driver="gpu.nvidia.com",
+    pool="gpu-h100-0",
+    devices=["gpu-0"],
+    device_uuids=["GPU-0"],
+    node_name="gpu-h100-0",
+    accelerator_product_name="NVIDIA H100 80GB HBM3",
+    accelerator_memory_gi_b=80,
+    placement_mode=PlacementMode.WHOLE_DEVICE,
+    sharing_mode=SharingMode.NONE,
+    device_count=1,
+    memory_gi_b=80,
+)
+ESTIMATES = Estimates(
+    required_memory_gi_b=20,
+    weights_gi_b=15,
+    kv_cache_gi_b=3,
+    overhead_gi_b=2,
+    context_length=8192,
+    cpu="4",
+    memory="24Gi",
+    model_volume="20Gi",
+)
+
+
+class FakeRecipes:
+    version = "v1"
+
+    def __init__(self) -> None:
+        self.refusal: Refusal | None = None
+
+    def requirements(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None
+    ) -> RuntimeRequirements | Refusal:
+        return self.refusal or RuntimeRequirements(recipes=["vllm"])
+
+    def compile(
+        self,
+        facts: ModelFacts,
+        endpoint_type: EndpointType | None,
+        placement: Placement,
+        estimates: Estimates,
+        served_name: str,
+    ) -> CompiledRuntime | Refusal:
+        return CompiledRuntime(
+            recipe="vllm",
+            image="vllm/vllm-openai:v0.11.0",
+            args=["serve", served_name],
+            tool_calling_supported=True,
+            content_hash="abc",
+        )
+
+
+class FakePlanner:
+    def __init__(self) -> None:
+        self.outcome = PlanOutcome(placement=PLACEMENT, estimates=ESTIMATES, refusal=None, preempt=[])
+        self.down = False
+        self.bad_placement: Refusal | None = None
+        self.holdings: list[Placement | None] = []
+
+    def plan(
+        self,
+        order: InferenceService,
+        facts: ModelFacts,
+        policy: EffectivePolicy,
+        requirements: RuntimeRequirements | None,
+        holding: Placement | None,
+    ) -> PlanOutcome:
+        if self.down:
+            raise TemporaryError("connection refused")
+        self.holdings.append(holding)
+        return self.outcome
+
+    def judge(self, placement: Placement) -> Refusal | None:
+        if self.down:
+            raise TemporaryError("connection refused")
+        if placement.share_percent is not None and not 1 <= placement.share_percent <= 100:
+            return Refusal(
+                reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
+            )
+        return self.bad_placement
+
+
+class FakeWorkload:
+    def __init__(self) -> None:
+        self.verdict = WorkloadVerdict("True", StatusReason.WORKLOAD_AVAILABLE.value, "1/1 replicas ready.")
+
+    def manifests(
+        self, order: Obj, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
+    ) -> list[Obj]:
+        name, ns = order["metadata"]["name"], order["metadata"]["namespace"]
+        labels = {LABEL_ORDER: name}
+        return [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": f"{name}-{plan.placement.node_name}", "namespace": ns, "labels": labels},
+            },
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
+            },
+        ]
+
+    def auth_secret(self, order: Obj) -> Obj:
+        meta = order["metadata"]
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{meta['name']}-auth", "namespace": meta["namespace"]},
+            "data": {"token": base64.b64encode(b"sekret").decode()},
+        }
+
+    def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
+        return f"https://{order['metadata']['name']}.{order['metadata']['namespace']}.example.com"
+
+    def judge(
+        self,
+        order: Obj,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        memory: Any,
+        read_log: Callable[[str, str], str | None],
+    ) -> WorkloadVerdict:
+        return self.verdict
+
+
+class FakeHealth:
+    period = 30.0
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.tokens.clear()
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.tokens: list[str | None] = []
+
+    def check(
+        self, namespace: str, name: str, port: int, token: str | None, ready: Condition | None
+    ) -> Verdict:
+        self.tokens.append(token)
+        was_ready = ready is not None and (ready.status == "True" or ready.reason == "ServiceUnhealthy")
+        if self.ok:
+            return Verdict.ok(StatusReason.SERVING, "the inference API answered.")
+        reason = Reason.SERVICE_UNHEALTHY if was_ready else Reason.HEALTH_CHECK_FAILED
+        return Verdict.refuse(reason, "the inference API did not answer.")

@@ -1,0 +1,264 @@
+"""One pass of the reconciler over an order, with every dependency faked as plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from isvc_api import Reason, Refusal
+from isvc_operator import Deps, PlanOutcome, Reconciler, TemporaryError, WorkloadVerdict
+
+from .fakes import (
+    PLACEMENT,
+    T0,
+    FakeCluster,
+    FakeHealth,
+    FakeModels,
+    FakePlanner,
+    FakeRecipes,
+    FakeWorkload,
+    klass,
+    order,
+)
+
+
+class World:
+    def __init__(self) -> None:
+        self.cluster = FakeCluster()
+        self.models = FakeModels()
+        self.recipes = FakeRecipes()
+        self.planner = FakePlanner()
+        self.workload = FakeWorkload()
+        self.health = FakeHealth()
+        self.catalog_enabled = True
+        self.cluster.put(klass())
+
+    def reconciler(self) -> Reconciler:
+        return Reconciler(
+            Deps(
+                cluster=self.cluster,
+                models=self.models,
+                recipes=self.recipes,
+                planner=self.planner,
+                workload=self.workload,
+                health=self.health,
+                catalog_enabled=self.catalog_enabled,
+                clock=lambda: T0,
+            )
+        )
+
+    def run(self, obj: dict[str, Any] | None = None) -> dict[str, Any]:
+        obj = obj or order()
+        if self.cluster.order(obj["metadata"]["namespace"], obj["metadata"]["name"]) is None:
+            self.cluster.put(obj)
+        self.reconciler().reconcile(obj["metadata"]["namespace"], obj["metadata"]["name"])
+        return self.cluster.status_of(obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
+def reasons(status: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["reason"] for c in status["conditions"]}
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_the_readme_order_reaches_ready_in_one_pass(world: World) -> None:
+    status = world.run()
+    assert status["phase"] == "Ready"
+    assert [c["type"] for c in status["conditions"]] == [
+        "ClassResolved",
+        "ModelResolved",
+        "Planned",
+        "WorkloadReady",
+        "Ready",
+        "ScalingHealthy",
+    ]
+    assert all(c["status"] == "True" for c in status["conditions"])
+    assert status["model"]["endpointType"] == "Chat"
+    assert status["authSecretName"] == "support-llm-auth"
+    assert status["endpoint"] == {
+        "url": "https://support-llm.team-a.example.com",
+        "type": "External",
+        "toolCallingSupported": True,
+    }
+    assert status["resolved"]["deviceClass"] == "gpu.nvidia.com"
+    assert status["resolved"]["replanCount"] == 0
+    assert world.health.tokens == ["sekret"]
+    assert "reason" not in status
+
+
+def test_the_status_is_written_once_per_pass(world: World) -> None:
+    world.run()
+    assert len(world.cluster.statuses) == 1
+
+
+def test_a_missing_class_says_class_not_found_and_echoes_the_name(world: World) -> None:
+    status = world.run(order(klass="old-llm"))
+    condition = next(c for c in status["conditions"] if c["type"] == "ClassResolved")
+    assert (condition["status"], condition["reason"]) == ("False", "ClassNotFound")
+    assert "'old-llm'" in condition["message"]
+    assert status["reason"] == "ClassNotFound" and status["phase"] == "Pending"
+    assert reasons(status)["ModelResolved"] == "WaitingForPreviousStep"
+
+
+def test_a_class_that_does_not_hold_says_class_not_ready(world: World) -> None:
+    world.cluster.put(klass(ready=False, reason="NoEndpointTypes"))
+    assert world.run()["reason"] == "ClassNotReady"
+
+
+def test_a_missing_priority_class_is_left_to_the_planner_not_class_not_ready(world: World) -> None:
+    world.cluster.put(klass(ready=False, reason="PriorityClassMissing", priorityClassName="gold"))
+    world.planner.outcome = PlanOutcome(
+        None, None, Refusal(reason=Reason.PRIORITY_CLASS_NOT_FOUND, message="no PriorityClass gold"), []
+    )
+    assert world.run()["reason"] == "PriorityClassNotFound"
+
+
+def test_a_namespace_outside_the_allow_list_is_not_allowed(world: World) -> None:
+    world.cluster.put(klass(admissionPolicy={"allowedNamespaces": ["team-b"]}))
+    status = world.run()
+    assert status["reason"] == "NamespaceNotAllowed"
+    assert "'team-a'" in reasons_message(status, "ClassResolved")
+
+
+def reasons_message(status: dict[str, Any], type_: str) -> str:
+    return str(next(c for c in status["conditions"] if c["type"] == type_)["message"])
+
+
+def test_a_classless_order_keeps_the_builtin_exposure_without_the_default_class(world: World) -> None:
+    world.cluster.delete("", "InferenceServiceClass", None, "default-llm")
+    status = world.run(order(klass=None))
+    assert status["phase"] == "Ready"
+    assert "endpointType" not in status.get("model", {})
+    assert status["endpoint"]["type"] == "External"
+    assert status["authSecretName"] == "support-llm-auth"
+
+
+def test_a_missing_auth_secret_is_named_and_lifts_once_created(world: World) -> None:
+    obj = order(authSecretRef={"name": "hf-token", "key": "token"})
+    status = world.run(obj)
+    assert status["reason"] == "AuthSecretNotFound"
+    assert "'hf-token'" in reasons_message(status, "ModelResolved")
+    world.cluster.secret("team-a", "hf-token", {"token": "hf_abc"})
+    assert world.run(obj)["phase"] == "Ready"
+    assert world.models.tokens[-1] == "hf_abc"
+
+
+def test_a_catalog_order_with_the_catalog_off_says_catalog_disabled(world: World) -> None:
+    world.catalog_enabled = False
+    obj = order()
+    obj["spec"]["model"] = {"src": "AIModels", "ref": {"name": "qwen", "kind": "Model"}}
+    assert world.run(obj)["reason"] == "CatalogDisabled"
+
+
+def test_a_catalog_that_does_not_answer_says_catalog_lookup_failed(world: World) -> None:
+    world.models.answer = TemporaryError("503")
+    obj = order()
+    obj["spec"]["model"] = {"src": "AIModels", "ref": {"name": "qwen", "kind": "Model"}}
+    assert world.run(obj)["reason"] == "CatalogLookupFailed"
+
+
+def test_a_refusal_of_the_model_source_is_passed_on(world: World) -> None:
+    world.models.answer = Refusal(reason=Reason.MODEL_NOT_FOUND, message="no repository x/y")
+    status = world.run()
+    assert (status["reason"], reasons(status)["Planned"]) == ("ModelNotFound", "WaitingForPreviousStep")
+
+
+def test_a_planner_that_does_not_answer_says_planner_request_failed_and_recovers(world: World) -> None:
+    world.planner.down = True
+    assert world.run()["reason"] == "PlannerRequestFailed"
+    world.planner.down = False
+    assert world.run()["phase"] == "Ready"
+
+
+def test_a_recipe_refusal_lands_on_planned(world: World) -> None:
+    world.recipes.refusal = Refusal(reason=Reason.QUANTIZATION_MISMATCH, message="recipes want AWQ")
+    status = world.run()
+    assert (status["reason"], reasons(status)["Planned"]) == ("QuantizationMismatch", "QuantizationMismatch")
+
+
+def test_a_hand_written_plan_with_share_150_is_not_a_placement_and_is_kept(world: World) -> None:
+    world.cluster.put(
+        {
+            "apiVersion": "ai.deckhouse.io/v1alpha1",
+            "kind": "LaunchPlan",
+            "metadata": {"name": "support-llm", "namespace": "team-a"},
+            "spec": {"placement": {"placementMode": "Shared", "sharePercent": 150}},
+        }
+    )
+    status = world.run()
+    message = reasons_message(status, "Planned")
+    assert status["reason"] == "LaunchPlanNotAPlacement"
+    assert "sharePercent" in message and "150" in message and "delete the LaunchPlan" in message
+    assert world.cluster.launch_plan("team-a", "support-llm")["spec"]["placement"]["sharePercent"] == 150
+    world.cluster.delete("", "LaunchPlan", "team-a", "support-llm")
+    assert world.run()["phase"] == "Ready"
+
+
+def test_an_unchanged_order_is_not_replanned(world: World) -> None:
+    world.run()
+    world.run()
+    assert len(world.planner.holdings) == 1
+
+
+def test_a_changed_model_replans_counting_the_holding_as_its_own(world: World) -> None:
+    obj = order()
+    world.run(obj)
+    obj["spec"]["model"]["ref"]["name"] = "Qwen/Qwen2.5-14B-Instruct"
+    obj["metadata"]["generation"] = 2
+    world.cluster.put({**obj, "status": world.cluster.status_of("team-a", "support-llm")})
+    status = world.run(obj)
+    assert world.planner.holdings == [None, PLACEMENT]
+    assert status["resolved"]["replanCount"] == 1
+    assert status["observedGeneration"] == 2
+
+
+def test_a_ready_order_whose_replan_fails_stays_ready_with_launch_plan_in_force(world: World) -> None:
+    obj = order()
+    world.run(obj)
+    world.planner.outcome = PlanOutcome(
+        None,
+        None,
+        Refusal(
+            reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
+            message="needs 90 GiB, the largest found is 80 GiB",
+        ),
+        [],
+    )
+    obj["spec"]["model"]["ref"]["name"] = "Qwen/Qwen2.5-72B-Instruct"
+    world.cluster.put({**obj, "status": world.cluster.status_of("team-a", "support-llm")})
+    status = world.run(obj)
+    planned = next(c for c in status["conditions"] if c["type"] == "Planned")
+    assert (status["phase"], planned["status"], planned["reason"]) == ("Ready", "True", "LaunchPlanInForce")
+    assert "NoAcceleratorWithEnoughMemory" in planned["message"] and "90 GiB" in planned["message"]
+
+
+def test_a_workload_the_cluster_refuses_says_workload_error(world: World) -> None:
+    world.cluster.refuse_kind = "Deployment"
+    status = world.run()
+    assert status["reason"] == "WorkloadError"
+    assert "Invalid value" in reasons_message(status, "WorkloadReady")
+
+
+def test_the_workload_verdict_is_the_condition(world: World) -> None:
+    world.workload.verdict = WorkloadVerdict("False", "ResourceClaimPending", "the claim awaits allocation.")
+    status = world.run()
+    assert (status["reason"], reasons(status)["Ready"]) == ("ResourceClaimPending", "WaitingForPreviousStep")
+
+
+def test_a_probe_failure_before_the_first_ready_is_pending_and_after_it_failed(world: World) -> None:
+    world.health.ok = False
+    status = world.run()
+    assert (status["phase"], status["reason"]) == ("Pending", "HealthCheckFailed")
+    world.health.ok = True
+    world.run()
+    world.health.ok = False
+    status = world.run()
+    assert (status["phase"], status["reason"]) == ("Failed", "ServiceUnhealthy")
+
+
+def test_a_deleted_order_is_done(world: World) -> None:
+    assert world.reconciler().reconcile("team-a", "gone") is None
+    assert world.cluster.statuses == []
