@@ -51,12 +51,21 @@ EXTRA_MODELS = [
 ]
 
 
-@pytest.fixture
-def standin() -> Iterator[tuple[StandinHub, str]]:
+@pytest.fixture(scope="session")
+def _running_hub() -> Iterator[tuple[StandinHub, str]]:
     hub = StandinHub([*load_fixtures(packaged_fixtures()), *EXTRA_MODELS])
     url = hub.start()
     yield hub, url
     hub.stop()
+
+
+@pytest.fixture
+def standin(_running_hub: tuple[StandinHub, str]) -> tuple[StandinHub, str]:
+    """The stand-in Hub with its knobs reset and an empty request log."""
+    hub = _running_hub[0]
+    hub.fail_with, hub.tree_page_size, hub.sizes_in_info = None, 1000, True
+    hub.requests.clear()
+    return _running_hub
 
 
 @pytest.fixture
