@@ -1,0 +1,190 @@
+"""Install the isvc module into a test-bed cluster and run its controller and planner on loopback.
+
+The chart is installed for real (CRDs, RBAC, ServiceAccounts, the default-llm class, Deployments that
+KWOK simulates). The controller and the planner then run here as processes, authenticated as the
+chart's own ServiceAccounts, so every call they make is checked against the chart's RBAC. They reach
+the stand-in Hugging Face hub and the stand-in inference server on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client as k8s
+
+from isvc_testbed._bins import bin_dir
+from isvc_testbed.cluster import Cluster, install_crds
+from isvc_testbed.helpers import wait_for
+
+__all__ = ["ModuleProcesses", "install_chart", "ROOT"]
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "d8-isvc"
+RELEASE = "isvc"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
+    """Apply crds/ and `helm upgrade --install` the module chart (idempotent)."""
+    with cluster.api_client("admin") as api:
+        install_crds(api, sorted((ROOT / "crds").glob("*.yaml")))
+    merged: dict[str, Any] = {"publicDomainTemplate": "%s.example.test"}
+    merged.update(values or {})
+    values_file = cluster.workdir / "module-values.yaml"
+    values_file.write_text(yaml.safe_dump(merged))
+    helm = bin_dir() / "helm"
+    env = {**os.environ, "HELM_CACHE_HOME": str(cluster.workdir / "helm-cache"),
+           "HELM_CONFIG_HOME": str(cluster.workdir / "helm-config"),
+           "HELM_DATA_HOME": str(cluster.workdir / "helm-data")}
+    subprocess.run(
+        [str(helm), "upgrade", "--install", RELEASE, str(ROOT / "module"), "--namespace", "default",
+         "--kubeconfig", str(cluster.admin_kubeconfig), "--values", str(values_file), "--wait",
+         "--timeout", "120s"],
+        check=True, env=env, capture_output=True, text=True,
+    )
+
+
+class ModuleProcesses:
+    """The controller, the planner and the stand-in hub as local processes, stopped by their pids."""
+
+    def __init__(self, cluster: Cluster, standin_template: str, catalog_mode: str = "AIModels") -> None:
+        self.cluster = cluster
+        self.standin_template = standin_template
+        self.catalog_mode = catalog_mode
+        self.logs = cluster.workdir / "module-logs"
+        self.logs.mkdir(exist_ok=True)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.planner_port = _free_port()
+        self.hub_port = _free_port()
+
+    @property
+    def planner_url(self) -> str:
+        return f"http://127.0.0.1:{self.planner_port}"
+
+    @property
+    def hub_url(self) -> str:
+        return f"http://127.0.0.1:{self.hub_port}"
+
+    def _spawn(self, name: str, argv: Sequence[str]) -> None:
+        log = (self.logs / f"{name}.log").open("ab")
+        self.procs[name] = subprocess.Popen(
+            list(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def _wait_http(self, name: str, url: str, timeout: float = 60.0) -> None:
+        def up() -> bool:
+            self.check(name)
+            try:
+                return httpx.get(url, timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, timeout, what=f"{name} at {url}")
+
+    def start_hub(self) -> None:
+        """The stand-in Hugging Face hub (isvc-catalog's fixture models) on loopback."""
+        self._spawn("hub", [sys.executable, "-m", "isvc_catalog.standin_hub", "--port", str(self.hub_port)])
+        self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
+
+    def start_planner(self) -> None:
+        """The planner service, as the chart's planner ServiceAccount."""
+        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "isvc-planner")
+        self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
+                                "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig)])
+        self._wait_http("planner", f"{self.planner_url}/readyz")
+
+    def stop_planner(self) -> None:
+        """Kill the planner (a crash, not a shutdown)."""
+        self._kill("planner", signal.SIGKILL)
+
+    def start_controller(self, *extra: str) -> None:
+        """The controller, as the chart's controller ServiceAccount."""
+        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "isvc-controller")
+        self._spawn("controller", [
+            sys.executable, "-m", "isvc_operator", "--kubeconfig", str(kubeconfig),
+            "--namespace", NAMESPACE, "--planner-url", self.planner_url,
+            "--huggingface-endpoint", self.hub_url, "--catalog-mode", self.catalog_mode,
+            "--public-domain-template", "%s.example.test", "--cert-manager", "false",
+            "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
+            "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
+            "--log-level", "Info", *extra,
+        ])
+        time.sleep(1.0)
+        self.check("controller")
+
+    def start(self) -> ModuleProcesses:
+        self.start_hub()
+        self.start_planner()
+        self.start_controller()
+        return self
+
+    def restart_controller(self, *extra: str) -> None:
+        """Stop and start the controller with other flags (e.g. another catalog mode)."""
+        self._kill("controller", signal.SIGTERM)
+        self.start_controller(*extra)
+
+    def check(self, name: str | None = None) -> None:
+        """Raise with the log tail of a process that died."""
+        for proc_name, proc in self.procs.items():
+            if (name is None or name == proc_name) and proc.poll() is not None:
+                tail = (self.logs / f"{proc_name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{proc_name} exited with {proc.returncode}:\n{tail}")
+
+    def log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
+
+    def _kill(self, name: str, sig: int) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+    def stop(self) -> None:
+        """Stop every process this object started."""
+        for name in list(self.procs):
+            self._kill(name, signal.SIGTERM)
+
+    def state(self) -> dict[str, Any]:
+        return {"pids": {n: p.pid for n, p in self.procs.items()}, "planner": self.planner_url,
+                "hub": self.hub_url, "logs": str(self.logs)}
+
+
+def order_status(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    """The status of an order, or {} while it has none."""
+    obj = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", namespace, "inferenceservices", name)
+    return dict(obj.get("status") or {})
+
+
+def conditions_line(status: dict[str, Any]) -> str:
+    """ClassResolved=True Resolved ... in one line, as the FAQ's jsonpath prints them."""
+    return " ".join(f"{c['type']}={c['status']}/{c['reason']}" for c in status.get("conditions", []))
+
+
+if __name__ == "__main__":
+    print(json.dumps({"root": str(ROOT)}))
