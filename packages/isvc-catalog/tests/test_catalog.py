@@ -68,6 +68,19 @@ def test_a_ready_catalog_object_gives_its_facts() -> None:
 
 
 @pytest.mark.parametrize(
+    ("size", "expected"),
+    [(15 * 2**30, 15 * 2**30), ("15Gi", 15 * 2**30), ("1.5Gi", 3 * 2**29), ("20G", 20 * 10**9), ("512", 512)],
+)
+def test_the_size_is_read_as_bytes_or_a_quantity(size: int | str, expected: int) -> None:
+    obj = with_("spec.sizeBytes", _DELETE)
+    obj["spec"]["size"] = size
+    obj["spec"]["source"] = {"url": "hf://BAAI/bge-m3", "revision": "main"}
+    got = parse_catalog_object(obj, CatalogKind.MODEL, "m", "team")
+    assert isinstance(got, ModelFacts)
+    assert (got.weight_bytes, got.revision) == (expected, "main")
+
+
+@pytest.mark.parametrize(
     ("obj", "expected"),
     [
         (with_("spec.quantization", "awq"), Quantization.AWQ),
@@ -114,6 +127,7 @@ def test_a_catalog_object_that_is_not_ready_says_model_not_ready(obj: dict[str, 
         (with_("spec.endpointTypes", ["Completion"]), "spec.endpointTypes"),
         (with_("spec.quantization", "HQQ"), "spec.quantization"),
         (with_("spec.numKVHeads", -1), "spec.numKVHeads"),
+        (with_("spec.size", "15 gigabytes"), "spec.size"),
     ],
 )
 def test_a_catalog_object_of_the_wrong_shape_is_an_invalid_model_source(

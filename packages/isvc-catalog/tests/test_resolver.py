@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 from isvc_api import CatalogKind, ModelFacts, ModelSource, ModelSpec, Reason, Refusal
-from isvc_catalog import Absent, CatalogReader, HubClient, Resolver, SourceUnavailableError
+from isvc_catalog import (
+    Absent,
+    CatalogReader,
+    HubClient,
+    Resolver,
+    SourceUnavailableError,
+    auth_secret_not_found,
+)
 from isvc_catalog.standin_hub import StandinHub
 
 
@@ -59,3 +66,11 @@ def test_a_hub_outage_reaches_the_caller_as_a_temporary_error(
     standin[0].fail_with = 502
     with pytest.raises(SourceUnavailableError):
         Resolver(client).resolve(hf("Qwen/Qwen2.5-7B-Instruct"), "team", None)
+
+
+def test_a_missing_auth_secret_is_named_with_its_key() -> None:
+    spec = ModelSpec.model_validate({"src": "HuggingFace", "ref": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+                                     "authSecretRef": {"name": "hf-token", "key": "hf"}})
+    got = auth_secret_not_found(spec, "team")
+    assert got.reason == Reason.AUTH_SECRET_NOT_FOUND
+    assert "team/hf-token" in got.message and "'hf'" in got.message

@@ -21,7 +21,7 @@ from isvc_catalog._hub import DEFAULT_ENDPOINT, HubClient
 from isvc_catalog._kube import KubeCatalogApi
 from isvc_catalog._policy import admit
 from isvc_catalog._refs import RepoRef, parse_repo_ref
-from isvc_catalog._resolver import ModelHub, Resolver
+from isvc_catalog._resolver import ModelHub, Resolver, auth_secret_not_found
 
 __all__ = [
     "CATALOG_GROUP",
@@ -43,6 +43,7 @@ __all__ = [
     "SourceUnavailableError",
     "TemporaryError",
     "admit",
+    "auth_secret_not_found",
     "parse_catalog_object",
     "parse_repo_ref",
 ]

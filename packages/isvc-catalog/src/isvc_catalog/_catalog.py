@@ -6,6 +6,8 @@ The Kubernetes call sits behind `CatalogApi` (see `_kube.py`); everything here i
 from __future__ import annotations
 
 import enum
+import re
+from decimal import Decimal
 from typing import Any, Protocol
 
 from isvc_api import (
@@ -57,9 +59,25 @@ class _Shape(BaseModel):
 
 
 class _Source(_Shape):
-    type: str | None = None
+    type: str | None = None  # {type: HuggingFace, repo: owner/name}
     repo: str | None = None
+    url: str | None = None  # or {url: hf://owner/name}
     revision: str | None = None
+
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def _bytes(value: object) -> object:
+    """A size as an integer of bytes, from an integer or a Kubernetes quantity like 15Gi."""
+    if isinstance(value, str):
+        match = _QUANTITY.match(value.strip())
+        if match is None:
+            raise ValueError(f"{value!r} is not a quantity of bytes such as 15Gi")
+        return int(Decimal(match.group(1)) * _SUFFIX[match.group(2)])
+    return value
 
 
 def _enum_ci(value: object, enum_type: type[enum.StrEnum]) -> object:
@@ -86,8 +104,14 @@ class _Spec(_Shape):
     head_dim: int | None = Field(default=None, gt=0)
     hidden_size: int | None = Field(default=None, gt=0)
     size_bytes: int | None = Field(default=None, ge=0)
+    size: int | None = Field(default=None, ge=0)  # int or quantity; sizeBytes is the older spelling
     dtype: str | None = None
     quantization_bits: int | None = Field(default=None, gt=0)
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _size(cls, v: object) -> object:
+        return _bytes(v)
 
     @field_validator("format", mode="before")
     @classmethod
@@ -167,7 +191,7 @@ def parse_catalog_object(
                 num_kv_heads=parsed.num_kv_heads,
                 head_dim=parsed.head_dim,
                 hidden_size=parsed.hidden_size,
-                weight_bytes=parsed.size_bytes,
+                weight_bytes=parsed.size if parsed.size is not None else parsed.size_bytes,
                 endpoint_types=list(dict.fromkeys(parsed.endpoint_types)),
             )
     return Refusal(

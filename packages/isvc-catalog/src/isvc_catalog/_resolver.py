@@ -8,7 +8,21 @@ from isvc_api import ModelFacts, ModelSource, ModelSpec, Reason, Refusal
 
 from isvc_catalog._catalog import CatalogReader
 
-__all__ = ["ModelHub", "Resolver"]
+__all__ = ["ModelHub", "Resolver", "auth_secret_not_found"]
+
+
+def auth_secret_not_found(spec: ModelSpec, namespace: str) -> Refusal:
+    """The refusal for an order whose authSecretRef names a Secret (or key) that is not there."""
+    ref = spec.auth_secret_ref
+    name, key = (ref.name, ref.key) if ref is not None else ("", "token")
+    return Refusal(
+        reason=Reason.AUTH_SECRET_NOT_FOUND,
+        message=(
+            f"The Secret {namespace}/{name} named in spec.model.authSecretRef, with a token under key "
+            f"{key!r}, is not there. Create it in the order's namespace, or correct the name in "
+            "spec.model.authSecretRef; the order resumes by itself once it exists."
+        ),
+    )
 
 
 class ModelHub(Protocol):
