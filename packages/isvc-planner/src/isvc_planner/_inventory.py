@@ -10,6 +10,7 @@ A holding on a device that is no longer published consumes nothing that exists a
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -188,6 +189,8 @@ class Inventory:
         self._holdings: dict[DeviceKey, dict[str, Holding]] = {}
         self._used: dict[DeviceKey, int] = {}
         self._reservations: dict[OrderKey, tuple[float, list[Holding]]] = {}
+        self._deadlines: list[tuple[float, OrderKey]] = []
+        self._order_claims: dict[OrderKey, set[str]] = {}
         self._index: dict[str, dict[GroupKey, _Group]] = {}
         self.version = 0
 
@@ -365,11 +368,9 @@ class Inventory:
             holdings.append(Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order,
                                     priority, units))
         with self.lock:
-            self._replace(f"claim:{uid}", self._claims.pop(uid, []), holdings)
-            if holdings:
-                self._claims[uid] = holdings
+            self._set_claim(uid, holdings)
             if order is not None and order in self._reservations:
-                held = {h.device for hs in self._claims.values() for h in hs if h.order == order}
+                held = {h.device for u in self._order_claims.get(order, ()) for h in self._claims[u]}
                 if {h.device for h in self._reservations[order][1]} <= held:
                     self.release(order)
 
@@ -378,7 +379,19 @@ class Inventory:
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         with self.lock:
-            self._replace(f"claim:{uid}", self._claims.pop(uid, []), [])
+            self._set_claim(uid, [])
+
+    def _set_claim(self, uid: str, holdings: list[Holding]) -> None:
+        old = self._claims.pop(uid, [])
+        for h in old:
+            if h.order is not None:
+                self._order_claims.get(h.order, set()).discard(uid)
+        self._replace(f"claim:{uid}", old, holdings)
+        if holdings:
+            self._claims[uid] = holdings
+            for h in holdings:
+                if h.order is not None:
+                    self._order_claims.setdefault(h.order, set()).add(uid)
 
     def reserve(self, order: OrderKey, priority: int, holdings: list[tuple[DeviceKey, int]],
                 ttl: float) -> None:
@@ -388,7 +401,9 @@ class Inventory:
         with self.lock:
             old = self._reservations.pop(order, (0.0, []))[1]
             self._replace(source, old, new)
-            self._reservations[order] = (time.monotonic() + ttl, new)
+            deadline = time.monotonic() + ttl
+            self._reservations[order] = (deadline, new)
+            heapq.heappush(self._deadlines, (deadline, order))
 
     def release(self, order: OrderKey) -> None:
         """Drop the reservation of an order."""
@@ -401,8 +416,10 @@ class Inventory:
         """Drop reservations whose time is up."""
         now = time.monotonic() if now is None else now
         with self.lock:
-            for order, (deadline, _) in list(self._reservations.items()):
-                if deadline <= now:
+            while self._deadlines and self._deadlines[0][0] <= now:
+                deadline, order = heapq.heappop(self._deadlines)
+                current = self._reservations.get(order)
+                if current is not None and current[0] == deadline:
                     self.release(order)
 
     def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
@@ -455,7 +472,7 @@ class Inventory:
     def held_by(self, order: OrderKey) -> dict[DeviceKey, int]:
         """Units an order holds per published device (claims and its reservation)."""
         out: dict[DeviceKey, int] = {}
-        sources = [hs for hs in self._claims.values()]
+        sources = [self._claims[uid] for uid in sorted(self._order_claims.get(order, ()))]
         if order in self._reservations:
             sources.append(self._reservations[order][1])
         for hs in sources:
