@@ -174,7 +174,8 @@ def packing(instances: int, rng: random.Random) -> tuple[list[float], list[float
         largest = max(m for devs in layout for m, _ in devs)
         capacity = sum(m for devs in layout for m, _ in devs)
         load = rng.uniform(0.7, 1.3)  # orders until their memory is this share of the fleet's
-        facts, demand = [], 0.0
+        facts: list[ModelFacts] = []
+        demand = 0.0
         while len(facts) < 10 and (len(facts) < 3 or demand < load * capacity):
             size = rng.uniform(4, min(largest - 2, 60))
             facts.append(_facts(size, rng))

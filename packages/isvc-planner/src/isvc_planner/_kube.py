@@ -18,6 +18,9 @@ from isvc_planner._inventory import Inventory
 
 __all__ = ["KubeSync", "load_api"]
 
+_config: Any = config  # the client ships partial hints; these calls are untyped
+_watch: Any = watch
+
 log = logging.getLogger("isvc_planner.kube")
 
 
@@ -37,9 +40,8 @@ PRIORITY_CLASSES = _Kind("scheduling.k8s.io", "v1", "priorityclasses")
 def load_api(kubeconfig: str | None = None) -> client.ApiClient:
     """An API client from a kubeconfig file, or from the pod's service account."""
     if kubeconfig:
-        return cast(client.ApiClient, config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig))
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return cast(client.ApiClient, _config.new_client_from_config(config_file=kubeconfig))
+    _config.load_incluster_config()
     return client.ApiClient()
 
 
@@ -97,7 +99,7 @@ class KubeSync:
                 known = fresh
                 self._mark_listed(kind)
                 version = (listing.get("metadata") or {}).get("resourceVersion")
-                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                stream = _watch.Watch().stream(
                     self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural,
                     resource_version=version, timeout_seconds=300, allow_watch_bookmarks=True)
                 for event in stream:
