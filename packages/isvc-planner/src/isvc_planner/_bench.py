@@ -233,8 +233,8 @@ def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[
         r = planner.plan(PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f))
         tally.take(r)
         p = r.placement
-        chosen.append(None if p is None else
-                      f"{p.pool}/{','.join(p.devices)}" + (f" {p.share_percent}%" if p.share_percent else ""))
+        share = f" {p.share_percent}%" if p is not None and p.share_percent else ""
+        chosen.append(None if p is None else f"{p.pool}/{','.join(p.devices or ())}{share}")
     flat = [(m * GIB, s) for devs in layout for m, s in devs]
     placed = sum(c is not None for c in chosen)
     return Packed(layout, sizes, needs, chosen, placed, _optimum(flat, needs, in_sequence=True),
@@ -257,7 +257,7 @@ def main() -> int:
     """Run everything, print a table, write .bench/planner.json."""
     rng = random.Random(20260801)
     result: dict[str, Any] = {"p50_ms": {}, "p99_ms": {}, "build_s": {}}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for nodes in (10, 100, 1000):
         p50, p99, build = latency(nodes, rng)
         result["p50_ms"][str(nodes)] = round(p50, 3)
