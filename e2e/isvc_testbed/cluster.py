@@ -260,24 +260,14 @@ class Cluster:
         """Terminate every process group this cluster started, then remove its directory."""
         if self._attached:
             return
-        running = [c for c in reversed(self._components) if c.proc is not None]
-        for c in running:
-            assert c.proc is not None
-            if c.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(c.proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for c in running:
-            assert c.proc is not None
-            try:
-                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(c.proc.pid, signal.SIGKILL)
-                c.proc.wait(timeout=5)
-            # a component may have left children in its group; they go with it
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(c.proc.pid, signal.SIGKILL)
+        # clients first, then the API server, then etcd: an API server whose etcd is gone stalls its shutdown
+        phases = [
+            [c for c in self._components if c.name not in ("kube-apiserver", "etcd")],
+            [c for c in self._components if c.name == "kube-apiserver"],
+            [c for c in self._components if c.name == "etcd"],
+        ]
+        for phase in phases:
+            _terminate([c.proc for c in phase if c.proc is not None], grace)
         self._components.clear()
         if getattr(self, "workdir", None) is not None and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -483,6 +473,22 @@ def _token(resp: k8s.AuthenticationV1TokenRequest) -> str:
     return str(resp.status.token)
 
 
+def _terminate(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """SIGTERM each process group, wait up to `grace`, then SIGKILL whatever is left of the groups."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        # whatever is left in the group (the leader after the grace, or children it left) goes now
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=5)
+
+
 # ---- stopping a cluster recorded by another process ----------------------------------------------------
 
 
@@ -509,14 +515,20 @@ def stop_recorded(state: ClusterState, grace: float = 10.0) -> list[str]:
     Returns the names of the components that were still running.
     """
     running = {n: p for n, p in state.pids.items() if _alive(p) and _ours(p, state.workdir)}
-    for pid in running.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in running.values()):
-        time.sleep(0.1)
-    for pid in running.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    phases = [
+        [p for n, p in running.items() if n not in ("kube-apiserver", "etcd")],
+        [p for n, p in running.items() if n == "kube-apiserver"],
+        [p for n, p in running.items() if n == "etcd"],
+    ]
+    for pids in phases:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
     shutil.rmtree(state.workdir, ignore_errors=True)
     return sorted(running)

@@ -288,6 +288,14 @@ def test_stop_leaves_no_process_and_no_directory_behind() -> None:
         os.killpg(pids[0], 0)
 
 
+def running(pid: int) -> bool:
+    """True while pid exists and is not a zombie waiting for a (foreign) parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_path: Path) -> None:
     import json
     import subprocess
@@ -303,7 +311,7 @@ def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_p
     assert up.returncode == 0, up.stderr
     state = json.loads((state_dir / "state.json").read_text())
     try:
-        assert all(Path(f"/proc/{p}").exists() for p in state["pids"].values())
+        assert all(running(p) for p in state["pids"].values())
         with Cluster.attach(state_dir / "state.json").api_client() as api:
             assert k8s.VersionApi(api).get_code().git_version == "v1.36.3"
     finally:
@@ -315,6 +323,6 @@ def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_p
         )
     assert down.returncode == 0, down.stderr
     time.sleep(0.2)
-    assert [p for p in state["pids"].values() if Path(f"/proc/{p}").exists()] == []
+    assert [p for p in state["pids"].values() if running(p)] == []
     assert not Path(state["workdir"]).exists()
     assert not (state_dir / "state.json").exists()
