@@ -19,7 +19,7 @@ from isvc_planner._inventory import Inventory
 from isvc_planner._models import OrderRef, PlanRequest, PlanResponse
 from isvc_planner._planner import Planner
 
-__all__ = ["Packed", "instance", "main", "pack", "packing"]
+__all__ = ["Packed", "in_support", "instance", "main", "need_of", "optimum", "pack", "packing", "units_for"]
 
 GIB = 1 << 30
 PACKING_SEED = 20260802
@@ -145,20 +145,47 @@ def instance(rng: random.Random) -> tuple[list[Layout], list[float]]:
     return layout, sizes
 
 
-def _optimum(devices: list[tuple[int, bool]], needs: list[int], *, in_sequence: bool,
-             free: list[int] | None = None) -> int:
+def need_of(size: float) -> int:
+    """The memory need in bytes the planner computes for an order of `size` GiB."""
+    need = memory_need(_facts(size, random.Random(0)))
+    assert need is not None
+    return need.required
+
+
+def in_support(layout: list[Layout], sizes: list[float]) -> bool:
+    """Whether `instance` can draw these nodes and order sizes (for hand-made instances)."""
+    kinds = [devs[0] for devs in layout]
+    if not 1 <= len(layout) <= 3 or any(not 1 <= len(devs) <= 4 or set(devs) != {kind}
+                                          or kind[0] not in (24, 40, 80)
+                                          for devs, kind in zip(layout, kinds, strict=True)):
+        return False
+    largest = max(m for m, _ in kinds)
+    capacity = sum(m for devs in layout for m, _ in devs)
+    if not 3 <= len(sizes) <= 10 or not all(4 <= s <= min(largest - 2, 60) for s in sizes):
+        return False
+    # Some load × capacity in [0.7, 1.3] × capacity above every earlier total from the third order
+    # on (drawing went on) and reached by the full total (it stopped), unless 10 orders stopped it.
+    low = max([0.7 * capacity] + [sum(sizes[:j]) for j in range(3, len(sizes))])
+    high = 1.3 * capacity if len(sizes) == 10 else min(1.3 * capacity, sum(sizes))
+    return low < high
+
+
+def units_for(need: int, memory: int, shareable: bool) -> int | None:
+    """Units of a device one order takes (the planner's rule, every percent permitted), or None."""
+    if shareable:
+        units = max(1, math.ceil(need * 100 / memory))
+        return units if units <= 100 else None
+    return 100 if memory >= need else None
+
+
+def optimum(devices: list[tuple[int, bool]], needs: list[int], *, in_sequence: bool,
+            free: list[int] | None = None) -> int:
     """Most orders placed, by exhaustive search over every device choice (one device per order).
 
     in_sequence: orders arrive in the given order and one that fits somewhere must be placed, as the
     planner must; this measures device choice alone. Otherwise any subset may be chosen (offline).
     free: units free per device at the start (all 100 when None).
     """
-    def units_for(need: int, mem: int, shareable: bool) -> int | None:
-        if shareable:
-            units = max(1, math.ceil(need * 100 / mem))
-            return units if units <= 100 else None
-        return 100 if mem >= need else None
-
     table = [[units_for(n, m, s) for (m, s) in devices] for n in needs]
     free = [100] * len(devices) if free is None else list(free)
     best = 0
@@ -237,8 +264,8 @@ def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[
         chosen.append(None if p is None else f"{p.pool}/{','.join(p.devices or ())}{share}")
     flat = [(m * GIB, s) for devs in layout for m, s in devs]
     placed = sum(c is not None for c in chosen)
-    return Packed(layout, sizes, needs, chosen, placed, _optimum(flat, needs, in_sequence=True),
-                  _optimum(flat, needs, in_sequence=False)), tally.overcommits
+    return Packed(layout, sizes, needs, chosen, placed, optimum(flat, needs, in_sequence=True),
+                  optimum(flat, needs, in_sequence=False)), tally.overcommits
 
 
 def packing(instances: int, rng: random.Random) -> tuple[list[Packed], int]:

@@ -1,9 +1,12 @@
 """Placement of one order on the ledger: best fit, classes in policy order, preemption by priority.
 
-Policy (least fragmentation): a model that fits one device never spans several. Among devices that
-hold it, take the one with the least free memory that still holds it (best fit), so partially used
-devices fill first and large empty devices stay whole; ties go to partially used devices, then to the
-smaller device, then to node/pool/device name. Devices the order already holds win over all others,
+Policy (least fragmentation): a model that fits one device never spans several. Free memory is seen
+as pieces (a shareable device's free shares, an untaken whole device); the placement chosen is the one
+that lowers the sum of squared free pieces least. On shareable devices that is best fit (the device
+with the least free memory that still holds the order), so partially used devices fill first and
+large empty ones stay whole; a whole device (or MIG partition) is taken when it costs less than a
+share: for an order that nearly fills it, never for one far smaller when a share fits. Ties go to
+partially used devices, then to the smaller device, then to node/pool/device name. Devices the order already holds win over all others,
 so a replan does not move a running order. Tensor parallel (2, 4, 8 devices of one node) is tried only
 when no device of the class is large enough; it takes the smallest device size and count that hold
 the model, on the node with the fewest free devices that suffice.
@@ -276,8 +279,14 @@ class Planner:
     def _single(self, cls: str, device: Device, free: int, units: int, mode: PlacementMode,
                 sharing: SharingMode, ask: _Ask) -> _Candidate:
         memory = device.memory or 0
-        free_bytes = free * memory // UNITS if device.shareable else memory
-        rank = (0 if device.key in ask.prefer else 1, free_bytes, 0 if free < UNITS else 1, memory,
+        if device.shareable:
+            before, after = free * memory // UNITS, (free - units) * memory // UNITS
+        else:  # a whole device is a free piece of its full memory, gone once taken
+            before, after = memory, 0
+        # The loss in the sum of squared free pieces: best fit on a shared device (the one with the
+        # least free memory loses least), and a whole device only when that costs less than a share.
+        loss = before * before - after * after
+        rank = (0 if device.key in ask.prefer else 1, loss, 0 if free < UNITS else 1, memory,
                 device.sort_key())
         return _Candidate(cls, (device,), units, mode, sharing, rank)
 
