@@ -36,6 +36,7 @@ def cluster() -> Iterator[Cluster]:
         pytest.fail(str(e), pytrace=False)
     try:
         yield c
+        c.check()  # a component that died during the session fails the teardown, naming it
     finally:
         c.stop()
 

@@ -263,6 +263,39 @@ def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
     assert "allocation" not in third.get("status", {})
 
 
+def test_a_mig_like_partition_is_allocated_from_the_partitionable_a100s(
+    admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
+    ns = namespace(admin_api, "smoke-mig")
+    custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
+    profile = f"device.attributes['{DRIVER}'].profile == '1g.5gb'"
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "small"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "mig.nvidia.com",
+                            "selectors": [{"cel": {"expression": profile}}],
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    custom.create_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", claim)
+    core.create_namespaced_pod(ns, cast(Any, claim_pod("small", "small")))
+    wait_for(lambda: core.read_namespaced_pod("small", ns).status.phase == "Running", 60, what="pod Running")
+    got = cast(dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", "small"))
+    [result] = got["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "gpu-a100-0"
+    assert result["device"].startswith(("gpu-0-mig-1g5gb-", "gpu-1-mig-1g5gb-"))
+
+
 def test_a_service_account_kubeconfig_authenticates_as_that_account(
     cluster: Cluster, admin_api: k8s.ApiClient
 ) -> None:
