@@ -4,9 +4,9 @@ Policy (least fragmentation): a model that fits one device never spans several. 
 as pieces (a shareable device's free shares, an untaken whole device); the placement chosen is the one
 that lowers the sum of squared free pieces least. On shareable devices that is best fit (the device
 with the least free memory that still holds the order), so partially used devices fill first and
-large empty ones stay whole; a whole device (or MIG partition) is taken when it costs less than a
-share: for an order that nearly fills it, never for one far smaller when a share fits. Ties go to
-partially used devices, then to the smaller device, then to node/pool/device name. Devices the order already holds win over all others,
+large empty ones stay whole; a whole device (or MIG partition) is taken only when that costs less
+than a share, as for an order that nearly fills it. Ties go to partially used devices, then to the
+smaller device, then to node/pool/device name. Devices the order already holds win over all others,
 so a replan does not move a running order. Tensor parallel (2, 4, 8 devices of one node) is tried only
 when no device of the class is large enough; it takes the smallest device size and count that hold
 the model, on the node with the fewest free devices that suffice.
