@@ -36,11 +36,11 @@ def say(text: str) -> None:
 
 
 def _start_standin(cluster: Cluster, log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    log = (log_dir / "standin.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "isvc_testbed.standin", "--kubeconfig", str(cluster.admin_kubeconfig)],
-        stdout=subprocess.PIPE, stderr=log, start_new_session=True,
-    )
+    with (log_dir / "standin.log").open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "isvc_testbed.standin", "--kubeconfig", str(cluster.admin_kubeconfig)],
+            stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+        )
     assert proc.stdout is not None
     template = proc.stdout.readline().decode().strip()
     if not template:
@@ -88,6 +88,9 @@ def up(state_dir: Path, timeout: float) -> int:
                 module.check()
                 status = order_status(alice, "team-a", "support-llm")
                 line = f"  phase={status.get('phase', '-')} {conditions_line(status)}"
+                blocking = next((c for c in status.get("conditions", []) if c["status"] == "False"), None)
+                if blocking:
+                    line += f"\n    {blocking['type']}: {blocking['message']}"
                 if line != last:
                     say(line)
                     last = line

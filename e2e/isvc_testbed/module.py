@@ -82,11 +82,11 @@ class ModuleProcesses:
         return f"http://127.0.0.1:{self.hub_port}"
 
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
-        log = (self.logs / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(
-            list(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        with (self.logs / f"{name}.log").open("ab") as log:
+            self.procs[name] = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
 
     def _wait_http(self, name: str, url: str, timeout: float = 60.0) -> None:
         def up() -> bool:

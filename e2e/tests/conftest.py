@@ -15,6 +15,7 @@ from isvc_testbed import BinariesMissing
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.module import ModuleProcesses, install_chart
 from isvc_testbed.standin import StandIn
 from kubernetes import client as k8s
 
@@ -95,3 +96,17 @@ def standin(cluster: Cluster) -> Iterator[StandIn]:
 def team_a(admin_api: k8s.ApiClient) -> str:
     """Namespace team-a with alice bound to ClusterRole isvc:user (the module ships that role)."""
     return user_namespace(admin_api, "team-a", user="alice", cluster_role="isvc:user")
+
+
+@pytest.fixture(scope="session")
+def module(cluster: Cluster, fleet: Fleet, standin: StandIn, team_a: str) -> Iterator[ModuleProcesses]:
+    """The module chart installed, and its controller and planner running as the chart's ServiceAccounts."""
+    install_chart(cluster)
+    processes = ModuleProcesses(cluster, standin.url_template)
+    try:
+        yield processes.start()
+    finally:
+        processes.stop()
+        if os.environ.get("ISVC_E2E_LOGS"):
+            for name in ("controller", "planner", "hub"):
+                print(f"----- {name} -----\n{processes.log(name)[-5000:]}")

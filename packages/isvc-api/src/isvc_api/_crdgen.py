@@ -93,7 +93,7 @@ def _crd(
     properties: dict[str, Any] = {
         "apiVersion": {"type": "string", "description": "API version of the object."},
         "kind": {"type": "string", "description": "Kind of the object."},
-        "metadata": {"type": "object", "description": "Standard object metadata."},
+        "metadata": {"type": "object"},  # the API server forbids anything else here
         "spec": structural_schema(spec),
     }
     version: dict[str, Any] = {

@@ -66,3 +66,8 @@ class RuntimeRequirements(Wire):
         default=None, description="Lowest CUDA compute capability, e.g. 8.0."
     )
     max_devices: int | None = Field(default=None, description="Most devices one replica may use.")
+    memory_margin_percent: int = Field(
+        default=0, ge=0, le=50,
+        description="Percent of each device the runtime leaves unclaimed (its CUDA context); "
+        "the planner sizes shares and whole devices with it on top of the estimate.",
+    )

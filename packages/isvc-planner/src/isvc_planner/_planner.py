@@ -59,13 +59,21 @@ class _Ask:
     min_cc: str | None
     own: dict[DeviceKey, int]
     prefer: set[DeviceKey]
+    margin: int = 0
 
     def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
         return (mode, sharing) in self.modes
 
+    def holds(self, memory: int) -> bool:
+        """Whether a whole device of `memory` bytes holds the order, margin included."""
+        return memory * (UNITS - self.margin) // UNITS >= self.need.required
+
     def share_for(self, amount: int, memory: int) -> int | None:
-        """The permitted share of a device of `memory` bytes that holds `amount`, or None."""
-        raw = max(1, math.ceil(amount * UNITS / memory))
+        """The permitted share of a device of `memory` bytes that holds `amount`, or None.
+
+        The runtime leaves `margin` percent of what it is given unclaimed, so that much is added.
+        """
+        raw = max(1, math.ceil(amount * UNITS / memory) + self.margin)
         i = bisect.bisect_left(self.shares, raw)
         return self.shares[i] if i < len(self.shares) else None
 
@@ -176,7 +184,7 @@ class Planner:
             prefer |= {(holding.driver, holding.pool, d) for d in holding.devices}
         return _Ask(need=need, shares=shares, modes=modes, max_devices=reqs.max_devices or 8,
                     selector=policy.selector or None, min_cc=reqs.min_compute_capability,
-                    own=own, prefer=prefer), None
+                    own=own, prefer=prefer, margin=reqs.memory_margin_percent), None
 
     # ------------------------------------------------------------------ filters
 
@@ -247,7 +255,7 @@ class Planner:
                     continue
                 mode, sharing = PlacementMode.SHARED, SharingMode.SHARES
             else:
-                if memory < need.required:
+                if not ask.holds(memory):
                     continue
                 sharing = SharingMode.PARTITION if dtype == "mig" else SharingMode.NONE
                 mode = PlacementMode.WHOLE_DEVICE
@@ -299,7 +307,8 @@ class Planner:
         if not ask.allows(PlacementMode.MULTI_DEVICE, sharing):
             return None
         count = 2
-        while count <= ask.max_devices and ask.need.per_device(count) > memory:
+        usable = memory * (UNITS - ask.margin) // UNITS
+        while count <= ask.max_devices and ask.need.per_device(count) > usable:
             count *= 2
         if count > ask.max_devices:
             return None
@@ -349,7 +358,7 @@ class Planner:
             free_bytes = free * device.memory // UNITS if device.shareable else (
                 device.memory if free == UNITS else 0)
             f.largest_free = max(f.largest_free, free_bytes)
-            fits = device.memory >= ask.need.required and (
+            fits = ask.holds(device.memory) and (
                 not device.shareable or ask.share_for(ask.need.required, device.memory) is not None)
             if fits:
                 f.fits_by_size = True
@@ -434,7 +443,7 @@ class Planner:
                 return None
             return units, PlacementMode.SHARED, SharingMode.SHARES
         sharing = SharingMode.PARTITION if device.type == "mig" else SharingMode.NONE
-        if memory < ask.need.required or not ask.allows(PlacementMode.WHOLE_DEVICE, sharing):
+        if not ask.holds(memory) or not ask.allows(PlacementMode.WHOLE_DEVICE, sharing):
             return None
         return UNITS, PlacementMode.WHOLE_DEVICE, sharing
 

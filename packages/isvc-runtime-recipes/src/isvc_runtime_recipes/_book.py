@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import hashlib
 import json
 import string
@@ -333,6 +335,7 @@ class RecipeBook:
             ],
             min_compute_capability=min(lowest, key=parse_compute_capability) if lowest else None,
             max_devices=max(r.placement.max_devices for r in candidates),
+            memory_margin_percent=math.ceil(max(r.memory.margin for r in candidates) * 100),
         )
 
     def compile(
