@@ -27,7 +27,7 @@ from isvc_testbed._bins import bin_dir
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 
-__all__ = ["ModuleProcesses", "install_chart", "ROOT"]
+__all__ = ["ROOT", "ModuleProcesses", "install_chart"]
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"

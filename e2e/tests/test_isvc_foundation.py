@@ -134,7 +134,8 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
     assert status["resolved"]["deviceClass"] and status["resolved"]["acceleratorProductName"]
 
     claims = k8s.ResourceV1Api(admin_api).list_namespaced_resource_claim(team_a).items
-    mine = [c for c in claims if (c.metadata.labels or {}).get("ai.deckhouse.io/inference-service") == "support-llm"]
+    mine = [c for c in claims
+            if (c.metadata.labels or {}).get("ai.deckhouse.io/inference-service") == "support-llm"]
     assert mine and all(c.status and c.status.allocation for c in mine)
 
     secret = core.read_namespaced_secret("support-llm-auth", team_a)

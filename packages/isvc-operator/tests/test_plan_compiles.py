@@ -7,7 +7,6 @@ unclaimed, which left no room for the KV cache; the runtime's margin now travels
 from __future__ import annotations
 
 import pytest
-
 from isvc_api import (
     EndpointType,
     Estimates,
@@ -41,8 +40,9 @@ LLAMA_8B = QWEN_7B.model_copy(update={
     "num_kv_heads": 8, "hidden_size": 4096, "weight_bytes": 16_060_522_496,
 })
 QWEN_32B_AWQ = QWEN_7B.model_copy(update={
-    "name": "Qwen/Qwen2.5-32B-Instruct-AWQ", "parameter_count": 32_763_876_352, "quantization": Quantization.AWQ,
-    "quantization_bits": 4, "num_layers": 64, "num_attention_heads": 40, "num_kv_heads": 8,
+    "name": "Qwen/Qwen2.5-32B-Instruct-AWQ", "parameter_count": 32_763_876_352,
+    "quantization": Quantization.AWQ, "quantization_bits": 4, "num_layers": 64,
+    "num_attention_heads": 40, "num_kv_heads": 8,
     "hidden_size": 5120, "weight_bytes": 19_340_000_000,
 })
 

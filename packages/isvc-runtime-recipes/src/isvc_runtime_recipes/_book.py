@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import hashlib
 import json
+import math
 import string
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
