@@ -73,19 +73,21 @@ def test_deleting_a_deployment_garbage_collects_its_pods(admin_api: k8s.ApiClien
 def test_alice_is_forbidden_in_another_namespace_and_allowed_in_her_own(
     admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
 ) -> None:
+    # A role of the test bed's own, so the module's isvc:user role is never shadowed or deleted.
     created = ensure_cluster_role(
-        admin_api, "isvc:user", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+        admin_api, "testbed:pod-reader",
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
     )
     try:
-        user_namespace(admin_api, "team-a", user="alice", cluster_role="isvc:user")
+        user_namespace(admin_api, "team-t", user="alice", cluster_role="testbed:pod-reader")
         namespace(admin_api, "team-b")
         with pytest.raises(ApiException) as forbidden:
             k8s.CoreV1Api(alice_api).list_namespaced_pod("team-b")
         assert forbidden.value.status == 403
-        wait_for(lambda: k8s.CoreV1Api(alice_api).list_namespaced_pod("team-a") is not None, 10)
+        wait_for(lambda: k8s.CoreV1Api(alice_api).list_namespaced_pod("team-t") is not None, 10)
     finally:
         if created:
-            k8s.RbacAuthorizationV1Api(admin_api).delete_cluster_role("isvc:user")
+            k8s.RbacAuthorizationV1Api(admin_api).delete_cluster_role("testbed:pod-reader")
 
 
 WIDGET_CRD = {
