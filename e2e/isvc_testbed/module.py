@@ -27,7 +27,7 @@ from isvc_testbed._bins import bin_dir
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 
-__all__ = ["ROOT", "ModuleProcesses", "install_chart"]
+__all__ = ["ROOT", "ModuleProcesses", "chart_values", "install_chart"]
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"
@@ -40,24 +40,43 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Helm values for module settings (the config-values shape, e.g. {"catalog": {"mode": "None"}}).
+
+    The chart reads its settings under `.Values.isvc`, as Deckhouse passes them; settings given at the
+    top level would be ignored by every template.
+    """
+    return {"isvc": _deep_merge({"publicDomainTemplate": "%s.example.test"}, settings or {})}
+
+
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
-    """Apply crds/ and `helm upgrade --install` the module chart (idempotent)."""
+    """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
         install_crds(api, sorted((ROOT / "crds").glob("*.yaml")))
-    merged: dict[str, Any] = {"publicDomainTemplate": "%s.example.test"}
-    merged.update(values or {})
     values_file = cluster.workdir / "module-values.yaml"
-    values_file.write_text(yaml.safe_dump(merged))
+    values_file.write_text(yaml.safe_dump(chart_values(values)))
     helm = bin_dir() / "helm"
     env = {**os.environ, "HELM_CACHE_HOME": str(cluster.workdir / "helm-cache"),
            "HELM_CONFIG_HOME": str(cluster.workdir / "helm-config"),
            "HELM_DATA_HOME": str(cluster.workdir / "helm-data")}
-    subprocess.run(
+    done = subprocess.run(
         [str(helm), "upgrade", "--install", RELEASE, str(ROOT / "module"), "--namespace", "default",
          "--kubeconfig", str(cluster.admin_kubeconfig), "--values", str(values_file), "--wait",
          "--timeout", "120s"],
-        check=True, env=env, capture_output=True, text=True,
+        check=False, env=env, capture_output=True, text=True,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
 class ModuleProcesses:
@@ -176,7 +195,7 @@ class ModuleProcesses:
 
 def order_status(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     """The status of an order, or {} while it has none."""
-    obj = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+    obj: Any = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
         "ai.deckhouse.io", "v1alpha1", namespace, "inferenceservices", name)
     return dict(obj.get("status") or {})
 
