@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from isvc_testbed._bins import bin_dir
 from isvc_testbed.cluster import Cluster, ClusterState, stop_recorded
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
@@ -66,6 +67,8 @@ def up(state_dir: Path, timeout: float) -> int:
             install_chart(cluster)
             say("module chart installed: CRDs, RBAC, default-llm, controller and planner Deployments")
             user_namespace(admin, "team-a", user="alice", cluster_role="isvc:user")
+            # and the usual rights of a namespace user (read Secrets, e.g. the endpoint token)
+            user_namespace(admin, "team-a", user="alice", cluster_role="edit")
         logs = cluster.workdir / "module-logs"
         logs.mkdir(exist_ok=True)
         standin, template = _start_standin(cluster, logs)
@@ -106,10 +109,11 @@ def up(state_dir: Path, timeout: float) -> int:
     say(f"Ready in {time.monotonic() - t0:.1f}s: {status['endpoint']['url']} "
         f"({status['model']['endpointType']}, {resolved.get('placementMode')} "
         f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')})")
+    kubectl = bin_dir() / "kubectl"
     say(f"export KUBECONFIG={cluster.alice_kubeconfig}   # as alice")
-    say("kubectl get inferenceservice support-llm -n team-a -o yaml")
+    say(f"{kubectl} get inferenceservice support-llm -n team-a -o yaml")
     say("The endpoint's address is simulated; its stand-in answers on loopback:")
-    say(f"  TOKEN=$(kubectl get secret {status['authSecretName']} -n team-a -o jsonpath='{{.data.token}}' "
+    say(f"  TOKEN=$({kubectl} get secret {status['authSecretName']} -n team-a -o jsonpath='{{.data.token}}' "
         "| base64 -d)")
     say(f"  curl -sS {template.format(namespace='team-a', name='support-llm')}/v1/models "
         "-H \"Authorization: Bearer $TOKEN\"")
