@@ -63,8 +63,10 @@ def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools")
     session.chdir(ROOT)
     session.run("ruff", "check", "packages", "e2e", "noxfile.py", "docs")
+    session.install(f"-e{ROOT / 'e2e'}")
     for package in PACKAGES:
         session.run("mypy", "--strict", f"packages/{package}/src")
+    session.run("mypy", "--strict", "e2e/isvc_testbed")
     session.run("lint-imports")
     session.run("isvc-crdgen", "crds", "--check")
     session.run("python", "docs/tools/crd_reference.py", "--check")
