@@ -60,7 +60,8 @@ def tests(session: nox.Session, package: str) -> None:
 def lint(session: nox.Session) -> None:
     """ruff, mypy --strict per package, import-linter layering, and generated files without drift."""
     _install(session, *PACKAGES)
-    session.install("ruff>=0.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools")
+    session.install("ruff>=0.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools",
+                    "pytest>=8")
     session.chdir(ROOT)
     session.run("ruff", "check", "packages", "e2e", "noxfile.py", "docs")
     session.install(f"-e{ROOT / 'e2e'}")
@@ -70,6 +71,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
     session.run("isvc-crdgen", "crds", "--check")
     session.run("python", "docs/tools/crd_reference.py", "--check")
+    session.run("pytest", "docs", "-q")
 
 
 @nox.session(python=PYTHON)

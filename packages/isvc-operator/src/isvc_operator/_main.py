@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY, start_http_server
 
 from isvc_operator._controller import ClusterAdapter, Controller
 from isvc_operator._kube import KubeCluster, api_client
+from isvc_operator._leader import LeaderElector
 from isvc_operator._reconcile import Deps, Reconciler
 from isvc_operator._wiring import CatalogModels, Health, PlannerService, Recipes, Workload
 
@@ -54,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-url-template", default=None,
                    help="endpoint-resolution seam: where the probe dials, e.g. "
                    "http://127.0.0.1:18080/{namespace}/{name}; absent: the order's Service DNS name")
+    p.add_argument("--model-fetch-image", default=None,
+                   help="image with the `hf` CLI; when set, an init container downloads Hugging Face models "
+                   "onto the model volume before the runtime starts")
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
     p.add_argument("--health-port", type=int, default=8081)
@@ -90,7 +94,8 @@ def build(args: argparse.Namespace) -> Controller:
     book = isvc_runtime_recipes.load_recipes(extra or None)
     version = hashlib.sha256(json.dumps(extra or [], sort_keys=True).encode()).hexdigest()[:12]
     domain = args.public_domain_template.replace("%s.", "", 1) if args.public_domain_template else None
-    settings = isvc_workload.WorkloadSettings(public_domain=domain, cluster_issuer_name=args.cluster_issuer)
+    settings = isvc_workload.WorkloadSettings(public_domain=domain, cluster_issuer_name=args.cluster_issuer,
+                                              model_fetch_image=args.model_fetch_image)
 
     def cert_manager() -> bool:
         if args.cert_manager is not None:
@@ -144,11 +149,18 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(controller.kube.api, args.namespace)
+        elector.acquire()
+        elector.keep(stop.set)
     controller.start()
     ready.set()
     log.info("isvc controller started")
     stop.wait()
     controller.stop()
+    if elector is not None:
+        elector.stop()
     if health_server is not None:
         health_server.shutdown()
     return 0
