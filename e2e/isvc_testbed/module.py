@@ -143,6 +143,7 @@ class ModuleProcesses:
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
             "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
+            "--leader-elect", "true",
             "--log-level", "Info", *extra,
         ])
         time.sleep(1.0)

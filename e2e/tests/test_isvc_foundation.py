@@ -162,3 +162,10 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
 
     wait_for(children_gone, 90, what="children of support-llm garbage-collected")
     assert core.read_namespaced_secret("hf-token", team_a).data["token"]
+
+
+def test_the_controller_leads_through_its_lease_with_the_charts_permissions(
+    module: Any, admin_api: k8s.ApiClient
+) -> None:
+    lease = k8s.CoordinationV1Api(admin_api).read_namespaced_lease("isvc-controller", "d8-isvc")
+    assert lease.spec.holder_identity and lease.spec.renew_time is not None

@@ -108,4 +108,13 @@ class LeaderElector:
         return thread
 
     def stop(self) -> None:
+        """Stop renewing and hand the lease back, so a successor need not wait for it to expire."""
         self._stop.set()
+        try:
+            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+            if lease.spec is not None and lease.spec.holder_identity == self.identity:
+                lease.spec.holder_identity = None
+                lease.spec.renew_time = None
+                self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+        except ApiException as exc:
+            log.warning("releasing lease %s/%s: %s", self.namespace, self.name, exc.reason)
