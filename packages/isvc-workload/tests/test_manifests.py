@@ -43,7 +43,7 @@ from isvc_workload import (
 )
 from workload_builders import make_inputs, make_order
 
-SETTINGS = WorkloadSettings(public_domain="example.com", cluster_issuer_name="letsencrypt")
+SETTINGS = WorkloadSettings(public_domain_template="%s.example.com", cluster_issuer_name="letsencrypt")
 
 BUILDERS: dict[str, Callable[[WorkloadInputs], dict[str, Any] | None]] = {
     "ResourceClaimTemplate": resource_claim_template,
@@ -388,7 +388,7 @@ def test_each_auth_secret_holds_a_new_token_that_reads_back() -> None:
 @pytest.mark.parametrize(
     ("exposure", "url"),
     [
-        (ExposureType.EXTERNAL, "https://llm-a.team.example.com"),
+        (ExposureType.EXTERNAL, "https://llm-a-team.example.com"),
         (ExposureType.CLUSTER_LOCAL, "https://llm-a.team.svc"),
     ],
 )
@@ -406,9 +406,9 @@ def test_an_external_endpoint_needs_the_public_domain() -> None:
 def test_the_ingress_serves_the_host_with_tls_from_cert_manager() -> None:
     manifest = ingress(make_inputs(), SETTINGS)
     assert manifest["metadata"]["annotations"]["cert-manager.io/cluster-issuer"] == "letsencrypt"
-    assert manifest["spec"]["tls"] == [{"hosts": ["llm-a.team.example.com"], "secretName": "llm-a-tls"}]
+    assert manifest["spec"]["tls"] == [{"hosts": ["llm-a-team.example.com"], "secretName": "llm-a-tls"}]
     rule = manifest["spec"]["rules"][0]
-    assert rule["host"] == "llm-a.team.example.com"
+    assert rule["host"] == "llm-a-team.example.com"
     assert rule["http"]["paths"][0]["backend"] == {"service": {"name": "llm-a", "port": {"name": "http"}}}
 
 
@@ -420,7 +420,7 @@ def test_the_issuer_of_the_class_wins_over_the_modules(
     class_issuer: str | None, module_issuer: str | None, expected: str | None
 ) -> None:
     exposure = Exposure(tls=TLS(cluster_issuer_name=class_issuer))
-    settings = WorkloadSettings(public_domain="example.com", cluster_issuer_name=module_issuer)
+    settings = WorkloadSettings(public_domain_template="%s.example.com", cluster_issuer_name=module_issuer)
     annotations = ingress(make_inputs(exposure=exposure), settings)["metadata"]["annotations"]
     assert annotations.get("cert-manager.io/cluster-issuer") == expected
     cert = certificate(make_inputs(exposure=exposure), settings)

@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog-mode", default="AIModels", choices=["AIModels", "None"])
     p.add_argument("--huggingface-endpoint", default=isvc_catalog.DEFAULT_ENDPOINT)
     p.add_argument("--public-domain-template", default=None,
-                   help="e.g. %%s.example.com: External endpoints are {order}.{namespace}.example.com")
+                   help="e.g. %%s.example.com: External endpoints are <order>-<namespace>.example.com")
     p.add_argument("--cluster-issuer", default=None)
     p.add_argument("--cert-manager", type=_bool, default=None,
                    help="whether cert-manager is installed; absent: ask the API server")
@@ -93,8 +93,8 @@ def build(args: argparse.Namespace) -> Controller:
     extra = yaml.safe_load(args.runtime_recipes.read_text()) if args.runtime_recipes else None
     book = isvc_runtime_recipes.load_recipes(extra or None)
     version = hashlib.sha256(json.dumps(extra or [], sort_keys=True).encode()).hexdigest()[:12]
-    domain = args.public_domain_template.replace("%s.", "", 1) if args.public_domain_template else None
-    settings = isvc_workload.WorkloadSettings(public_domain=domain, cluster_issuer_name=args.cluster_issuer,
+    settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
+                                              cluster_issuer_name=args.cluster_issuer,
                                               model_fetch_image=args.model_fetch_image)
 
     def cert_manager() -> bool:

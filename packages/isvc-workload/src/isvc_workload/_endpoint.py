@@ -17,10 +17,12 @@ ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
 
 
 def external_host(order: str, namespace: str, settings: WorkloadSettings) -> str:
-    """Host name of an External endpoint: {order}.{namespace}.{publicDomain}."""
-    if not settings.public_domain:
-        raise SettingsIncomplete("External exposure needs the public domain in the module settings")
-    return f"{order}.{namespace}.{settings.public_domain}"
+    """Host name of an External endpoint: the template with %s replaced by <order>-<namespace>."""
+    template = settings.public_domain_template
+    if not template or "%s" not in template:
+        raise SettingsIncomplete(
+            "External exposure needs publicDomainTemplate (e.g. %s.example.com) in the module settings")
+    return template.replace("%s", f"{order}-{namespace}", 1)
 
 
 def endpoint_url(order: str, namespace: str, exposure: ExposureType, settings: WorkloadSettings) -> str:

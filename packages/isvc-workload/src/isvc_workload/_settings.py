@@ -23,8 +23,10 @@ class WorkloadSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    public_domain: str | None = Field(
-        default=None, description="Domain External endpoints live under: {order}.{namespace}.{domain}."
+    public_domain_template: str | None = Field(
+        default=None,
+        description="DNS name template of External endpoints, Deckhouse style: %s becomes <order>-<namespace> "
+        "(one label, so a wildcard certificate of the domain covers every order).",
     )
     cluster_issuer_name: str | None = Field(
         default=None, description="cert-manager ClusterIssuer used when the class names none."
