@@ -283,6 +283,7 @@ class FakePlanner:
 class FakeWorkload:
     def __init__(self) -> None:
         self.verdict = WorkloadVerdict("True", StatusReason.WORKLOAD_AVAILABLE.value, "1/1 replicas ready.")
+        self.growth_verdict = WorkloadVerdict("True", StatusReason.SCALING_OK.value, "growth is not blocked.")
 
     def manifests(
         self, order: Obj, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
@@ -310,6 +311,10 @@ class FakeWorkload:
             "metadata": {"name": f"{meta['name']}-auth", "namespace": meta["namespace"]},
             "data": {"token": base64.b64encode(b"sekret").decode()},
         }
+
+    def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
+               policy: EffectivePolicy) -> WorkloadVerdict:
+        return self.growth_verdict
 
     def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
         return f"https://{order['metadata']['name']}.{order['metadata']['namespace']}.example.com"

@@ -32,8 +32,15 @@ class World:
         self.health = FakeHealth()
         self.catalog_enabled = True
         self.cluster.put(klass())
+        self._reconciler: Reconciler | None = None
 
     def reconciler(self) -> Reconciler:
+        """One reconciler for the world, as the controller keeps one for its life."""
+        if self._reconciler is None:
+            self._reconciler = self._make()
+        return self._reconciler
+
+    def _make(self) -> Reconciler:
         return Reconciler(
             Deps(
                 cluster=self.cluster,
@@ -262,3 +269,13 @@ def test_a_probe_failure_before_the_first_ready_is_pending_and_after_it_failed(w
 def test_a_deleted_order_is_done(world: World) -> None:
     assert world.reconciler().reconcile("team-a", "gone") is None
     assert world.cluster.statuses == []
+
+
+def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:
+    event = ("Warning", "GrowthClaimUnplaced", "Replica pod p-2: its claim got no device.")
+    world.workload.growth_verdict = WorkloadVerdict("False", "ScaleUpBlocked", "growth is blocked.",
+                                                    events=[event])
+    status = world.run()
+    assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Degraded", "ScaleUpBlocked")
+    world.run()
+    assert [e[2] for e in world.cluster.events].count("GrowthClaimUnplaced") == 1

@@ -157,6 +157,10 @@ class WorkloadPort(Protocol):
         read_log: Callable[[str, str], str | None],
     ) -> WorkloadVerdict: ...
 
+    def growth(
+        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+    ) -> WorkloadVerdict: ...
+
 
 class HealthPort(Protocol):
     """The inference API probe and its sustained-failure tracker (isvc-health)."""
@@ -208,6 +212,7 @@ class Reconciler:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self._workload_memory: dict[tuple[str, str], Any] = {}
+        self._unplaced: dict[tuple[str, str], set[str]] = {}
 
     # ------------------------------------------------------------------ entry
 
@@ -216,6 +221,7 @@ class Reconciler:
         raw = self.d.cluster.order(namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             self._workload_memory.pop((namespace, name), None)
+            self._unplaced.pop((namespace, name), None)
             self.d.health.forget(namespace, name)
             return None
         order = InferenceService.model_validate(raw)
@@ -487,10 +493,11 @@ class Reconciler:
         )
         key = (st.namespace, st.name)
         deployments = self.d.cluster.owned("Deployment", st.namespace, st.name)
+        st.children = (deployments[0] if deployments else None,
+                       self.d.cluster.owned("Pod", st.namespace, st.name),
+                       self.d.cluster.owned("ResourceClaim", st.namespace, st.name))
         verdict = self.d.workload.judge(
-            st.raw, deployments[0] if deployments else None,
-            self.d.cluster.owned("Pod", st.namespace, st.name),
-            self.d.cluster.owned("ResourceClaim", st.namespace, st.name),
+            st.raw, *st.children,
             self._workload_memory.get(key),
             lambda pod, container: self.d.cluster.read_log(st.namespace, pod, container),
         )
@@ -526,10 +533,22 @@ class Reconciler:
         st.requeue(self.d.health.period)
 
     def step_scaling(self, st: Pass) -> None:
-        """ScalingHealthy: growth is possible (True) or blocked."""
+        """ScalingHealthy: growth is possible (True) or blocked by capacity (False, phase Degraded)."""
         type_ = ConditionType.SCALING_HEALTHY
-        if st.verdicts.get(ConditionType.SCALING_HEALTHY) is None:
-            st.say(type_, Verdict.ok(StatusReason.SCALING_OK, "nothing blocks growth."))
+        if st.children is None or st.policy is None or not st.holds(ConditionType.WORKLOAD_READY):
+            st.say(type_, st.waits_for(ConditionType.WORKLOAD_READY))
+            return
+        verdict = self.d.workload.growth(*st.children, st.policy)
+        reported = self._unplaced.setdefault((st.namespace, st.name), set())
+        for type_event, reason, message in verdict.events:
+            if message not in reported:  # one event per replica that got no device, not one per pass
+                st.event(type_event, reason, message)
+                reported.add(message)
+        if verdict.status == "True":
+            reported.clear()
+        else:
+            st.requeue(RETRY_CAPACITY)
+        st.say(type_, Verdict(verdict.status, verdict.reason, verdict.message))
 
     # ------------------------------------------------------------------ status
 

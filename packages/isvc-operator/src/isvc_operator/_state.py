@@ -73,6 +73,7 @@ class Pass:
     endpoint: EndpointStatus | None = None
     auth_secret_name: str | None = None
     token: str | None = None
+    children: tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]] | None = None
     requeue_after: float | None = None
     events: list[tuple[str, str, str]] = attrs.field(factory=list)
 

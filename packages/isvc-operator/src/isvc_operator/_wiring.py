@@ -146,6 +146,18 @@ class Workload:
                                memory=verdict.memory)
 
 
+    def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
+               policy: EffectivePolicy) -> WorkloadVerdict:
+        verdict = isvc_workload.judge_growth(
+            deployment, pods, claims, autoscaler=policy.constraints.autoscaler,
+            min_replicas=policy.constraints.min_replicas,
+        )
+        unplaced = isvc_workload.EVENT_GROWTH_CLAIM_UNPLACED
+        events = [("Warning", unplaced, r.event_message) for r in verdict.unplaced]
+        return WorkloadVerdict(status=verdict.status, reason=str(verdict.reason), message=verdict.message,
+                               events=events)
+
+
 class Health:
     """HealthPort over isvc-health: probe through the endpoint-resolution seam, judge sustained failure."""
 
