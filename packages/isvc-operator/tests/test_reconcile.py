@@ -167,6 +167,16 @@ def test_a_catalog_that_does_not_answer_says_catalog_lookup_failed(world: World)
     assert world.run(obj)["reason"] == "CatalogLookupFailed"
 
 
+def test_catalog_lookup_failed_carries_the_sources_own_sentence_once(world: World) -> None:
+    said = ("Reading models.ai-models.deckhouse.io team-a/qwen failed (HTTP 403 Forbidden); "
+            "the next pass asks again.")
+    world.models.answer = TemporaryError(said)
+    obj = order()
+    obj["spec"]["model"] = {"src": "AIModels", "ref": {"name": "qwen", "kind": "Model"}}
+    status = world.run(obj)
+    assert (status["reason"], reasons_message(status, "ModelResolved")) == ("CatalogLookupFailed", said)
+
+
 def test_a_refusal_of_the_model_source_is_passed_on(world: World) -> None:
     world.models.answer = Refusal(reason=Reason.MODEL_NOT_FOUND, message="no repository x/y")
     status = world.run()

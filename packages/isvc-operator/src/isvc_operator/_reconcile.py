@@ -307,7 +307,8 @@ class Reconciler:
         except TemporaryError as exc:
             catalog = spec.src == ModelSource.AI_MODELS
             reason = Reason.CATALOG_LOOKUP_FAILED if catalog else Reason.MODEL_NOT_READY
-            message = f"the model source did not answer ({exc}); asked again shortly."
+            # The sources word their failure as a sentence: what failed, and that it is retried.
+            message = str(exc).strip() or "the model source did not answer; asked again shortly."
             st.say(type_, Verdict.refuse(reason, message))
             st.requeue(RETRY_SOON)
             return
