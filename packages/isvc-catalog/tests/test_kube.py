@@ -85,6 +85,14 @@ def test_a_failed_request_is_a_temporary_lookup_failure(apiserver: str, name: st
         api_for(apiserver).get(CatalogKind.MODEL, name, "team")
 
 
+def test_a_forbidden_request_says_whose_permission_is_missing(apiserver: str) -> None:
+    with pytest.raises(CatalogLookupError, match=r"HTTP 403.*catalog\.mode is None; an administrator"):
+        api_for(apiserver).get(CatalogKind.MODEL, "secret", "team")
+    with pytest.raises(CatalogLookupError) as other:
+        api_for(apiserver).get(CatalogKind.MODEL, "broken", "team")
+    assert "catalog.mode" not in other.value.message
+
+
 def test_an_unreachable_api_server_is_a_temporary_lookup_failure() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

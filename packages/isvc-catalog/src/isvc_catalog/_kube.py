@@ -59,8 +59,12 @@ class KubeCatalogApi:
             if exc.status == 404:
                 return classify_not_found(exc.body, name)
             delay = 30.0 if exc.status == 429 else 10.0
+            why = ""
+            if exc.status in (401, 403):
+                why = (": the controller may not read catalog objects, a permission the module grants "
+                       "unless catalog.mode is None; an administrator's subject")
             raise CatalogLookupError(
-                f"Reading {what} from the Kubernetes API failed (HTTP {exc.status} {exc.reason}); "
+                f"Reading {what} from the Kubernetes API failed (HTTP {exc.status} {exc.reason}{why}); "
                 "the next pass asks again.",
                 delay=delay,
             ) from None
