@@ -17,7 +17,9 @@ FAQS = ("FAQ.md", "FAQ.ru.md")
 GENERATED = frozenset({"CR.md", "CR.ru.md"})
 # Pages of other packages the docs link to; they are written alongside, and checked once they exist.
 ELSEWHERE = frozenset({"../packages/isvc-runtime-recipes/README.md"})
-PAGES = ("README", "USER_GUIDE", "FAQ", "CONFIGURATION", "EXAMPLES", "SCENARIO", "RELEASE_NOTES")
+PAGES = (
+    "README", "USER_GUIDE", "FAQ", "CONFIGURATION", "RECIPES", "EXAMPLES", "SCENARIO", "RELEASE_NOTES",
+)
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
