@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from isvc_api import ClassReason, Reason, StatusReason
+from isvc_runtime_recipes import load_recipes
 
 DOCS = Path(__file__).resolve().parent
 FAQS = ("FAQ.md", "FAQ.ru.md")
@@ -207,3 +210,41 @@ def test_russian_twins_link_russian_pages(page: str) -> None:
 def test_release_notes_count_the_reasons_there_are(notes: str, phrase: str) -> None:
     counts = [int(n) for n in re.findall(phrase, _read(notes))]
     assert [len(Reason)] == counts
+
+
+# ---------------------------------------------------------------- recipes the pages show
+
+
+def _yaml_blocks(page: str) -> list[Any]:
+    return [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", _read(page), flags=re.S)]
+
+
+def _settings_recipes(block: Any) -> list[dict[str, Any]] | None:
+    """The runtimeRecipes of a ModuleConfig or of a bare settings fragment, if the block has any."""
+    if not isinstance(block, dict):
+        return None
+    settings = block.get("spec", {}).get("settings", block) if block.get("kind") == "ModuleConfig" else block
+    recipes = settings.get("runtimeRecipes")
+    return recipes if isinstance(recipes, list) and recipes else None
+
+
+@pytest.mark.parametrize("page", ["RECIPES.md", "RECIPES.ru.md", "CONFIGURATION.md", "CONFIGURATION.ru.md"])
+def test_every_recipe_a_page_shows_loads(page: str) -> None:
+    loaded = 0
+    for block in _yaml_blocks(page):
+        recipes = _settings_recipes(block)
+        if recipes is None and isinstance(block, dict) and "runtime" in block and "args" in block:
+            recipes = [block]
+        if recipes is not None:
+            load_recipes(recipes)
+            loaded += 1
+    assert loaded > 0
+
+
+@pytest.mark.parametrize("page", ["RECIPES.md", "RECIPES.ru.md"])
+def test_the_worked_example_adds_a_recipe_and_switches_a_shipped_one_off(page: str) -> None:
+    examples = [r for b in _yaml_blocks(page) if (r := _settings_recipes(b)) is not None]
+    assert len(examples) == 1
+    shipped = {recipe.name for recipe in load_recipes()}
+    book = {recipe.name for recipe in load_recipes(examples[0])}
+    assert (book - shipped, shipped - book) == ({"vllm-chat-bnb"}, {"llamacpp-chat"})
