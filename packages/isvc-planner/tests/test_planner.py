@@ -319,6 +319,16 @@ def test_class_selector_that_errors_is_undecidable(models: dict[str, ModelFacts]
     assert "index" in msg
 
 
+def test_a_missing_attribute_is_named_in_the_words_of_the_cluster(models: dict[str, ModelFacts]) -> None:
+    """kube-scheduler says `no such key: index`; the planner's PlacementUndecidable says the same."""
+    policy = AcceleratorPolicy(selector="device.attributes['gpu.nvidia.com'].index == 0")
+    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])])), models["qwen7b"],
+             accelerator_policy=policy)
+    assert r.refusal is not None and r.refusal.reason == Reason.PLACEMENT_UNDECIDABLE
+    assert "no such key: index" in r.refusal.message
+    assert "search never started" in r.refusal.message
+
+
 @pytest.mark.parametrize(
     "selector", ["device.attributes[", "device.attributes['gpu.nvidia.com'].nope == 'x'"]
 )

@@ -25,6 +25,12 @@ from isvc_planner._quantity import quantity_bytes
 __all__ = ["CelJudge", "SelectorError"]
 
 _DOMAIN = re.compile(r"device\s*\.\s*(?:attributes|capacity)\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_MISSING_KEY = re.compile(r'(?:NOT_FOUND:\s*)?key not found in map\s*:\s*"?([^"]*)"?', re.IGNORECASE)
+
+
+def _as_cluster_says(detail: str) -> str:
+    """The engine's runtime error in the words kube-scheduler (cel-go) uses, so both read alike."""
+    return _MISSING_KEY.sub(lambda m: f"no such key: {m.group(1)}", detail)
 
 
 class SelectorError(Exception):
@@ -159,7 +165,7 @@ class CelJudge:
         value = program.eval(data={"device": activation})
         kind = value.type()
         if kind == cel.Type.ERROR:
-            raise SelectorError("runtime", str(value.value()))
+            raise SelectorError("runtime", _as_cluster_says(str(value.value())))
         if kind != cel.Type.BOOL:
             raise SelectorError("runtime", f"must evaluate to bool, not {kind.name()}")
         return bool(value.value())
