@@ -27,13 +27,23 @@ from isvc_operator._policy import judge_class
 from isvc_operator._queue import ShutDownError, WorkQueue
 from isvc_operator._reconcile import Reconciler, TemporaryError
 
-__all__ = ["ClusterAdapter", "Controller"]
+__all__ = ["ClusterAdapter", "Controller", "order_of_plan"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (kind, namespace, name): "order" or "class"
 GV = f"{GROUP}/{VERSION}"
+
+
+def order_of_plan(plan: Obj) -> tuple[str, str]:
+    """The order a LaunchPlan belongs to: the one it is named after.
+
+    By name, not by label: a hand-written plan carries no label, and deleting it must still bring
+    its order back to be planned.
+    """
+    meta = plan["metadata"]
+    return meta.get("namespace", ""), meta["name"]
 
 
 class ClusterAdapter:
@@ -135,7 +145,7 @@ class Controller:
 
         k.orders.add_handler(lambda _, obj: order_key(obj))
         k.classes.add_handler(on_class)
-        k.plans.add_handler(by_label)
+        k.plans.add_handler(lambda _, obj: self.queue.add(("order", *order_of_plan(obj))))
         for informer in (k.deployments, k.pods, k.claims):
             informer.add_handler(by_label)
         k.priority_classes.add_handler(on_priority)

@@ -212,6 +212,7 @@ class Reconciler:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self._workload_memory: dict[tuple[str, str], Any] = {}
+        self._in_force: dict[tuple[str, str], str] = {}  # inputs whose recomputation failed, counted once
         self._unplaced: dict[tuple[str, str], set[str]] = {}
 
     # ------------------------------------------------------------------ entry
@@ -221,6 +222,7 @@ class Reconciler:
         raw = self.d.cluster.order(namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             self._workload_memory.pop((namespace, name), None)
+            self._in_force.pop((namespace, name), None)
             self._unplaced.pop((namespace, name), None)
             self.d.health.forget(namespace, name)
             return None
@@ -376,7 +378,7 @@ class Reconciler:
 
         def refuse(refusal: Refusal) -> None:
             if existing is not None and existing.runtime is not None and was_ready:
-                self._adopt(st, existing, replans)
+                self._adopt(st, existing, replans + self._recount(st, inputs))
                 st.say(type_, Verdict("True", Reason.LAUNCH_PLAN_IN_FORCE.value, (
                     f"the order runs on the plan it holds; recomputing it failed: "
                     f"{refusal.reason.value}: {refusal.message}"
@@ -421,6 +423,7 @@ class Reconciler:
                          "ownerReferences": [_owner_ref(st.raw)]},
             "spec": plan.to_wire(),
         })
+        self._in_force.pop((st.namespace, st.name), None)
         self._adopt(st, plan, replans + (1 if existing is not None else 0))
         st.say(type_, Verdict.ok(StatusReason.PLANNED, self._plan_message(plan)))
 
@@ -455,11 +458,35 @@ class Reconciler:
             runtime=plan.runtime.recipe if plan.runtime else None, replan_count=replans,
         )
 
+    def _recount(self, st: Pass, inputs: str) -> int:
+        """1 when this pass is the first recomputation for these inputs that failed with a plan in force.
+
+        Later passes over the same inputs ask the planner again but count nothing, so the counter (and
+        the status) does not move on every pass. After a restart the condition itself says it was counted.
+        """
+        key = (st.namespace, st.name)
+        seen = self._in_force.get(key)
+        self._in_force[key] = inputs
+        if seen is not None:
+            return int(seen != inputs)
+        planned = find_condition(st.order.status.conditions, ConditionType.PLANNED.value) \
+            if st.order.status else None
+        counted = (planned is not None and planned.reason == Reason.LAUNCH_PLAN_IN_FORCE.value
+                   and planned.observed_generation == st.order.metadata.generation)
+        return 0 if counted else 1
+
     def _was_ready(self, st: Pass) -> bool:
+        """Whether the order serves on the plan it holds: it was Ready, or its replicas still are.
+
+        An earlier step that failed for one pass (a Secret the cache has not seen yet) leaves Ready
+        waiting, but the workload keeps serving on its plan; that plan stays in force.
+        """
         status = st.order.status
-        if status is None:
-            return False
-        return any(c.type == ConditionType.READY.value and c.status == "True" for c in status.conditions)
+        if status is not None and any(
+                c.type == ConditionType.READY.value and c.status == "True" for c in status.conditions):
+            return True
+        return any(int((d.get("status") or {}).get("readyReplicas") or 0) > 0
+                   for d in self.d.cluster.owned("Deployment", st.namespace, st.name))
 
     def step_workload(self, st: Pass) -> None:
         """WorkloadReady: the children are applied and the replicas came up."""

@@ -1,0 +1,424 @@
+"""The resource planner on a real control plane: every Planned refusal from a real order, co-placement,
+preemption by priority, hand-written launch plans and a plan kept in force."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from isvc_testbed.helpers import wait_for
+from isvc_testbed.module import order_status
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+pytestmark = pytest.mark.e2e
+
+GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
+GPU = "gpu.nvidia.com"
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+BGE = "BAAI/bge-m3"
+
+
+def _product(name: str) -> str:
+    return f"device.attributes['{GPU}'].productName == '{name}'"
+
+
+L4_ONLY = _product("NVIDIA L4")
+H100_ONLY = _product("NVIDIA H100 80GB HBM3")
+GH200_ONLY = _product("NVIDIA GH200 480GB")
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition of that type (KeyError-free: {} when absent)."""
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
+
+
+class Bed:
+    """Orders (as alice) and classes, priority classes and plans (as admin) made by one test, undone after."""
+
+    def __init__(self, module: Any, admin: k8s.ApiClient, alice: k8s.ApiClient, namespace: str) -> None:
+        self.module = module
+        self.admin = k8s.CustomObjectsApi(admin)
+        self.alice = k8s.CustomObjectsApi(alice)
+        self.alice_api = alice
+        self.admin_api = admin
+        self.ns = namespace
+        self.orders: list[str] = []
+        self.classes: list[str] = []
+        self.priority_classes: list[str] = []
+
+    # -------------------------------------------------------------- writes
+
+    def klass(self, name: str, *, selector: str | None = None, endpoint_types: tuple[str, ...] = ("Chat",),
+              priority_class: str | None = None, shares: list[int] | None = None,
+              wait_ready: bool = True) -> str:
+        accel: dict[str, Any] = {"deviceClassNames": [GPU]}
+        if selector:
+            accel["selector"] = selector
+        if shares:
+            accel["allowedSharePercents"] = shares
+        spec: dict[str, Any] = {"modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
+                                "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                                "acceleratorPolicy": accel}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        self.admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
+            "metadata": {"name": name}, "spec": spec})
+        self.classes.append(name)
+        if wait_ready:
+            def ready() -> bool:
+                obj = self.admin.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
+                return condition(obj.get("status") or {}, "Ready").get("status") == "True"
+
+            wait_for(ready, 30, what=f"class {name} Ready")
+        return name
+
+    def priority_class(self, name: str, value: int) -> str:
+        k8s.SchedulingV1Api(self.admin_api).create_priority_class(
+            k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value))
+        self.priority_classes.append(name)
+        return name
+
+    def hf_token(self) -> str:
+        """Secret plan-hf-token (key token) that the stand-in hub accepts for gated models."""
+        core = k8s.CoreV1Api(self.admin_api)
+        try:
+            core.create_namespaced_secret(self.ns, k8s.V1Secret(
+                metadata=k8s.V1ObjectMeta(name="plan-hf-token"), string_data={"token": "hf_test_token"}))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        return "plan-hf-token"
+
+    @staticmethod
+    def _model(model: str, secret: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": model}}
+        if secret:
+            spec["authSecretRef"] = {"name": secret}
+        return spec
+
+    def order(self, name: str, model: str, klass: str, secret: str | None = None) -> str:
+        self.alice.create_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
+            "spec": {"inferenceServiceClassName": klass, "model": self._model(model, secret)}})
+        self.orders.append(name)
+        return name
+
+    def set_model(self, name: str, model: str, secret: str | None = None) -> None:
+        self.alice.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "inferenceservices", name,
+            {"spec": {"model": self._model(model, secret)}})
+
+    def delete_order(self, name: str) -> None:
+        try:
+            self.alice.delete_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    # -------------------------------------------------------------- reads
+
+    def status(self, name: str) -> dict[str, Any]:
+        return order_status(self.alice_api, self.ns, name)
+
+    def plan(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.admin.get_namespaced_custom_object(GROUP, VERSION, self.ns, "launchplans", name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def wait(self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float, what: str
+             ) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            self.module.check()
+            status = self.status(name)
+            return status if status and check(status) else None
+
+        return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
+
+    def wait_reason(self, name: str, type_: str, reason: str, timeout: float = 60) -> dict[str, Any]:
+        return self.wait(name, lambda s: condition(s, type_).get("reason") == reason, timeout,
+                         f"{type_} reason {reason}")
+
+    def wait_ready(self, name: str, timeout: float = 120) -> dict[str, Any]:
+        return self.wait(name, lambda s: s.get("phase") == "Ready", timeout, "phase Ready")
+
+    def claims(self, name: str) -> list[Any]:
+        items = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items
+        return [c for c in items if (c.metadata.labels or {}).get("ai.deckhouse.io/inference-service") == name]
+
+    # -------------------------------------------------------------- cleanup
+
+    def close(self) -> None:
+        for name in self.orders:
+            self.delete_order(name)
+
+        def orders_gone() -> bool:
+            left = {o["metadata"]["name"] for o in self.alice.list_namespaced_custom_object(
+                GROUP, VERSION, self.ns, "inferenceservices")["items"]}
+            claims = [c for n in self.orders for c in self.claims(n)]
+            return not (left & set(self.orders)) and not claims
+
+        try:
+            wait_for(orders_gone, 90, what="orders and their claims gone")
+        finally:
+            for name in self.classes:
+                try:
+                    self.admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+            for name in self.priority_classes:
+                try:
+                    k8s.SchedulingV1Api(self.admin_api).delete_priority_class(name)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    b = Bed(module, admin_api, alice_api, team_a)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def assert_refused(status: dict[str, Any], reason: str, *words: str) -> str:
+    """Planned=False with `reason`, phase Pending, status.reason the same; the message holds `words`."""
+    planned = condition(status, "Planned")
+    assert (planned["status"], planned["reason"]) == ("False", reason), planned
+    assert status["phase"] == "Pending"
+    assert status["reason"] == reason
+    for word in words:
+        assert word in planned["message"], (word, planned["message"])
+    return str(planned["message"])
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_an_order_beyond_what_its_class_may_use_says_no_capacity(bed: Bed) -> None:
+    klass = bed.klass("plan-l4-only", selector=L4_ONLY)
+    first, second = bed.order("nocap-1", QWEN, klass), bed.order("nocap-2", QWEN, klass)
+    bed.wait_ready(first)
+    bed.wait_ready(second)
+    placed = {bed.status(n)["resolved"]["acceleratorProductName"] for n in (first, second)}
+    assert placed == {"NVIDIA L4"}
+    third = bed.order("nocap-3", QWEN, klass)
+    status = bed.wait_reason(third, "Planned", "NoCapacity")
+    assert_refused(status, "NoCapacity", "GiB free right now", "replanned")
+
+
+def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_memory(bed: Bed) -> None:
+    klass = bed.klass("plan-h100-only", selector=H100_ONLY)
+    order = bed.order("too-large", "meta-llama/Llama-3.1-405B-Instruct", klass, secret=bed.hf_token())
+    status = bed.wait_reason(order, "Planned", "NoAcceleratorWithEnoughMemory")
+    message = assert_refused(status, "NoAcceleratorWithEnoughMemory", "the largest accelerator found has 80",
+                             "NVIDIA H100 80GB HBM3")
+    required = float(message.split("The model needs ")[1].split(" GiB")[0])
+    assert required > 8 * 80  # more than all eight H100s of the node together: no tensor-parallel plan
+
+
+def test_a_device_without_memory_capacity_says_no_compatible_placement_for_an_administrator(bed: Bed) -> None:
+    klass = bed.klass("plan-gh200-only", selector=GH200_ONLY)
+    order = bed.order("no-profile", QWEN, klass)
+    status = bed.wait_reason(order, "Planned", "NoCompatiblePlacement")
+    assert_refused(status, "NoCompatiblePlacement", "memory profile of the hardware is incomplete",
+                   "An administrator's subject", "waiting will not help")
+    assert bed.plan(order) is None
+
+
+def test_free_memory_in_no_permitted_share_says_no_compatible_placement_no_room_now(bed: Bed) -> None:
+    # Only 60 % shares: two embedding orders take 60 % of each L4, leaving 40 % (9.6 GiB) on each --
+    # more than a third one needs, but not a permitted share.
+    klass = bed.klass("plan-l4-sixty", selector=L4_ONLY, endpoint_types=("Embeddings",), shares=[60])
+    first, second = bed.order("sixty-1", BGE, klass), bed.order("sixty-2", BGE, klass)
+    for name in (first, second):
+        assert bed.wait_ready(name)["resolved"]["sharePercent"] == 60
+    third = bed.order("sixty-3", BGE, klass)
+    status = bed.wait_reason(third, "Planned", "NoCompatiblePlacement")
+    message = assert_refused(status, "NoCompatiblePlacement", "No room now", "permitted share",
+                             "Replanned when capacity changes")
+    assert "incomplete" not in message
+    bed.delete_order(first)
+    bed.wait_ready(third, 120)
+
+
+def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recovers_untouched(
+        bed: Bed) -> None:
+    klass = bed.klass("plan-h100-crash", selector=H100_ONLY)
+    bed.module.stop_planner()
+    try:
+        order = bed.order("planner-down", QWEN, klass)
+        status = bed.wait_reason(order, "Planned", "PlannerRequestFailed")
+        assert_refused(status, "PlannerRequestFailed", "the planner did not answer", "retried")
+        generation = bed.alice.get_namespaced_custom_object(
+            GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"]
+    finally:
+        bed.module.start_planner()
+    status = bed.wait_ready(order)
+    assert condition(status, "Planned")["status"] == "True"
+    assert bed.alice.get_namespaced_custom_object(
+        GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"] == generation
+
+
+def test_a_class_naming_a_missing_priority_class_says_priority_class_not_found(bed: Bed) -> None:
+    klass = bed.klass("plan-missing-priority", selector=H100_ONLY, priority_class="plan-no-such-priority",
+                      wait_ready=False)
+    order = bed.order("no-priority", QWEN, klass)
+    status = bed.wait_reason(order, "Planned", "PriorityClassNotFound")
+    assert_refused(status, "PriorityClassNotFound", "plan-no-such-priority", "administrator")
+    assert condition(status, "ClassResolved")["status"] == "True"
+
+
+def test_a_selector_that_errors_on_a_device_says_placement_undecidable(bed: Bed) -> None:
+    klass = bed.klass("plan-bad-selector", selector=f"device.attributes['{GPU}'].index == 0")
+    order = bed.order("undecidable", QWEN, klass)
+    status = bed.wait_reason(order, "Planned", "PlacementUndecidable")
+    assert_refused(status, "PlacementUndecidable", "no such key", "search never started",
+                   "waiting will not help")
+    time.sleep(6)  # it never passes on its own
+    assert condition(bed.status(order), "Planned")["reason"] == "PlacementUndecidable"
+
+
+# ---------------------------------------------------------------- co-placement and preemption
+
+
+def test_two_half_card_orders_share_one_h100_and_the_scheduler_allocates_both_claims(bed: Bed) -> None:
+    klass = bed.klass("plan-h100-pair", selector=H100_ONLY)
+    first, second = bed.order("half-1", QWEN, klass), bed.order("half-2", QWEN, klass)
+    statuses = [bed.wait_ready(first), bed.wait_ready(second)]
+    for status in statuses:
+        resolved = status["resolved"]
+        assert resolved["placementMode"] == "Shared" and resolved["sharingMode"] == "Shares"
+        assert 1 <= resolved["sharePercent"] <= 50
+        assert resolved["acceleratorProductName"] == "NVIDIA H100 80GB HBM3"
+    plans = [bed.plan(first), bed.plan(second)]
+    uuids = [p["spec"]["placement"]["deviceUuids"] for p in plans if p]
+    assert len(uuids) == 2 and uuids[0] == uuids[1] and len(uuids[0]) == 1
+    allocated = []
+    for name in (first, second):
+        claims = bed.claims(name)
+        assert claims and all(c.status and c.status.allocation for c in claims), name
+        allocated += [(r.pool, r.device) for c in claims for r in c.status.allocation.devices.results]
+    assert len(set(allocated)) == 1, allocated
+    pool, device = allocated[0]
+    assert bed.module is not None and pool == plans[0]["spec"]["placement"]["pool"]
+    assert device == plans[0]["spec"]["placement"]["devices"][0]
+
+
+def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capacity(bed: Bed) -> None:
+    low = bed.klass("plan-l4-low", selector=L4_ONLY, priority_class=bed.priority_class("plan-low", 100))
+    high = bed.klass("plan-l4-high", selector=L4_ONLY, priority_class=bed.priority_class("plan-high", 1000))
+    lows = [bed.order("low-1", QWEN, low), bed.order("low-2", QWEN, low)]
+    for name in lows:
+        bed.wait_ready(name)
+    urgent = bed.order("urgent", QWEN, high)
+    status = bed.wait_ready(urgent, 150)
+    assert status["resolved"]["acceleratorProductName"] == "NVIDIA L4"
+
+    def displaced() -> str | None:
+        for name in lows:
+            planned = condition(bed.status(name), "Planned")
+            if planned.get("reason") == "NoCapacity":
+                return name
+        return None
+
+    victim = wait_for(displaced, 60, interval=0.5, what="a low-priority order displaced")
+    assert_refused(bed.status(victim), "NoCapacity", "GiB free right now")
+    survivor = next(n for n in lows if n != victim)
+    assert bed.status(survivor)["phase"] == "Ready"
+
+
+def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_failed(bed: Bed) -> None:
+    # Both L4s hold a high-priority chat order; a low-priority embedding order sits beside one of them.
+    # Releasing it frees far less than another chat order needs: preemption cannot work out.
+    high = bed.klass("plan-l4-high2", selector=L4_ONLY, priority_class=bed.priority_class("plan-high2", 1000))
+    low = bed.klass("plan-l4-low2", selector=L4_ONLY, endpoint_types=("Embeddings",),
+                    priority_class=bed.priority_class("plan-low2", 100))
+    for name in (bed.order("keep-1", QWEN, high), bed.order("keep-2", QWEN, high),
+                 bed.order("small-low", BGE, low)):
+        bed.wait_ready(name)
+    order = bed.order("no-victims-enough", QWEN, high)
+    status = bed.wait_reason(order, "Planned", "PlanningPreemptionFailed")
+    assert_refused(status, "PlanningPreemptionFailed", "lower-priority", "would still leave no room",
+                   "retried")
+    assert bed.status("small-low")["phase"] == "Ready"  # nobody was released for nothing
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def _share_150(name: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LaunchPlan", "metadata": {"name": name},
+            "spec": {"placement": {"deviceClassName": GPU, "placementMode": "Shared",
+                                   "sharingMode": "Shares", "sharePercent": 150}}}
+
+
+def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(bed: Bed) -> None:
+    klass = bed.klass("plan-h100-hand", selector=H100_ONLY)
+    name = "hand-plan"
+    bed.admin.create_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", _share_150(name))
+    try:
+        bed.order(name, QWEN, klass)
+        status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
+        assert_refused(status, "LaunchPlanNotAPlacement", "sharePercent=150", "outside 1..100",
+                       "delete the LaunchPlan")
+        time.sleep(5)  # judged, never trusted, never overwritten
+        assert bed.plan(name)["spec"]["placement"]["sharePercent"] == 150  # type: ignore[index]
+    finally:
+        bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
+    status = bed.wait_ready(name)
+    plan = bed.plan(name)
+    assert plan is not None and 1 <= plan["spec"]["placement"]["sharePercent"] <= 100
+    assert plan["metadata"]["ownerReferences"][0]["name"] == name
+
+
+def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None:
+    klass = bed.klass("plan-h100-hand2", selector=H100_ONLY)
+    name = bed.order("hand-plan-after", QWEN, klass)
+    bed.wait_ready(name)
+    bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
+    bed.admin.create_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", _share_150(name))
+    status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
+    planned = condition(status, "Planned")
+    assert planned["status"] == "False" and "sharePercent=150" in planned["message"]
+    assert status["reason"] == "LaunchPlanNotAPlacement" and status["phase"] == "Pending"
+    bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
+    bed.wait_ready(name)
+
+
+def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(bed: Bed) -> None:
+    klass = bed.klass("plan-h100-force", selector=H100_ONLY)
+    name = bed.order("in-force", QWEN, klass)
+    before = bed.wait_ready(name)
+    plan_before = bed.plan(name)
+    assert plan_before is not None
+    count = before["resolved"]["replanCount"]
+    bed.set_model(name, "meta-llama/Llama-3.1-405B-Instruct", secret=bed.hf_token())
+    status = bed.wait_reason(name, "Planned", "LaunchPlanInForce")
+    planned = condition(status, "Planned")
+    assert planned["status"] == "True"
+    assert "NoAcceleratorWithEnoughMemory" in planned["message"]
+    assert "the largest accelerator found has 80" in planned["message"]
+    assert status["phase"] == "Ready" and condition(status, "Ready")["status"] == "True"
+    assert status["resolved"]["replanCount"] == count + 1
+    time.sleep(8)  # several passes: still Ready, on the same plan, counted once
+    status = bed.status(name)
+    assert status["phase"] == "Ready"
+    assert condition(status, "Planned")["reason"] == "LaunchPlanInForce"
+    assert status["resolved"]["replanCount"] == count + 1
+    assert bed.plan(name)["spec"]["placement"] == plan_before["spec"]["placement"]  # type: ignore[index]
+    bed.set_model(name, BGE)  # a placeable model again: a new plan, counted
+    status = bed.wait(name, lambda s: condition(s, "Planned").get("reason") == "Planned"
+                      and s["resolved"]["replanCount"] == count + 2, 60, "replanned onto bge-m3")
