@@ -281,6 +281,7 @@ class FakePlanner:
 
 
 class FakeWorkload:
+    service_port = 8000
     def __init__(self) -> None:
         self.verdict = WorkloadVerdict("True", StatusReason.WORKLOAD_AVAILABLE.value, "1/1 replicas ready.")
         self.growth_verdict = WorkloadVerdict("True", StatusReason.SCALING_OK.value, "growth is not blocked.")

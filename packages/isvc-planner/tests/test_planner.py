@@ -416,3 +416,9 @@ def test_planner_answers_pass_the_judge(models: dict[str, ModelFacts]) -> None:
     inv = inventory([fleet_slice("n1", [fleet_gpu("n1", i) for i in range(2)])])
     p = plan(Planner(inv), models["qwen32b_awq"]).placement
     assert p is not None and judge_plan(p, inv) is None
+
+
+def test_the_placement_carries_the_compute_capability_as_cuda_names_it(half: ModelFacts) -> None:
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0, compute_capability="8.9.0")])]))
+    placed = plan(planner, half).placement
+    assert placed is not None and placed.accelerator_compute_capability == "8.9"

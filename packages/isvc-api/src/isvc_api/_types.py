@@ -485,6 +485,9 @@ class Placement(Wire):
     accelerator_memory_gi_b: float | None = Field(
         default=None, alias="acceleratorMemoryGiB", description="Memory of one device, GiB."
     )
+    accelerator_compute_capability: str | None = Field(
+        default=None, description="CUDA compute capability of the device(s), e.g. 8.9; recipes choose by it."
+    )
     placement_mode: PlacementMode = Field(description="Shared, WholeDevice or MultiDevice.")
     sharing_mode: SharingMode = Field(default=SharingMode.NONE, description="Sharing mode.")
     share_percent: int | None = Field(default=None, description="Percent of one device.")

@@ -149,13 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # Ready means the process is up, not that it leads: a rollout must not wait on the old pod's lease.
+    ready.set()
     elector = None
     if args.leader_elect:
         elector = LeaderElector(controller.kube.api, args.namespace)
         elector.acquire()
         elector.keep(stop.set)
     controller.start()
-    ready.set()
     log.info("isvc controller started")
     stop.wait()
     controller.stop()

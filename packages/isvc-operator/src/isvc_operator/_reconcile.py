@@ -150,6 +150,11 @@ class WorkloadPort(Protocol):
 
     def auth_secret(self, order: Obj) -> Obj: ...
 
+    @property
+    def service_port(self) -> int:
+        """The port the order's Service serves the inference API on (whatever the runtime listens on)."""
+        ...
+
     def endpoint(self, order: Obj, policy: EffectivePolicy) -> str: ...
 
     def judge(
@@ -405,8 +410,10 @@ class Reconciler:
             refuse(outcome.refusal or Refusal(reason=Reason.PLANNER_REQUEST_FAILED,
                                               message="the planner answered without a placement; retried."))
             return
+        # The model is served under its name without a pinned revision, as clients ask for it.
+        served_name = st.order.spec.model.ref.name.split("@", 1)[0]
         compiled = self.d.recipes.compile(
-            st.facts, st.endpoint_type, outcome.placement, outcome.estimates, st.order.spec.model.ref.name
+            st.facts, st.endpoint_type, outcome.placement, outcome.estimates, served_name
         )
         if isinstance(compiled, Refusal):
             refuse(compiled)
@@ -552,11 +559,9 @@ class Reconciler:
         if not st.holds(ConditionType.WORKLOAD_READY):
             st.say(type_, st.waits_for(ConditionType.WORKLOAD_READY))
             return
-        runtime = st.plan.runtime if st.plan else None
-        ports = {p.name: p.container_port for p in (runtime.ports if runtime else [])}
         status = st.order.status
         previous = find_condition(status.conditions, ConditionType.READY.value) if status else None
-        verdict = self.d.health.check(st.namespace, st.name, ports.get("http", 8000), st.token, previous)
+        verdict = self.d.health.check(st.namespace, st.name, self.d.workload.service_port, st.token, previous)
         st.say(type_, verdict)
         st.requeue(self.d.health.period)
 

@@ -131,6 +131,10 @@ class Workload:
                 out.append(cert)
         return out
 
+    @property
+    def service_port(self) -> int:
+        return int(isvc_workload.SERVICE_PORT)
+
     def auth_secret(self, order: Obj) -> Obj:
         return isvc_workload.auth_secret(InferenceService.model_validate(order))
 

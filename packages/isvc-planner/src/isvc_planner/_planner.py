@@ -466,6 +466,7 @@ class Planner:
             node_name=first.node,
             accelerator_product_name=first.product,
             accelerator_memory_gi_b=gib(memory),
+            accelerator_compute_capability=_major_minor(first.compute_capability),
             placement_mode=found.mode,
             sharing_mode=found.sharing,
             share_percent=found.units if found.sharing == SharingMode.SHARES else None,
@@ -521,3 +522,7 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
                                    f"carry (largest {gib(largest)} GiB)")
     return None
 
+
+def _major_minor(version: str | None) -> str | None:
+    """A version attribute such as 8.9.0 as CUDA names compute capabilities: 8.9."""
+    return ".".join(version.split(".")[:2]) if version else None

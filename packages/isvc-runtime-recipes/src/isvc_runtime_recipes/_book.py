@@ -357,7 +357,7 @@ class RecipeBook:
             accelerator=AcceleratorFacts(
                 product_name=known.product_name or placement.accelerator_product_name,
                 memory_gi_b=known.memory_gi_b or placement.accelerator_memory_gi_b,
-                compute_capability=known.compute_capability,
+                compute_capability=known.compute_capability or placement.accelerator_compute_capability,
             ),
         )
         failures: list[_Failure] = []
