@@ -377,6 +377,22 @@ def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
     assert r.refusal is not None and r.refusal.reason == Reason.PLANNING_PREEMPTION_FAILED
 
 
+def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(half: ModelFacts) -> None:
+    """While a preemption is under way the card is over-committed (the victim's claim and the new
+    reservation); the victim counts its own claim as free, so the ledger must not cap what is used."""
+    claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)], priority=1)]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims,
+                    [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)])
+    planner = Planner(inv)
+    urgent = plan(planner, half, "urgent", "y", priority_class_name="gold")
+    assert urgent.placement is not None
+    assert [(v.namespace, v.name) for v in urgent.preempt] == [("x", "victim")]
+    again = plan(planner, sized(half, 60), "victim", "x", priority_class_name="tin")
+    assert again.placement is None and again.refusal is not None
+    assert again.refusal.reason == Reason.NO_CAPACITY
+    assert inv.used(("gpu.nvidia.com", "n1", "gpu-0")) > 100  # over-committed until the claim goes
+
+
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
     claims = [fleet_claim("x", "c0", "peer", [("n1", "gpu-0", 90)], priority=1000)]
     inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)])

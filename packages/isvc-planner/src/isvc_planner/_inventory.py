@@ -457,12 +457,14 @@ class Inventory:
         if device is None:
             self._used.pop(key, None)
             return
-        self._used[key] = min(UNITS, sum(self.holding_units(h, device) for h in holds.values()))
+        # Not capped at UNITS: while a preemption is under way the victim's claim and the new plan's
+        # reservation overlap, and a victim that counts its own claim as free must still see no room.
+        self._used[key] = sum(self.holding_units(h, device) for h in holds.values())
 
     # ------------------------------------------------------------------ reading
 
     def used(self, key: DeviceKey) -> int:
-        """Units of a published device held by anyone."""
+        """Units of a published device held by anyone (above UNITS while a preemption is under way)."""
         return self._used.get(key, 0)
 
     def holdings_on(self, key: DeviceKey) -> list[Holding]:
