@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from isvc_api import LABEL_ORDER
 from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import order_status
+from isvc_testbed.module import conditions_line, order_status
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -137,12 +138,18 @@ class Bed:
 
     def wait(self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float, what: str
              ) -> dict[str, Any]:
+        seen: list[dict[str, Any]] = [{}]
+
         def probe() -> dict[str, Any] | None:
             self.module.check()
-            status = self.status(name)
-            return status if status and check(status) else None
+            seen[0] = self.status(name)
+            return seen[0] if seen[0] and check(seen[0]) else None
 
-        return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
+        try:
+            return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; status: {conditions_line(seen[0])} phase {seen[0].get('phase')}; "
+                               f"{[c.get('message') for c in seen[0].get('conditions', [])]}") from None
 
     def wait_reason(self, name: str, type_: str, reason: str, timeout: float = 60) -> dict[str, Any]:
         return self.wait(name, lambda s: condition(s, type_).get("reason") == reason, timeout,
@@ -153,7 +160,7 @@ class Bed:
 
     def claims(self, name: str) -> list[Any]:
         items = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items
-        return [c for c in items if (c.metadata.labels or {}).get("ai.deckhouse.io/inference-service") == name]
+        return [c for c in items if (c.metadata.labels or {}).get(LABEL_ORDER) == name]
 
     # -------------------------------------------------------------- cleanup
 
@@ -334,7 +341,11 @@ def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capaci
                 return name
         return None
 
-    victim = wait_for(displaced, 60, interval=0.5, what="a low-priority order displaced")
+    try:
+        victim = wait_for(displaced, 60, interval=0.5, what="a low-priority order displaced")
+    except TimeoutError as e:
+        lines = {n: conditions_line(bed.status(n)) for n in [*lows, urgent]}
+        raise AssertionError(f"{e}: {lines}") from None
     assert_refused(bed.status(victim), "NoCapacity", "GiB free right now")
     survivor = next(n for n in lows if n != victim)
     assert bed.status(survivor)["phase"] == "Ready"
@@ -388,12 +399,12 @@ def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None
     klass = bed.klass("plan-h100-hand2", selector=H100_ONLY)
     name = bed.order("hand-plan-after", QWEN, klass)
     bed.wait_ready(name)
-    bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
-    bed.admin.create_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", _share_150(name))
+    # rewritten by hand: share 150, and no longer marked as computed by the module
+    bed.admin.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name, {
+        "metadata": {"annotations": {"ai.deckhouse.io/computed-by": None}},
+        "spec": {"placement": {"sharePercent": 150}}})
     status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-    planned = condition(status, "Planned")
-    assert planned["status"] == "False" and "sharePercent=150" in planned["message"]
-    assert status["reason"] == "LaunchPlanNotAPlacement" and status["phase"] == "Pending"
+    assert_refused(status, "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
     bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
     bed.wait_ready(name)
 
@@ -419,6 +430,7 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     assert condition(status, "Planned")["reason"] == "LaunchPlanInForce"
     assert status["resolved"]["replanCount"] == count + 1
     assert bed.plan(name)["spec"]["placement"] == plan_before["spec"]["placement"]  # type: ignore[index]
-    bed.set_model(name, BGE)  # a placeable model again: a new plan, counted
+    bed.set_model(name, "meta-llama/Llama-3.1-8B-Instruct", secret=bed.hf_token())  # placeable: a new plan
     status = bed.wait(name, lambda s: condition(s, "Planned").get("reason") == "Planned"
-                      and s["resolved"]["replanCount"] == count + 2, 60, "replanned onto bge-m3")
+                      and s["resolved"]["replanCount"] == count + 2, 60, "replanned onto Llama-3.1-8B")
+    assert "meta-llama/Llama-3.1-8B-Instruct" in bed.plan(name)["spec"]["runtime"]["args"]  # type: ignore[index]
