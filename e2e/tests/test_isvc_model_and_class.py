@@ -200,6 +200,10 @@ def test_an_order_naming_a_missing_class_says_class_not_found(bed: Bed) -> None:
                    "'default-llm-v0'")
     assert condition(status, "ModelResolved")["status"] == "Unknown"  # type: ignore[index]
 
+    bed.klass("default-llm-v0", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]}})  # the class appears
+    status = bed.wait_true("cls-missing", "ClassResolved", timeout=10)  # by watch, not by a requeue
+    assert status["model"]["endpointType"] == "Chat"
+
 
 def test_a_class_with_no_endpoint_types_is_not_ready_and_its_orders_say_class_not_ready(bed: Bed) -> None:
     klass = bed.klass("e2e-no-types", {"modelPolicy": {"allowedEndpointTypes": []}}, ready=False)
@@ -426,7 +430,8 @@ def test_a_failing_catalog_request_says_catalog_lookup_failed_until_it_succeeds(
         bed.order("lookup", catalog("ClusterModel", "e2e-bge-lookup"), klass="default-llm")
         status = bed.wait("lookup", "ModelResolved", "CatalogLookupFailed")
         assert_refused(status, "ModelResolved", "CatalogLookupFailed", "clustermodels", "403",
-                       "asked again")
+                       "catalog.mode", "the next pass asks again")
+        assert condition(status, "ModelResolved")["message"].count("again") == 1  # type: ignore[index]
         generation = bed.read("lookup")["metadata"]["generation"]
     finally:
         install_chart(cluster)
@@ -445,6 +450,8 @@ def test_catalog_mode_none_grants_no_catalog_permission_and_catalog_orders_say_c
         install_chart(cluster, {"catalog": {"mode": "None"}})
         module.restart_controller("--catalog-mode", "None")
         assert _catalog_rules(bed.admin) == []
+        deployment: Any = k8s.AppsV1Api(bed.admin).read_namespaced_deployment("isvc-controller", "d8-isvc")
+        assert "--catalog-mode=None" in (deployment.spec.template.spec.containers[0].args or [])
         assert not _may_read_cluster_models(bed.admin)
         bed.order("cat-off", catalog("ClusterModel", "e2e-bge"), klass="default-llm")
         bed.order("hub-on", hf("BAAI/bge-m3"), klass="default-llm")
