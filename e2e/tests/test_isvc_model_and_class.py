@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from isvc_api import LABEL_ORDER
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.module import ModuleProcesses, install_chart, order_status
@@ -150,12 +151,25 @@ class Bed:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+        wait_for(self._orders_gone, 60, what=f"orders {self.orders} and what they hold deleted")
         for undo in reversed(self.cleanup):
             try:
                 undo()
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+
+    def _orders_gone(self) -> bool:
+        """No order of this test, nor its LaunchPlan or claims, is left to hold capacity for later tests."""
+        mine = set(self.orders)
+        orders: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace,
+                                                                "inferenceservices")
+        plans: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "launchplans")
+        claims: Any = k8s.ResourceV1Api(self.admin).list_namespaced_resource_claim(self.namespace)
+        left = {o["metadata"]["name"] for o in orders["items"] + plans["items"]}
+        left |= {(c.metadata.labels or {}).get(LABEL_ORDER) for c in claims.items}
+        return not mine & left
 
 
 def condition(status: Obj, type_: str) -> Obj | None:
