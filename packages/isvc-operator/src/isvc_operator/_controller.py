@@ -186,13 +186,22 @@ class Controller:
                 backoff = self.queue.add_rate_limited(key)
                 log.info("%s %s/%s: %s; retry in %.1fs", kind, namespace, name, exc, backoff)
                 self.passes.labels(kind, "retry").inc()
-            except Exception:
+            except Exception as exc:
+                if getattr(exc, "status", None) == 404 and self._gone(kind, namespace, name):
+                    self.queue.forget(key)  # deleted while the pass ran: NotFound means done
+                    continue
                 backoff = self.queue.add_rate_limited(key)
                 log.exception("%s %s/%s failed; retry in %.1fs", kind, namespace, name, backoff)
                 self.passes.labels(kind, "error").inc()
             finally:
                 self.latency.labels(kind).observe(time.monotonic() - started)
                 self.queue.done(key)
+
+    def _gone(self, kind: str, namespace: str, name: str) -> bool:
+        """Whether the object a key names no longer exists."""
+        if kind == "class":
+            return self.kube.get(GV, "InferenceServiceClass", None, name) is None
+        return self.kube.get(GV, "InferenceService", namespace, name) is None
 
     def reconcile_class(self, name: str) -> float | None:
         """Judge a class and write its Ready condition."""
