@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -306,8 +307,6 @@ class Reconciler:
                 )))
                 st.requeue(RETRY_CAPACITY)
                 return
-            import base64
-
             token = base64.b64decode(data[ref.key]).decode().strip()
         try:
             resolved = self.d.models.resolve(spec, st.namespace, token)
@@ -505,8 +504,6 @@ class Reconciler:
         if st.policy.token_required:
             secret = self.d.cluster.create(self.d.workload.auth_secret(st.raw))
             auth_name = secret["metadata"]["name"]
-            import base64
-
             st.token = base64.b64decode((secret.get("data") or {}).get("token", "")).decode() or None
         st.auth_secret_name = auth_name
         try:
