@@ -4,19 +4,18 @@ preemption by priority, hand-written launch plans and a plan kept in force."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from isvc_api import LABEL_ORDER
 from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import conditions_line, order_status
+from isvc_testbed.module import conditions_line
+from isvc_testbed.orders import GROUP, VERSION, Orders, assert_refused, condition, hf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 pytestmark = pytest.mark.e2e
 
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
 GPU = "gpu.nvidia.com"
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 BGE = "BAAI/bge-m3"
@@ -34,26 +33,8 @@ GH200_ONLY = _product("NVIDIA GH200 480GB")
 # ---------------------------------------------------------------- helpers
 
 
-def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of that type (KeyError-free: {} when absent)."""
-    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
-
-
-class Bed:
+class Bed(Orders):
     """Orders (as alice) and classes, priority classes and plans (as admin) made by one test, undone after."""
-
-    def __init__(self, module: Any, admin: k8s.ApiClient, alice: k8s.ApiClient, namespace: str) -> None:
-        self.module = module
-        self.admin = k8s.CustomObjectsApi(admin)
-        self.alice = k8s.CustomObjectsApi(alice)
-        self.alice_api = alice
-        self.admin_api = admin
-        self.ns = namespace
-        self.orders: list[str] = []
-        self.classes: list[str] = []
-        self.priority_classes: list[str] = []
-
-    # -------------------------------------------------------------- writes
 
     def klass(self, name: str, *, selector: str | None = None, endpoint_types: tuple[str, ...] = ("Chat",),
               priority_class: str | None = None, shares: list[int] | None = None,
@@ -68,22 +49,14 @@ class Bed:
                                 "acceleratorPolicy": accel}
         if priority_class:
             spec["priorityClassName"] = priority_class
-        self.admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
-            "metadata": {"name": name}, "spec": spec})
-        self.classes.append(name)
-        if wait_ready:
-            def ready() -> bool:
-                obj = self.admin.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
-                return condition(obj.get("status") or {}, "Ready").get("status") == "True"
-
-            wait_for(ready, 30, what=f"class {name} Ready")
+        self.create_class(name, spec, ready=True if wait_ready else None)
         return name
 
     def priority_class(self, name: str, value: int) -> str:
-        k8s.SchedulingV1Api(self.admin_api).create_priority_class(
+        scheduling = k8s.SchedulingV1Api(self.admin_api)
+        scheduling.create_priority_class(
             k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value))
-        self.priority_classes.append(name)
+        self.cleanup.append(lambda: scheduling.delete_priority_class(name))
         return name
 
     def hf_token(self) -> str:
@@ -97,98 +70,12 @@ class Bed:
                 raise
         return "plan-hf-token"
 
-    @staticmethod
-    def _model(model: str, secret: str | None) -> dict[str, Any]:
-        spec: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": model}}
-        if secret:
-            spec["authSecretRef"] = {"name": secret}
-        return spec
-
     def order(self, name: str, model: str, klass: str, secret: str | None = None) -> str:
-        self.alice.create_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": {"inferenceServiceClassName": klass, "model": self._model(model, secret)}})
-        self.orders.append(name)
-        return name
+        return self.create(name, hf(model, secret), klass)
 
     def set_model(self, name: str, model: str, secret: str | None = None) -> None:
         self.alice.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, "inferenceservices", name,
-            {"spec": {"model": self._model(model, secret)}})
-
-    def delete_order(self, name: str) -> None:
-        try:
-            self.alice.delete_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-    # -------------------------------------------------------------- reads
-
-    def status(self, name: str) -> dict[str, Any]:
-        return order_status(self.alice_api, self.ns, name)
-
-    def plan(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self.admin.get_namespaced_custom_object(GROUP, VERSION, self.ns, "launchplans", name))
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-
-    def wait(self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float, what: str
-             ) -> dict[str, Any]:
-        seen: list[dict[str, Any]] = [{}]
-
-        def probe() -> dict[str, Any] | None:
-            self.module.check()
-            seen[0] = self.status(name)
-            return seen[0] if seen[0] and check(seen[0]) else None
-
-        try:
-            return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
-        except TimeoutError as e:
-            raise TimeoutError(f"{e}; status: {conditions_line(seen[0])} phase {seen[0].get('phase')}; "
-                               f"{[c.get('message') for c in seen[0].get('conditions', [])]}") from None
-
-    def wait_reason(self, name: str, type_: str, reason: str, timeout: float = 60) -> dict[str, Any]:
-        return self.wait(name, lambda s: condition(s, type_).get("reason") == reason, timeout,
-                         f"{type_} reason {reason}")
-
-    def wait_ready(self, name: str, timeout: float = 120) -> dict[str, Any]:
-        return self.wait(name, lambda s: s.get("phase") == "Ready", timeout, "phase Ready")
-
-    def claims(self, name: str) -> list[Any]:
-        items = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items
-        return [c for c in items if (c.metadata.labels or {}).get(LABEL_ORDER) == name]
-
-    # -------------------------------------------------------------- cleanup
-
-    def close(self) -> None:
-        for name in self.orders:
-            self.delete_order(name)
-
-        def orders_gone() -> bool:
-            left = {o["metadata"]["name"] for o in self.alice.list_namespaced_custom_object(
-                GROUP, VERSION, self.ns, "inferenceservices")["items"]}
-            claims = [c for n in self.orders for c in self.claims(n)]
-            return not (left & set(self.orders)) and not claims
-
-        try:
-            wait_for(orders_gone, 90, what="orders and their claims gone")
-        finally:
-            for name in self.classes:
-                try:
-                    self.admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
-            for name in self.priority_classes:
-                try:
-                    k8s.SchedulingV1Api(self.admin_api).delete_priority_class(name)
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+            GROUP, VERSION, self.ns, "inferenceservices", name, {"spec": {"model": hf(model, secret)}})
 
 
 @pytest.fixture
@@ -198,17 +85,6 @@ def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a:
         yield b
     finally:
         b.close()
-
-
-def assert_refused(status: dict[str, Any], reason: str, *words: str) -> str:
-    """Planned=False with `reason`, phase Pending, status.reason the same; the message holds `words`."""
-    planned = condition(status, "Planned")
-    assert (planned["status"], planned["reason"]) == ("False", reason), planned
-    assert status["phase"] == "Pending"
-    assert status["reason"] == reason
-    for word in words:
-        assert word in planned["message"], (word, planned["message"])
-    return str(planned["message"])
 
 
 # ---------------------------------------------------------------- refusals
@@ -223,15 +99,15 @@ def test_an_order_beyond_what_its_class_may_use_says_no_capacity(bed: Bed) -> No
     assert placed == {"NVIDIA L4"}
     third = bed.order("nocap-3", QWEN, klass)
     status = bed.wait_reason(third, "Planned", "NoCapacity")
-    assert_refused(status, "NoCapacity", "GiB free right now", "replanned")
+    assert_refused(status, "Planned", "NoCapacity", "GiB free right now", "replanned")
 
 
 def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_memory(bed: Bed) -> None:
     klass = bed.klass("plan-h100-only", selector=H100_ONLY)
     order = bed.order("too-large", "meta-llama/Llama-3.1-405B-Instruct", klass, secret=bed.hf_token())
     status = bed.wait_reason(order, "Planned", "NoAcceleratorWithEnoughMemory")
-    message = assert_refused(status, "NoAcceleratorWithEnoughMemory", "the largest accelerator found has 80",
-                             "NVIDIA H100 80GB HBM3")
+    message = assert_refused(status, "Planned", "NoAcceleratorWithEnoughMemory",
+                             "the largest accelerator found has 80", "NVIDIA H100 80GB HBM3")
     required = float(message.split("The model needs ")[1].split(" GiB")[0])
     assert required > 8 * 80  # more than all eight H100s of the node together: no tensor-parallel plan
 
@@ -240,7 +116,7 @@ def test_a_device_without_memory_capacity_says_no_compatible_placement_for_an_ad
     klass = bed.klass("plan-gh200-only", selector=GH200_ONLY)
     order = bed.order("no-profile", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "NoCompatiblePlacement")
-    assert_refused(status, "NoCompatiblePlacement", "memory profile of the hardware is incomplete",
+    assert_refused(status, "Planned", "NoCompatiblePlacement", "memory profile of the hardware is incomplete",
                    "An administrator's subject", "waiting will not help")
     assert bed.plan(order) is None
 
@@ -254,10 +130,10 @@ def test_free_memory_in_no_permitted_share_says_no_compatible_placement_no_room_
         assert bed.wait_ready(name)["resolved"]["sharePercent"] == 60
     third = bed.order("sixty-3", BGE, klass)
     status = bed.wait_reason(third, "Planned", "NoCompatiblePlacement")
-    message = assert_refused(status, "NoCompatiblePlacement", "No room now", "permitted share",
+    message = assert_refused(status, "Planned", "NoCompatiblePlacement", "No room now", "permitted share",
                              "Replanned when capacity changes")
     assert "incomplete" not in message
-    bed.delete_order(first)
+    bed.delete(first)
     bed.wait_ready(third, 120)
 
 
@@ -268,7 +144,7 @@ def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recov
     try:
         order = bed.order("planner-down", QWEN, klass)
         status = bed.wait_reason(order, "Planned", "PlannerRequestFailed")
-        assert_refused(status, "PlannerRequestFailed", "the planner did not answer", "retried")
+        assert_refused(status, "Planned", "PlannerRequestFailed", "the planner did not answer", "retried")
         generation = bed.alice.get_namespaced_custom_object(
             GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"]
     finally:
@@ -284,7 +160,7 @@ def test_a_class_naming_a_missing_priority_class_says_priority_class_not_found(b
                       wait_ready=False)
     order = bed.order("no-priority", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "PriorityClassNotFound")
-    assert_refused(status, "PriorityClassNotFound", "plan-no-such-priority", "administrator")
+    assert_refused(status, "Planned", "PriorityClassNotFound", "plan-no-such-priority", "administrator")
     assert condition(status, "ClassResolved")["status"] == "True"
 
 
@@ -292,7 +168,7 @@ def test_a_selector_that_errors_on_a_device_says_placement_undecidable(bed: Bed)
     klass = bed.klass("plan-bad-selector", selector=f"device.attributes['{GPU}'].index == 0")
     order = bed.order("undecidable", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "PlacementUndecidable")
-    assert_refused(status, "PlacementUndecidable", "no such key", "search never started",
+    assert_refused(status, "Planned", "PlacementUndecidable", "no such key", "search never started",
                    "waiting will not help")
     time.sleep(6)  # it never passes on its own
     assert condition(bed.status(order), "Planned")["reason"] == "PlacementUndecidable"
@@ -346,7 +222,7 @@ def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capaci
     except TimeoutError as e:
         lines = {n: conditions_line(bed.status(n)) for n in [*lows, urgent]}
         raise AssertionError(f"{e}: {lines}") from None
-    assert_refused(bed.status(victim), "NoCapacity", "GiB free right now")
+    assert_refused(bed.status(victim), "Planned", "NoCapacity", "GiB free right now")
     survivor = next(n for n in lows if n != victim)
     assert bed.status(survivor)["phase"] == "Ready"
 
@@ -362,8 +238,8 @@ def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_f
         bed.wait_ready(name)
     order = bed.order("no-victims-enough", QWEN, high)
     status = bed.wait_reason(order, "Planned", "PlanningPreemptionFailed")
-    assert_refused(status, "PlanningPreemptionFailed", "lower-priority", "would still leave no room",
-                   "retried")
+    assert_refused(status, "Planned", "PlanningPreemptionFailed", "lower-priority",
+                   "would still leave no room", "retried")
     assert bed.status("small-low")["phase"] == "Ready"  # nobody was released for nothing
 
 
@@ -383,7 +259,7 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
     try:
         bed.order(name, QWEN, klass)
         status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-        assert_refused(status, "LaunchPlanNotAPlacement", "sharePercent=150", "outside 1..100",
+        assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "outside 1..100",
                        "delete the LaunchPlan")
         time.sleep(5)  # judged, never trusted, never overwritten
         assert bed.plan(name)["spec"]["placement"]["sharePercent"] == 150  # type: ignore[index]
@@ -404,7 +280,7 @@ def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None
         "metadata": {"annotations": {"ai.deckhouse.io/computed-by": None}},
         "spec": {"placement": {"sharePercent": 150}}})
     status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-    assert_refused(status, "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
+    assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
     bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
     bed.wait_ready(name)
 
