@@ -4,126 +4,44 @@ its workload while nothing changes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from isvc_api import LABEL_ORDER
-from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import conditions_line, order_status
+from isvc_testbed.orders import GROUP, VERSION, Orders, assert_refused, catalog, condition, hf
 from isvc_workload import RUNTIME_HASH_ANNOTATION
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 pytestmark = pytest.mark.e2e
 
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
-CATALOG = "ai-models.deckhouse.io"
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 BGE = "BAAI/bge-m3"
 GGUF = "Qwen/Qwen2.5-7B-Instruct-GGUF"
 TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser")
 
 
-def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
-
-
-class Bed:
+class Bed(Orders):
     """Orders (as alice), classes and catalog models (as admin) made by one test, deleted after it."""
 
-    def __init__(self, module: Any, admin: k8s.ApiClient, alice: k8s.ApiClient, namespace: str) -> None:
-        self.module = module
-        self.admin_api, self.alice_api = admin, alice
-        self.admin, self.alice = k8s.CustomObjectsApi(admin), k8s.CustomObjectsApi(alice)
-        self.ns = namespace
-        self.orders: list[str] = []
-        self.classes: list[str] = []
-        self.models: list[str] = []
-
     def klass(self, name: str, endpoint_types: tuple[str, ...]) -> str:
-        self.admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass", "metadata": {"name": name},
-            "spec": {"modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
-                     "exposure": {"type": "ClusterLocal", "authentication": "Token"}}})
-        self.classes.append(name)
-
-        def ready() -> bool:
-            obj = self.admin.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
-            return condition(obj.get("status") or {}, "Ready").get("status") == "True"
-
-        wait_for(ready, 30, what=f"class {name} Ready")
+        self.create_class(name, {"modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
+                                 "exposure": {"type": "ClusterLocal", "authentication": "Token"}})
         return name
 
     def catalog_model(self, name: str, spec: dict[str, Any]) -> str:
         """A namespaced catalog Model, Ready in the catalog."""
-        self.admin.create_namespaced_custom_object(CATALOG, VERSION, self.ns, "models", {
-            "apiVersion": f"{CATALOG}/{VERSION}", "kind": "Model", "metadata": {"name": name}, "spec": spec})
-        self.models.append(name)
-        self.admin.patch_namespaced_custom_object_status(CATALOG, VERSION, self.ns, "models", name, {
-            "status": {"phase": "Ready", "conditions": [
-                {"type": "Ready", "status": "True", "reason": "Ready", "message": "the model is ready"}]}})
-        return name
+        return self.catalog_object("Model", name, spec, {"phase": "Ready", "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Ready", "message": "the model is ready"}]})
 
     def order(self, name: str, klass: str, model: dict[str, Any]) -> str:
-        self.alice.create_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": {"inferenceServiceClassName": klass, "model": model}})
-        self.orders.append(name)
-        return name
+        return self.create(name, model, klass)
 
     def hf_order(self, name: str, klass: str, repo: str) -> str:
-        return self.order(name, klass, {"src": "HuggingFace", "ref": {"name": repo}})
-
-    def status(self, name: str) -> dict[str, Any]:
-        return order_status(self.alice_api, self.ns, name)
-
-    def wait(self, name: str, check: Callable[[dict[str, Any]], bool], timeout: float, what: str
-             ) -> dict[str, Any]:
-        seen: list[dict[str, Any]] = [{}]
-
-        def probe() -> dict[str, Any] | None:
-            self.module.check()
-            seen[0] = self.status(name)
-            return seen[0] if seen[0] and check(seen[0]) else None
-
-        try:
-            return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
-        except TimeoutError as e:
-            raise TimeoutError(f"{e}; status: {conditions_line(seen[0])}") from None
-
-    def wait_reason(self, name: str, type_: str, reason: str, timeout: float = 60) -> dict[str, Any]:
-        return self.wait(name, lambda s: condition(s, type_).get("reason") == reason, timeout,
-                         f"{type_} reason {reason}")
-
-    def wait_ready(self, name: str, timeout: float = 120) -> dict[str, Any]:
-        return self.wait(name, lambda s: s.get("phase") == "Ready", timeout, "phase Ready")
+        return self.create(name, hf(repo), klass)
 
     def deployment(self, name: str) -> Any:
         return k8s.AppsV1Api(self.admin_api).read_namespaced_deployment(name, self.ns)
-
-    def close(self) -> None:
-        for name in self.orders:
-            try:
-                self.alice.delete_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", name)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-
-        def gone() -> bool:
-            left = {o["metadata"]["name"] for o in self.alice.list_namespaced_custom_object(
-                GROUP, VERSION, self.ns, "inferenceservices")["items"]}
-            items = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items
-            claims = [c for c in items if (c.metadata.labels or {}).get(LABEL_ORDER) in self.orders]
-            return not (left & set(self.orders)) and not claims
-
-        try:
-            wait_for(gone, 90, what="orders and their claims gone")
-        finally:
-            for name in self.classes:
-                self.admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
-            for name in self.models:
-                self.admin.delete_namespaced_custom_object(CATALOG, VERSION, self.ns, "models", name)
 
 
 @pytest.fixture
@@ -136,15 +54,6 @@ def bed(module: Any, catalog_crds: list[str], admin_api: k8s.ApiClient, alice_ap
         b.close()
 
 
-def assert_refused(status: dict[str, Any], reason: str, *words: str) -> str:
-    planned = condition(status, "Planned")
-    assert (planned["status"], planned["reason"]) == ("False", reason), planned
-    assert (status["phase"], status["reason"]) == ("Pending", reason)
-    for word in words:
-        assert word in planned["message"], (word, planned["message"])
-    return str(planned["message"])
-
-
 # ---------------------------------------------------------------- refusals
 
 
@@ -155,9 +64,9 @@ def test_a_model_that_exists_only_in_another_quantization_says_quantization_mism
         "architecture": "LlamaForCausalLM", "family": "llama", "parameterCount": 8030261248,
         "dtype": "bfloat16", "quantization": "BitsAndBytes", "quantizationBits": 4, "contextLength": 131072,
         "endpointTypes": ["Chat"], "size": "6Gi"})
-    order = bed.order("bnb-chat", klass, {"src": "AIModels", "ref": {"name": model, "kind": "Model"}})
+    order = bed.order("bnb-chat", klass, catalog("Model", model))
     status = bed.wait_reason(order, "Planned", "QuantizationMismatch")
-    message = assert_refused(status, "QuantizationMismatch", "quantization BitsAndBytes",
+    message = assert_refused(status, "Planned", "QuantizationMismatch", "quantization BitsAndBytes",
                              "another quantization", "AWQ", "platform-side")
     # every candidate recipe, each with the first check it failed
     for recipe, check in [("vllm-chat", "quantization"), ("vllm-chat-turing", "quantization"),
@@ -171,7 +80,7 @@ def test_a_gguf_model_on_a_rerank_only_class_says_no_compatible_runtime_availabl
     klass = bed.klass("recipe-rerank", ("Rerank",))
     order = bed.hf_order("gguf-rerank", klass, GGUF)
     status = bed.wait_reason(order, "Planned", "NoCompatibleRuntimeAvailable")
-    message = assert_refused(status, "NoCompatibleRuntimeAvailable", "GGUF", "as Rerank",
+    message = assert_refused(status, "Planned", "NoCompatibleRuntimeAvailable", "GGUF", "as Rerank",
                              "tei-rerank fails format", "llamacpp-chat fails endpoint type", "platform-side")
     assert "another quantization" not in message
     assert status["model"]["endpointType"] == "Rerank"
