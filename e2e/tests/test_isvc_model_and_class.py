@@ -9,39 +9,25 @@ last and put everything back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from isvc_api import LABEL_ORDER
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import ModuleProcesses, install_chart, order_status
+from isvc_testbed.module import ModuleProcesses, install_chart
+from isvc_testbed.orders import CATALOG, GROUP, VERSION, Obj, Orders, assert_refused, catalog, condition, hf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 pytestmark = pytest.mark.e2e
 
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
-CATALOG = "ai-models.deckhouse.io"
 CATALOG_CRDS = Path(__file__).resolve().parents[1] / "crds"
 CONTROLLER_SA = "system:serviceaccount:d8-isvc:isvc-controller"
-Obj = dict[str, Any]
 
 
 # ---------------------------------------------------------------- objects
-
-
-def hf(repo: str, secret: str | None = None) -> Obj:
-    model: Obj = {"src": "HuggingFace", "ref": {"name": repo}}
-    if secret is not None:
-        model["authSecretRef"] = {"name": secret}
-    return model
-
-
-def catalog(kind: str, name: str) -> Obj:
-    return {"src": "AIModels", "ref": {"kind": kind, "name": name}}
 
 
 BGE_FACTS: Obj = {
@@ -53,151 +39,27 @@ READY_STATUS: Obj = {"phase": "Ready", "conditions": [
     {"type": "Ready", "status": "True", "reason": "Downloaded", "message": "weights are in place"}]}
 
 
-class Bed:
+class Bed(Orders):
     """What one test made, deleted again at its end (orders first, so nothing they hold outlives them)."""
 
-    def __init__(self, admin: k8s.ApiClient, alice: k8s.ApiClient, namespace: str, module: ModuleProcesses):
-        self.admin, self.alice, self.namespace, self.module = admin, alice, namespace, module
-        self.custom = k8s.CustomObjectsApi(admin)
-        self.orders: list[str] = []
-        self.cleanup: list[Callable[[], Any]] = []
-
-    # ---- alice
-
     def order(self, name: str, model: Obj, klass: str | None = None) -> str:
-        spec: Obj = {"model": model}
-        if klass is not None:
-            spec["inferenceServiceClassName"] = klass
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
-                "metadata": {"name": name}, "spec": spec}
-        k8s.CustomObjectsApi(self.alice).create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, "inferenceservices", body)
-        self.orders.append(name)
-        return name
-
-    def read(self, name: str) -> Obj:
-        obj: Any = k8s.CustomObjectsApi(self.alice).get_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, "inferenceservices", name)
-        return dict(obj)
-
-    def status(self, name: str) -> Obj:
-        return order_status(self.alice, self.namespace, name)
-
-    def wait(self, name: str, type_: str, reason: str, timeout: float = 30.0) -> Obj:
-        """The order's status once condition `type_` carries `reason`."""
-
-        def check() -> Obj | None:
-            self.module.check()
-            status = self.status(name)
-            cond = condition(status, type_)
-            return status if cond is not None and cond["reason"] == reason else None
-
-        return wait_for(check, timeout, what=f"{name}: {type_} reason {reason}; now {self._now(name)}")
-
-    def wait_true(self, name: str, type_: str, timeout: float = 30.0) -> Obj:
-        """The order's status once condition `type_` is True."""
-
-        def check() -> Obj | None:
-            self.module.check()
-            status = self.status(name)
-            cond = condition(status, type_)
-            return status if cond is not None and cond["status"] == "True" else None
-
-        return wait_for(check, timeout, what=f"{name}: {type_} True; now {self._now(name)}")
-
-    def _now(self, name: str) -> str:
-        try:
-            status = self.status(name)
-        except ApiException:
-            return "unreadable"
-        return " ".join(f"{c['type']}={c['status']}/{c['reason']}" for c in status.get("conditions", []))
-
-    # ---- the administrator
+        return self.create(name, model, klass)
 
     def klass(self, name: str, spec: Obj, ready: bool = True) -> Obj:
         """Create a class and wait until the class controller has judged it."""
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
-                "metadata": {"name": name}, "spec": spec}
-        self.custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", body)
-        self.cleanup.append(lambda: self.custom.delete_cluster_custom_object(
-            GROUP, VERSION, "inferenceserviceclasses", name))
-        return wait_for(lambda: class_ready(self.custom, name, ready), 30,
-                        what=f"class {name} judged Ready={ready}")
+        return self.create_class(name, spec, ready)
 
     def cluster_model(self, name: str, spec: Obj, status: Obj | None = READY_STATUS) -> None:
-        body = {"apiVersion": f"{CATALOG}/v1alpha1", "kind": "ClusterModel", "metadata": {"name": name},
-                "spec": spec}
-        self.custom.create_cluster_custom_object(CATALOG, "v1alpha1", "clustermodels", body)
-        self.cleanup.append(lambda: self.custom.delete_cluster_custom_object(
-            CATALOG, "v1alpha1", "clustermodels", name))
-        if status is not None:
-            self.custom.patch_cluster_custom_object_status(
-                CATALOG, "v1alpha1", "clustermodels", name, {"status": status})
+        self.catalog_object("ClusterModel", name, spec, status)
 
     def model(self, name: str, spec: Obj, status: Obj) -> None:
-        body = {"apiVersion": f"{CATALOG}/v1alpha1", "kind": "Model", "metadata": {"name": name},
-                "spec": spec}
-        self.custom.create_namespaced_custom_object(CATALOG, "v1alpha1", self.namespace, "models", body)
-        self.cleanup.append(lambda: self.custom.delete_namespaced_custom_object(
-            CATALOG, "v1alpha1", self.namespace, "models", name))
-        self.custom.patch_namespaced_custom_object_status(
-            CATALOG, "v1alpha1", self.namespace, "models", name, {"status": status})
-
-    def close(self) -> None:
-        for name in self.orders:
-            try:
-                self.custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, "inferenceservices", name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        wait_for(self._orders_gone, 60, what=f"orders {self.orders} and what they hold deleted")
-        for undo in reversed(self.cleanup):
-            try:
-                undo()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-
-
-    def _orders_gone(self) -> bool:
-        """No order of this test, nor its LaunchPlan or claims, is left to hold capacity for later tests."""
-        mine = set(self.orders)
-        orders: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace,
-                                                                "inferenceservices")
-        plans: Any = self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "launchplans")
-        claims: Any = k8s.ResourceV1Api(self.admin).list_namespaced_resource_claim(self.namespace)
-        left = {o["metadata"]["name"] for o in orders["items"] + plans["items"]}
-        left |= {(c.metadata.labels or {}).get(LABEL_ORDER) for c in claims.items}
-        return not mine & left
-
-
-def condition(status: Obj, type_: str) -> Obj | None:
-    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
-
-
-def class_ready(custom: k8s.CustomObjectsApi, name: str, ready: bool) -> Obj | None:
-    obj: Any = custom.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
-    cond = condition(obj.get("status") or {}, "Ready")
-    want = "True" if ready else "False"
-    return dict(obj) if cond is not None and cond["status"] == want else None
-
-
-def assert_refused(status: Obj, type_: str, reason: str, *words: str) -> None:
-    """The order is Pending, status.reason names the refusal, and its condition says it in these words."""
-    cond = condition(status, type_)
-    assert cond is not None, status
-    assert (cond["status"], cond["reason"]) == ("False", reason), cond
-    assert status["phase"] == "Pending"
-    assert status["reason"] == reason
-    for word in words:
-        assert word in cond["message"], (word, cond["message"])
+        self.catalog_object("Model", name, spec, status)
 
 
 @pytest.fixture
 def bed(module: ModuleProcesses, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str,
         catalog_crds: list[str]) -> Iterator[Bed]:
-    b = Bed(admin_api, alice_api, team_a, module)
+    b = Bed(module, admin_api, alice_api, team_a, timeout=30)
     try:
         yield b
     finally:
@@ -209,10 +71,10 @@ def bed(module: ModuleProcesses, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
 
 def test_an_order_naming_a_missing_class_says_class_not_found(bed: Bed) -> None:
     bed.order("cls-missing", hf("Qwen/Qwen2.5-7B-Instruct"), klass="default-llm-v0")
-    status = bed.wait("cls-missing", "ClassResolved", "ClassNotFound")
+    status = bed.wait_reason("cls-missing", "ClassResolved", "ClassNotFound")
     assert_refused(status, "ClassResolved", "ClassNotFound", "spec.inferenceServiceClassName",
                    "'default-llm-v0'")
-    assert condition(status, "ModelResolved")["status"] == "Unknown"  # type: ignore[index]
+    assert condition(status, "ModelResolved")["status"] == "Unknown"
 
     bed.klass("default-llm-v0", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]}})  # the class appears
     status = bed.wait_true("cls-missing", "ClassResolved", timeout=10)  # by watch, not by a requeue
@@ -222,10 +84,10 @@ def test_an_order_naming_a_missing_class_says_class_not_found(bed: Bed) -> None:
 def test_a_class_with_no_endpoint_types_is_not_ready_and_its_orders_say_class_not_ready(bed: Bed) -> None:
     klass = bed.klass("e2e-no-types", {"modelPolicy": {"allowedEndpointTypes": []}}, ready=False)
     ready = condition(klass["status"], "Ready")
-    assert ready is not None and ready["reason"] == "NoEndpointTypes"
+    assert ready and ready["reason"] == "NoEndpointTypes"
     assert "allowedEndpointTypes is empty" in ready["message"]
     bed.order("cls-not-ready", hf("Qwen/Qwen2.5-7B-Instruct"), klass="e2e-no-types")
-    status = bed.wait("cls-not-ready", "ClassResolved", "ClassNotReady")
+    status = bed.wait_reason("cls-not-ready", "ClassResolved", "ClassNotReady")
     assert_refused(status, "ClassResolved", "ClassNotReady", "'e2e-no-types'", "not ready", "administrator")
 
 
@@ -233,21 +95,21 @@ def test_widening_allowed_namespaces_lifts_namespace_not_allowed_without_editing
     bed.klass("e2e-team-b-only", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
                                   "admissionPolicy": {"allowedNamespaces": ["team-b"]}})
     bed.order("ns-refused", hf("Qwen/Qwen2.5-7B-Instruct"), klass="e2e-team-b-only")
-    status = bed.wait("ns-refused", "ClassResolved", "NamespaceNotAllowed")
+    status = bed.wait_reason("ns-refused", "ClassResolved", "NamespaceNotAllowed")
     assert_refused(status, "ClassResolved", "NamespaceNotAllowed", "'e2e-team-b-only'", "'team-a'",
                    "admissionPolicy.allowedNamespaces")
     generation = bed.read("ns-refused")["metadata"]["generation"]
 
-    bed.custom.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "e2e-team-b-only",
-                                           {"spec": {"admissionPolicy": {"allowedNamespaces": ["team-b",
-                                                                                              "team-a"]}}})
+    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "e2e-team-b-only",
+                                          {"spec": {"admissionPolicy": {"allowedNamespaces": ["team-b",
+                                                                                             "team-a"]}}})
     status = bed.wait_true("ns-refused", "ClassResolved", timeout=10)  # a watch, not the 15 s requeue
     assert status.get("reason") != "NamespaceNotAllowed"
     assert bed.read("ns-refused")["metadata"]["generation"] == generation
 
 
 def test_what_the_class_decided_is_echoed_into_the_order(bed: Bed) -> None:
-    scheduling = k8s.SchedulingV1Api(bed.admin)
+    scheduling = k8s.SchedulingV1Api(bed.admin_api)
     scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name="e2e-isvc-high"),
                                                          value=100000))
     bed.cleanup.append(lambda: scheduling.delete_priority_class("e2e-isvc-high"))
@@ -266,28 +128,28 @@ def test_what_the_class_decided_is_echoed_into_the_order(bed: Bed) -> None:
 
 def test_a_hub_repository_that_does_not_exist_says_model_not_found(bed: Bed) -> None:
     bed.order("hub-missing", hf("Qwen/Qwen9-1B-Nonexistent"), klass="default-llm")
-    status = bed.wait("hub-missing", "ModelResolved", "ModelNotFound")
+    status = bed.wait_reason("hub-missing", "ModelResolved", "ModelNotFound")
     assert_refused(status, "ModelResolved", "ModelNotFound", "Qwen/Qwen9-1B-Nonexistent")
-    assert condition(status, "ClassResolved")["status"] == "True"  # type: ignore[index]
+    assert condition(status, "ClassResolved")["status"] == "True"
 
 
 def test_a_repository_id_without_an_owner_says_invalid_model_source(bed: Bed) -> None:
     bed.order("hub-invalid", hf("Qwen2.5-7B-Instruct"), klass="default-llm")
-    status = bed.wait("hub-invalid", "ModelResolved", "InvalidModelSource")
+    status = bed.wait_reason("hub-invalid", "ModelResolved", "InvalidModelSource")
     assert_refused(status, "ModelResolved", "InvalidModelSource", "'Qwen2.5-7B-Instruct'", "owner/name")
 
 
 def test_a_gated_model_naming_a_missing_secret_resumes_once_the_secret_exists(bed: Bed) -> None:
     bed.order("gated", hf("meta-llama/Llama-3.1-8B-Instruct", secret="e2e-hf-token"), klass="default-llm")
-    status = bed.wait("gated", "ModelResolved", "AuthSecretNotFound")
+    status = bed.wait_reason("gated", "ModelResolved", "AuthSecretNotFound")
     assert_refused(status, "ModelResolved", "AuthSecretNotFound", "'e2e-hf-token'",
                    "spec.model.authSecretRef", "team-a")
     generation = bed.read("gated")["metadata"]["generation"]
 
-    core = k8s.CoreV1Api(bed.admin)
-    core.create_namespaced_secret(bed.namespace, k8s.V1Secret(
+    core = k8s.CoreV1Api(bed.admin_api)
+    core.create_namespaced_secret(bed.ns, k8s.V1Secret(
         metadata=k8s.V1ObjectMeta(name="e2e-hf-token"), string_data={"token": "hf_test_token"}))
-    bed.cleanup.append(lambda: core.delete_namespaced_secret("e2e-hf-token", bed.namespace))
+    bed.cleanup.append(lambda: core.delete_namespaced_secret("e2e-hf-token", bed.ns))
     status = bed.wait_true("gated", "ModelResolved", timeout=30)
     assert status["model"]["parameterCount"] == 8030261248
     assert bed.read("gated")["metadata"]["generation"] == generation
@@ -300,7 +162,7 @@ def test_a_parameter_count_over_the_class_limit_says_parameter_count_not_allowed
     bed.klass("e2e-small-models", {"modelPolicy": {"allowedEndpointTypes": ["Chat"],
                                                    "maxParameterCount": 3000000000}})
     bed.order("too-big", hf("Qwen/Qwen2.5-7B-Instruct"), klass="e2e-small-models")
-    status = bed.wait("too-big", "ModelResolved", "ParameterCountNotAllowed")
+    status = bed.wait_reason("too-big", "ModelResolved", "ParameterCountNotAllowed")
     assert_refused(status, "ModelResolved", "ParameterCountNotAllowed", "7,615,616,512", "3,000,000,000")
 
 
@@ -308,7 +170,7 @@ def test_a_format_outside_the_class_list_says_format_not_allowed(bed: Bed) -> No
     bed.klass("e2e-safetensors-only", {"modelPolicy": {"allowedEndpointTypes": ["Chat"],
                                                        "allowedFormats": ["Safetensors"]}})
     bed.order("gguf", hf("Qwen/Qwen2.5-7B-Instruct-GGUF"), klass="e2e-safetensors-only")
-    status = bed.wait("gguf", "ModelResolved", "FormatNotAllowed")
+    status = bed.wait_reason("gguf", "ModelResolved", "FormatNotAllowed")
     assert_refused(status, "ModelResolved", "FormatNotAllowed", "Safetensors", "GGUF")
 
 
@@ -316,7 +178,7 @@ def test_a_model_that_serves_nothing_the_class_allows_says_endpoint_type_policy_
     bed.klass("e2e-chat-only", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]}})
     bed.cluster_model("e2e-bge-conflict", BGE_FACTS)
     bed.order("conflict", catalog("ClusterModel", "e2e-bge-conflict"), klass="e2e-chat-only")
-    status = bed.wait("conflict", "ModelResolved", "EndpointTypePolicyConflict")
+    status = bed.wait_reason("conflict", "ModelResolved", "EndpointTypePolicyConflict")
     assert_refused(status, "ModelResolved", "EndpointTypePolicyConflict", "Chat", "Embeddings",
                    "different class")
 
@@ -340,13 +202,13 @@ def test_a_catalog_model_not_ready_says_model_not_ready_and_resumes_once_it_is(b
     bed.model("e2e-bge-pending", BGE_FACTS, {"phase": "Pending", "conditions": [
         {"type": "Ready", "status": "False", "reason": "Downloading", "message": "41% of the weights"}]})
     bed.order("pending", catalog("Model", "e2e-bge-pending"), klass="default-llm")
-    status = bed.wait("pending", "ModelResolved", "ModelNotReady")
+    status = bed.wait_reason("pending", "ModelResolved", "ModelNotReady")
     assert_refused(status, "ModelResolved", "ModelNotReady", "team-a/e2e-bge-pending", "Pending",
                    "41% of the weights")
     generation = bed.read("pending")["metadata"]["generation"]
 
-    bed.custom.patch_namespaced_custom_object_status(CATALOG, "v1alpha1", bed.namespace, "models",
-                                                     "e2e-bge-pending", {"status": READY_STATUS})
+    bed.admin.patch_namespaced_custom_object_status(CATALOG, "v1alpha1", bed.ns, "models",
+                                                    "e2e-bge-pending", {"status": READY_STATUS})
     status = bed.wait_true("pending", "ModelResolved", timeout=30)
     assert status["model"]["endpointType"] == "Embeddings"
     assert bed.read("pending")["metadata"]["generation"] == generation
@@ -355,14 +217,14 @@ def test_a_catalog_model_not_ready_says_model_not_ready_and_resumes_once_it_is(b
 def test_a_catalog_object_missing_its_facts_says_invalid_model_source(bed: Bed) -> None:
     bed.cluster_model("e2e-shapeless", {"source": {"url": "hf://BAAI/bge-m3"}, "family": "xlm-roberta"})
     bed.order("shapeless", catalog("ClusterModel", "e2e-shapeless"), klass="default-llm")
-    status = bed.wait("shapeless", "ModelResolved", "InvalidModelSource")
+    status = bed.wait_reason("shapeless", "ModelResolved", "InvalidModelSource")
     assert_refused(status, "ModelResolved", "InvalidModelSource", "ClusterModel e2e-shapeless",
                    "spec.format")
 
 
 def test_a_catalog_object_that_does_not_exist_says_model_not_found(bed: Bed) -> None:
     bed.order("cat-missing", catalog("ClusterModel", "e2e-nothing-here"), klass="default-llm")
-    status = bed.wait("cat-missing", "ModelResolved", "ModelNotFound")
+    status = bed.wait_reason("cat-missing", "ModelResolved", "ModelNotFound")
     assert_refused(status, "ModelResolved", "ModelNotFound", "ClusterModel e2e-nothing-here")
 
 
@@ -372,7 +234,7 @@ def test_a_catalog_object_that_does_not_exist_says_model_not_found(bed: Bed) -> 
 def test_a_class_less_order_has_no_endpoint_type_and_works_without_default_llm(
     bed: Bed, module: ModuleProcesses, cluster: Cluster
 ) -> None:
-    custom = bed.custom
+    custom = bed.admin
     saved: Any = custom.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "default-llm")
     custom.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "default-llm")
 
@@ -382,25 +244,19 @@ def test_a_class_less_order_has_no_endpoint_type_and_works_without_default_llm(
             "apiVersion": saved["apiVersion"], "kind": saved["kind"], "spec": saved["spec"],
             "metadata": {"name": "default-llm", "labels": meta.get("labels"),
                          "annotations": meta.get("annotations")}})
-        wait_for(lambda: class_ready(custom, "default-llm", True), 30, what="default-llm Ready again")
+        wait_for(lambda: bed.class_judged("default-llm", True), 30, what="default-llm Ready again")
 
     bed.cleanup.append(restore)
     bed.order("classless", hf("BAAI/bge-m3"))
-
-    def ready() -> Obj | None:
-        module.check()
-        status = bed.status("classless")
-        return status if status.get("phase") == "Ready" else None
-
-    status = wait_for(ready, 120, what="class-less order Ready without default-llm")
+    status = bed.wait_ready("classless", 120)
     assert "endpointType" not in (status.get("model") or {})
-    assert condition(status, "ClassResolved")["reason"] == "Resolved"  # type: ignore[index]
+    assert condition(status, "ClassResolved")["reason"] == "Resolved"
     assert status["constraints"] == {"minReplicas": 1, "maxReplicas": 1, "autoscaler": False}
     assert status["endpoint"]["type"] == "External" and status["authSecretName"] == "classless-auth"
 
 
 def test_a_catalog_kind_the_cluster_does_not_serve_says_catalog_kind_not_served(bed: Bed) -> None:
-    ext = k8s.ApiextensionsV1Api(bed.admin)
+    ext = k8s.ApiextensionsV1Api(bed.admin_api)
     crd = f"clustermodels.{CATALOG}"
     ext.delete_custom_resource_definition(crd)
 
@@ -414,12 +270,12 @@ def test_a_catalog_kind_the_cluster_does_not_serve_says_catalog_kind_not_served(
     try:
         wait_for(gone, 60, what=f"CRD {crd} deleted")
         bed.order("kind-unserved", catalog("ClusterModel", "e2e-bge"), klass="default-llm")
-        status = bed.wait("kind-unserved", "ModelResolved", "CatalogKindNotServed")
+        status = bed.wait_reason("kind-unserved", "ModelResolved", "CatalogKindNotServed")
         assert_refused(status, "ModelResolved", "CatalogKindNotServed", "ClusterModel",
                        f"clustermodels.{CATALOG}/v1alpha1", "spec.model.ref.kind")
     finally:
         wait_for(gone, 60, what=f"CRD {crd} deleted")
-        install_crds(bed.admin, sorted(CATALOG_CRDS.glob("clustermodels*.yaml")))
+        install_crds(bed.admin_api, sorted(CATALOG_CRDS.glob("clustermodels*.yaml")))
 
 
 def _may_read_cluster_models(admin: k8s.ApiClient) -> bool:
@@ -440,16 +296,16 @@ def test_a_failing_catalog_request_says_catalog_lookup_failed_until_it_succeeds(
     bed.cluster_model("e2e-bge-lookup", BGE_FACTS)
     try:
         install_chart(cluster, {"catalog": {"mode": "None"}})  # the controller keeps running with AIModels
-        assert not _may_read_cluster_models(bed.admin)
+        assert not _may_read_cluster_models(bed.admin_api)
         bed.order("lookup", catalog("ClusterModel", "e2e-bge-lookup"), klass="default-llm")
-        status = bed.wait("lookup", "ModelResolved", "CatalogLookupFailed")
+        status = bed.wait_reason("lookup", "ModelResolved", "CatalogLookupFailed")
         assert_refused(status, "ModelResolved", "CatalogLookupFailed", "clustermodels", "403",
                        "catalog.mode", "the next pass asks again")
-        assert condition(status, "ModelResolved")["message"].count("again") == 1  # type: ignore[index]
+        assert condition(status, "ModelResolved")["message"].count("again") == 1
         generation = bed.read("lookup")["metadata"]["generation"]
     finally:
         install_chart(cluster)
-    assert _may_read_cluster_models(bed.admin)
+    assert _may_read_cluster_models(bed.admin_api)
     status = bed.wait_true("lookup", "ModelResolved", timeout=30)
     assert status["model"]["endpointType"] == "Embeddings"
     assert bed.read("lookup")["metadata"]["generation"] == generation
@@ -458,22 +314,23 @@ def test_a_failing_catalog_request_says_catalog_lookup_failed_until_it_succeeds(
 def test_catalog_mode_none_grants_no_catalog_permission_and_catalog_orders_say_catalog_disabled(
     bed: Bed, module: ModuleProcesses, cluster: Cluster
 ) -> None:
-    assert _catalog_rules(bed.admin)  # the default mode grants it: this test can tell the difference
+    assert _catalog_rules(bed.admin_api)  # the default mode grants it: this test can tell the difference
     started = time.monotonic()
     try:
         install_chart(cluster, {"catalog": {"mode": "None"}})
         module.restart_controller("--catalog-mode", "None")
-        assert _catalog_rules(bed.admin) == []
-        deployment: Any = k8s.AppsV1Api(bed.admin).read_namespaced_deployment("isvc-controller", "d8-isvc")
+        assert _catalog_rules(bed.admin_api) == []
+        apps = k8s.AppsV1Api(bed.admin_api)
+        deployment: Any = apps.read_namespaced_deployment("isvc-controller", "d8-isvc")
         assert "--catalog-mode=None" in (deployment.spec.template.spec.containers[0].args or [])
-        assert not _may_read_cluster_models(bed.admin)
+        assert not _may_read_cluster_models(bed.admin_api)
         bed.order("cat-off", catalog("ClusterModel", "e2e-bge"), klass="default-llm")
         bed.order("hub-on", hf("BAAI/bge-m3"), klass="default-llm")
-        status = bed.wait("cat-off", "ModelResolved", "CatalogDisabled")
+        status = bed.wait_reason("cat-off", "ModelResolved", "CatalogDisabled")
         assert_refused(status, "ModelResolved", "CatalogDisabled", "catalog.mode: None", "HuggingFace")
         assert bed.wait_true("hub-on", "ModelResolved")["model"]["endpointType"] == "Chat"
     finally:
         install_chart(cluster)
         module.restart_controller()
-    assert _catalog_rules(bed.admin)
+    assert _catalog_rules(bed.admin_api)
     assert time.monotonic() - started < 120
