@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
 import pytest
 from health_standin import StandIn
 from isvc_health import (
-    AsyncProber,
     ProbeMetrics,
     ProbeOutcome,
     Prober,
@@ -103,19 +101,6 @@ def test_every_probe_is_counted_and_timed(stand_in: StandIn) -> None:
     assert registry.get_sample_value("isvc_health_probes_total", labels | {"outcome": "ok"}) == 1
     assert registry.get_sample_value("isvc_health_probes_total", labels | {"outcome": "http_status"}) == 1
     assert registry.get_sample_value("isvc_health_probe_duration_seconds_count", {"outcome": "ok"}) == 1
-
-
-def test_the_async_prober_gives_the_same_answers(stand_in: StandIn) -> None:
-    async def run() -> tuple[ProbeOutcome, ProbeOutcome]:
-        prober = AsyncProber(TemplateResolver(stand_in.url))
-        try:
-            good = await prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token")
-            bad = await prober.probe("team", "llm-a", service="llm-a", port=8000, token=None)
-        finally:
-            await prober.aclose()
-        return good.outcome, bad.outcome
-
-    assert asyncio.run(run()) == (ProbeOutcome.OK, ProbeOutcome.HTTP_STATUS)
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,11 @@
 
 from isvc_health._errors import HealthError, TemplateInvalid
 from isvc_health._metrics import ProbeMetrics
-from isvc_health._probe import AsyncProber, ProbeOutcome, Prober, ProbeResult, judge_response
+from isvc_health._probe import ProbeOutcome, Prober, ProbeResult, judge_response
 from isvc_health._resolve import EndpointResolver, ServiceDNSResolver, TemplateResolver
 from isvc_health._tracker import HealthSettings, HealthState, HealthTracker, HealthVerdict, judge_health
 
 __all__ = [
-    "AsyncProber",
     "EndpointResolver",
     "HealthError",
     "HealthSettings",

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from isvc_health._metrics import ProbeMetrics
 from isvc_health._resolve import EndpointResolver, ServiceDNSResolver
 
-__all__ = ["AsyncProber", "ProbeOutcome", "ProbeResult", "Prober", "judge_response"]
+__all__ = ["ProbeOutcome", "ProbeResult", "Prober", "judge_response"]
 
 MODELS_PATH = "/v1/models"
 
@@ -79,29 +79,7 @@ def _transport_failure(error: httpx.HTTPError, timeout: float) -> tuple[ProbeOut
     return ProbeOutcome.CONNECTION_FAILED, f"connection failed: {detail}"[:200]
 
 
-class _Base:
-    def __init__(
-        self,
-        resolver: EndpointResolver | None,
-        timeout: float,
-        metrics: ProbeMetrics | None,
-        clock: Callable[[], float],
-    ) -> None:
-        self.resolver = resolver or ServiceDNSResolver()
-        self.timeout = timeout
-        self.metrics = metrics
-        self._clock = clock
-
-    def _finish(
-        self, namespace: str, name: str, started: float, outcome: ProbeOutcome, reason: str, code: int | None
-    ) -> ProbeResult:
-        latency = max(0.0, self._clock() - started)
-        if self.metrics is not None:
-            self.metrics.observe(namespace, name, outcome.value, latency)
-        return ProbeResult(outcome=outcome, reason=reason, status_code=code, latency_seconds=latency)
-
-
-class Prober(_Base):
+class Prober:
     """Probes orders' inference APIs with one reusable httpx.Client; never raises for a failed probe."""
 
     def __init__(
@@ -113,7 +91,10 @@ class Prober(_Base):
         metrics: ProbeMetrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        super().__init__(resolver, timeout, metrics, clock)
+        self.resolver = resolver or ServiceDNSResolver()
+        self.timeout = timeout
+        self.metrics = metrics
+        self._clock = clock
         # trust_env off: a proxy from the environment must not carry probes anywhere else.
         self._client = client or httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False)
 
@@ -151,6 +132,14 @@ class Prober(_Base):
         outcome, reason = judge_response(response.status_code, response.content, model)
         return self._finish(namespace, name, started, outcome, reason, response.status_code)
 
+    def _finish(
+        self, namespace: str, name: str, started: float, outcome: ProbeOutcome, reason: str, code: int | None
+    ) -> ProbeResult:
+        latency = max(0.0, self._clock() - started)
+        if self.metrics is not None:
+            self.metrics.observe(namespace, name, outcome.value, latency)
+        return ProbeResult(outcome=outcome, reason=reason, status_code=code, latency_seconds=latency)
+
     def close(self) -> None:
         """Close the HTTP client."""
         self._client.close()
@@ -160,57 +149,3 @@ class Prober(_Base):
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-
-class AsyncProber(_Base):
-    """The same probe for an asyncio operator, over one httpx.AsyncClient."""
-
-    def __init__(
-        self,
-        resolver: EndpointResolver | None = None,
-        *,
-        timeout: float = 5.0,
-        client: httpx.AsyncClient | None = None,
-        metrics: ProbeMetrics | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        super().__init__(resolver, timeout, metrics, clock)
-        self._client = client or httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False)
-
-    async def probe(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        service: str,
-        port: int,
-        token: str | None,
-        model: str | None = None,
-    ) -> ProbeResult:
-        """Probe the order `namespace/name` through its Service, resolved by the resolver."""
-        base = self.resolver.base_url(namespace, name, service, port)
-        return await self.probe_url(base, token=token, model=model, namespace=namespace, name=name)
-
-    async def probe_url(
-        self,
-        base_url: str,
-        *,
-        token: str | None,
-        model: str | None = None,
-        namespace: str = "",
-        name: str = "",
-    ) -> ProbeResult:
-        """GET {base_url}/v1/models with the bearer token (none when `token` is None)."""
-        started = self._clock()
-        try:
-            response = await self._client.get(
-                base_url.rstrip("/") + MODELS_PATH, headers=_headers(token), timeout=self.timeout
-            )
-        except httpx.HTTPError as error:
-            return self._finish(namespace, name, started, *_transport_failure(error, self.timeout), None)
-        outcome, reason = judge_response(response.status_code, response.content, model)
-        return self._finish(namespace, name, started, outcome, reason, response.status_code)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._client.aclose()
