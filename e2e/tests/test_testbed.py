@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -331,18 +334,19 @@ def running(pid: int) -> bool:
         return False
 
 
-def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
-    state_dir = tmp_path / "state"
-    up = subprocess.run(
-        [sys.executable, "-m", "isvc_testbed", "up", "--state-dir", str(state_dir)],
+def run_testbed(command: str, state_dir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m isvc_testbed <command> --state-dir <state_dir>`, with what it printed."""
+    return subprocess.run(
+        [sys.executable, "-m", "isvc_testbed", command, "--state-dir", str(state_dir)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
+
+
+def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    up = run_testbed("up", state_dir, 180)
     assert up.returncode == 0, up.stderr
     state = json.loads((state_dir / "state.json").read_text())
     try:
@@ -350,12 +354,7 @@ def test_up_and_down_start_a_detached_cluster_and_stop_it_by_recorded_pids(tmp_p
         with Cluster.attach(state_dir / "state.json").api_client() as api:
             assert k8s.VersionApi(api).get_code().git_version == "v1.36.3"
     finally:
-        down = subprocess.run(
-            [sys.executable, "-m", "isvc_testbed", "down", "--state-dir", str(state_dir)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        down = run_testbed("down", state_dir, 60)
     assert down.returncode == 0, down.stderr
     time.sleep(0.2)
     assert [p for p in state["pids"].values() if running(p)] == []
