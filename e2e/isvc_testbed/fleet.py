@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._errors import FleetError
 from isvc_testbed._kube import api_client
+from isvc_testbed.helpers import ignore_404
 
 __all__ = [
     "DRIVER",
@@ -463,12 +464,12 @@ class Fleet:
         core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
         for spec in self.nodes:
             for s in _list_pool(custom, spec.name):
-                _ignore_404(
+                ignore_404(
                     lambda s=s: custom.delete_cluster_custom_object(
                         _GROUP, _VERSION, "resourceslices", s["metadata"]["name"]
                     )
                 )
-            _ignore_404(lambda spec=spec: core.delete_node(spec.name))
+            ignore_404(lambda spec=spec: core.delete_node(spec.name))
 
     def _publish_pool(self, custom: k8s.CustomObjectsApi, spec: NodeSpec, node_uid: str) -> None:
         existing = {s["metadata"]["name"]: s for s in _list_pool(custom, spec.name)}
@@ -481,7 +482,7 @@ class Fleet:
             _apply_cluster(custom, "resourceslices", s, existing.get(s["metadata"]["name"]))
         names = {s["metadata"]["name"] for s in desired}
         for name in existing.keys() - names:
-            _ignore_404(
+            ignore_404(
                 lambda name=name: custom.delete_cluster_custom_object(
                     _GROUP, _VERSION, "resourceslices", name
                 )
@@ -506,14 +507,6 @@ def _list_pool(custom: k8s.CustomObjectsApi, node: str) -> list[dict[str, Any]]:
     )
     items: list[dict[str, Any]] = cast(dict[str, Any], resp).get("items", [])
     return items
-
-
-def _ignore_404(call: Any) -> None:
-    try:
-        call()
-    except ApiException as e:
-        if e.status != 404:
-            raise
 
 
 def _apply_cluster(

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ensure_cluster_role", "namespace", "user_namespace", "wait_for"]
+__all__ = ["ensure_cluster_role", "ignore_404", "namespace", "user_namespace", "wait_for"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,15 @@ def wait_for(
                 f"timed out after {timeout:.0f}s waiting for {what or check!r}; last: {last!r}"
             )
         time.sleep(interval)
+
+
+def ignore_404(call: Callable[..., object]) -> None:
+    """Run a read or delete for which a 404 (already gone) is as good as success."""
+    try:
+        call()
+    except ApiException as e:
+        if e.status != 404:
+            raise
 
 
 def _create(call: Callable[[], Any]) -> bool:

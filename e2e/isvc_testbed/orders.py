@@ -9,13 +9,14 @@ the administrator made for the test is undone after that, newest first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from isvc_testbed.helpers import wait_for
+from isvc_testbed.helpers import ignore_404, wait_for
 from isvc_testbed.module import ModuleProcesses, conditions_line, order_status
 
 __all__ = [
@@ -66,16 +67,9 @@ def assert_refused(status: Obj, type_: str, reason: str, *words: str) -> str:
     return message
 
 
-def _ignore_404(call: Callable[[], object]) -> None:
-    try:
-        call()
-    except ApiException as e:
-        if e.status != 404:
-            raise
-
-
 class Orders:
-    """The orders (as alice) and the administrator's objects one test made, deleted again by `close()`.
+    """The orders (as alice) and the administrator's objects one test made, deleted again by `close()`
+    (or on leaving a `with` block).
 
     `timeout` is how long `wait_reason` and `wait_true` wait unless told otherwise.
     """
@@ -114,7 +108,7 @@ class Orders:
 
     def delete(self, name: str) -> None:
         """Delete order `name` as alice; one already gone is fine."""
-        _ignore_404(lambda: self.alice.delete_namespaced_custom_object(
+        ignore_404(lambda: self.alice.delete_namespaced_custom_object(
             GROUP, VERSION, self.ns, "inferenceservices", name))
 
     # ---- what an order holds
@@ -225,4 +219,11 @@ class Orders:
             wait_for(self.gone, timeout, what=f"orders {self.orders}, their LaunchPlans and claims gone")
         finally:
             for undo in reversed(self.cleanup):
-                _ignore_404(undo)
+                ignore_404(undo)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -59,11 +59,8 @@ class Bed(Orders):
 @pytest.fixture
 def bed(module: ModuleProcesses, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str,
         catalog_crds: list[str]) -> Iterator[Bed]:
-    b = Bed(module, admin_api, alice_api, team_a, timeout=30)
-    try:
+    with Bed(module, admin_api, alice_api, team_a, timeout=30) as b:
         yield b
-    finally:
-        b.close()
 
 
 # ---------------------------------------------------------------- ClassResolved

@@ -47,11 +47,8 @@ class Bed(Orders):
 @pytest.fixture
 def bed(module: Any, catalog_crds: list[str], admin_api: k8s.ApiClient, alice_api: k8s.ApiClient,
         team_a: str) -> Iterator[Bed]:
-    b = Bed(module, admin_api, alice_api, team_a)
-    try:
+    with Bed(module, admin_api, alice_api, team_a) as b:
         yield b
-    finally:
-        b.close()
 
 
 # ---------------------------------------------------------------- refusals
