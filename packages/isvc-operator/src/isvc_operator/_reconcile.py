@@ -502,12 +502,16 @@ class Reconciler:
             return
         auth_name: str | None = None
         if st.policy.token_required:
-            secret = self.d.cluster.create(self.d.workload.auth_secret(st.raw))
+            wanted = self.d.workload.auth_secret(st.raw)
+            # Made once and never rotated on a pass: read first, create only when missing.
+            secret = (self.d.cluster.get_secret(st.namespace, wanted["metadata"]["name"])
+                      or self.d.cluster.create(wanted))
             auth_name = secret["metadata"]["name"]
             st.token = base64.b64decode((secret.get("data") or {}).get("token", "")).decode() or None
         st.auth_secret_name = auth_name
+        manifests = self.d.workload.manifests(st.raw, st.plan, st.policy, auth_name)
         try:
-            for manifest in self.d.workload.manifests(st.raw, st.plan, st.policy, auth_name):
+            for manifest in manifests:
                 self.d.cluster.apply(manifest)
         except Exception as exc:  # an API refusal of our own manifest: say what failed
             status = getattr(exc, "status", None)
@@ -517,7 +521,7 @@ class Reconciler:
                                              f"the cluster refused the workload: {str(body)[:400]}"))
                 return
             raise
-        self._prune_templates(st)
+        self._prune_templates(st, manifests)
         st.endpoint = EndpointStatus(
             url=self.d.workload.endpoint(st.raw, st.policy),
             type=st.policy.exposure.type,
@@ -541,10 +545,9 @@ class Reconciler:
             exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
             st.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
 
-    def _prune_templates(self, st: Pass) -> None:
+    def _prune_templates(self, st: Pass, manifests: list[Obj]) -> None:
         """Claim templates are immutable: a new plan gets a new one, and the old ones go."""
-        current = {m["metadata"]["name"] for m in self.d.workload.manifests(st.raw, st.plan, st.policy, None)  # type: ignore[arg-type]
-                   if m["kind"] == "ResourceClaimTemplate"}
+        current = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
         for template in self.d.cluster.owned("ResourceClaimTemplate", st.namespace, st.name):
             name = template["metadata"]["name"]
             if name not in current:
