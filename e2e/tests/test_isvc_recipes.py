@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from isvc_api import LABEL_ORDER
+from isvc_testbed.module import install_chart
 from isvc_testbed.orders import GROUP, VERSION, Orders, assert_refused, catalog, condition, hf
 from isvc_workload import RUNTIME_HASH_ANNOTATION
 from kubernetes import client as k8s
@@ -135,3 +136,52 @@ def test_an_unchanged_order_never_rolls_its_deployment(bed: Bed) -> None:
     left = {p.metadata.name for p in k8s.CoreV1Api(bed.admin_api).list_namespaced_pod(
         bed.ns, label_selector=f"{LABEL_ORDER}={order}").items}
     assert left == pods
+
+
+# ---------------------------------------------------------------- administrator's recipes
+
+BNB_RECIPE: dict[str, Any] = {
+    "name": "vllm-chat-bnb", "runtime": "vllm", "priority": 15,
+    "description": "vLLM for bitsandbytes 4-bit checkpoints, Ampere or newer.",
+    "image": "registry.example.com/vllm/vllm-openai:v0.11.0", "command": ["vllm", "serve"],
+    "serves": {"endpointTypes": ["Chat"], "formats": ["Safetensors"], "quantizations": ["BitsAndBytes"],
+               "architectures": ["*ForCausalLM"]},
+    "accelerator": {"minComputeCapability": "8.0"},
+    "placement": {"modes": ["Shared", "WholeDevice"], "sharingModes": ["None", "Shares", "Partition"],
+                  "maxDevices": 1},
+    "ports": {"http": 8000, "metrics": 8000}, "apiKeyEnv": "VLLM_API_KEY", "memory": {"margin": 0.05},
+    "quantizationValues": {"BitsAndBytes": "bitsandbytes"}, "env": {"HF_HUB_OFFLINE": "1"},
+    "args": [["{modelPath}"], ["--served-model-name", "{servedName}"], ["--port", "{httpPort}"],
+             ["--gpu-memory-utilization", "{gpuMemoryUtilization}"],
+             ["--max-model-len", "{maxContextLength}"],
+             ["--quantization", "{quantization}"], ["--load-format", "bitsandbytes"]],
+}
+
+
+def test_a_recipe_the_administrator_adds_in_the_module_settings_serves_what_none_did(
+    bed: Bed, module: Any, tmp_path: Any
+) -> None:
+    klass = bed.klass("recipe-admin", ("Chat",))
+    model = bed.catalog_model("llama-8b-bnb-admin", {
+        "source": {"url": "hf://unsloth/Llama-3.1-8B-Instruct-bnb-4bit"}, "format": "Safetensors",
+        "architecture": "LlamaForCausalLM", "family": "llama", "parameterCount": 8030261248,
+        "dtype": "bfloat16", "quantization": "BitsAndBytes", "quantizationBits": 4, "contextLength": 131072,
+        "endpointTypes": ["Chat"], "size": "6Gi"})
+    order = bed.order("bnb-admin", klass, catalog("Model", model))
+    bed.wait_reason(order, "Planned", "QuantizationMismatch")
+    recipes = tmp_path / "recipes.yaml"
+    try:
+        install_chart(module.cluster, {"runtimeRecipes": [BNB_RECIPE]})
+        # What the controller's pod mounts: the chart's ConfigMap, read back from the API server.
+        config = k8s.CoreV1Api(bed.admin_api).read_namespaced_config_map("isvc-runtime-recipes", "d8-isvc")
+        recipes.write_text(config.data["recipes.yaml"])
+        module.restart_controller("--runtime-recipes", str(recipes))
+        status = bed.wait_true(order, "Planned", timeout=90)
+        assert status["resolved"]["runtime"] == "vllm-chat-bnb"
+        generation = bed.read(order)["metadata"]["generation"]
+        assert generation == 1  # lifted by the settings, the order was never edited
+        args = bed.deployment(order).spec.template.spec.containers[0].args
+        assert "--load-format" in args and "bitsandbytes" in args
+    finally:
+        install_chart(module.cluster)
+        module.restart_controller()
