@@ -289,3 +289,13 @@ def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(w
     assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Degraded", "ScaleUpBlocked")
     world.run()
     assert [e[2] for e in world.cluster.events].count("GrowthClaimUnplaced") == 1
+
+
+def test_a_class_not_judged_yet_is_a_moment_not_class_not_ready(world: World) -> None:
+    unjudged = klass()
+    del unjudged["status"]
+    world.cluster.put(unjudged)
+    status = world.run()
+    class_resolved = next(c for c in status["conditions"] if c["type"] == "ClassResolved")
+    assert (class_resolved["status"], class_resolved["reason"]) == ("Unknown", "WaitingForPreviousStep")
+    assert status["phase"] == "Pending"

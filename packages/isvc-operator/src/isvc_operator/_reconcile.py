@@ -263,13 +263,16 @@ class Reconciler:
         klass = InferenceServiceClass.model_validate(raw)
         ready, reason, _ = class_ready(klass.status.conditions if klass.status else [])
         policy = EffectivePolicy.of(klass)
+        if reason is None:
+            # A class just created has not been judged yet: a moment, not a refusal for anyone to fix.
+            st.say(type_, Verdict("Unknown", StatusReason.WAITING.value,
+                                  f"class {name!r} has not been judged yet; asked again shortly."))
+            st.requeue(RETRY_SOON)
+            return
         if not ready and reason != "PriorityClassMissing":
             st.say(type_, Verdict.refuse(Reason.CLASS_NOT_READY, (
-                f"class {name!r} exists but is not ready ({reason or 'not judged yet'}); this is your "
-                "administrator's to fix."
+                f"class {name!r} exists but is not ready ({reason}); this is your administrator's to fix."
             )))
-            if reason is None:
-                st.requeue(RETRY_SOON)
             return
         if not policy.admits(st.namespace):
             st.say(type_, Verdict.refuse(Reason.NAMESPACE_NOT_ALLOWED, (
