@@ -28,8 +28,10 @@ from isvc_api import (
     StatusReason,
 )
 from isvc_operator import (
+    Deps,
     EffectivePolicy,
     PlanOutcome,
+    Reconciler,
     TemporaryError,
     Verdict,
     WorkloadVerdict,
@@ -317,6 +319,9 @@ class FakeWorkload:
                policy: EffectivePolicy) -> WorkloadVerdict:
         return self.growth_verdict
 
+    def token(self, secret: Obj) -> str | None:
+        return base64.b64decode(secret["data"]["token"]).decode()
+
     def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
         return f"https://{order['metadata']['name']}.{order['metadata']['namespace']}.example.com"
 
@@ -351,3 +356,49 @@ class FakeHealth:
             return Verdict.ok(StatusReason.SERVING, "the inference API answered.")
         reason = Reason.SERVICE_UNHEALTHY if was_ready else Reason.HEALTH_CHECK_FAILED
         return Verdict.refuse(reason, "the inference API did not answer.")
+
+
+class World:
+    """A class, every fake, and one reconciler over them, as the controller keeps one for its life."""
+
+    def __init__(self) -> None:
+        self.cluster = FakeCluster()
+        self.models = FakeModels()
+        self.recipes = FakeRecipes()
+        self.planner = FakePlanner()
+        self.workload = FakeWorkload()
+        self.health = FakeHealth()
+        self.catalog_enabled = True
+        self.cluster.put(klass())
+        self._reconciler: Reconciler | None = None
+
+    def reconciler(self) -> Reconciler:
+        """One reconciler for the world, as the controller keeps one for its life."""
+        if self._reconciler is None:
+            self._reconciler = self._make()
+        return self._reconciler
+
+    def restart(self) -> None:
+        """Forget the reconciler's memory, as a controller restart does."""
+        self._reconciler = None
+
+    def _make(self) -> Reconciler:
+        return Reconciler(
+            Deps(
+                cluster=self.cluster,
+                models=self.models,
+                recipes=self.recipes,
+                planner=self.planner,
+                workload=self.workload,
+                health=self.health,
+                catalog_enabled=self.catalog_enabled,
+                clock=lambda: T0,
+            )
+        )
+
+    def run(self, obj: dict[str, Any] | None = None) -> dict[str, Any]:
+        obj = obj or order()
+        if self.cluster.order(obj["metadata"]["namespace"], obj["metadata"]["name"]) is None:
+            self.cluster.put(obj)
+        self.reconciler().reconcile(obj["metadata"]["namespace"], obj["metadata"]["name"])
+        return self.cluster.status_of(obj["metadata"]["namespace"], obj["metadata"]["name"])

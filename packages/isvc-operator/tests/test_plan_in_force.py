@@ -6,39 +6,25 @@ from typing import Any
 
 import pytest
 from isvc_api import Reason, Refusal
-from isvc_operator import Deps, PlanOutcome, Reconciler
+from isvc_operator import PlanOutcome
 from isvc_operator._controller import order_of_plan
 
-from .fakes import (
-    T0,
-    FakeCluster,
-    FakeHealth,
-    FakeModels,
-    FakePlanner,
-    FakeRecipes,
-    FakeWorkload,
-    klass,
-    order,
-)
+from .fakes import World, order
 
 TOO_LARGE = PlanOutcome(None, None, Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
                                             message="needs 836 GiB, the largest found is 80 GiB"), [])
 
 
-class Bed:
+class Bed(World):
+    """The README order, with helpers to edit it and to make its workload serve."""
+
     def __init__(self) -> None:
-        self.cluster = FakeCluster()
-        self.cluster.put(klass())
-        self.planner = FakePlanner()
-        self.reconciler = Reconciler(Deps(cluster=self.cluster, models=FakeModels(), recipes=FakeRecipes(),
-                                          planner=self.planner, workload=FakeWorkload(), health=FakeHealth(),
-                                          clock=lambda: T0))
+        super().__init__()
         self.obj = order()
         self.cluster.put(self.obj)
 
-    def run(self) -> dict[str, Any]:
-        self.reconciler.reconcile("team-a", "support-llm")
-        return self.cluster.status_of("team-a", "support-llm")
+    def run(self, obj: dict[str, Any] | None = None) -> dict[str, Any]:
+        return super().run(obj or self.obj)
 
     def edit(self, **model: Any) -> None:
         self.obj["spec"]["model"].update(model)
@@ -73,7 +59,7 @@ def test_a_restarted_controller_does_not_count_the_same_failure_again(bed: Bed) 
     bed.planner.outcome = TOO_LARGE
     bed.edit(ref={"name": "meta-llama/Llama-3.1-405B-Instruct"})
     assert bed.run()["resolved"]["replanCount"] == 1
-    bed.reconciler = Reconciler(bed.reconciler.d)
+    bed.restart()
     assert bed.run()["resolved"]["replanCount"] == 1
 
 

@@ -6,60 +6,9 @@ from typing import Any
 
 import pytest
 from isvc_api import Reason, Refusal
-from isvc_operator import Deps, PlanOutcome, Reconciler, TemporaryError, WorkloadVerdict
+from isvc_operator import PlanOutcome, TemporaryError, WorkloadVerdict
 
-from .fakes import (
-    PLACEMENT,
-    T0,
-    FakeCluster,
-    FakeHealth,
-    FakeModels,
-    FakePlanner,
-    FakeRecipes,
-    FakeWorkload,
-    klass,
-    order,
-)
-
-
-class World:
-    def __init__(self) -> None:
-        self.cluster = FakeCluster()
-        self.models = FakeModels()
-        self.recipes = FakeRecipes()
-        self.planner = FakePlanner()
-        self.workload = FakeWorkload()
-        self.health = FakeHealth()
-        self.catalog_enabled = True
-        self.cluster.put(klass())
-        self._reconciler: Reconciler | None = None
-
-    def reconciler(self) -> Reconciler:
-        """One reconciler for the world, as the controller keeps one for its life."""
-        if self._reconciler is None:
-            self._reconciler = self._make()
-        return self._reconciler
-
-    def _make(self) -> Reconciler:
-        return Reconciler(
-            Deps(
-                cluster=self.cluster,
-                models=self.models,
-                recipes=self.recipes,
-                planner=self.planner,
-                workload=self.workload,
-                health=self.health,
-                catalog_enabled=self.catalog_enabled,
-                clock=lambda: T0,
-            )
-        )
-
-    def run(self, obj: dict[str, Any] | None = None) -> dict[str, Any]:
-        obj = obj or order()
-        if self.cluster.order(obj["metadata"]["namespace"], obj["metadata"]["name"]) is None:
-            self.cluster.put(obj)
-        self.reconciler().reconcile(obj["metadata"]["namespace"], obj["metadata"]["name"])
-        return self.cluster.status_of(obj["metadata"]["namespace"], obj["metadata"]["name"])
+from .fakes import PLACEMENT, World, klass, order
 
 
 def reasons(status: dict[str, Any]) -> dict[str, str]:

@@ -151,6 +151,8 @@ class WorkloadPort(Protocol):
 
     def auth_secret(self, order: Obj) -> Obj: ...
 
+    def token(self, secret: Obj) -> str | None: ...
+
     @property
     def service_port(self) -> int:
         """The port the order's Service serves the inference API on (whatever the runtime listens on)."""
@@ -510,7 +512,7 @@ class Reconciler:
             secret = (self.d.cluster.get_secret(st.namespace, wanted["metadata"]["name"])
                       or self.d.cluster.create(wanted))
             auth_name = secret["metadata"]["name"]
-            st.token = base64.b64decode((secret.get("data") or {}).get("token", "")).decode() or None
+            st.token = self.d.workload.token(secret)
         st.auth_secret_name = auth_name
         manifests = self.d.workload.manifests(st.raw, st.plan, st.policy, auth_name)
         try:

@@ -138,6 +138,9 @@ class Workload:
     def auth_secret(self, order: Obj) -> Obj:
         return isvc_workload.auth_secret(InferenceService.model_validate(order))
 
+    def token(self, secret: Obj) -> str | None:
+        return isvc_workload.read_token(secret)
+
     def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
         meta = order["metadata"]
         exposure = policy.exposure.type
