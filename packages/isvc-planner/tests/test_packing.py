@@ -97,12 +97,20 @@ def test_no_online_policy_keeps_both_sibling_instances_above_the_floor() -> None
 
 
 def test_pack_counts_what_the_planner_placed_against_the_optimum() -> None:
-    packed, over = pack([[(40, False)], [(40, True)]], [19.4, 11.6, 37.0, 4.6], random.Random(1))
+    packed, over, _ = pack([[(40, False)], [(40, True)]], [19.4, 11.6, 37.0, 4.6], random.Random(1))
     assert over == 0
-    assert packed.optimum == 4
-    assert packed.placed == sum(c is not None for c in packed.chosen)
-    assert packed.placed == 4  # small orders share the shareable card, the large one takes n0 whole
-    assert packed.chosen[2] == "n0/gpu-0"
+    assert packed.in_sequence == packed.offline == 4
+    assert packed.arrival_placed == sum(c is not None for c in packed.arrival_chosen)
+    assert packed.arrival_placed == 4  # small orders share the shareable card, the large one takes n0 whole
+    assert packed.arrival_chosen[2] == "n0/gpu-0"
+    assert packed.placed == 4 and packed.chosen[2] == "n0/gpu-0"  # jointly: the same here
+
+
+def test_pack_scores_the_joint_plan_against_the_exact_optimum_and_one_at_a_time_against_in_sequence() -> None:
+    packed, over, _ = pack([[(24, True)] * 2], [11.88, 5.0, 20.37, 4.37, 4.7, 15.53], random.Random(1))
+    assert over == 0
+    assert (packed.placed, packed.offline, packed.ratio) == (5, 5, 1.0)
+    assert (packed.arrival_placed, packed.in_sequence, packed.arrival_ratio) == (4, 5, 0.8)
 
 
 @pytest.mark.parametrize("size", [10.0, 19.4])

@@ -97,3 +97,52 @@ def test_plans_are_deterministic_for_the_same_inventory(
         return out
 
     assert run() == run()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet=fleet_st, orders=orders_st, held=st.lists(st.integers(1, 60), max_size=3))
+def test_orders_placed_together_never_over_commit_and_come_out_the_same_each_time(
+    fleet: list[list[tuple[int, bool]]], orders: list[tuple[int, bool]], held: list[int]
+) -> None:
+    slices = build(fleet)
+    memory = {
+        (s["spec"]["pool"]["name"], d["name"]): int(d["capacity"]["memory"]["value"][:-2]) * GIB
+        for s in slices
+        for d in s["spec"]["devices"]
+    }
+
+    def run() -> tuple[list[str], dict[tuple[str, str], int]]:
+        inv = Inventory.from_objects(fleet_device_classes(), slices, [])
+        planner = Planner(inv)
+        taken: dict[tuple[str, str], int] = {}
+        for i, size in enumerate(held):  # some devices are partly held already, as claims
+            p = planner.plan(PlanRequest(order=OrderRef(namespace="old", name=f"h{i}"), facts=facts(size)))
+            inv.release(("old", f"h{i}"))
+            if p.placement is not None and p.placement.pool and p.placement.devices:
+                share = p.placement.share_percent
+                units = share if p.placement.placement_mode == PlacementMode.SHARED and share else 100
+                inv.upsert_claim(fleet_claim("old", f"c{i}", f"h{i}", [
+                    (p.placement.pool, d, share) for d in p.placement.devices]))
+                for d in p.placement.devices:
+                    taken[(p.placement.pool, d)] = taken.get((p.placement.pool, d), 0) + units
+        requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=facts(size))
+                    for i, (size, _) in enumerate(orders)]
+        answers = planner.plan_many(requests)
+        for r, request in zip(answers, requests, strict=True):
+            assert (r.placement is None) != (r.refusal is None)
+            if r.placement is None:
+                continue
+            p = r.placement
+            need = memory_need(request.facts)
+            assert need is not None and p.devices and p.pool
+            units = p.share_percent if p.placement_mode == PlacementMode.SHARED else 100
+            assert units is not None
+            for d in p.devices:
+                key = (p.pool, d)
+                taken[key] = taken.get(key, 0) + units
+                assert taken[key] <= 100, f"device {key} over-committed"
+                assert units * memory[key] // 100 >= need.per_device(len(p.devices))
+        return [r.model_dump_json() for r in answers], taken
+
+    first, _ = run()
+    assert run()[0] == first

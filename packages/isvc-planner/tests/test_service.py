@@ -68,6 +68,20 @@ def test_client_plans_over_http(base_url: str, models: dict[str, ModelFacts]) ->
     assert response.estimates is not None and response.refusal is None
 
 
+def test_client_plans_orders_together_over_http(models: dict[str, ModelFacts]) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"t{i}"), facts=models["qwen7b"])
+                for i in range(9)]
+    with serve(inv) as url, PlannerClient(url, timeout=5) as client:
+        answers = client.plan_many(requests)
+        assert client.plan_many([]) == []
+    assert len(answers) == 9
+    shares = [a.placement.share_percent for a in answers if a.placement is not None]
+    assert 1 < len(shares) < 9 and sum(s or 0 for s in shares) <= 100  # as many as one H100 holds
+    refused = [a.refusal.reason for a in answers if a.refusal is not None]
+    assert refused and set(refused) == {Reason.NO_CAPACITY}
+
+
 def test_client_judges_over_http(base_url: str) -> None:
     bad = Placement(
         device_class_name="gpu.nvidia.com", placement_mode=PlacementMode.SHARED, share_percent=150

@@ -14,7 +14,14 @@ from isvc_planner._fleet import (
     fleet_slice,
 )
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
-from isvc_planner._models import OrderRef, PlanRequest, PlanResponse, Victim
+from isvc_planner._models import (
+    OrderRef,
+    PlanManyRequest,
+    PlanManyResponse,
+    PlanRequest,
+    PlanResponse,
+    Victim,
+)
 from isvc_planner._planner import Planner, judge_plan
 from isvc_planner._quantity import parse_quantity
 
@@ -27,6 +34,8 @@ __all__ = [
     "Inventory",
     "MemoryNeed",
     "OrderRef",
+    "PlanManyRequest",
+    "PlanManyResponse",
     "PlanRequest",
     "PlanResponse",
     "Planner",

@@ -1,4 +1,4 @@
-"""The planner's HTTP API (FastAPI): plan, judge, health and readiness."""
+"""The planner's HTTP API (FastAPI): plan one order or several together, judge, health, readiness."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from fastapi import FastAPI, Response
 from isvc_api import Placement, Refusal
 
 from isvc_planner._inventory import Inventory
-from isvc_planner._models import PlanRequest, PlanResponse
+from isvc_planner._models import PlanManyRequest, PlanManyResponse, PlanRequest, PlanResponse
 from isvc_planner._planner import Planner, judge_plan
 
 __all__ = ["create_app"]
@@ -26,6 +26,12 @@ def create_app(planner: Planner) -> FastAPI:
     def plan(request: PlanRequest) -> PlanResponse:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
         return planner.plan(request)
+
+    @app.post("/v1/plans", response_model=PlanManyResponse, response_model_exclude_none=True,
+              response_model_by_alias=True)
+    def plan_many(request: PlanManyRequest) -> PlanManyResponse:
+        """Plan orders that wait together: placed jointly so that the most of them fit."""
+        return PlanManyResponse(answers=planner.plan_many(request.orders))
 
     @app.post("/v1/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:

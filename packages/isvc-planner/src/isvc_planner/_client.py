@@ -9,13 +9,13 @@ from isvc_api import Placement, Refusal
 from pydantic import ValidationError
 
 from isvc_planner._errors import PlannerProtocolError, PlannerUnavailableError
-from isvc_planner._models import PlanRequest, PlanResponse
+from isvc_planner._models import PlanManyRequest, PlanManyResponse, PlanRequest, PlanResponse
 
 __all__ = ["PlannerClient"]
 
 
 class PlannerClient:
-    """Calls POST /v1/plan and /v1/judge; connection errors, timeouts and 5xx are temporary."""
+    """Calls POST /v1/plan, /v1/plans and /v1/judge; connection errors, timeouts and 5xx are temporary."""
 
     def __init__(self, base_url: str, timeout: float = 10.0,
                  transport: httpx.BaseTransport | None = None) -> None:
@@ -28,6 +28,18 @@ class PlannerClient:
             return PlanResponse.model_validate(body)
         except ValidationError as error:
             raise PlannerProtocolError(f"planner answered something that is not a plan: {error}") from error
+
+    def plan_many(self, requests: list[PlanRequest]) -> list[PlanResponse]:
+        """Plan orders that wait together; one answer per request, in order."""
+        payload = PlanManyRequest(orders=requests).model_dump(mode="json", by_alias=True, exclude_none=True)
+        body = self._post("/v1/plans", payload)
+        try:
+            answers = PlanManyResponse.model_validate(body).answers
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered something that is not plans: {error}") from error
+        if len(answers) != len(requests):
+            raise PlannerProtocolError(f"planner answered {len(answers)} plans for {len(requests)} orders")
+        return answers
 
     def judge(self, placement: Placement) -> Refusal | None:
         """LaunchPlanNotAPlacement for a placement that is not one, else None."""

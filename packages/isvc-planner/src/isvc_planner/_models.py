@@ -13,7 +13,7 @@ from isvc_api import (
 )
 from pydantic import Field
 
-__all__ = ["OrderRef", "PlanRequest", "PlanResponse", "Victim"]
+__all__ = ["OrderRef", "PlanManyRequest", "PlanManyResponse", "PlanRequest", "PlanResponse", "Victim"]
 
 
 class OrderRef(Wire):
@@ -49,3 +49,15 @@ class PlanResponse(Wire):
     estimates: Estimates | None = Field(default=None, description="What it needs.")
     refusal: Refusal | None = Field(default=None, description="Why it cannot be placed.")
     preempt: list[Victim] = Field(default_factory=list, description="Orders to release first.")
+
+
+class PlanManyRequest(Wire):
+    """Orders that wait together, to be placed jointly: the most of them that fit."""
+
+    orders: list[PlanRequest] = Field(description="The orders; each answer is at its order's index.")
+
+
+class PlanManyResponse(Wire):
+    """One answer per order, in the order of the request."""
+
+    answers: list[PlanResponse] = Field(description="The answers, index by index.")

@@ -1,4 +1,4 @@
-"""Placement of one order on the ledger: best fit, classes in policy order, preemption by priority.
+"""Placement of orders on the ledger: best fit, classes in policy order, preemption by priority.
 
 Policy (least fragmentation): a model that fits one device never spans several. Free memory is seen
 as pieces (a shareable device's free shares, an untaken whole device); the placement chosen is the one
@@ -10,12 +10,16 @@ smaller device, then to node/pool/device name. Devices the order already holds w
 so a replan does not move a running order. Tensor parallel (2, 4, 8 devices of one node) is tried only
 when no device of the class is large enough; it takes the smallest device size and count that hold
 the model, on the node with the fewest free devices that suffice.
+
+Orders that wait together (`plan_many`) are placed jointly: the most of them that fit, by the bounded
+search of `_joint`, each on a device the one-order policy would also accept.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isvc_api import (
@@ -31,6 +35,7 @@ from isvc_api import (
 from isvc_planner._cel import SelectorError
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
+from isvc_planner._joint import Kind, most_placed
 from isvc_planner._models import PlanRequest, PlanResponse, Victim
 from isvc_planner._quantity import GIB, gib
 
@@ -78,6 +83,18 @@ class _Ask:
         return self.shares[i] if i < len(self.shares) else None
 
 
+@dataclass(frozen=True)
+class _Order:
+    """One order as the ledger sees it: its need, priority and what it asks for."""
+
+    request: PlanRequest
+    key: OrderKey
+    need: MemoryNeed
+    priority: int
+    ask: _Ask
+    classes: list[str]
+
+
 @dataclass
 class _Findings:
     """What the search saw, to choose the refusal that tells the truth."""
@@ -111,9 +128,51 @@ class Planner:
         inv = self.inventory
         with inv.lock:
             inv.expire()
-            return self._plan(request)
+            prepared = self._prepare(request)
+            return prepared if isinstance(prepared, PlanResponse) else self._place(prepared)
 
-    def _plan(self, request: PlanRequest) -> PlanResponse:
+    def plan_many(self, requests: Sequence[PlanRequest], budget: int = 20_000) -> list[PlanResponse]:
+        """Answers for orders that wait together, placed jointly so that the most of them fit.
+
+        Higher priorities go first. Within one priority, orders holding devices are replanned one by one
+        (they keep what they hold), then orders that need several devices; the rest are placed together
+        by `most_placed`, and those it leaves out get the one-order answer (a refusal, or preemption).
+        """
+        inv = self.inventory
+        answers: list[PlanResponse | None] = [None] * len(requests)
+        with inv.lock:
+            inv.expire()
+            prepared: dict[int, _Order] = {}
+            for i, request in enumerate(requests):
+                p = self._prepare(request)
+                if isinstance(p, PlanResponse):
+                    answers[i] = p
+                else:
+                    prepared[i] = p
+            for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
+                level = [i for i, o in prepared.items() if o.priority == priority]
+                alone = [i for i in level if prepared[i].ask.prefer or self._undecidable_any(prepared[i])]
+                rest = [i for i in level if i not in alone]
+                kinds, devices, stock = self._kinds([prepared[i] for i in rest])
+                several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
+                for i in alone + several:
+                    answers[i] = self._place(prepared[i])
+                joint = [i for i in rest if i not in several]
+                if len(joint) > 1:
+                    kinds, devices, stock = self._kinds([prepared[i] for i in joint])
+                    choices = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
+                    seq = sorted(range(len(joint)), key=lambda j: (-prepared[joint[j]].need.required, j))
+                    for j in seq:
+                        choice = choices[j]
+                        if choice is not None:
+                            answers[joint[j]] = self._take(prepared[joint[j]], j, kinds, devices, choice)
+                for i in joint:
+                    if answers[i] is None:
+                        answers[i] = self._place(prepared[i])
+        return [a if a is not None else PlanResponse() for a in answers]
+
+    def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
+        """What one order asks of the ledger, or the refusal that needs no search."""
         inv = self.inventory
         order: OrderKey = (request.order.namespace, request.order.name)
         need = memory_need(request.facts, self.context)
@@ -138,6 +197,12 @@ class Planner:
             return _refuse(Reason.NO_CAPACITY,
                            f"None of the device classes {classes} exists in the cluster, so no accelerator "
                            f"can hold {gib(need.required)} GiB; wait for the hardware to be published.")
+        return _Order(request, order, need, priority, ask, known)
+
+    def _place(self, o: _Order) -> PlanResponse:
+        """One order on the ledger as it stands: classes in policy order, then preemption."""
+        request, order, need, priority, ask, known = o.request, o.key, o.need, o.priority, o.ask, o.classes
+        inv = self.inventory
         findings = _Findings()
         for cls in known:
             undecidable = self._undecidable(cls, ask)
@@ -159,6 +224,71 @@ class Planner:
                            f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
                            f"retried. Before preemption: {refusal.message}")
         return PlanResponse(refusal=refusal)
+
+    # ------------------------------------------------------------------ joint placement
+
+    def _undecidable_any(self, o: _Order) -> bool:
+        return any(self._undecidable(cls, o.ask) is not None for cls in o.classes)
+
+    def _kinds(self, orders: list[_Order]) -> tuple[list[Kind], list[list[Device]], list[dict[int, int]]]:
+        """The devices these orders could take one of, grouped into kinds, with free units per kind."""
+        inv = self.inventory
+        index: dict[tuple[object, ...], int] = {}
+        kinds: list[Kind] = []
+        devices: list[list[Device]] = []
+        stock: list[dict[int, int]] = []
+        seen: set[DeviceKey] = set()
+        selectors = sorted({o.ask.selector for o in orders if o.ask.selector})
+        # Devices alike in every respect the orders' filters read give the same fits: computed once.
+        profiles: dict[tuple[object, ...], tuple[tuple[int, int] | None, ...]] = {}
+        for cls in dict.fromkeys(c for o in orders for c in o.classes):
+            for device in inv.class_devices(cls):
+                if device.key in seen or device.tainted or device.memory is None:
+                    continue
+                seen.add(device.key)
+                profile = (device.memory, device.shareable, device.type, tuple(sorted(device.classes)),
+                           device.compute_capability,
+                           tuple(self._selector(device, e) is True for e in selectors))
+                fits = profiles.get(profile)
+                if fits is None:
+                    fits = profiles[profile] = tuple(self._fits_one(o, device) for o in orders)
+                if all(f is None for f in fits):
+                    continue
+                sig = (device.memory, device.shareable, device.type, fits)
+                k = index.get(sig)
+                if k is None:
+                    k = index[sig] = len(kinds)
+                    kinds.append(Kind(memory=device.memory, shareable=device.shareable, fits=fits))
+                    devices.append([])
+                    stock.append({})
+                devices[k].append(device)
+                free = UNITS - inv.used(device.key)
+                stock[k][free] = stock[k].get(free, 0) + 1
+        return kinds, devices, stock
+
+    def _fits_one(self, o: _Order, device: Device) -> tuple[int, int] | None:
+        """(index of the order's first class admitting the device, units it takes there), or None."""
+        for rank, cls in enumerate(o.classes):
+            if cls in device.classes:
+                if not self._passes(device, o.ask):
+                    return None
+                fit = self._fit(device, o.ask)
+                return None if fit is None else (rank, fit[0])
+        return None
+
+    def _take(self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]],
+              choice: tuple[int, int]) -> PlanResponse:
+        """Reserve the device `most_placed` chose: the first of its kind with that many units free."""
+        k, free = choice
+        fit = kinds[k].fits[j]
+        assert fit is not None
+        device = min((d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
+                     key=lambda d: d.sort_key())
+        found = self._fit(device, o.ask)
+        assert found is not None
+        units, mode, sharing = found
+        candidate = _Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
+        return self._answer(o.request, o.key, o.priority, o.need, candidate, [])
 
     def _ask(self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy,
              order: OrderKey) -> tuple[_Ask | None, Refusal | None]:

@@ -1,0 +1,110 @@
+"""Joint placement of orders that wait together: the most orders placed, found by bounded search.
+
+Devices are seen as kinds (devices every order of the batch sees alike) with a stock of free units
+per kind. Orders are taken largest first; each tries its options best first (the one-order policy's
+ranking), and may also be left out. A branch stops when even the smallest remaining orders could not
+all fit in the free memory left, so the first descent is best fit decreasing and the search only goes
+on while more orders might be placed. It stops after `budget` nodes with the best found so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = ["Kind", "most_placed"]
+
+UNITS = 100
+
+
+@attrs.frozen
+class Kind:
+    """Devices the batch's orders see alike: memory, sharing, and each order's (class rank, units)."""
+
+    memory: int
+    shareable: bool
+    fits: tuple[tuple[int, int] | None, ...]  # per order: (index of its device class, units), or None
+
+
+Choice = tuple[int, int]  # (kind, free units of the device taken, before taking)
+
+
+def most_placed(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]],
+                budget: int = 20_000) -> list[Choice | None]:
+    """A choice per order (None: left out) placing the most orders; ties go to the first found.
+
+    needs: bytes per order, a lower bound of what any placement of it takes. stock[k]: free units ->
+    number of devices of kind k with that many free.
+    """
+    n = len(needs)
+    seq = sorted(range(n), key=lambda i: (-needs[i], i))
+    # Smallest remaining needs first, for the bound: reversed suffixes of the largest-first sequence.
+    tails = [sorted(needs[i] for i in seq[pos:]) for pos in range(n + 1)]
+    stock = [dict(s) for s in stock]
+    free_bytes = sum(_bytes(kinds[k], f) * c for k, s in enumerate(stock) for f, c in s.items())
+    current: list[Choice | None] = [None] * n
+    best: list[Choice | None] = [None] * n
+    best_count = -1
+    nodes = 0
+
+    def bound(pos: int, room: int) -> int:
+        count = 0
+        for need in tails[pos]:
+            if need > room:
+                break
+            room -= need
+            count += 1
+        return count
+
+    def go(pos: int, placed: int, room: int) -> None:
+        nonlocal best_count, best, nodes
+        nodes += 1
+        if placed > best_count:
+            best_count, best = placed, list(current)
+        if pos == n or nodes > budget or placed + bound(pos, room) <= best_count:
+            return
+        i = seq[pos]
+        options = []
+        for k, kind in enumerate(kinds):
+            fit = kind.fits[i]
+            if fit is None:
+                continue
+            rank, units = fit
+            for f, count in stock[k].items():
+                if count and f >= units:
+                    options.append((_rank(kind, rank, f, units), k, f, units))
+        options.sort()
+        for _, k, f, units in options:
+            taken = _bytes(kinds[k], f) - _bytes(kinds[k], f - units)
+            _move(stock[k], f, f - units)
+            current[i] = (k, f)
+            go(pos + 1, placed + 1, room - taken)
+            current[i] = None
+            _move(stock[k], f - units, f)
+            if nodes > budget:
+                return
+        go(pos + 1, placed, room)
+
+    go(0, 0, free_bytes)
+    return best
+
+
+def _bytes(kind: Kind, free: int) -> int:
+    """Free memory of one device of `kind` with `free` units left (a whole device is all or nothing)."""
+    if kind.shareable:
+        return free * kind.memory // UNITS
+    return kind.memory if free >= UNITS else 0
+
+
+def _rank(kind: Kind, class_rank: int, free: int, units: int) -> tuple[int, int, int, int]:
+    """The one-order policy's order: class, loss in squared free pieces, used devices, smaller ones."""
+    before, after = _bytes(kind, free), _bytes(kind, free - units)
+    return class_rank, before * before - after * after, 0 if free < UNITS else 1, kind.memory
+
+
+def _move(stock: dict[int, int], old: int, new: int) -> None:
+    stock[old] -= 1
+    if not stock[old]:
+        del stock[old]
+    stock[new] = stock.get(new, 0) + 1
