@@ -19,6 +19,7 @@ from isvc_operator._reconcile import (
     WorkloadVerdict,
 )
 from isvc_operator._state import Pass, Verdict
+from isvc_operator._wiring import PlannerService
 
 __all__ = [
     "BUILTIN_EXPOSURE",
@@ -34,6 +35,7 @@ __all__ = [
     "Pass",
     "PlanOutcome",
     "PlannerPort",
+    "PlannerService",
     "RecipesPort",
     "Reconciler",
     "ShutDownError",

@@ -115,11 +115,18 @@ def build(args: argparse.Namespace) -> Controller:
             sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))),
         period=args.health_period_seconds,
     )
+    def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
+        """The order is still there (the same one) and still has no plan."""
+        obj = adapter.order(namespace, name)
+        return (obj is not None and uid in (None, obj["metadata"].get("uid"))
+                and adapter.launch_plan(namespace, name) is None)
+
+    planner = PlannerService(isvc_planner.PlannerClient(args.planner_url), still_waiting=still_waiting)
     deps = Deps(
         cluster=adapter,
         models=CatalogModels(resolver),
         recipes=Recipes(book, version),
-        planner=PlannerService(isvc_planner.PlannerClient(args.planner_url)),
+        planner=planner,
         workload=Workload(settings, cert_manager, priority_value),
         health=health,
         catalog_enabled=catalog is not None,
@@ -133,7 +140,10 @@ def build(args: argparse.Namespace) -> Controller:
         except isvc_planner.SelectorError as exc:
             return str(exc)
 
-    return Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY)
+    controller = Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY)
+    # Waiting orders placed together with another get their pass now, to take what was reserved for them.
+    planner.on_placed = lambda namespace, name: controller.queue.add(("order", namespace, name))
+    return controller
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,7 @@ from isvc_api import (
     ModelFacts,
     ModelSpec,
     Placement,
+    Reason,
     Refusal,
     RuntimeRequirements,
 )
@@ -72,28 +75,82 @@ class Recipes:
         return self.book.compile(facts, endpoint_type, placement, estimates, served_name)
 
 
-class PlannerService:
-    """PlannerPort over the planner's HTTP client; a planner that does not answer is temporary."""
+OrderKey = tuple[str, str]
+# Refusals that mean "no room now": the order waits, and is placed together with others when room comes.
+_WAITS = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
 
-    def __init__(self, client: isvc_planner.PlannerClient) -> None:
+
+class PlannerService:
+    """PlannerPort over the planner's HTTP client; a planner that does not answer is temporary.
+
+    Orders refused for want of room are remembered (with the request of their last pass) for `ttl`
+    seconds. A new order is planned together with them (`plan_many`), so the room that frees up goes to
+    the most orders; the waiting ones it places are reserved by the planner and handed to `on_placed`,
+    which queues them so that their own pass picks the reservation up.
+    """
+
+    def __init__(self, client: isvc_planner.PlannerClient, *,
+                 still_waiting: Callable[[str, str, str | None], bool] = lambda *_: True,
+                 ttl: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
+        self.still_waiting = still_waiting
+        self.on_placed: Callable[[str, str], None] = lambda namespace, name: None
+        self.ttl = ttl
+        self.clock = clock
+        self._waiting: dict[OrderKey, tuple[float, isvc_planner.PlanRequest]] = {}
+        self._lock = threading.Lock()
 
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
         requirements: RuntimeRequirements | None, holding: Placement | None,
     ) -> PlanOutcome:
+        key = (order.metadata.namespace or "", order.metadata.name)
         request = isvc_planner.PlanRequest(
-            order=isvc_planner.OrderRef(namespace=order.metadata.namespace or "",
-                                        name=order.metadata.name, uid=order.metadata.uid),
+            order=isvc_planner.OrderRef(namespace=key[0], name=key[1], uid=order.metadata.uid),
             facts=facts, accelerator_policy=policy.accelerator,
             priority_class_name=policy.priority_class_name, requirements=requirements, holding=holding,
         )
+        others = [] if holding is not None else self._others(key)
         try:
-            answer = self.client.plan(request)
+            answers = self.client.plan_many([request, *others]) if others else [self.client.plan(request)]
         except isvc_planner.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
+        answer = answers[0]
+        with self._lock:
+            if answer.refusal is not None and answer.refusal.reason in _WAITS:
+                self._waiting[key] = (self.clock(), request)
+            else:
+                self._waiting.pop(key, None)
+            placed = [(o.order.namespace, o.order.name) for o, a in zip(others, answers[1:], strict=True)
+                      if a.placement is not None]
+            for other in placed:
+                self._waiting.pop(other, None)
+        for namespace, name in placed:
+            self.on_placed(namespace, name)
         return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,
                            preempt=[(v.namespace, v.name) for v in answer.preempt])
+
+    def waiting(self) -> list[OrderKey]:
+        """The orders remembered as waiting for room, oldest first."""
+        with self._lock:
+            return [k for k, _ in sorted(self._waiting.items(), key=lambda kv: kv[1][0])]
+
+    def _others(self, key: OrderKey) -> list[isvc_planner.PlanRequest]:
+        """Requests of the other orders still waiting, oldest first; the stale and the gone forgotten."""
+        now = self.clock()
+        with self._lock:
+            entries = sorted(self._waiting.items(), key=lambda kv: kv[1][0])
+        others = []
+        for other, (since, request) in entries:
+            if other == key:
+                continue
+            if now - since > self.ttl or not self.still_waiting(*other, request.order.uid):
+                with self._lock:
+                    if self._waiting.get(other, (None, None))[0] == since:
+                        del self._waiting[other]
+                continue
+            others.append(request)
+        return others
 
     def judge(self, placement: Placement) -> Refusal | None:
         try:

@@ -1,0 +1,124 @@
+"""Orders refused for want of room wait in the planner port and are placed together with the next one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from isvc_api import InferenceService, ModelFacts, ModelSource, Placement, PlacementMode, Reason
+from isvc_operator import EffectivePolicy, PlannerService
+from isvc_planner import (
+    Inventory,
+    Planner,
+    PlannerClient,
+    PlanRequest,
+    PlanResponse,
+    fleet_claim,
+    fleet_device_classes,
+    fleet_gpu,
+    fleet_slice,
+)
+
+from .fakes import order
+
+GIB = 1 << 30
+# The packing bench's instance that one order at a time loses: two shareable 24 GiB cards.
+SIZES = [11.88, 5.0, 20.37, 4.37, 4.7, 15.53]
+
+
+def facts(size: float) -> ModelFacts:
+    """A model of about `size` GiB in all (the planner's estimate)."""
+    weights = (size - 1) / 1.2
+    return ModelFacts(source=ModelSource.HUGGING_FACE, name=f"m/{size}",
+                      parameter_count=int(weights * GIB / 2), dtype="bfloat16")
+
+
+class Wire:
+    """The planner's HTTP routes served in-process by a real Planner; counts the calls."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body: Any = json.loads(request.content)
+        if request.url.path == "/v1/plans":
+            answers = self.planner.plan_many([PlanRequest.model_validate(o) for o in body["orders"]])
+            self.calls.append(("plans", len(answers)))
+            return httpx.Response(200, json={"answers": [_wire(a) for a in answers]})
+        self.calls.append(("plan", 1))
+        return httpx.Response(200, json=_wire(self.planner.plan(PlanRequest.model_validate(body))))
+
+
+def _wire(answer: PlanResponse) -> Any:
+    return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@pytest.fixture
+def world() -> tuple[Inventory, Wire, PlannerService, list[tuple[str, str]], set[str]]:
+    slices = [fleet_slice("n0", [fleet_gpu("n0", i, memory_gi=24, product="NVIDIA L4") for i in range(2)])]
+    blocker = fleet_claim("ns", "big-gpu", "big", [("n0", "gpu-0", 100), ("n0", "gpu-1", 100)])
+    inv = Inventory.from_objects(fleet_device_classes(), slices, [blocker])
+    wire = Wire(Planner(inv))
+    gone: set[str] = set()
+    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(wire)),
+                             still_waiting=lambda namespace, name, uid: name not in gone)
+    queued: list[tuple[str, str]] = []
+    service.on_placed = lambda namespace, name: queued.append((namespace, name))
+    return inv, wire, service, queued, gone
+
+
+def ask(service: PlannerService, i: int, holding: Placement | None = None) -> Any:
+    o = InferenceService.model_validate(order(name=f"o{i}", namespace="ns"))
+    return service.plan(o, facts(SIZES[i]), EffectivePolicy.builtin(), None, holding)
+
+
+def test_orders_that_found_no_room_are_placed_together_when_room_comes(world: Any) -> None:
+    inv, wire, service, queued, _ = world
+    for i in range(5):  # the cards are full: each order is refused and waits
+        assert ask(service, i).refusal.reason == Reason.NO_CAPACITY
+    assert service.waiting() == [("ns", f"o{i}") for i in range(5)]
+    assert wire.calls[0] == ("plan", 1) and wire.calls[1] == ("plans", 2) and wire.calls[4] == ("plans", 5)
+    inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))  # the blocker goes
+    last = ask(service, 5)
+    assert wire.calls[-1] == ("plans", 6)
+    assert last.placement is not None
+    # Five of six fit together (the 85 % order is left out); one at a time would place four.
+    assert sorted(queued) == [("ns", f"o{i}") for i in (0, 1, 3, 4)]
+    assert service.waiting() == [("ns", "o2")]
+    # Each placed order's own pass gets the device reserved for it.
+    for i in (0, 1, 3, 4):
+        assert ask(service, i).placement is not None
+    assert ask(service, 2).refusal.reason == Reason.NO_CAPACITY
+
+
+def test_an_order_gone_or_planned_is_not_planned_again_for_others(world: Any) -> None:
+    _, wire, service, _, gone = world
+    ask(service, 0)
+    ask(service, 1)
+    gone.add("o0")
+    ask(service, 2)
+    assert wire.calls[-1] == ("plans", 2)  # o2 with o1; o0 was forgotten
+    assert ("ns", "o0") not in service.waiting()
+
+
+def test_waiting_is_forgotten_after_its_time(world: Any) -> None:
+    _, wire, service, _, _ = world
+    now = [0.0]
+    service.clock = lambda: now[0]
+    ask(service, 0)
+    now[0] = service.ttl + 1
+    ask(service, 1)
+    assert wire.calls[-1] == ("plan", 1)
+    assert service.waiting() == [("ns", "o1")]
+
+
+def test_a_replan_of_an_order_holding_a_placement_is_planned_alone(world: Any) -> None:
+    _, wire, service, _, _ = world
+    ask(service, 0)
+    held = Placement(device_class_name="gpu.nvidia.com", pool="n0", devices=["gpu-0"],
+                     placement_mode=PlacementMode.SHARED, share_percent=50)
+    ask(service, 1, holding=held)
+    assert wire.calls[-1] == ("plan", 1)
