@@ -240,6 +240,39 @@ def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_f
     assert bed.status("small-low")["phase"] == "Ready"  # nobody was released for nothing
 
 
+def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: Bed) -> None:
+    # Both L4s are held whole. Two embedding orders (19 % of an L4 each) and two chat orders (77 %) arrive
+    # and wait. One at a time, as they retry, both embeddings would share one card and a chat order would
+    # find no card with 77 % free: three of four. Planned together, each chat order shares a card with
+    # an embedding order: all four.
+    whole = bed.klass("plan-l4-whole", selector=L4_ONLY, shares=[100])
+    chat = bed.klass("plan-l4-chat", selector=L4_ONLY)
+    embed = bed.klass("plan-l4-embed", selector=L4_ONLY, endpoint_types=("Embeddings",))
+    blockers = [bed.order("hold-1", QWEN, whole), bed.order("hold-2", QWEN, whole)]
+    for name in blockers:
+        assert bed.wait_ready(name)["resolved"]["sharePercent"] == 100
+    waiting = [bed.order("wait-embed-1", BGE, embed), bed.order("wait-embed-2", BGE, embed),
+               bed.order("wait-chat-1", QWEN, chat), bed.order("wait-chat-2", QWEN, chat)]
+    for name in waiting:
+        bed.wait_reason(name, "Planned", "NoCapacity")
+    for name in blockers:
+        bed.delete(name)
+    try:
+        statuses = {name: bed.wait_true(name, "Planned", 120) for name in waiting}
+    except TimeoutError as e:
+        lines = {n: conditions_line(bed.status(n)) for n in waiting}
+        raise AssertionError(f"{e}: {lines}") from None
+    shares: dict[str, list[int]] = {}
+    for name, status in statuses.items():
+        resolved = status["resolved"]
+        assert resolved["acceleratorProductName"] == "NVIDIA L4"
+        plan = bed.plan(name)
+        assert plan is not None
+        device = plan["spec"]["placement"]["devices"][0]
+        shares.setdefault(device, []).append(resolved["sharePercent"])
+    assert len(shares) == 2 and all(len(s) == 2 and sum(s) <= 100 for s in shares.values()), shares
+
+
 # ---------------------------------------------------------------- launch plans
 
 
