@@ -122,3 +122,13 @@ def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
     assert sum(c is not None for c in choices) == 1  # the first descent's first step only
     assert sum(c is not None for c in most_placed(needs, kinds, [{100: 2}])) == 10
 
+
+
+def test_an_order_named_twice_is_planned_once_and_both_copies_get_that_answer() -> None:
+    planner = l4_pair()
+    reqs = requests([11.88, 11.88])
+    twice = [reqs[0], reqs[1], reqs[0]]
+    answers = planner.plan_many(twice)
+    assert answers[0] == answers[2] and answers[0].placement is not None
+    assert planner.inventory.held_by(("ns", "o0")) == {
+        ("gpu.nvidia.com", "n0", answers[0].placement.devices[0]): answers[0].placement.share_percent}

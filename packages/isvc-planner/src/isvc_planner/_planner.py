@@ -143,7 +143,10 @@ class Planner:
         with inv.lock:
             inv.expire()
             prepared: dict[int, _Order] = {}
+            first: dict[OrderKey, int] = {}
             for i, request in enumerate(requests):
+                if first.setdefault((request.order.namespace, request.order.name), i) != i:
+                    continue  # an order named twice is planned once; later copies get the same answer
                 p = self._prepare(request)
                 if isinstance(p, PlanResponse):
                     answers[i] = p
@@ -169,6 +172,8 @@ class Planner:
                 for i in joint:
                     if answers[i] is None:
                         answers[i] = self._place(prepared[i])
+        for i, request in enumerate(requests):
+            answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
 
     def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
