@@ -18,7 +18,7 @@ import isvc_planner
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import REGISTRY, Gauge, start_http_server
 
 from isvc_operator._controller import ClusterAdapter, Controller
 from isvc_operator._kube import KubeCluster, api_client
@@ -143,6 +143,8 @@ def build(args: argparse.Namespace) -> Controller:
     controller = Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY)
     # Waiting orders placed together with another get their pass now, to take what was reserved for them.
     planner.on_placed = lambda namespace, name: controller.queue.add(("order", namespace, name))
+    Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
+          registry=REGISTRY).set_function(lambda: len(planner.waiting()))
     return controller
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from isvc_operator._state import Verdict
 __all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class CatalogModels:
@@ -125,6 +127,9 @@ class PlannerService:
                       if a.placement is not None]
             for other in placed:
                 self._waiting.pop(other, None)
+        if placed:
+            log.info("%s/%s planned with %d waiting order(s); placed together: %s", *key, len(others),
+                     ", ".join(f"{ns}/{n}" for ns, n in placed))
         for namespace, name in placed:
             self.on_placed(namespace, name)
         return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,
