@@ -12,7 +12,7 @@ when no device of the class is large enough; it takes the smallest device size a
 the model, on the node with the fewest free devices that suffice.
 
 Orders that wait together (`plan_many`) are placed jointly: the most of them that fit, by the bounded
-search of `_joint`, each on a device the one-order policy would also accept.
+search of `_joint`, each on a device its class and policy admit (first classes tried first).
 """
 
 from __future__ import annotations
