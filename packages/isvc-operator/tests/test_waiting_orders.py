@@ -122,3 +122,18 @@ def test_a_replan_of_an_order_holding_a_placement_is_planned_alone(world: Any) -
                      placement_mode=PlacementMode.SHARED, share_percent=50)
     ask(service, 1, holding=held)
     assert wire.calls[-1] == ("plan", 1)
+
+
+def test_a_planner_without_planning_together_still_plans_the_order_alone(world: Any) -> None:
+    inv, wire, _, _, _ = world
+
+    def old_planner(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/plans":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        return wire(request)
+
+    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(old_planner)))
+    ask(service, 0)
+    inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
+    assert ask(service, 1).placement is not None
+    assert wire.calls == [("plan", 1), ("plan", 1)]

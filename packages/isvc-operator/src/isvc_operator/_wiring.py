@@ -114,7 +114,7 @@ class PlannerService:
         )
         others = [] if holding is not None else self._others(key)
         try:
-            answers = self.client.plan_many([request, *others]) if others else [self.client.plan(request)]
+            answers = self._plan_many(request, others) if others else [self.client.plan(request)]
         except isvc_planner.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
         answer = answers[0]
@@ -134,6 +134,16 @@ class PlannerService:
             self.on_placed(namespace, name)
         return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,
                            preempt=[(v.namespace, v.name) for v in answer.preempt])
+
+    def _plan_many(self, request: isvc_planner.PlanRequest,
+                   others: list[isvc_planner.PlanRequest]) -> list[isvc_planner.PlanResponse]:
+        try:
+            return self.client.plan_many([request, *others])
+        except isvc_planner.PlannerProtocolError as exc:
+            # A planner that cannot plan orders together (an older one during a rollout) still plans one.
+            log.warning("planning together failed (%s); %s/%s planned alone", exc, request.order.namespace,
+                        request.order.name)
+            return [self.client.plan(request)] + [isvc_planner.PlanResponse() for _ in others]
 
     def waiting(self) -> list[OrderKey]:
         """The orders remembered as waiting for room, oldest first."""
