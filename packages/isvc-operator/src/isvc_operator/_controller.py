@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from isvc_api import (
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (kind, namespace, name): "order" or "class"
 GV = f"{GROUP}/{VERSION}"
+# When a claim goes, orders waiting for room are passed again after this long: the planner watches
+# claims on its own, and one second lets it see the room before they ask.
+WAKE_AFTER = 1.0
 
 
 def order_of_plan(plan: Obj) -> tuple[str, str]:
@@ -104,8 +107,10 @@ class Controller:
         selector_error: Callable[[str], str | None],
         workers: int = 2,
         registry: CollectorRegistry | None = None,
+        waiting: Callable[[], Iterable[tuple[str, str]]] = tuple,
     ) -> None:
         self.kube = kube
+        self.waiting = waiting
         self.reconciler = reconciler
         self.selector_error = selector_error
         self.queue: WorkQueue[Key] = WorkQueue()
@@ -146,8 +151,15 @@ class Controller:
         k.orders.add_handler(lambda _, obj: order_key(obj))
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: self.queue.add(("order", *order_of_plan(obj))))
-        for informer in (k.deployments, k.pods, k.claims):
+        def on_claim(event: str, obj: Obj) -> None:
+            by_label(event, obj)
+            if event == "DELETED":  # room freed: orders waiting for room try again, once the planner saw it
+                for namespace, name in self.waiting():
+                    self.queue.add_after(("order", namespace, name), WAKE_AFTER)
+
+        for informer in (k.deployments, k.pods):
             informer.add_handler(by_label)
+        k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)
 
     def start(self) -> None:

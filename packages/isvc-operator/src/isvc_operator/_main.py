@@ -140,7 +140,8 @@ def build(args: argparse.Namespace) -> Controller:
         except isvc_planner.SelectorError as exc:
             return str(exc)
 
-    controller = Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY)
+    controller = Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY,
+                            waiting=planner.waiting)
     # Waiting orders placed together with another get their pass now, to take what was reserved for them.
     planner.on_placed = lambda namespace, name: controller.queue.add(("order", namespace, name))
     Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",

@@ -1,0 +1,63 @@
+"""The controller's informer wiring: which changes queue which orders (no cluster: informers stand in)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from isvc_api import LABEL_ORDER
+from isvc_operator import Controller, KubeCluster, Reconciler
+from prometheus_client import CollectorRegistry
+
+Obj = dict[str, Any]
+
+
+class Informer:
+    """Handlers and a list, as the controller uses an informer."""
+
+    def __init__(self) -> None:
+        self.handlers: list[Any] = []
+        self.items: list[Obj] = []
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def list(self) -> list[Obj]:
+        return self.items
+
+    def emit(self, event: str, obj: Obj) -> None:
+        for handler in self.handlers:
+            handler(event, obj)
+
+
+def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
+    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "priority_classes")
+    kube = SimpleNamespace(**{n: Informer() for n in names})
+    c = Controller(cast(KubeCluster, kube), cast(Reconciler, None), lambda _: None,
+                   registry=CollectorRegistry(), waiting=lambda: list(waiting))
+    return c, kube
+
+
+def claim(order: str) -> Obj:
+    return {"metadata": {"namespace": "ns", "name": f"{order}-gpu", "labels": {LABEL_ORDER: order}}}
+
+
+def drain(c: Controller, timeout: float) -> set[tuple[str, str, str]]:
+    keys = set()
+    while (key := c.queue.get(timeout=timeout)) is not None:
+        keys.add(key)
+        c.queue.done(key)
+    return keys
+
+
+def test_a_claim_going_away_passes_the_orders_waiting_for_room_again() -> None:
+    c, kube = controller([("ns", "wait-1"), ("other", "wait-2")])
+    kube.claims.emit("DELETED", claim("blocker"))
+    assert drain(c, 0.2) == {("order", "ns", "blocker")}  # at once: the claim's own order
+    assert drain(c, 2.0) == {("order", "ns", "wait-1"), ("order", "other", "wait-2")}  # a moment later
+
+
+def test_a_claim_that_changes_passes_only_its_own_order() -> None:
+    c, kube = controller([("ns", "wait-1")])
+    kube.claims.emit("MODIFIED", claim("blocker"))
+    assert drain(c, 1.5) == {("order", "ns", "blocker")}
