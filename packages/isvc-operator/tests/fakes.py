@@ -228,6 +228,7 @@ class FakeRecipes:
 
     def __init__(self) -> None:
         self.refusal: Refusal | None = None
+        self.compile_refusal: Refusal | None = None
 
     def requirements(
         self, facts: ModelFacts, endpoint_type: EndpointType | None
@@ -242,6 +243,8 @@ class FakeRecipes:
         estimates: Estimates,
         served_name: str,
     ) -> CompiledRuntime | Refusal:
+        if self.compile_refusal is not None:
+            return self.compile_refusal
         return CompiledRuntime(
             recipe="vllm",
             image="vllm/vllm-openai:v0.11.0",
@@ -257,6 +260,7 @@ class FakePlanner:
         self.down = False
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
+        self.released: list[tuple[str, str]] = []
 
     def plan(
         self,
@@ -270,6 +274,9 @@ class FakePlanner:
             raise TemporaryError("connection refused")
         self.holdings.append(holding)
         return self.outcome
+
+    def release(self, namespace: str, name: str) -> None:
+        self.released.append((namespace, name))
 
     def judge(self, placement: Placement) -> Refusal | None:
         if self.down:

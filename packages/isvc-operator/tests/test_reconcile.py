@@ -145,6 +145,14 @@ def test_a_recipe_refusal_lands_on_planned(world: World) -> None:
     assert (status["reason"], reasons(status)["Planned"]) == ("QuantizationMismatch", "QuantizationMismatch")
 
 
+def test_a_placement_no_recipe_compiles_for_is_released_at_the_planner(world: World) -> None:
+    world.recipes.compile_refusal = Refusal(reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
+                                            message="none fits")
+    status = world.run()
+    assert reasons(status)["Planned"] == "NoCompatibleRuntimeAvailable"
+    assert world.planner.released == [("team-a", "support-llm")]
+
+
 def test_a_hand_written_plan_with_share_150_is_not_a_placement_and_is_kept(world: World) -> None:
     world.cluster.put(
         {
@@ -228,6 +236,7 @@ def test_a_probe_failure_before_the_first_ready_is_pending_and_after_it_failed(w
 def test_a_deleted_order_is_done(world: World) -> None:
     assert world.reconciler().reconcile("team-a", "gone") is None
     assert world.cluster.statuses == []
+    assert world.planner.released == [("team-a", "gone")]  # whatever the planner reserved for it goes
 
 
 def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:

@@ -48,6 +48,10 @@ class Wire:
             answers = self.planner.plan_many([PlanRequest.model_validate(o) for o in body["orders"]])
             self.calls.append(("plans", len(answers)))
             return httpx.Response(200, json={"answers": [_wire(a) for a in answers]})
+        if request.url.path == "/v1/release":
+            self.calls.append(("release", 1))
+            released = self.planner.release(body["namespace"], body["name"])
+            return httpx.Response(200, json={"released": released})
         self.calls.append(("plan", 1))
         return httpx.Response(200, json=_wire(self.planner.plan(PlanRequest.model_validate(body))))
 
@@ -137,3 +141,23 @@ def test_a_planner_without_planning_together_still_plans_the_order_alone(world: 
     inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
     assert ask(service, 1).placement is not None
     assert wire.calls == [("plan", 1), ("plan", 1)]
+
+
+def test_an_order_released_stops_waiting_and_its_reservation_goes(world: Any) -> None:
+    inv, _, service, _, _ = world
+    ask(service, 0)
+    assert service.waiting() == [("ns", "o0")]
+    inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
+    assert ask(service, 1).placement is not None
+    assert inv.reserved_by(("ns", "o1"))
+    service.release("ns", "o1")
+    service.release("ns", "o0")
+    assert not inv.reserved_by(("ns", "o1")) and service.waiting() == []
+
+
+def test_a_release_the_planner_does_not_answer_is_left_to_lapse() -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(down)))
+    service.release("ns", "o0")  # no error: the reservation lapses on its own

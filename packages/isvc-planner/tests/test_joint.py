@@ -132,3 +132,13 @@ def test_an_order_named_twice_is_planned_once_and_both_copies_get_that_answer() 
     assert answers[0] == answers[2] and answers[0].placement is not None
     assert planner.inventory.held_by(("ns", "o0")) == {
         ("gpu.nvidia.com", "n0", answers[0].placement.devices[0]): answers[0].placement.share_percent}
+
+
+def test_a_reservation_released_frees_its_room_for_the_next_order() -> None:
+    planner = l4_pair()
+    big = requests([20.37, 20.37, 20.37])
+    assert placed([planner.plan(r) for r in big[:2]]) == 2
+    assert planner.plan(big[2]).placement is None
+    assert planner.release("ns", "o0") is True
+    assert planner.release("ns", "o0") is False  # nothing held any more: idempotent
+    assert planner.plan(big[2]).placement is not None

@@ -82,6 +82,14 @@ def test_client_plans_orders_together_over_http(models: dict[str, ModelFacts]) -
     assert refused and set(refused) == {Reason.NO_CAPACITY}
 
 
+def test_client_releases_a_reservation_over_http(base_url: str, models: dict[str, ModelFacts]) -> None:
+    with PlannerClient(base_url, timeout=5) as client:
+        placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="r"), facts=models["qwen7b"]))
+        assert placed.placement is not None
+        assert client.release(OrderRef(namespace="ns", name="r")) is True
+        assert client.release(OrderRef(namespace="ns", name="r")) is False
+
+
 def test_client_judges_over_http(base_url: str) -> None:
     bad = Placement(
         device_class_name="gpu.nvidia.com", placement_mode=PlacementMode.SHARED, share_percent=150

@@ -130,6 +130,10 @@ class PlannerPort(Protocol):
 
     def judge(self, placement: Placement) -> Refusal | None: ...
 
+    def release(self, namespace: str, name: str) -> None:
+        """Drop what the planner reserved for an order that will not take it (best effort)."""
+        ...
+
 
 @attrs.frozen
 class WorkloadVerdict:
@@ -233,6 +237,7 @@ class Reconciler:
             self._in_force.pop((namespace, name), None)
             self._unplaced.pop((namespace, name), None)
             self.d.health.forget(namespace, name)
+            self.d.planner.release(namespace, name)
             return None
         order = InferenceService.model_validate(raw)
         st = Pass(order=order, raw=raw, now=self.d.clock())
@@ -420,6 +425,7 @@ class Reconciler:
             st.facts, st.endpoint_type, outcome.placement, outcome.estimates, served_name
         )
         if isinstance(compiled, Refusal):
+            self.d.planner.release(st.namespace, st.name)  # the placement will not be taken
             refuse(compiled)
             return
         plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,

@@ -145,6 +145,14 @@ class PlannerService:
                         request.order.name)
             return [self.client.plan(request)] + [isvc_planner.PlanResponse() for _ in others]
 
+    def release(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._waiting.pop((namespace, name), None)
+        try:
+            self.client.release(isvc_planner.OrderRef(namespace=namespace, name=name))
+        except isvc_planner.PlannerError as exc:  # the reservation lapses on its own in two minutes
+            log.info("reservation of %s/%s not released: %s", namespace, name, exc)
+
     def waiting(self) -> list[OrderKey]:
         """The orders remembered as waiting for room, oldest first."""
         with self._lock:

@@ -20,6 +20,7 @@ from isvc_planner._models import (
     PlanManyResponse,
     PlanRequest,
     PlanResponse,
+    Released,
     Victim,
 )
 from isvc_planner._planner import Planner, judge_plan
@@ -44,6 +45,7 @@ __all__ = [
     "PlannerProtocolError",
     "PlannerUnavailableError",
     "QuantityError",
+    "Released",
     "SelectorError",
     "SelectorFault",
     "Victim",

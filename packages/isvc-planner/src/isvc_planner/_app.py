@@ -6,7 +6,14 @@ from fastapi import FastAPI, Response
 from isvc_api import Placement, Refusal
 
 from isvc_planner._inventory import Inventory
-from isvc_planner._models import PlanManyRequest, PlanManyResponse, PlanRequest, PlanResponse
+from isvc_planner._models import (
+    OrderRef,
+    PlanManyRequest,
+    PlanManyResponse,
+    PlanRequest,
+    PlanResponse,
+    Released,
+)
 from isvc_planner._planner import Planner, judge_plan
 
 __all__ = ["create_app"]
@@ -32,6 +39,11 @@ def create_app(planner: Planner) -> FastAPI:
     def plan_many(request: PlanManyRequest) -> PlanManyResponse:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
         return PlanManyResponse(answers=planner.plan_many(request.orders))
+
+    @app.post("/v1/release", response_model=Released, response_model_by_alias=True)
+    def release(order: OrderRef) -> Released:
+        """Drop the reservation of an order that will not take it; idempotent."""
+        return Released(released=planner.release(order.namespace, order.name))
 
     @app.post("/v1/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:

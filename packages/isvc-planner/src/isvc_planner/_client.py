@@ -9,13 +9,20 @@ from isvc_api import Placement, Refusal
 from pydantic import ValidationError
 
 from isvc_planner._errors import PlannerProtocolError, PlannerUnavailableError
-from isvc_planner._models import PlanManyRequest, PlanManyResponse, PlanRequest, PlanResponse
+from isvc_planner._models import (
+    OrderRef,
+    PlanManyRequest,
+    PlanManyResponse,
+    PlanRequest,
+    PlanResponse,
+    Released,
+)
 
 __all__ = ["PlannerClient"]
 
 
 class PlannerClient:
-    """Calls POST /v1/plan, /v1/plans and /v1/judge; connection errors, timeouts and 5xx are temporary."""
+    """Calls the planner's POST routes; connection errors, timeouts and 5xx are temporary."""
 
     def __init__(self, base_url: str, timeout: float = 10.0,
                  transport: httpx.BaseTransport | None = None) -> None:
@@ -40,6 +47,14 @@ class PlannerClient:
         if len(answers) != len(requests):
             raise PlannerProtocolError(f"planner answered {len(answers)} plans for {len(requests)} orders")
         return answers
+
+    def release(self, order: OrderRef) -> bool:
+        """Drop the reservation of an order that will not take it; True when one was held."""
+        body = self._post("/v1/release", order.model_dump(mode="json", by_alias=True, exclude_none=True))
+        try:
+            return Released.model_validate(body).released
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no release: {error}") from error
 
     def judge(self, placement: Placement) -> Refusal | None:
         """LaunchPlanNotAPlacement for a placement that is not one, else None."""

@@ -412,6 +412,11 @@ class Inventory:
             if old is not None:
                 self._replace(f"reservation:{order[0]}/{order[1]}", old[1], [])
 
+    def reserved_by(self, order: OrderKey) -> list[DeviceKey]:
+        """Devices reserved for an order and not yet seen as its claims."""
+        with self.lock:
+            return [h.device for h in self._reservations.get(order, (0.0, []))[1]]
+
     def expire(self, now: float | None = None) -> None:
         """Drop reservations whose time is up."""
         now = time.monotonic() if now is None else now

@@ -13,7 +13,8 @@ from isvc_api import (
 )
 from pydantic import Field
 
-__all__ = ["OrderRef", "PlanManyRequest", "PlanManyResponse", "PlanRequest", "PlanResponse", "Victim"]
+__all__ = ["OrderRef", "PlanManyRequest", "PlanManyResponse", "PlanRequest", "PlanResponse", "Released",
+           "Victim"]
 
 
 class OrderRef(Wire):
@@ -49,6 +50,12 @@ class PlanResponse(Wire):
     estimates: Estimates | None = Field(default=None, description="What it needs.")
     refusal: Refusal | None = Field(default=None, description="Why it cannot be placed.")
     preempt: list[Victim] = Field(default_factory=list, description="Orders to release first.")
+
+
+class Released(Wire):
+    """Whether a reservation was dropped (false: there was none)."""
+
+    released: bool = Field(description="A reservation was held and is gone.")
 
 
 class PlanManyRequest(Wire):

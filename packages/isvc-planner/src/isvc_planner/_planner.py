@@ -176,6 +176,14 @@ class Planner:
             answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
 
+    def release(self, namespace: str, name: str) -> bool:
+        """Drop what was reserved for an order that will not take it (gone, or its plan refused)."""
+        inv = self.inventory
+        with inv.lock:
+            held = bool(inv.reserved_by((namespace, name)))
+            inv.release((namespace, name))
+        return held
+
     def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
         """What one order asks of the ledger, or the refusal that needs no search."""
         inv = self.inventory
