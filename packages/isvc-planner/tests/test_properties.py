@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from isvc_api import ModelFacts, ModelSource, PlacementMode
+from isvc_api import ModelFacts, ModelSource, Placement, PlacementMode
 from isvc_planner import (
     Inventory,
     OrderRef,
@@ -47,17 +47,37 @@ def build(fleet: list[list[tuple[int, bool]]]) -> list[dict[str, Any]]:
     ]
 
 
+def memory_of(slices: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """Bytes per (pool, device) as the slices publish them."""
+    return {
+        (s["spec"]["pool"]["name"], d["name"]): int(d["capacity"]["memory"]["value"][:-2]) * GIB
+        for s in slices
+        for d in s["spec"]["devices"]
+    }
+
+
+def take(held: dict[tuple[str, str], int], memory: dict[tuple[str, str], int], f: ModelFacts,
+         p: Placement) -> int:
+    """Count a placement's units into `held`, asserting no device goes over 100 or below the need."""
+    need = memory_need(f)
+    assert need is not None and p.devices and p.pool
+    units = p.share_percent if p.placement_mode == PlacementMode.SHARED else 100
+    assert units is not None
+    for d in p.devices:
+        key = (p.pool, d)
+        held[key] = held.get(key, 0) + units
+        assert held[key] <= 100, f"device {key} over-committed"
+        assert units * memory[key] // 100 >= need.per_device(len(p.devices)), "share smaller than the need"
+    return units
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleet=fleet_st, orders=orders_st)
 def test_no_plan_over_commits_memory_or_shares(
     fleet: list[list[tuple[int, bool]]], orders: list[tuple[int, bool]]
 ) -> None:
     slices = build(fleet)
-    memory = {
-        (s["spec"]["pool"]["name"], d["name"]): int(d["capacity"]["memory"]["value"][:-2]) * GIB
-        for s in slices
-        for d in s["spec"]["devices"]
-    }
+    memory = memory_of(slices)
     inv = Inventory.from_objects(fleet_device_classes(), slices, [])
     planner = Planner(inv)
     held: dict[tuple[str, str], int] = {}
@@ -67,17 +87,8 @@ def test_no_plan_over_commits_memory_or_shares(
         if r.placement is None:
             continue
         p = r.placement
-        need = memory_need(f)
-        assert need is not None and p.devices and p.pool
-        units = p.share_percent if p.placement_mode == PlacementMode.SHARED else 100
-        assert units is not None
-        for d in p.devices:
-            key = (p.pool, d)
-            held[key] = held.get(key, 0) + units
-            assert held[key] <= 100, f"device {key} over-committed"
-            assert units * memory[key] // 100 >= need.per_device(len(p.devices)), (
-                "share smaller than the need"
-            )
+        units = take(held, memory, f, p)
+        assert p.pool and p.devices
         if as_claim:
             share = units if p.share_percent is not None else None
             inv.upsert_claim(fleet_claim("ns", f"c{i}", f"o{i}", [(p.pool, d, share) for d in p.devices]))
@@ -105,11 +116,7 @@ def test_orders_placed_together_never_over_commit_and_come_out_the_same_each_tim
     fleet: list[list[tuple[int, bool]]], orders: list[tuple[int, bool]], held: list[int]
 ) -> None:
     slices = build(fleet)
-    memory = {
-        (s["spec"]["pool"]["name"], d["name"]): int(d["capacity"]["memory"]["value"][:-2]) * GIB
-        for s in slices
-        for d in s["spec"]["devices"]
-    }
+    memory = memory_of(slices)
 
     def run() -> tuple[list[str], dict[tuple[str, str], int]]:
         inv = Inventory.from_objects(fleet_device_classes(), slices, [])
@@ -119,29 +126,16 @@ def test_orders_placed_together_never_over_commit_and_come_out_the_same_each_tim
             p = planner.plan(PlanRequest(order=OrderRef(namespace="old", name=f"h{i}"), facts=facts(size)))
             inv.release(("old", f"h{i}"))
             if p.placement is not None and p.placement.pool and p.placement.devices:
-                share = p.placement.share_percent
-                units = share if p.placement.placement_mode == PlacementMode.SHARED and share else 100
+                take(taken, memory, facts(size), p.placement)
                 inv.upsert_claim(fleet_claim("old", f"c{i}", f"h{i}", [
-                    (p.placement.pool, d, share) for d in p.placement.devices]))
-                for d in p.placement.devices:
-                    taken[(p.placement.pool, d)] = taken.get((p.placement.pool, d), 0) + units
+                    (p.placement.pool, d, p.placement.share_percent) for d in p.placement.devices]))
         requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=facts(size))
                     for i, (size, _) in enumerate(orders)]
         answers = planner.plan_many(requests)
         for r, request in zip(answers, requests, strict=True):
             assert (r.placement is None) != (r.refusal is None)
-            if r.placement is None:
-                continue
-            p = r.placement
-            need = memory_need(request.facts)
-            assert need is not None and p.devices and p.pool
-            units = p.share_percent if p.placement_mode == PlacementMode.SHARED else 100
-            assert units is not None
-            for d in p.devices:
-                key = (p.pool, d)
-                taken[key] = taken.get(key, 0) + units
-                assert taken[key] <= 100, f"device {key} over-committed"
-                assert units * memory[key] // 100 >= need.per_device(len(p.devices))
+            if r.placement is not None:
+                take(taken, memory, request.facts, r.placement)
         return [r.model_dump_json() for r in answers], taken
 
     first, _ = run()
