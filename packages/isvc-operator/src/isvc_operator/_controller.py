@@ -136,6 +136,12 @@ class Controller:
             if name:
                 self.queue.add(("order", meta.get("namespace", ""), name))
 
+        def on_claim(event: str, obj: Obj) -> None:
+            by_label(event, obj)
+            if event == "DELETED":  # room freed: orders waiting for room try again, once the planner saw it
+                for namespace, name in self.waiting():
+                    self.queue.add_after(("order", namespace, name), WAKE_AFTER)
+
         def on_class(_: str, obj: Obj) -> None:
             name = obj["metadata"]["name"]
             self.queue.add(("class", "", name))
@@ -151,12 +157,6 @@ class Controller:
         k.orders.add_handler(lambda _, obj: order_key(obj))
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: self.queue.add(("order", *order_of_plan(obj))))
-        def on_claim(event: str, obj: Obj) -> None:
-            by_label(event, obj)
-            if event == "DELETED":  # room freed: orders waiting for room try again, once the planner saw it
-                for namespace, name in self.waiting():
-                    self.queue.add_after(("order", namespace, name), WAKE_AFTER)
-
         for informer in (k.deployments, k.pods):
             informer.add_handler(by_label)
         k.claims.add_handler(on_claim)
