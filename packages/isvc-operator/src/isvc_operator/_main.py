@@ -115,6 +115,7 @@ def build(args: argparse.Namespace) -> Controller:
             sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))),
         period=args.health_period_seconds,
     )
+
     def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
         """The order is still there (the same one) and still has no plan."""
         obj = adapter.order(namespace, name)
