@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from isvc_api import Reason, Refusal
+from isvc_api import GROUP, VERSION, Reason, Refusal
 from isvc_operator import PlanOutcome, TemporaryError, WorkloadVerdict
 
 from .fakes import PLACEMENT, World, klass, order
+
+GV = f"{GROUP}/{VERSION}"
 
 
 def reasons(status: dict[str, Any]) -> dict[str, str]:
@@ -236,7 +238,34 @@ def test_a_probe_failure_before_the_first_ready_is_pending_and_after_it_failed(w
 def test_a_deleted_order_is_done(world: World) -> None:
     assert world.reconciler().reconcile("team-a", "gone") is None
     assert world.cluster.statuses == []
-    assert world.planner.released == [("team-a", "gone")]  # whatever the planner reserved for it goes
+    assert world.planner.released == []  # it never asked the planner: nothing to release
+
+
+def test_a_deleted_order_that_asked_the_planner_has_its_room_released_once(world: World) -> None:
+    world.run()
+    world.cluster.delete(GV, "InferenceService", "team-a", "support-llm")
+    for _ in range(3):  # every event of its children brings another pass
+        world.reconciler().reconcile("team-a", "support-llm")
+    assert world.planner.released == [("team-a", "support-llm")]
+
+
+def test_a_workload_whose_plan_was_taken_away_and_finds_no_room_is_taken_down(world: World) -> None:
+    assert world.run()["phase"] == "Ready"
+    assert world.cluster.owned("Deployment", "team-a", "support-llm")
+    world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")  # preempted: plan and room gone
+    world.planner.outcome = PlanOutcome(placement=None, estimates=None, refusal=Refusal(
+        reason=Reason.NO_CAPACITY, message="no room"), preempt=[])
+    status = world.run()
+    assert reasons(status)["Planned"] == "NoCapacity"
+    assert world.cluster.owned("Deployment", "team-a", "support-llm") == []
+
+
+def test_a_workload_whose_plan_is_gone_stays_while_the_planner_does_not_answer(world: World) -> None:
+    world.run()
+    world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")
+    world.planner.down = True
+    assert reasons(world.run())["Planned"] == "PlannerRequestFailed"
+    assert world.cluster.owned("Deployment", "team-a", "support-llm")
 
 
 def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:

@@ -64,6 +64,9 @@ PLAN_ANNOTATION = "ai.deckhouse.io/computed-by"
 
 RETRY_SOON = 5.0
 RETRY_CAPACITY = 15.0
+# The planner's answers that there is no room for the order: a workload it still runs holds devices
+# the planner has given to others (it was preempted), so it is taken down.
+NO_ROOM = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
 
 
 class TemporaryError(Exception):
@@ -226,6 +229,7 @@ class Reconciler:
         self._workload_memory: dict[tuple[str, str], Any] = {}
         self._in_force: dict[tuple[str, str], str] = {}  # inputs whose recomputation failed, counted once
         self._unplaced: dict[tuple[str, str], set[str]] = {}
+        self._asked: set[tuple[str, str]] = set()  # orders that asked the planner (it may hold room for them)
 
     # ------------------------------------------------------------------ entry
 
@@ -237,7 +241,9 @@ class Reconciler:
             self._in_force.pop((namespace, name), None)
             self._unplaced.pop((namespace, name), None)
             self.d.health.forget(namespace, name)
-            self.d.planner.release(namespace, name)
+            if (namespace, name) in self._asked:  # once: what the planner may still reserve for it
+                self._asked.discard((namespace, name))
+                self.d.planner.release(namespace, name)
             return None
         order = InferenceService.model_validate(raw)
         st = Pass(order=order, raw=raw, now=self.d.clock())
@@ -399,6 +405,7 @@ class Reconciler:
                 )))
             else:
                 st.say(type_, Verdict.refuse(refusal.reason, refusal.message))
+                st.unplaced = raw_plan is None and refusal.reason in NO_ROOM
             if refusal.reason.retried:
                 st.requeue(RETRY_CAPACITY)
 
@@ -415,6 +422,7 @@ class Reconciler:
             refuse(Refusal(reason=Reason.PLANNER_REQUEST_FAILED,
                            message=f"the planner did not answer ({exc}); retried."))
             return
+        self._asked.add((st.namespace, st.name))
         if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
             refuse(outcome.refusal or Refusal(reason=Reason.PLANNER_REQUEST_FAILED,
                                               message="the planner answered without a placement; retried."))
@@ -449,8 +457,10 @@ class Reconciler:
         victim = self.d.cluster.order(namespace, name)
         if victim is None:
             return
-        self.d.cluster.delete("apps/v1", "Deployment", namespace, name)
+        # The plan goes first: a pass of the victim that still read it may re-apply the Deployment, and
+        # its next pass (no plan, no room) takes that down again.
         self.d.cluster.delete(GV, "LaunchPlan", namespace, name)
+        self.d.cluster.delete("apps/v1", "Deployment", namespace, name)
         self.d.cluster.event(victim, "Warning", "Preempted",
                              f"displaced by {st.namespace}/{st.name}, an order of higher priority")
 
@@ -509,6 +519,10 @@ class Reconciler:
         """WorkloadReady: the children are applied and the replicas came up."""
         type_ = ConditionType.WORKLOAD_READY
         if st.plan is None or st.policy is None:
+            if st.unplaced:
+                for deployment in self.d.cluster.owned("Deployment", st.namespace, st.name):
+                    name = deployment["metadata"]["name"]
+                    self.d.cluster.delete("apps/v1", "Deployment", st.namespace, name)
             st.say(type_, st.waits_for(ConditionType.PLANNED))
             return
         auth_name: str | None = None

@@ -76,6 +76,7 @@ class Pass:
     children: tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]] | None = None
     requeue_after: float | None = None
     events: list[tuple[str, str, str]] = attrs.field(factory=list)
+    unplaced: bool = False  # no LaunchPlan and the planner found no room: a workload left must go
 
     @property
     def namespace(self) -> str:

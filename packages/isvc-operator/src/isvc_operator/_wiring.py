@@ -23,13 +23,12 @@ from isvc_api import (
     ModelFacts,
     ModelSpec,
     Placement,
-    Reason,
     Refusal,
     RuntimeRequirements,
 )
 
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._reconcile import PlanOutcome, TemporaryError, WorkloadVerdict
+from isvc_operator._reconcile import NO_ROOM, PlanOutcome, TemporaryError, WorkloadVerdict
 from isvc_operator._state import Verdict
 
 __all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
@@ -78,8 +77,6 @@ class Recipes:
 
 
 OrderKey = tuple[str, str]
-# Refusals that mean "no room now": the order waits, and is placed together with others when room comes.
-_WAITS = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
 
 
 class PlannerService:
@@ -119,7 +116,7 @@ class PlannerService:
             raise TemporaryError(str(exc)) from exc
         answer = answers[0]
         with self._lock:
-            if answer.refusal is not None and answer.refusal.reason in _WAITS:
+            if answer.refusal is not None and answer.refusal.reason in NO_ROOM:
                 self._waiting[key] = (self.clock(), request)
             else:
                 self._waiting.pop(key, None)
