@@ -204,7 +204,15 @@ def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capaci
     for name in lows:
         bed.wait_ready(name)
     urgent = bed.order("urgent", QWEN, high)
-    status = bed.wait_ready(urgent, 150)
+    try:
+        status = bed.wait_ready(urgent, 150)
+    except TimeoutError as e:  # say who holds what, so a stall explains itself
+        claims = k8s.ResourceV1Api(bed.admin_api).list_resource_claim_for_all_namespaces().items
+        held = {f"{c.metadata.namespace}/{c.metadata.name}": [(r.pool, r.device) for r in
+                                                              c.status.allocation.devices.results]
+                for c in claims if c.status and c.status.allocation}
+        lines = {n: conditions_line(bed.status(n)) for n in lows}
+        raise AssertionError(f"{e}; lows: {lines}; allocated: {held}") from None
     assert status["resolved"]["acceleratorProductName"] == "NVIDIA L4"
 
     def displaced() -> str | None:
