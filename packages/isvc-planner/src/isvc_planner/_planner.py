@@ -162,7 +162,8 @@ class Planner:
                     answers[i] = self._place(prepared[i])
                 joint = [i for i in rest if i not in several]
                 if len(joint) > 1:
-                    kinds, devices, stock = self._kinds([prepared[i] for i in joint])
+                    if alone or several:  # their placements changed the stock; else the kinds stand
+                        kinds, devices, stock = self._kinds([prepared[i] for i in joint])
                     choices = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
                     seq = sorted(range(len(joint)), key=lambda j: (-prepared[joint[j]].need.required, j))
                     for j in seq:
