@@ -119,7 +119,7 @@ class ModuleProcesses:
 
     def start_hub(self) -> None:
         """The stand-in Hugging Face hub (isvc-catalog's fixture models) on loopback."""
-        self._spawn("hub", [sys.executable, "-m", "isvc_catalog.standin_hub", "--port", str(self.hub_port)])
+        self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port)])
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
 
     def start_planner(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from isvc_catalog import HubClient
-from isvc_catalog.standin_hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
+from isvc_testing.standin_hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
 
 _LLAMA_LIKE: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],

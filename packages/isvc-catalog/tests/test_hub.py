@@ -6,7 +6,7 @@ import socket
 import pytest
 from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
 from isvc_catalog import HubClient, SettingsError, SourceUnavailableError
-from isvc_catalog.standin_hub import StandinHub
+from isvc_testing.standin_hub import StandinHub
 
 GATED = "meta-llama/Llama-3.1-8B-Instruct"
 PRIVATE = "acme/private-llm"

@@ -12,7 +12,7 @@ from isvc_catalog import (
     SourceUnavailableError,
     auth_secret_not_found,
 )
-from isvc_catalog.standin_hub import StandinHub
+from isvc_testing.standin_hub import StandinHub
 
 
 class FakeApi:

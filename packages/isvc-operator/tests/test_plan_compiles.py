@@ -22,6 +22,8 @@ from isvc_planner import (
     OrderRef,
     Planner,
     PlanRequest,
+)
+from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,

@@ -15,6 +15,8 @@ from isvc_planner import (
     PlannerClient,
     PlanRequest,
     PlanResponse,
+)
+from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
     fleet_gpu,

@@ -10,13 +10,15 @@ from isvc_planner import (
     OrderRef,
     Planner,
     PlanRequest,
+)
+from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
     fleet_gpu,
     fleet_priority_class,
     fleet_slice,
 )
-from isvc_planner._bench import _facts, instance, need_of, optimum, units_for
+from isvc_testing._bench import _facts, instance, need_of, optimum, units_for
 from isvc_planner._joint import Kind, most_placed
 
 GIB = 1 << 30

@@ -12,11 +12,13 @@ from isvc_planner import (
     OrderRef,
     Planner,
     PlanRequest,
+)
+from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,
 )
-from isvc_planner._bench import in_support, instance, need_of, optimum, pack, units_for
+from isvc_testing._bench import in_support, instance, need_of, optimum, pack, units_for
 
 GIB = 1 << 30
 FLOOR = 0.85

@@ -20,14 +20,16 @@ from isvc_planner import (
     Planner,
     PlanRequest,
     PlanResponse,
+    judge_plan,
+    memory_need,
+)
+from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
     fleet_gpu,
     fleet_mig,
     fleet_priority_class,
     fleet_slice,
-    judge_plan,
-    memory_need,
 )
 
 GIB = 1 << 30

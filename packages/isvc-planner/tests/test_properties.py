@@ -12,11 +12,13 @@ from isvc_planner import (
     OrderRef,
     Planner,
     PlanRequest,
+    memory_need,
+)
+from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,
-    memory_need,
 )
 
 GIB = 1 << 30

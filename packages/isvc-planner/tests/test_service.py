@@ -23,6 +23,8 @@ from isvc_planner import (
     PlannerUnavailableError,
     PlanRequest,
     create_app,
+)
+from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,

@@ -21,12 +21,14 @@ from isvc_catalog._hub import DEFAULT_ENDPOINT, HubClient
 from isvc_catalog._kube import KubeCatalogApi
 from isvc_catalog._policy import admit
 from isvc_catalog._refs import RepoRef, parse_repo_ref
+from isvc_catalog._safetensors import DTYPE_BYTES, TORCH_DTYPES, build_header
 from isvc_catalog._resolver import ModelHub, Resolver, auth_secret_not_found
 
 __all__ = [
     "CATALOG_GROUP",
     "CATALOG_VERSION",
     "DEFAULT_ENDPOINT",
+    "DTYPE_BYTES",
     "PLURALS",
     "Absent",
     "CatalogApi",
@@ -41,9 +43,11 @@ __all__ = [
     "Resolver",
     "SettingsError",
     "SourceUnavailableError",
+    "TORCH_DTYPES",
     "TemporaryError",
     "admit",
     "auth_secret_not_found",
+    "build_header",
     "parse_catalog_object",
     "parse_repo_ref",
 ]

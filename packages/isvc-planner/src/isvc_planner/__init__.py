@@ -5,14 +5,6 @@ from isvc_planner._cel import CelJudge, SelectorError
 from isvc_planner._client import PlannerClient
 from isvc_planner._errors import PlannerError, PlannerProtocolError, PlannerUnavailableError, QuantityError
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
-from isvc_planner._fleet import (
-    fleet_claim,
-    fleet_device_classes,
-    fleet_gpu,
-    fleet_mig,
-    fleet_priority_class,
-    fleet_slice,
-)
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
 from isvc_planner._models import (
     OrderRef,
@@ -51,12 +43,6 @@ __all__ = [
     "Victim",
     "create_app",
     "estimate",
-    "fleet_claim",
-    "fleet_device_classes",
-    "fleet_gpu",
-    "fleet_mig",
-    "fleet_priority_class",
-    "fleet_slice",
     "judge_plan",
     "memory_need",
     "parse_quantity",

@@ -6,8 +6,8 @@ import sys
 
 import httpx
 import pytest
-from isvc_catalog._safetensors import count_elements, header_length
-from isvc_catalog.standin_hub import StandinHub, load_fixtures, packaged_fixtures
+from isvc_catalog._safetensors import count_elements, header_length  # the reader under test
+from isvc_testing.standin_hub import StandinHub, load_fixtures, packaged_fixtures
 
 SHIPPED = {
     "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-32B-Instruct-AWQ", "meta-llama/Llama-3.1-8B-Instruct",
@@ -61,7 +61,7 @@ def test_the_tree_api_lists_folders_unless_recursive(standin: tuple[StandinHub, 
 
 def test_the_command_serves_the_shipped_models_on_loopback() -> None:
     with subprocess.Popen(
-        [sys.executable, "-m", "isvc_catalog.standin_hub", "--port", "0"],
+        [sys.executable, "-m", "isvc_testing.standin_hub", "--port", "0"],
         stdout=subprocess.PIPE, text=True,
     ) as proc:
         try:

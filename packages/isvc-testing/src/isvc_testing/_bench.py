@@ -13,11 +13,9 @@ from typing import Any
 
 from isvc_api import ModelFacts, ModelSource, PlacementMode
 
-from isvc_planner._estimate import memory_need
-from isvc_planner._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
-from isvc_planner._inventory import Inventory
-from isvc_planner._models import OrderRef, PlanRequest, PlanResponse
-from isvc_planner._planner import Planner
+from isvc_planner import Inventory, OrderRef, Planner, PlanRequest, PlanResponse, memory_need
+
+from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
 __all__ = ["Packed", "in_support", "instance", "main", "need_of", "optimum", "pack", "packing", "units_for",
            "waiting"]

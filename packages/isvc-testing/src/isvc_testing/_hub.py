@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from isvc_catalog._safetensors import DTYPE_BYTES, TORCH_DTYPES, build_header
+from isvc_catalog import DTYPE_BYTES, TORCH_DTYPES, build_header
 
 __all__ = ["FixtureModel", "StandinHub", "load_fixtures", "main", "packaged_fixtures"]
 
@@ -412,12 +412,12 @@ def load_fixtures(directory: Path) -> list[FixtureModel]:
 
 def packaged_fixtures() -> Path:
     """The fixture descriptions shipped with this package."""
-    return Path(str(resources.files("isvc_catalog") / "standin_models"))
+    return Path(str(resources.files("isvc_testing") / "standin_models"))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve fixture models as a Hub on 127.0.0.1 until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m isvc_catalog.standin_hub", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m isvc_testing.standin_hub", description=main.__doc__)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--models", type=Path, default=packaged_fixtures(),
