@@ -12,6 +12,7 @@ ROOT = Path(__file__).parent
 PACKAGES = [
     "isvc-api",
     "isvc-catalog",
+    "isvc-planner-client",
     "isvc-planner",
     "isvc-runtime-recipes",
     "isvc-workload",
@@ -22,13 +23,14 @@ PACKAGES = [
 # What each package needs from its siblings, installed from the tree (pip cannot see them on an index).
 LOCAL_DEPS = {
     "isvc-api": [],
-    "isvc-catalog": ["isvc-api", "isvc-planner", "isvc-testing"],
-    "isvc-planner": ["isvc-api", "isvc-catalog", "isvc-testing"],
+    "isvc-catalog": ["isvc-api", "isvc-planner-client", "isvc-planner", "isvc-testing"],
+    "isvc-planner-client": ["isvc-api"],
+    "isvc-planner": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-testing"],
     "isvc-runtime-recipes": ["isvc-api"],
     "isvc-workload": ["isvc-api"],
     "isvc-health": ["isvc-api"],
     "isvc-operator": [p for p in PACKAGES if p != "isvc-operator"],
-    "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner"],
+    "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
 }
 PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"

@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from isvc_api import Condition, Phase, Reason, StatusReason
-from isvc_health import HealthSettings, HealthState, HealthTracker, ProbeOutcome, ProbeResult
+from isvc_api import Condition, HealthStatus, Reason, StatusReason
+from isvc_health import HealthSettings, ProbeOutcome, ProbeResult, judge_health, record_from_ready
 
 OK = ProbeResult(outcome=ProbeOutcome.OK)
 DOWN = ProbeResult(outcome=ProbeOutcome.CONNECTION_REFUSED, reason="connection refused")
 SETTINGS = HealthSettings(failure_threshold=3, sustained_seconds=30)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-# Each step: (seconds since the previous probe, result) → expected (status, reason, phase).
-Step = tuple[float, ProbeResult, str, str, Phase]
-PENDING = ("False", Reason.HEALTH_CHECK_FAILED, Phase.PENDING)
-SERVING = ("True", StatusReason.SERVING, Phase.READY)
-UNHEALTHY = ("False", Reason.SERVICE_UNHEALTHY, Phase.FAILED)
+# Each step: (seconds since the previous probe, result) → expected (status, reason).
+Step = tuple[float, ProbeResult, str, str]
+PENDING = ("False", Reason.HEALTH_CHECK_FAILED)
+SERVING = ("True", StatusReason.SERVING)
+UNHEALTHY = ("False", Reason.SERVICE_UNHEALTHY)
 
 
 @pytest.mark.parametrize(
@@ -67,89 +59,46 @@ UNHEALTHY = ("False", Reason.SERVICE_UNHEALTHY, Phase.FAILED)
     ],
 )
 def test_ready_follows_the_probes(steps: list[Step]) -> None:
-    clock = Clock()
-    tracker = HealthTracker(SETTINGS, clock)
-    for gap, result, status, reason, phase in steps:
-        clock.now += gap
-        verdict = tracker.observe("team/llm-a", result)
-        assert (verdict.status, verdict.reason, verdict.phase) == (status, reason, phase)
+    now, record = T0, None
+    for gap, result, status, reason in steps:
+        now += timedelta(seconds=gap)
+        record, verdict = judge_health(record, result, now, SETTINGS)
+        assert (verdict.status, verdict.reason) == (status, reason)
 
 
 def test_the_messages_say_what_failed() -> None:
-    clock = Clock()
-    tracker = HealthTracker(HealthSettings(failure_threshold=1, sustained_seconds=0), clock)
-    assert "connection refused" in tracker.observe("a", DOWN).message
-    tracker.observe("a", OK)
-    unhealthy = tracker.observe("a", DOWN)
+    settings = HealthSettings(failure_threshold=1, sustained_seconds=0)
+    record, verdict = judge_health(None, DOWN, T0, settings)
+    assert "connection refused" in verdict.message
+    record, _ = judge_health(record, OK, T0, settings)
+    _, unhealthy = judge_health(record, DOWN, T0, settings)
     assert unhealthy.reason == Reason.SERVICE_UNHEALTHY
     assert "connection refused" in unhealthy.message
-    assert unhealthy.condition(4).type == "Ready"
 
 
-def test_orders_are_tracked_apart() -> None:
-    tracker = HealthTracker(SETTINGS, Clock())
-    tracker.observe("a", OK)
-    assert tracker.observe("b", DOWN).reason == Reason.HEALTH_CHECK_FAILED
-    assert tracker.observe("a", DOWN).reason == StatusReason.SERVING
-
-
-def test_state_survives_a_snapshot() -> None:
-    clock = Clock()
-    tracker = HealthTracker(SETTINGS, clock)
-    tracker.observe("a", OK)
-    tracker.observe("a", DOWN)
-    again = HealthTracker(SETTINGS, clock)
-    again.restore(tracker.snapshot())
-    assert again.state("a") == tracker.state("a")
+def test_the_record_is_plain_data_a_status_can_carry() -> None:
+    record, _ = judge_health(None, OK, T0, SETTINGS)
+    record, _ = judge_health(record, DOWN, T0 + timedelta(seconds=5), SETTINGS)
+    again = HealthStatus.model_validate(record.to_wire())
+    assert again == record == HealthStatus(ever_ready=True, consecutive_failures=1,
+                                           first_failure_time=T0 + timedelta(seconds=5),
+                                           last_failure="connection refused")
 
 
 @pytest.mark.parametrize(
     ("ready", "next_result", "expected"),
     [
         (None, DOWN, Reason.HEALTH_CHECK_FAILED),
-        ({"type": "Ready", "status": "True", "reason": "Serving"}, DOWN, StatusReason.SERVING),
-        (
-            {"type": "Ready", "status": "False", "reason": "HealthCheckFailed"},
-            DOWN,
-            Reason.HEALTH_CHECK_FAILED,
-        ),
-        (
-            {
-                "type": "Ready",
-                "status": "False",
-                "reason": "ServiceUnhealthy",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            },
-            DOWN,
-            Reason.SERVICE_UNHEALTHY,
-        ),
-        ({"type": "Ready", "status": "False", "reason": "ServiceUnhealthy"}, OK, StatusReason.SERVING),
+        (Condition(type="Ready", status="True", reason="Serving"), DOWN, StatusReason.SERVING),
+        (Condition(type="Ready", status="False", reason="HealthCheckFailed"), DOWN, Reason.HEALTH_CHECK_FAILED),
+        (Condition(type="Ready", status="False", reason="ServiceUnhealthy", last_transition_time=T0), DOWN,
+         Reason.SERVICE_UNHEALTHY),
+        (Condition(type="Ready", status="False", reason="ServiceUnhealthy"), OK, StatusReason.SERVING),
     ],
-    ids=[
-        "no condition",
-        "was Ready: a failure is a blip",
-        "never Ready",
-        "stays unhealthy",
-        "a success clears",
-    ],
+    ids=["no condition", "was Ready: a failure is a blip", "never Ready", "stays unhealthy", "a success clears"],
 )
-def test_after_a_restart_the_state_comes_from_the_ready_condition(
-    ready: dict[str, str] | None, next_result: ProbeResult, expected: str
+def test_a_status_without_a_record_is_judged_from_its_ready_condition(
+    ready: Condition | None, next_result: ProbeResult, expected: str
 ) -> None:
-    clock = Clock()
-    clock.now = datetime(2026, 1, 1, 0, 5, tzinfo=UTC).timestamp()
-    tracker = HealthTracker(SETTINGS, clock)
-    tracker.recover("a", ready)
-    assert tracker.observe("a", next_result).reason == expected
-
-
-def test_a_held_state_wins_over_the_condition() -> None:
-    tracker = HealthTracker(SETTINGS, Clock())
-    tracker.observe("a", OK)
-    state = tracker.recover("a", Condition(type="Ready", status="False", reason="HealthCheckFailed"))
-    assert state.ever_ready
-
-
-def test_state_from_a_condition_object() -> None:
-    cond = Condition(type="Ready", status="True", reason="Serving")
-    assert HealthState.from_ready_condition(cond) == HealthState(ever_ready=True)
+    _, verdict = judge_health(record_from_ready(ready), next_result, T0 + timedelta(minutes=5), SETTINGS)
+    assert verdict.reason == expected

@@ -19,8 +19,10 @@ from isvc_api import (
 )
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
+)
+from isvc_planner_client import (
+    OrderRef,
     PlanRequest,
 )
 from isvc_testing import (

@@ -12,6 +12,8 @@ from isvc_operator import EffectivePolicy, PlannerService
 from isvc_planner import (
     Inventory,
     Planner,
+)
+from isvc_planner_client import (
     PlannerClient,
     PlanRequest,
     PlanResponse,

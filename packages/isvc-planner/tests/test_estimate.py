@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from isvc_api import ModelFacts, Quantization
-from isvc_planner import memory_need
+from isvc_planner import (
+    memory_need,
+)
 from isvc_planner._estimate import kv_cache_bytes
 
 GB = 1e9

@@ -7,8 +7,10 @@ import random
 from isvc_api import AcceleratorPolicy, ModelFacts, PlacementMode, Reason
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
+)
+from isvc_planner_client import (
+    OrderRef,
     PlanRequest,
 )
 from isvc_testing import (

@@ -9,8 +9,10 @@ import pytest
 from isvc_api import ModelFacts, PlacementMode
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
+)
+from isvc_planner_client import (
+    OrderRef,
     PlanRequest,
 )
 from isvc_testing import (

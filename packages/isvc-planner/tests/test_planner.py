@@ -16,12 +16,14 @@ from isvc_api import (
 )
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
-    PlanRequest,
-    PlanResponse,
     judge_plan,
     memory_need,
+)
+from isvc_planner_client import (
+    OrderRef,
+    PlanRequest,
+    PlanResponse,
 )
 from isvc_testing import (
     fleet_claim,

@@ -9,10 +9,12 @@ from hypothesis import strategies as st
 from isvc_api import ModelFacts, ModelSource, Placement, PlacementMode
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
-    PlanRequest,
     memory_need,
+)
+from isvc_planner_client import (
+    OrderRef,
+    PlanRequest,
 )
 from isvc_testing import (
     fleet_claim,

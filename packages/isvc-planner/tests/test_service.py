@@ -16,13 +16,15 @@ import uvicorn
 from isvc_api import ModelFacts, Placement, PlacementMode, Reason
 from isvc_planner import (
     Inventory,
-    OrderRef,
     Planner,
+    create_app,
+)
+from isvc_planner_client import (
+    OrderRef,
     PlannerClient,
     PlannerProtocolError,
     PlannerUnavailableError,
     PlanRequest,
-    create_app,
 )
 from isvc_testing import (
     fleet_device_classes,

@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import isvc_workload
 import pytest
-from isvc_api import Phase, Reason, StatusReason
+from isvc_api import ConditionType, Reason, StartupFailure, StatusReason, Verdict
 from isvc_workload import (
     MAX_LOG_LINES,
-    StartupMemory,
-    judge_growth,
-    judge_workload,
+    UnplacedReplica,
     settled_region_check,
     workload_error,
 )
 from workload_builders import claim, deployment, pod, running, waiting
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A judge's verdict with what it hands to the next pass (the startup failure, the unplaced replicas)."""
+
+    verdict: Verdict
+    memory: StartupFailure | None = None
+    unplaced: tuple[UnplacedReplica, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+
+def judge_workload(*args: Any) -> Judged:
+    verdict, memory = isvc_workload.judge_workload(*args)
+    return Judged(verdict, memory=memory)
+
+
+def judge_growth(*args: Any, **kwargs: Any) -> Judged:
+    verdict, unplaced = isvc_workload.judge_growth(*args, **kwargs)
+    return Judged(verdict, unplaced=unplaced)
 
 EXHAUSTED = (
     "Unschedulable",
@@ -221,7 +252,7 @@ def test_workload_error_carries_the_apply_error() -> None:
         Reason.WORKLOAD_ERROR,
         "Deployment llm-a: field is immutable",
     )
-    assert verdict.condition(3).observed_generation == 3
+    assert verdict.condition(ConditionType.WORKLOAD_READY, 3).observed_generation == 3
 
 
 # ---------------------------------------------------------------- WorkloadStartupFailed
@@ -244,12 +275,12 @@ def test_startup_failed_names_pod_container_node_reason_restarts_and_output() ->
     ):
         assert part in verdict.message
     assert logs.calls == [("p1", "server")]
-    assert verdict.memory == StartupMemory(
+    assert verdict.memory == StartupFailure(
         pod="p1",
         container="server",
-        restarts=3,
-        lines=("loading", "CUDA out of memory. Tried to allocate 2.00 GiB"),
-        read=True,
+        restart_count=3,
+        output=["loading", "CUDA out of memory. Tried to allocate 2.00 GiB"],
+        output_read=True,
     )
 
 
@@ -279,7 +310,7 @@ def test_an_image_that_never_started_has_no_output_to_read(reason: str) -> None:
     assert verdict.reason == Reason.WORKLOAD_STARTUP_FAILED
     assert reason in verdict.message
     assert "no output" in verdict.message
-    assert verdict.memory is not None and verdict.memory.lines == ()
+    assert verdict.memory is not None and verdict.memory.output == []
 
 
 def test_at_most_eight_lines_of_output_are_kept() -> None:
@@ -288,7 +319,7 @@ def test_at_most_eight_lines_of_output_are_kept() -> None:
         deployment(), [pod("p1", containers=[CRASHING])], [], None, Logs({("p1", "server"): text})
     )
     assert verdict.memory is not None
-    assert verdict.memory.lines == tuple(f"line {i}" for i in range(30 - MAX_LOG_LINES, 30))
+    assert verdict.memory.output == [f"line {i}" for i in range(30 - MAX_LOG_LINES, 30)]
 
 
 def test_unread_output_is_said_so() -> None:
@@ -348,9 +379,9 @@ def test_a_container_restarted_once_is_not_a_failure_without_one_seen() -> None:
     assert verdict.reason == Reason.WORKLOAD_NOT_READY
 
 
-def test_memory_round_trips_through_json() -> None:
-    memory = StartupMemory(pod="p1", container="server", restarts=2, lines=("a", "b"), read=True)
-    assert StartupMemory.model_validate_json(memory.model_dump_json()) == memory
+def test_the_startup_failure_round_trips_through_the_status_wire() -> None:
+    memory = StartupFailure(pod="p1", container="server", restart_count=2, output=["a", "b"], output_read=True)
+    assert StartupFailure.model_validate(memory.to_wire()) == memory
 
 
 # ---------------------------------------------------------------- growth and the settled volume
@@ -359,11 +390,7 @@ def test_memory_round_trips_through_json() -> None:
 def test_a_replica_beyond_the_first_without_a_device_blocks_scaling_up() -> None:
     pods = [pod("p1", ready=True), pod("p2", scheduled=EXHAUSTED, claim="p2-gpu-x4j2c")]
     verdict = judge_growth(deployment(replicas=2), pods, [claim("c", allocated=True)], autoscaler=True)
-    assert (verdict.status, verdict.reason, verdict.phase) == (
-        "False",
-        Reason.SCALE_UP_BLOCKED,
-        Phase.DEGRADED,
-    )
+    assert (verdict.status, verdict.reason) == ("False", Reason.SCALE_UP_BLOCKED)
     assert "the autoscaler asked for 2" in verdict.message
     [unplaced] = verdict.unplaced
     assert unplaced.pod == "p2"
@@ -390,7 +417,6 @@ def test_growth_is_blocked_only_by_a_failed_device_search(
 ) -> None:
     verdict = judge_growth(deployment(replicas=2), pods, [], autoscaler=True)
     assert (verdict.status, verdict.reason, verdict.unplaced) == (status, reason, ())
-    assert verdict.phase is None
 
 
 @pytest.mark.parametrize(

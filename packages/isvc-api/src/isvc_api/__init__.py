@@ -6,6 +6,7 @@ from isvc_api._crdgen import all_crds, crd_documents, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._reasons import ClassReason, ConditionType, Phase, Reason, StatusReason
+from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 from isvc_api._types import (
     GROUP,
     LABEL_MANAGED_BY,
@@ -26,6 +27,7 @@ from isvc_api._types import (
     Estimates,
     Exposure,
     ExposureType,
+    HealthStatus,
     InferenceService,
     InferenceServiceClass,
     InferenceServiceClassSpec,
@@ -48,6 +50,7 @@ from isvc_api._types import (
     Resolved,
     ScalingPolicy,
     SharingMode,
+    StartupFailure,
     UpdateStrategy,
     parse,
 )
@@ -58,6 +61,7 @@ __all__ = [
     "LABEL_ORDER",
     "LABEL_PRIORITY",
     "MANAGER",
+    "SHARE_RANGE",
     "TLS",
     "VERSION",
     "AcceleratorPolicy",
@@ -75,6 +79,7 @@ __all__ = [
     "Estimates",
     "Exposure",
     "ExposureType",
+    "HealthStatus",
     "InferenceService",
     "InferenceServiceClass",
     "InferenceServiceClassSpec",
@@ -102,8 +107,10 @@ __all__ = [
     "RuntimeRequirements",
     "ScalingPolicy",
     "SharingMode",
+    "StartupFailure",
     "StatusReason",
     "UpdateStrategy",
+    "Verdict",
     "Wire",
     "all_crds",
     "crd_documents",
@@ -112,5 +119,6 @@ __all__ = [
     "now",
     "parse",
     "set_condition",
+    "share_in_range",
     "structural_schema",
 ]

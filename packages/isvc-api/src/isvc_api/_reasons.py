@@ -112,6 +112,7 @@ class StatusReason(StrEnum):
     SERVING = "Serving"  # Ready holds
     SCALING_OK = "ScalingOK"  # ScalingHealthy holds
     WAITING = "WaitingForPreviousStep"  # Unknown: an earlier condition is not True yet
+    NOT_JUDGED = "NotJudged"  # Unknown: the controller failed judging it this pass; its log says why
 
 
 class ClassReason(StrEnum):

@@ -31,6 +31,7 @@ __all__ = [
     "Estimates",
     "Exposure",
     "ExposureType",
+    "HealthStatus",
     "InferenceService",
     "InferenceServiceClass",
     "InferenceServiceClassSpec",
@@ -53,6 +54,7 @@ __all__ = [
     "Resolved",
     "ScalingPolicy",
     "SharingMode",
+    "StartupFailure",
     "UpdateStrategy",
 ]
 
@@ -276,6 +278,17 @@ class Constraints(Wire):
     autoscaler: bool = Field(default=False, description="Whether an autoscaler drives replicas.")
     priority_class_name: str | None = Field(default=None, description="Priority class in force.")
 
+    @classmethod
+    def of_class(cls, spec: InferenceServiceClassSpec | None) -> Constraints:
+        """The bounds a class sets; a class without scalingPolicy (or no class) gives one replica."""
+        scaling = spec.scaling_policy if spec is not None else None
+        return cls(
+            min_replicas=scaling.min_replicas if scaling else 1,
+            max_replicas=scaling.max_replicas if scaling else 1,
+            autoscaler=scaling.autoscaler if scaling else False,
+            priority_class_name=spec.priority_class_name if spec is not None else None,
+        )
+
 
 class Resolved(Wire):
     """What the platform assigned to the order."""
@@ -298,6 +311,35 @@ class Resolved(Wire):
     model_volume: str | None = Field(default=None, description="Model volume size estimate.")
     runtime: str | None = Field(default=None, description="Recipe that serves the model.")
     replan_count: int = Field(default=0, description="How many times the plan was recomputed.")
+    inputs_hash: str | None = Field(
+        default=None,
+        description="Hash of the inputs (order, class, model facts, recipes) last planned for; a new "
+        "one is counted once in replanCount.",
+    )
+
+
+class StartupFailure(Wire):
+    """The container that fails to start, and its output as read when the failure was first seen."""
+
+    pod: str = Field(description="The pod whose container fails.")
+    container: str = Field(description="The failing container.")
+    restart_count: int = Field(default=0, description="Restart count when last seen.")
+    output: list[str] = Field(
+        default_factory=list, description="Last lines of the container's own output, read once.",
+        max_length=16,
+    )
+    output_read: bool = Field(
+        default=False, description="Whether the output was read (it is not read again for this container)."
+    )
+
+
+class HealthStatus(Wire):
+    """The probe's record: whether the order ever served, and the run of failures since it last did."""
+
+    ever_ready: bool = Field(default=False, description="Whether a probe of the order ever succeeded.")
+    consecutive_failures: int = Field(default=0, description="Failed probes in a row.", ge=0)
+    first_failure_time: datetime | None = Field(default=None, description="When the run of failures began.")
+    last_failure: str | None = Field(default=None, description="What the last failed probe found.")
 
 
 class InferenceServiceStatus(Wire):
@@ -324,6 +366,10 @@ class InferenceServiceStatus(Wire):
     constraints: Constraints | None = Field(default=None, description="Bounds in force.")
     resolved: Resolved | None = Field(default=None, description="What the platform assigned.")
     launch_plan_name: str | None = Field(default=None, description="The LaunchPlan in force.")
+    startup_failure: StartupFailure | None = Field(
+        default=None, description="While WorkloadStartupFailed: the failing container and its output."
+    )
+    health: HealthStatus | None = Field(default=None, description="The inference API probe's record.")
 
 
 class InferenceService(Wire):

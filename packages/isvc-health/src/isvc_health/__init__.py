@@ -4,15 +4,12 @@ from isvc_health._errors import HealthError, TemplateInvalid
 from isvc_health._metrics import ProbeMetrics
 from isvc_health._probe import ProbeOutcome, Prober, ProbeResult, judge_response
 from isvc_health._resolve import EndpointResolver, ServiceDNSResolver, TemplateResolver
-from isvc_health._tracker import HealthSettings, HealthState, HealthTracker, HealthVerdict, judge_health
+from isvc_health._tracker import HealthSettings, judge_health, record_from_ready
 
 __all__ = [
     "EndpointResolver",
     "HealthError",
     "HealthSettings",
-    "HealthState",
-    "HealthTracker",
-    "HealthVerdict",
     "ProbeMetrics",
     "ProbeOutcome",
     "ProbeResult",
@@ -22,4 +19,5 @@ __all__ = [
     "TemplateResolver",
     "judge_health",
     "judge_response",
+    "record_from_ready",
 ]

@@ -11,7 +11,7 @@ class HealthError(Exception):
     HealthError
     └── TemplateInvalid   a TemplateResolver template names an unknown field (permanent: a setting)
 
-    A failed probe is not an error: the Prober returns it as a ProbeResult, and the HealthTracker
+    A failed probe is not an error: the Prober returns it as a ProbeResult, and judge_health
     decides what it means. Nothing here is temporary.
     """
 

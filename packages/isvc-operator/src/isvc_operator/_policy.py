@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 from isvc_api import (
+    share_in_range,
     TLS,
     AcceleratorPolicy,
     Authentication,
@@ -103,7 +104,7 @@ def judge_class(
             f"acceleratorPolicy.selector does not compile: {selector_error}; fix the CEL expression."
         )
     shares = (spec.accelerator_policy.allowed_share_percents or []) if spec.accelerator_policy else []
-    bad = [s for s in shares if not 1 <= s <= 100]
+    bad = [s for s in shares if not share_in_range(s)]
     if bad:
         return ClassReason.INVALID_POLICY, (
             f"acceleratorPolicy.allowedSharePercents holds {bad}, outside 1..100; remove them."

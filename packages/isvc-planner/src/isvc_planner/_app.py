@@ -6,7 +6,7 @@ from fastapi import FastAPI, Response
 from isvc_api import Placement, Refusal
 
 from isvc_planner._inventory import Inventory
-from isvc_planner._models import (
+from isvc_planner_client import (
     OrderRef,
     PlanManyRequest,
     PlanManyResponse,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from isvc_api import Estimates, ModelFacts, Quantization
 
-from isvc_planner._quantity import GIB, format_gib, gib
+from isvc_planner_client import GIB, format_gib, gib
 
 __all__ = [
     "DEFAULT_CONTEXT", "MemoryNeed", "bytes_per_parameter", "estimate", "kv_cache_bytes", "memory_need",

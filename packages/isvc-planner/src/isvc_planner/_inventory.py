@@ -19,8 +19,8 @@ from typing import Any
 
 from isvc_api import LABEL_ORDER, LABEL_PRIORITY
 
-from isvc_planner._cel import CelJudge, SelectorError, device_activation
-from isvc_planner._quantity import quantity_bytes
+from isvc_planner_client import CelJudge, SelectorError, device_activation
+from isvc_planner_client import quantity_bytes
 
 __all__ = [
     "UNITS",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isvc_api import (
+    share_in_range,
     AcceleratorPolicy,
     Placement,
     PlacementMode,
@@ -32,12 +33,12 @@ from isvc_api import (
     SharingMode,
 )
 
-from isvc_planner._cel import SelectorError
+from isvc_planner_client import SelectorError
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
-from isvc_planner._models import PlanRequest, PlanResponse, Victim
-from isvc_planner._quantity import GIB, gib
+from isvc_planner_client import PlanRequest, PlanResponse, Victim
+from isvc_planner_client import GIB, gib
 
 __all__ = ["Planner", "judge_plan"]
 
@@ -308,7 +309,7 @@ class Planner:
              order: OrderKey) -> tuple[_Ask | None, Refusal | None]:
         inv = self.inventory
         permitted = policy.allowed_share_percents or range(1, UNITS + 1)
-        shares = sorted({s for s in permitted if 1 <= s <= UNITS})
+        shares = sorted({s for s in permitted if share_in_range(s)})
         reqs = request.requirements or RuntimeRequirements()
         modes: set[tuple[PlacementMode, SharingMode]] = set()
         for pm in reqs.placement_modes:
@@ -645,7 +646,7 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
             "and the module computes a new one; if the module wrote it, report this message."))
 
     share = placement.share_percent
-    if share is not None and not 1 <= share <= UNITS:
+    if share is not None and not share_in_range(share):
         return no("sharePercent", share, "is outside 1..100")
     if placement.placement_mode == PlacementMode.SHARED and share is None:
         return no("sharePercent", None, "is missing for placementMode Shared")

@@ -12,6 +12,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from isvc_api import (
+    share_in_range,
     CompiledRuntime,
     EndpointType,
     Estimates,
@@ -268,7 +269,7 @@ def _uses(recipe: Recipe, name: str) -> bool:
 
 def _placement_problem(placement: Placement) -> Refusal | None:
     share = placement.share_percent
-    if share is not None and not 1 <= share <= 100:
+    if share is not None and not share_in_range(share):
         field, value = "sharePercent", str(share)
     elif placement.device_count < 1:
         field, value = "deviceCount", str(placement.device_count)

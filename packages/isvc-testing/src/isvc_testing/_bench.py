@@ -13,7 +13,16 @@ from typing import Any
 
 from isvc_api import ModelFacts, ModelSource, PlacementMode
 
-from isvc_planner import Inventory, OrderRef, Planner, PlanRequest, PlanResponse, memory_need
+from isvc_planner import (
+    Inventory,
+    Planner,
+    memory_need,
+)
+from isvc_planner_client import (
+    OrderRef,
+    PlanRequest,
+    PlanResponse,
+)
 
 from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 

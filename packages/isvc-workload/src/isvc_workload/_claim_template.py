@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode
+from isvc_api import LABEL_PRIORITY, PlacementMode, share_in_range, SharingMode
 
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._errors import PlanNotExpressible
@@ -62,7 +62,7 @@ def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
         exactly["selectors"] = [{"cel": {"expression": expression}}]
     if placement.placement_mode == PlacementMode.SHARED and placement.sharing_mode != SharingMode.PARTITION:
         share = placement.share_percent
-        if share is None or not 1 <= share <= 100:
+        if not share_in_range(share):
             raise PlanNotExpressible("placement.sharePercent", share, "a shared placement takes 1..100")
         requests: dict[str, str] = {"shares": str(share)}
         if placement.memory_gi_b is not None:

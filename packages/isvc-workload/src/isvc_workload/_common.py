@@ -111,15 +111,7 @@ class WorkloadInputs(BaseModel):
             raise PlanNotExpressible("spec.estimates", None, "a plan that runs a workload carries estimates")
         if plan.runtime is None:
             raise PlanNotExpressible("spec.runtime", None, "a plan that runs a workload carries a runtime")
-        constraints = None
-        if klass is not None:
-            scaling = klass.scaling_policy
-            constraints = Constraints(
-                min_replicas=scaling.min_replicas if scaling else 1,
-                max_replicas=scaling.max_replicas if scaling else 1,
-                autoscaler=scaling.autoscaler if scaling else False,
-                priority_class_name=klass.priority_class_name,
-            )
+        constraints = Constraints.of_class(klass) if klass is not None else None
         return cls(
             order=order,
             placement=plan.placement,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from isvc_api import Condition, ConditionType, Phase, Reason, Refusal, StatusReason
+from isvc_api import Reason, Refusal, StatusReason, Verdict
 from kubernetes.utils import parse_quantity
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME
 from isvc_workload._judge import claims_exhausted
@@ -24,7 +24,7 @@ from isvc_workload._kube import (
 __all__ = [
     "EVENT_GROWTH_CLAIM_UNPLACED",
     "EVENT_SETTLED_REGION_TOO_SMALL",
-    "GrowthVerdict",
+    "GrowthJudgement",
     "UnplacedReplica",
     "judge_growth",
     "settled_region_check",
@@ -55,30 +55,8 @@ class UnplacedReplica(BaseModel):
         )
 
 
-class GrowthVerdict(BaseModel):
-    """The ScalingHealthy condition of one pass, and the replicas to report in events."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    status: Literal["True", "False", "Unknown"]
-    reason: str
-    message: str
-    unplaced: tuple[UnplacedReplica, ...] = Field(default=())
-
-    @property
-    def phase(self) -> Phase | None:
-        """Degraded while growth is blocked; None leaves the phase to the other conditions."""
-        return Phase.DEGRADED if self.status == "False" else None
-
-    def condition(self, observed_generation: int | None = None) -> Condition:
-        """The verdict as the ScalingHealthy condition of the order."""
-        return Condition(
-            type=ConditionType.SCALING_HEALTHY,
-            status=self.status,
-            reason=str(self.reason),
-            message=self.message,
-            observed_generation=observed_generation,
-        )
+GrowthJudgement = tuple[Verdict, tuple[UnplacedReplica, ...]]
+"""The ScalingHealthy verdict of one pass, and the replicas whose claims got no device (for events)."""
 
 
 def judge_growth(
@@ -88,7 +66,7 @@ def judge_growth(
     *,
     autoscaler: bool,
     min_replicas: int = 1,
-) -> GrowthVerdict:
+) -> GrowthJudgement:
     """Judge growth: replicas beyond a Ready one whose claims the scheduler cannot place.
 
     Only the device search failing counts (the "cannot allocate all claims" tally); a replica
@@ -97,9 +75,8 @@ def judge_growth(
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     ready = [p for p in live if is_ready(p)]
     if deployment is None or not ready:
-        return GrowthVerdict(
-            status="Unknown", reason=StatusReason.WAITING, message="Growth is judged once a replica serves."
-        )
+        return Verdict(status="Unknown", reason=StatusReason.WAITING.value,
+                       message="Growth is judged once a replica serves."), ()
     device_class = claim_device_class(claims)
     unplaced = tuple(
         UnplacedReplica(
@@ -114,26 +91,19 @@ def judge_growth(
     desired = (deployment.get("spec") or {}).get("replicas")
     desired_count = int(desired) if desired is not None else len(live)
     if not unplaced:
-        return GrowthVerdict(
-            status="True",
-            reason=StatusReason.SCALING_OK,
-            message=f"{len(ready)} of {desired_count} replicas ready; growth is not blocked.",
-        )
+        return Verdict.ok(StatusReason.SCALING_OK,
+                          f"{len(ready)} of {desired_count} replicas ready; growth is not blocked."), ()
     who = (
         f"the autoscaler asked for {desired_count}"
         if autoscaler and desired_count > min_replicas
         else f"the class asks for {desired_count}"
     )
     where = f" on device class {device_class}" if device_class else ""
-    return GrowthVerdict(
-        status="False",
-        reason=Reason.SCALE_UP_BLOCKED,
-        unplaced=unplaced,
-        message=(
-            f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
-            f"device{where}. Scaling up is blocked by capacity: free some on that device class, or wait."
-        ),
-    )
+    pods = ", ".join(r.pod for r in unplaced)
+    return Verdict.refuse(Reason.SCALE_UP_BLOCKED, (
+        f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
+        f"device{where} ({pods}). Scaling up is blocked by capacity: free some on that device class, or wait."
+    )), unplaced
 
 
 _parse_quantity = cast(Callable[[str], Decimal], parse_quantity)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from isvc_api import Condition, ConditionType, Reason, StatusReason
-from pydantic import BaseModel, ConfigDict, Field
+from isvc_api import Reason, StartupFailure, StatusReason, Verdict
+from pydantic import BaseModel
 
 from isvc_workload._kube import (
     claim_device_class,
@@ -24,15 +24,13 @@ __all__ = [
     "MAX_LOG_LINES",
     "STARTUP_FAILED_WAITING",
     "LogReader",
-    "StartupMemory",
-    "WorkloadVerdict",
+    "WorkloadJudgement",
     "cel_undecidable",
     "claims_exhausted",
     "judge_workload",
     "workload_error",
 ]
 
-ConditionStatus = Literal["True", "False", "Unknown"]
 LogReader = Callable[[str, str], str | None]
 """Reads a container's output: (pod name, container name) → text, or None when it cannot be had.
 
@@ -54,42 +52,13 @@ STARTUP_FAILED_WAITING = IMAGE_NEVER_STARTED | {
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-class StartupMemory(BaseModel):
-    """What the judge remembers of a startup failure between passes, so output is read once."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    pod: str = Field(description="The pod whose container fails.")
-    container: str = Field(description="The failing container.")
-    restarts: int = Field(default=0, description="Restart count when last seen.")
-    lines: tuple[str, ...] = Field(default=(), description="Output read when the failure was first seen.")
-    read: bool = Field(default=False, description="Whether the output was read (even if nothing came).")
+WorkloadJudgement = tuple[Verdict, StartupFailure | None]
+"""The WorkloadReady verdict of one pass, and the startup failure to keep in status for the next."""
 
 
-class WorkloadVerdict(BaseModel):
-    """The WorkloadReady condition of one pass and the memory to hand to the next."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    status: ConditionStatus
-    reason: str = Field(description="A Reason, or StatusReason.WORKLOAD_AVAILABLE when True.")
-    message: str
-    memory: StartupMemory | None = None
-
-    def condition(self, observed_generation: int | None = None) -> Condition:
-        """The verdict as the WorkloadReady condition of the order."""
-        return Condition(
-            type=ConditionType.WORKLOAD_READY,
-            status=self.status,
-            reason=str(self.reason),
-            message=self.message,
-            observed_generation=observed_generation,
-        )
-
-
-def workload_error(message: str, memory: StartupMemory | None = None) -> WorkloadVerdict:
+def workload_error(message: str) -> Verdict:
     """WorkloadError: the objects could not be applied or the cluster refuses them; `message` says what."""
-    return WorkloadVerdict(status="False", reason=Reason.WORKLOAD_ERROR, message=message, memory=memory)
+    return Verdict.refuse(Reason.WORKLOAD_ERROR, message)
 
 
 def cel_undecidable(reason: str, message: str) -> bool:
@@ -119,7 +88,7 @@ def _exit_text(terminated: dict[str, Any]) -> str:
 
 
 def _container_failure(
-    pod: dict[str, Any], status: dict[str, Any], previous: StartupMemory | None
+    pod: dict[str, Any], status: dict[str, Any], previous: StartupFailure | None
 ) -> _Failure | None:
     state = status.get("state") or {}
     restarts = int(status.get("restartCount") or 0)
@@ -152,7 +121,7 @@ def _container_failure(
     return None
 
 
-def _pod_failure(pod: dict[str, Any], previous: StartupMemory | None) -> _Failure | None:
+def _pod_failure(pod: dict[str, Any], previous: StartupFailure | None) -> _Failure | None:
     status = pod.get("status") or {}
     statuses = list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
     failures = [f for s in statuses if (f := _container_failure(pod, s, previous)) is not None]
@@ -174,14 +143,14 @@ def _tail(text: str | None) -> tuple[str, ...]:
 
 
 def _startup_failed(
-    failures: list[_Failure], previous: StartupMemory | None, read_log: LogReader
-) -> WorkloadVerdict:
+    failures: list[_Failure], previous: StartupFailure | None, read_log: LogReader
+) -> WorkloadJudgement:
     chosen = failures[0]
     if previous is not None:
         chosen = next((f for f in failures if f.pod_name == previous.pod), chosen)
     same = previous is not None and (previous.pod, previous.container) == (chosen.pod_name, chosen.container)
-    if same and previous is not None and previous.read:
-        lines, read = previous.lines, True
+    if same and previous is not None and previous.output_read:
+        lines, read = tuple(previous.output), True
     elif chosen.never_started:
         lines, read = (), False
     else:
@@ -199,12 +168,9 @@ def _startup_failed(
         message += " The image never started, so there is no output."
     elif read:
         message += " Its output could not be read."
-    memory = StartupMemory(
-        pod=chosen.pod_name, container=chosen.container, restarts=chosen.restarts, lines=lines, read=read
-    )
-    return WorkloadVerdict(
-        status="False", reason=Reason.WORKLOAD_STARTUP_FAILED, message=message, memory=memory
-    )
+    memory = StartupFailure(pod=chosen.pod_name, container=chosen.container, restart_count=chosen.restarts,
+                            output=list(lines), output_read=read)
+    return Verdict.refuse(Reason.WORKLOAD_STARTUP_FAILED, message), memory
 
 
 def _desired(deployment: dict[str, Any]) -> int:
@@ -216,9 +182,9 @@ def judge_workload(
     deployment: dict[str, Any] | None,
     pods: list[dict[str, Any]],
     claims: list[dict[str, Any]],
-    previous: StartupMemory | None,
+    previous: StartupFailure | None,
     read_log: LogReader,
-) -> WorkloadVerdict:
+) -> WorkloadJudgement:
     """Judge the order's Deployment, pods and claims as read this pass.
 
     One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
@@ -227,86 +193,54 @@ def judge_workload(
     awaiting allocation, and else: coming up.
     """
     if deployment is None:
-        return WorkloadVerdict(
-            status="False",
-            reason=Reason.WORKLOAD_NOT_READY,
-            message="The workload has not been created yet; it is applied on the next pass.",
-        )
+        return Verdict.refuse(Reason.WORKLOAD_NOT_READY,
+                              "The workload has not been created yet; it is applied on the next pass."), None
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     if previous is not None and previous.pod not in {name_of(p) for p in live}:
         previous = None
-
     ready = [p for p in live if is_ready(p)]
     if ready:
-        return WorkloadVerdict(
-            status="True",
-            reason=StatusReason.WORKLOAD_AVAILABLE,
-            message=f"{len(ready)} of {_desired(deployment)} replicas ready.",
-        )
-
+        return Verdict.ok(StatusReason.WORKLOAD_AVAILABLE,
+                          f"{len(ready)} of {_desired(deployment)} replicas ready."), None
     # Checked after readiness: a replica the quota refuses does not stop the ones that serve.
     failed_create = condition(deployment, "ReplicaFailure")
     if failed_create is not None and failed_create.get("status") == "True":
         return workload_error(
             f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
-            f"{failed_create.get('message')}",
-            previous,
-        )
-
+            f"{failed_create.get('message')}"), previous
     scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
     for pod, (reason, message) in scheduling:
         if cel_undecidable(reason, message):
-            return WorkloadVerdict(
-                status="False",
-                reason=Reason.PLACEMENT_UNDECIDABLE,
-                memory=previous,
-                message=(
-                    f"The scheduler cannot judge the device selector, so the search for a device never "
-                    f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
-                    f"administrator; waiting will not clear this."
-                ),
-            )
-
+            return Verdict.refuse(Reason.PLACEMENT_UNDECIDABLE, (
+                f"The scheduler cannot judge the device selector, so the search for a device never "
+                f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
+                f"administrator; waiting will not clear this.")), previous
     failures = [f for p in live if (f := _pod_failure(p, previous)) is not None]
     if live and len(failures) == len(live):
         return _startup_failed(failures, previous, read_log)
+    return _not_up_yet(deployment, scheduling, claims), previous
 
+
+def _not_up_yet(
+    deployment: dict[str, Any], scheduling: list[tuple[dict[str, Any], tuple[str, str]]],
+    claims: list[dict[str, Any]],
+) -> Verdict:
+    """No replica serves and none fails to start: a failed device search, a stalled rollout, or a stage."""
     for pod, (reason, message) in scheduling:
         if claims_exhausted(reason, message):
             device_class = claim_device_class(claims)
             where = f" on device class {device_class}" if device_class else ""
-            return WorkloadVerdict(
-                status="False",
-                reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
-                memory=previous,
-                message=(
-                    f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
-                    f"{message}. This is capacity: free some, or wait; it passes on its own."
-                ),
-            )
-
+            return Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, (
+                f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
+                f"{message}. This is capacity: free some, or wait; it passes on its own."))
     progressing = condition(deployment, "Progressing")
     if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
-        return workload_error(
-            f"The cluster gave up rolling out the workload: {progressing.get('message')}", previous
-        )
-
+        return workload_error(f"The cluster gave up rolling out the workload: {progressing.get('message')}")
     pending = [c for c in claims if not is_allocated(c)]
     if pending or scheduling:
         what = f"claim {name_of(pending[0])}" if pending else f"pod {name_of(scheduling[0][0])}"
-        return WorkloadVerdict(
-            status="False",
-            reason=Reason.RESOURCE_CLAIM_PENDING,
-            memory=previous,
-            message=f"The workload waits for its device claim to be allocated ({what}); this is a stage.",
-        )
-
-    return WorkloadVerdict(
-        status="False",
-        reason=Reason.WORKLOAD_NOT_READY,
-        memory=previous,
-        message=(
-            f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
-            f"downloading the model); this passes on its own."
-        ),
-    )
+        return Verdict.refuse(Reason.RESOURCE_CLAIM_PENDING,
+                              f"The workload waits for its device claim to be allocated ({what}); this is a stage.")
+    return Verdict.refuse(Reason.WORKLOAD_NOT_READY, (
+        f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
+        f"downloading the model); this passes on its own."))

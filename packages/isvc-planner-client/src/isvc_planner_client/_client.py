@@ -8,8 +8,8 @@ import httpx
 from isvc_api import Placement, Refusal
 from pydantic import ValidationError
 
-from isvc_planner._errors import PlannerProtocolError, PlannerUnavailableError
-from isvc_planner._models import (
+from isvc_planner_client._errors import PlannerProtocolError, PlannerUnavailableError
+from isvc_planner_client._models import (
     OrderRef,
     PlanManyRequest,
     PlanManyResponse,

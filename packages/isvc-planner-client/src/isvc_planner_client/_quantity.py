@@ -6,7 +6,7 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-from isvc_planner._errors import QuantityError
+from isvc_planner_client._errors import QuantityError
 
 __all__ = ["GIB", "format_gib", "gib", "parse_quantity", "quantity_bytes"]
 

@@ -20,7 +20,7 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_strings,
 )
 
-from isvc_planner._quantity import quantity_bytes
+from isvc_planner_client._quantity import quantity_bytes
 
 __all__ = ["CelJudge", "SelectorError"]
 

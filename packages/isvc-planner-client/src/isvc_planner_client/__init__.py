@@ -1,0 +1,44 @@
+"""isvc planner client: the planner's wire contract, a typed HTTP client, its errors, and the device
+selector language (DRA CEL over quantities) that the planner and its callers both judge."""
+
+from isvc_planner_client._cel import CelJudge, SelectorError, device_activation
+from isvc_planner_client._client import PlannerClient
+from isvc_planner_client._errors import (
+    PlannerError,
+    PlannerProtocolError,
+    PlannerUnavailableError,
+    QuantityError,
+)
+from isvc_planner_client._models import (
+    OrderRef,
+    PlanManyRequest,
+    PlanManyResponse,
+    PlanRequest,
+    PlanResponse,
+    Released,
+    Victim,
+)
+from isvc_planner_client._quantity import GIB, format_gib, gib, parse_quantity, quantity_bytes
+
+__all__ = [
+    "GIB",
+    "CelJudge",
+    "OrderRef",
+    "PlanManyRequest",
+    "PlanManyResponse",
+    "PlanRequest",
+    "PlanResponse",
+    "PlannerClient",
+    "PlannerError",
+    "PlannerProtocolError",
+    "PlannerUnavailableError",
+    "QuantityError",
+    "Released",
+    "SelectorError",
+    "Victim",
+    "device_activation",
+    "format_gib",
+    "gib",
+    "parse_quantity",
+    "quantity_bytes",
+]
