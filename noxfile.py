@@ -29,7 +29,7 @@ LOCAL_DEPS = {
     "isvc-runtime-recipes": ["isvc-api"],
     "isvc-workload": ["isvc-api"],
     "isvc-health": ["isvc-api"],
-    "isvc-operator": [p for p in PACKAGES if p != "isvc-operator"],
+    "isvc-operator": [p for p in PACKAGES if p != "isvc-operator"],  # the planner and test support: tests
     "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
 }
 PYTHON = "3.11"

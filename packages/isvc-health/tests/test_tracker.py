@@ -90,12 +90,14 @@ def test_the_record_is_plain_data_a_status_can_carry() -> None:
     [
         (None, DOWN, Reason.HEALTH_CHECK_FAILED),
         (Condition(type="Ready", status="True", reason="Serving"), DOWN, StatusReason.SERVING),
-        (Condition(type="Ready", status="False", reason="HealthCheckFailed"), DOWN, Reason.HEALTH_CHECK_FAILED),
+        (Condition(type="Ready", status="False", reason="HealthCheckFailed"), DOWN,
+         Reason.HEALTH_CHECK_FAILED),
         (Condition(type="Ready", status="False", reason="ServiceUnhealthy", last_transition_time=T0), DOWN,
          Reason.SERVICE_UNHEALTHY),
         (Condition(type="Ready", status="False", reason="ServiceUnhealthy"), OK, StatusReason.SERVING),
     ],
-    ids=["no condition", "was Ready: a failure is a blip", "never Ready", "stays unhealthy", "a success clears"],
+    ids=["no condition", "was Ready: a failure is a blip", "never Ready", "stays unhealthy",
+         "a success clears"],
 )
 def test_a_status_without_a_record_is_judged_from_its_ready_condition(
     ready: Condition | None, next_result: ProbeResult, expected: str

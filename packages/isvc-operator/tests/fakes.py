@@ -5,15 +5,15 @@ from __future__ import annotations
 import base64
 import copy
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from isvc_api import (
     LABEL_ORDER,
     CompiledRuntime,
-    Condition,
     EndpointType,
     Estimates,
+    HealthStatus,
     InferenceService,
     LaunchPlanSpec,
     ModelFacts,
@@ -25,16 +25,18 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     SharingMode,
+    StartupFailure,
     StatusReason,
+    Verdict,
 )
 from isvc_operator import (
     Deps,
     EffectivePolicy,
+    OrderReconciler,
+    PassResult,
     PlanOutcome,
-    Reconciler,
     TemporaryError,
-    Verdict,
-    WorkloadVerdict,
+    plan_devices,
 )
 
 Obj = dict[str, Any]
@@ -83,8 +85,9 @@ class FakeCluster:
         self.events: list[tuple[str, str, str, str]] = []
         self.statuses: list[Obj] = []
         self.applied: list[Obj] = []
-        self.priority_classes: set[str] = set()
+        self.priority_classes: dict[str, int] = {}
         self.refuse_kind: str | None = None
+        self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -112,11 +115,18 @@ class FakeCluster:
     def priority_class_exists(self, name: str) -> bool:
         return name in self.priority_classes
 
+    def priority_value(self, name: str | None) -> int:
+        return self.priority_classes.get(name or "", 0)
+
     def get_secret(self, namespace: str, name: str) -> Obj | None:
         return self._get("Secret", namespace, name)
 
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         return self._get("LaunchPlan", namespace, name)
+
+    def launch_plans_on(self, devices: set[tuple[str, str, str]]) -> list[Obj]:
+        return [copy.deepcopy(o) for (k, _, _), o in self.objects.items()
+                if k == "LaunchPlan" and plan_devices(o) & devices]
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         return [
@@ -128,6 +138,8 @@ class FakeCluster:
     def apply(self, manifest: Obj) -> Obj:
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
+        if manifest["kind"] == self.fail_kind:
+            raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
         self.applied.append(copy.deepcopy(manifest))
         self.put(manifest)
         return manifest
@@ -135,6 +147,8 @@ class FakeCluster:
     def apply_status(self, manifest: Obj) -> Obj:
         self.statuses.append(copy.deepcopy(manifest))
         meta = manifest["metadata"]
+        if (manifest["kind"], meta.get("namespace", ""), meta["name"]) not in self.objects:
+            raise _ApiError(404, "not found")
         key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
         self.objects[key]["status"] = copy.deepcopy(manifest["status"])
         return self.objects[key]
@@ -257,6 +271,7 @@ class FakeRecipes:
 class FakePlanner:
     def __init__(self) -> None:
         self.outcome = PlanOutcome(placement=PLACEMENT, estimates=ESTIMATES, refusal=None, preempt=[])
+        self.asked: list[tuple[str, str]] = []
         self.down = False
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
@@ -273,6 +288,7 @@ class FakePlanner:
         if self.down:
             raise TemporaryError("connection refused")
         self.holdings.append(holding)
+        self.asked.append((order.metadata.namespace or "", order.metadata.name))
         return self.outcome
 
     def release(self, namespace: str, name: str) -> None:
@@ -291,14 +307,20 @@ class FakePlanner:
 
 class FakeWorkload:
     service_port = 8000
+
     def __init__(self) -> None:
-        self.verdict = WorkloadVerdict("True", StatusReason.WORKLOAD_AVAILABLE.value, "1/1 replicas ready.")
-        self.growth_verdict = WorkloadVerdict("True", StatusReason.SCALING_OK.value, "growth is not blocked.")
+        self.verdict = Verdict(status="True", reason=StatusReason.WORKLOAD_AVAILABLE.value,
+                               message="1/1 replicas ready.")
+        self.failure: StartupFailure | None = None
+        self.growth_verdict = Verdict(status="True", reason=StatusReason.SCALING_OK.value,
+                                      message="growth is not blocked.")
+        self.unplaced: list[tuple[str, str]] = []
+        self.judged_with: list[StartupFailure | None] = []
 
     def manifests(
-        self, order: Obj, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
     ) -> list[Obj]:
-        name, ns = order["metadata"]["name"], order["metadata"]["namespace"]
+        name, ns = order.metadata.name, order.metadata.namespace
         labels = {LABEL_ORDER: name}
         return [
             {
@@ -313,56 +335,55 @@ class FakeWorkload:
             },
         ]
 
-    def auth_secret(self, order: Obj) -> Obj:
-        meta = order["metadata"]
+    def auth_secret(self, order: InferenceService) -> Obj:
         return {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": f"{meta['name']}-auth", "namespace": meta["namespace"]},
+            "metadata": {"name": f"{order.metadata.name}-auth", "namespace": order.metadata.namespace},
             "data": {"token": base64.b64encode(b"sekret").decode()},
         }
 
     def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
-               policy: EffectivePolicy) -> WorkloadVerdict:
-        return self.growth_verdict
+               policy: EffectivePolicy) -> tuple[Verdict, list[tuple[str, str]]]:
+        return self.growth_verdict, self.unplaced
 
     def token(self, secret: Obj) -> str | None:
         return base64.b64decode(secret["data"]["token"]).decode()
 
-    def endpoint(self, order: Obj, policy: EffectivePolicy) -> str:
-        return f"https://{order['metadata']['name']}.{order['metadata']['namespace']}.example.com"
+    def endpoint(self, order: InferenceService, policy: EffectivePolicy) -> str:
+        return f"https://{order.metadata.name}.{order.metadata.namespace}.example.com"
 
     def judge(
         self,
-        order: Obj,
         deployment: Obj | None,
         pods: list[Obj],
         claims: list[Obj],
-        memory: Any,
+        previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
-    ) -> WorkloadVerdict:
-        return self.verdict
+    ) -> tuple[Verdict, StartupFailure | None]:
+        self.judged_with.append(previous)
+        return self.verdict, self.failure
 
 
 class FakeHealth:
     period = 30.0
 
-    def forget(self, namespace: str, name: str) -> None:
-        self.tokens.clear()
-
     def __init__(self) -> None:
         self.ok = True
         self.tokens: list[str | None] = []
+        self.records: list[HealthStatus] = []
 
-    def check(
-        self, namespace: str, name: str, port: int, token: str | None, ready: Condition | None
-    ) -> Verdict:
+    def check(self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus,
+              at: datetime) -> tuple[HealthStatus, Verdict]:
         self.tokens.append(token)
-        was_ready = ready is not None and (ready.status == "True" or ready.reason == "ServiceUnhealthy")
+        self.records.append(record)
         if self.ok:
-            return Verdict.ok(StatusReason.SERVING, "the inference API answered.")
-        reason = Reason.SERVICE_UNHEALTHY if was_ready else Reason.HEALTH_CHECK_FAILED
-        return Verdict.refuse(reason, "the inference API did not answer.")
+            return HealthStatus(ever_ready=True), Verdict.ok(StatusReason.SERVING, "the API answered.")
+        failed = HealthStatus(ever_ready=record.ever_ready,
+                              consecutive_failures=record.consecutive_failures + 1,
+                              first_failure_time=record.first_failure_time or at, last_failure="refused")
+        reason = Reason.SERVICE_UNHEALTHY if record.ever_ready else Reason.HEALTH_CHECK_FAILED
+        return failed, Verdict.refuse(reason, "the inference API did not answer.")
 
 
 class World:
@@ -377,20 +398,22 @@ class World:
         self.health = FakeHealth()
         self.catalog_enabled = True
         self.cluster.put(klass())
-        self._reconciler: Reconciler | None = None
+        self._reconciler: OrderReconciler | None = None
+        self.last: PassResult | None = None
+        self.clock_offset = timedelta(0)
 
-    def reconciler(self) -> Reconciler:
+    def reconciler(self) -> OrderReconciler:
         """One reconciler for the world, as the controller keeps one for its life."""
         if self._reconciler is None:
             self._reconciler = self._make()
         return self._reconciler
 
     def restart(self) -> None:
-        """Forget the reconciler's memory, as a controller restart does."""
+        """A new reconciler, as a controller restart makes (it keeps nothing between passes anyway)."""
         self._reconciler = None
 
-    def _make(self) -> Reconciler:
-        return Reconciler(
+    def _make(self) -> OrderReconciler:
+        return OrderReconciler(
             Deps(
                 cluster=self.cluster,
                 models=self.models,
@@ -399,7 +422,7 @@ class World:
                 workload=self.workload,
                 health=self.health,
                 catalog_enabled=self.catalog_enabled,
-                clock=lambda: T0,
+                clock=lambda: T0 + self.clock_offset,
             )
         )
 
@@ -407,5 +430,5 @@ class World:
         obj = obj or order()
         if self.cluster.order(obj["metadata"]["namespace"], obj["metadata"]["name"]) is None:
             self.cluster.put(obj)
-        self.reconciler().reconcile(obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.last = self.reconciler().reconcile(obj["metadata"]["namespace"], obj["metadata"]["name"])
         return self.cluster.status_of(obj["metadata"]["namespace"], obj["metadata"]["name"])

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from isvc_api import LABEL_ORDER
-from isvc_operator import Controller, KubeCluster, Reconciler
+from isvc_operator import ClassReconciler, Controller, KubeCluster, OrderReconciler
 from prometheus_client import CollectorRegistry
 
 Obj = dict[str, Any]
@@ -33,7 +33,7 @@ class Informer:
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
     names = ("orders", "classes", "plans", "deployments", "pods", "claims", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
-    c = Controller(cast(KubeCluster, kube), cast(Reconciler, None), lambda _: None,
+    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
                    registry=CollectorRegistry(), waiting=lambda: list(waiting))
     return c, kube
 
@@ -42,22 +42,30 @@ def claim(order: str) -> Obj:
     return {"metadata": {"namespace": "ns", "name": f"{order}-gpu", "labels": {LABEL_ORDER: order}}}
 
 
-def drain(c: Controller, timeout: float) -> set[tuple[str, str, str]]:
+def drain(c: Controller, timeout: float) -> set[tuple[str, str]]:
     keys = set()
-    while (key := c.queue.get(timeout=timeout)) is not None:
+    while (key := c.order_queue.get(timeout=timeout)) is not None:
         keys.add(key)
-        c.queue.done(key)
+        c.order_queue.done(key)
     return keys
 
 
 def test_a_claim_going_away_passes_the_orders_waiting_for_room_again() -> None:
     c, kube = controller([("ns", "wait-1"), ("other", "wait-2")])
     kube.claims.emit("DELETED", claim("blocker"))
-    assert drain(c, 0.2) == {("order", "ns", "blocker")}  # at once: the claim's own order
-    assert drain(c, 2.0) == {("order", "ns", "wait-1"), ("order", "other", "wait-2")}  # a moment later
+    assert drain(c, 0.2) == {("ns", "blocker")}  # at once: the claim's own order
+    assert drain(c, 2.0) == {("ns", "wait-1"), ("other", "wait-2")}  # a moment later
 
 
 def test_a_claim_that_changes_passes_only_its_own_order() -> None:
     c, kube = controller([("ns", "wait-1")])
     kube.claims.emit("MODIFIED", claim("blocker"))
-    assert drain(c, 1.5) == {("order", "ns", "blocker")}
+    assert drain(c, 1.5) == {("ns", "blocker")}
+
+
+def test_orders_and_classes_wait_in_queues_of_their_own() -> None:
+    c, kube = controller([])
+    kube.classes.emit("ADDED", {"metadata": {"name": "default-llm"}})
+    kube.orders.emit("ADDED", {"metadata": {"namespace": "ns", "name": "chat"}})
+    assert c.class_queue.get(timeout=0.2) == "default-llm"
+    assert drain(c, 0.2) == {("ns", "chat")}

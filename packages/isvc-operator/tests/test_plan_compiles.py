@@ -25,12 +25,12 @@ from isvc_planner_client import (
     OrderRef,
     PlanRequest,
 )
+from isvc_runtime_recipes import load_recipes
 from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,
 )
-from isvc_runtime_recipes import load_recipes
 
 QWEN_7B = ModelFacts(
     source=ModelSource.HUGGING_FACE, name="Qwen/Qwen2.5-7B-Instruct", format=ModelFormat.SAFETENSORS,

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 from isvc_api import Reason, Refusal
-from isvc_operator import PlanOutcome
-from isvc_operator._controller import order_of_plan
+from isvc_operator import PlanOutcome, order_of_plan
 
 from .fakes import World, order
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from isvc_api import GROUP, VERSION, Reason, Refusal
-from isvc_operator import PlanOutcome, TemporaryError, WorkloadVerdict
+from isvc_api import GROUP, VERSION, Reason, Refusal, Verdict
+from isvc_operator import PassResult, PlanOutcome, TemporaryError
 
 from .fakes import PLACEMENT, World, klass, order
 
@@ -219,7 +219,8 @@ def test_a_workload_the_cluster_refuses_says_workload_error(world: World) -> Non
 
 
 def test_the_workload_verdict_is_the_condition(world: World) -> None:
-    world.workload.verdict = WorkloadVerdict("False", "ResourceClaimPending", "the claim awaits allocation.")
+    world.workload.verdict = Verdict(status="False", reason="ResourceClaimPending",
+                                     message="the claim awaits allocation.")
     status = world.run()
     assert (status["reason"], reasons(status)["Ready"]) == ("ResourceClaimPending", "WaitingForPreviousStep")
 
@@ -236,16 +237,23 @@ def test_a_probe_failure_before_the_first_ready_is_pending_and_after_it_failed(w
 
 
 def test_a_deleted_order_is_done(world: World) -> None:
-    assert world.reconciler().reconcile("team-a", "gone") is None
+    assert world.reconciler().reconcile("team-a", "gone") == PassResult()
     assert world.cluster.statuses == []
-    assert world.planner.released == []  # it never asked the planner: nothing to release
+    assert world.planner.released == []  # nothing of it remains: nothing to release
 
 
-def test_a_deleted_order_that_asked_the_planner_has_its_room_released_once(world: World) -> None:
+def test_a_deleted_order_has_its_room_released_while_its_plan_remains_even_after_a_restart(
+    world: World,
+) -> None:
     world.run()
     world.cluster.delete(GV, "InferenceService", "team-a", "support-llm")
-    for _ in range(3):  # every event of its children brings another pass
-        world.reconciler().reconcile("team-a", "support-llm")
+    world.restart()  # nothing is remembered: the decision comes from what the API still holds
+    world.reconciler().reconcile("team-a", "support-llm")
+    assert world.planner.released == [("team-a", "support-llm")]
+    world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")  # garbage collection
+    for template in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm"):
+        world.cluster.delete("", "ResourceClaimTemplate", "team-a", template["metadata"]["name"])
+    world.reconciler().reconcile("team-a", "support-llm")  # a child's last event: nothing left
     assert world.planner.released == [("team-a", "support-llm")]
 
 
@@ -269,11 +277,12 @@ def test_a_workload_whose_plan_is_gone_stays_while_the_planner_does_not_answer(w
 
 
 def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:
-    event = ("Warning", "GrowthClaimUnplaced", "Replica pod p-2: its claim got no device.")
-    world.workload.growth_verdict = WorkloadVerdict("False", "ScaleUpBlocked", "growth is blocked.",
-                                                    events=[event])
+    world.workload.growth_verdict = Verdict(status="False", reason="ScaleUpBlocked",
+                                            message="growth is blocked (p-2).")
+    world.workload.unplaced = [("p-2", "Replica pod p-2: its claim got no device.")]
     status = world.run()
     assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Degraded", "ScaleUpBlocked")
+    world.restart()
     world.run()
     assert [e[2] for e in world.cluster.events].count("GrowthClaimUnplaced") == 1
 

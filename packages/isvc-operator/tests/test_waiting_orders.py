@@ -1,4 +1,4 @@
-"""Orders refused for want of room wait in the planner port and are placed together with the next one."""
+"""Orders refused for want of room wait in the waiting room and are placed together with the next one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from isvc_api import InferenceService, ModelFacts, ModelSource, Placement, PlacementMode, Reason
-from isvc_operator import EffectivePolicy, PlannerService
+from isvc_operator import EffectivePolicy, PlannerService, PlanOutcome, WaitingRoom
 from isvc_planner import (
     Inventory,
     Planner,
@@ -60,25 +60,44 @@ class Wire:
         return httpx.Response(200, json=_wire(self.planner.plan(PlanRequest.model_validate(body))))
 
 
+class Port:
+    """The planner port as the controller builds it (client, waiting room, service); it records the
+    waiting orders each answer placed together, which the controller would pass at once."""
+
+    def __init__(self, client: PlannerClient, still_waiting: Any = lambda *_: True) -> None:
+        self.room = WaitingRoom(client, still_waiting=still_waiting)
+        self.service = PlannerService(client, self.room)
+        self.queued: list[tuple[str, str]] = []
+
+    def plan(self, *args: Any) -> PlanOutcome:
+        outcome = self.service.plan(*args)
+        self.queued += outcome.placed_together
+        return outcome
+
+    def release(self, namespace: str, name: str) -> None:
+        self.service.release(namespace, name)
+
+    def waiting(self) -> list[tuple[str, str]]:
+        return self.room.waiting()
+
+
 def _wire(answer: PlanResponse) -> Any:
     return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 @pytest.fixture
-def world() -> tuple[Inventory, Wire, PlannerService, list[tuple[str, str]], set[str]]:
+def world() -> tuple[Inventory, Wire, Port, list[tuple[str, str]], set[str]]:
     slices = [fleet_slice("n0", [fleet_gpu("n0", i, memory_gi=24, product="NVIDIA L4") for i in range(2)])]
     blocker = fleet_claim("ns", "big-gpu", "big", [("n0", "gpu-0", 100), ("n0", "gpu-1", 100)])
     inv = Inventory.from_objects(fleet_device_classes(), slices, [blocker])
     wire = Wire(Planner(inv))
     gone: set[str] = set()
-    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(wire)),
-                             still_waiting=lambda namespace, name, uid: name not in gone)
-    queued: list[tuple[str, str]] = []
-    service.on_placed = lambda namespace, name: queued.append((namespace, name))
-    return inv, wire, service, queued, gone
+    service = Port(PlannerClient("http://planner", transport=httpx.MockTransport(wire)),
+                   still_waiting=lambda namespace, name, uid: name not in gone)
+    return inv, wire, service, service.queued, gone
 
 
-def ask(service: PlannerService, i: int, holding: Placement | None = None) -> Any:
+def ask(service: Port, i: int, holding: Placement | None = None) -> Any:
     o = InferenceService.model_validate(order(name=f"o{i}", namespace="ns"))
     return service.plan(o, facts(SIZES[i]), EffectivePolicy.builtin(), None, holding)
 
@@ -115,9 +134,9 @@ def test_an_order_gone_or_planned_is_not_planned_again_for_others(world: Any) ->
 def test_waiting_is_forgotten_after_its_time(world: Any) -> None:
     _, wire, service, _, _ = world
     now = [0.0]
-    service.clock = lambda: now[0]
+    service.room.clock = lambda: now[0]
     ask(service, 0)
-    now[0] = service.ttl + 1
+    now[0] = service.room.ttl + 1
     ask(service, 1)
     assert wire.calls[-1] == ("plan", 1)
     assert service.waiting() == [("ns", "o1")]
@@ -140,7 +159,7 @@ def test_a_planner_without_planning_together_still_plans_the_order_alone(world: 
             return httpx.Response(404, json={"detail": "Not Found"})
         return wire(request)
 
-    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(old_planner)))
+    service = Port(PlannerClient("http://planner", transport=httpx.MockTransport(old_planner)))
     ask(service, 0)
     inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
     assert ask(service, 1).placement is not None
@@ -163,5 +182,5 @@ def test_a_release_the_planner_does_not_answer_is_left_to_lapse() -> None:
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    service = PlannerService(PlannerClient("http://planner", transport=httpx.MockTransport(down)))
+    service = Port(PlannerClient("http://planner", transport=httpx.MockTransport(down)))
     service.release("ns", "o0")  # no error: the reservation lapses on its own

@@ -9,6 +9,7 @@ from isvc_planner import (
     Inventory,
     Planner,
 )
+from isvc_planner._joint import Kind, most_placed
 from isvc_planner_client import (
     OrderRef,
     PlanRequest,
@@ -21,7 +22,6 @@ from isvc_testing import (
     fleet_slice,
 )
 from isvc_testing._bench import _facts, instance, need_of, optimum, units_for
-from isvc_planner._joint import Kind, most_placed
 
 GIB = 1 << 30
 

@@ -19,6 +19,7 @@ from isvc_planner import (
     Planner,
     create_app,
 )
+from isvc_planner._cli import openapi_document
 from isvc_planner_client import (
     OrderRef,
     PlannerClient,
@@ -31,7 +32,6 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
-from isvc_planner._cli import openapi_document
 
 
 def _free_port() -> int:

@@ -6,7 +6,6 @@ from isvc_api._crdgen import all_crds, crd_documents, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._reasons import ClassReason, ConditionType, Phase, Reason, StatusReason
-from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 from isvc_api._types import (
     GROUP,
     LABEL_MANAGED_BY,
@@ -54,6 +53,7 @@ from isvc_api._types import (
     UpdateStrategy,
     parse,
 )
+from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
     "GROUP",

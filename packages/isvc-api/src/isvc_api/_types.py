@@ -367,7 +367,9 @@ class InferenceServiceStatus(Wire):
     resolved: Resolved | None = Field(default=None, description="What the platform assigned.")
     launch_plan_name: str | None = Field(default=None, description="The LaunchPlan in force.")
     startup_failure: StartupFailure | None = Field(
-        default=None, description="While WorkloadStartupFailed: the failing container and its output."
+        default=None,
+        description="The container last seen failing to start, with its output as read once; cleared when "
+        "a replica serves.",
     )
     health: HealthStatus | None = Field(default=None, description="The inference API probe's record.")
 
@@ -384,6 +386,11 @@ class InferenceService(Wire):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: InferenceServiceSpec = Field(description="The order.")
     status: InferenceServiceStatus | None = Field(default=None, description="Observed state.")
+
+    def owner_reference(self) -> dict[str, Any]:
+        """The controller reference that makes an object of the order's go when the order goes."""
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "name": self.metadata.name,
+                "uid": self.metadata.uid, "controller": True, "blockOwnerDeletion": True}
 
 
 # ---------------------------------------------------------------- InferenceServiceClass

@@ -41,7 +41,8 @@ class Verdict(BaseModel):
     @classmethod
     def waiting(cls, on: ConditionType, why: str) -> Verdict:
         """Unknown: an earlier condition is not True, so this one cannot be told yet."""
-        return cls(status="Unknown", reason=StatusReason.WAITING.value, message=f"waits for {on.value}: {why}")
+        return cls(status="Unknown", reason=StatusReason.WAITING.value,
+                   message=f"waits for {on.value}: {why}")
 
     @property
     def holds(self) -> bool:

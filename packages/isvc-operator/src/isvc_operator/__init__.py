@@ -1,11 +1,13 @@
 """isvc controller: reconciles orders (InferenceService) and classes (InferenceServiceClass)."""
 
-from isvc_operator._controller import ClusterAdapter, Controller
+from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._class import ClassReconciler
+from isvc_operator._controller import Controller, order_of_plan
 from isvc_operator._kube import Informer, KubeCluster, api_client
 from isvc_operator._main import build, main, parser
+from isvc_operator._order import OrderReconciler, PassResult
 from isvc_operator._policy import BUILTIN_EXPOSURE, EffectivePolicy, judge_class
-from isvc_operator._queue import ShutDownError, WorkQueue
-from isvc_operator._reconcile import (
+from isvc_operator._ports import (
     Cluster,
     Deps,
     HealthPort,
@@ -13,40 +15,50 @@ from isvc_operator._reconcile import (
     PlannerPort,
     PlanOutcome,
     RecipesPort,
-    Reconciler,
     TemporaryError,
     WorkloadPort,
-    WorkloadVerdict,
+    WorkloadUnbuildable,
+    plan_devices,
 )
-from isvc_operator._state import Pass, Verdict
-from isvc_operator._wiring import PlannerService
+from isvc_operator._queue import ShutDownError, WorkQueue
+from isvc_operator._scope import OrderScope
+from isvc_operator._status import phase
+from isvc_operator._waiting import WaitingRoom
 
 __all__ = [
     "BUILTIN_EXPOSURE",
+    "CatalogModels",
+    "ClassReconciler",
     "Cluster",
-    "ClusterAdapter",
     "Controller",
     "Deps",
     "EffectivePolicy",
+    "Health",
     "HealthPort",
     "Informer",
     "KubeCluster",
     "ModelPort",
-    "Pass",
+    "OrderReconciler",
+    "OrderScope",
+    "PassResult",
     "PlanOutcome",
     "PlannerPort",
     "PlannerService",
+    "Recipes",
     "RecipesPort",
-    "Reconciler",
     "ShutDownError",
     "TemporaryError",
-    "Verdict",
+    "WaitingRoom",
     "WorkQueue",
+    "Workload",
     "WorkloadPort",
-    "WorkloadVerdict",
+    "WorkloadUnbuildable",
     "api_client",
     "build",
     "judge_class",
     "main",
+    "order_of_plan",
     "parser",
+    "phase",
+    "plan_devices",
 ]

@@ -17,11 +17,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from isvc_operator._ports import DeviceKey, plan_devices
+
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+GV = f"{GROUP}/{VERSION}"
 Handler = Callable[[str, Obj], None]
 
 
@@ -146,18 +149,45 @@ class Informer:
                 backoff = min(backoff * 2, 30)
 
 
+class _PlanIndex:
+    """LaunchPlans by the devices they place their order on, kept current by the LaunchPlan informer."""
+
+    def __init__(self, plans: Informer) -> None:
+        self._plans = plans
+        self._by_device: dict[DeviceKey, set[tuple[str, str]]] = {}
+        self._devices: dict[tuple[str, str], set[DeviceKey]] = {}
+        self._lock = threading.Lock()
+        plans.add_handler(self._on_plan)
+
+    def _on_plan(self, event: str, obj: Obj) -> None:
+        key = _key(obj)
+        devices = set() if event == "DELETED" else plan_devices(obj)
+        with self._lock:
+            for device in self._devices.pop(key, set()):
+                self._by_device.get(device, set()).discard(key)
+            if devices:
+                self._devices[key] = devices
+                for device in devices:
+                    self._by_device.setdefault(device, set()).add(key)
+
+    def on(self, devices: set[DeviceKey]) -> list[Obj]:
+        with self._lock:
+            keys = set().union(*(self._by_device.get(d, set()) for d in devices)) if devices else set()
+        return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
+
+
 class KubeCluster:
-    """The operator's view of the cluster: cached reads through informers, writes by server-side apply."""
+    """The operator's view of the cluster (the Cluster port): cached reads through informers where one
+    holds the kind, live reads of orders, plans and Secrets, writes by server-side apply."""
 
     def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
-        gv = f"{GROUP}/{VERSION}"
-        self.orders = Informer(self.dyn, gv, "InferenceService")
-        self.classes = Informer(self.dyn, gv, "InferenceServiceClass")
-        self.plans = Informer(self.dyn, gv, "LaunchPlan")
+        self.orders = Informer(self.dyn, GV, "InferenceService")
+        self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
+        self.plans = Informer(self.dyn, GV, "LaunchPlan")
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
@@ -169,6 +199,9 @@ class KubeCluster:
             self.templates, self.priority_classes,
         ]
         self.catalog_enabled = catalog_enabled
+        self._plan_index = _PlanIndex(self.plans)
+        self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
+                       "ResourceClaimTemplate": self.templates}
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every informer and wait until each has listed once."""
@@ -184,7 +217,35 @@ class KubeCluster:
         for informer in self.informers:
             informer.stop()
 
-    # ---- reads
+    # ---- reads (the Cluster port)
+
+    def order(self, namespace: str, name: str) -> Obj | None:
+        """An order, read live: a pass starts from what the API server holds."""
+        return self.get(GV, "InferenceService", namespace, name)
+
+    def klass(self, name: str) -> Obj | None:
+        """A class from the cache."""
+        return self.classes.get(None, name)
+
+    def priority_class_exists(self, name: str) -> bool:
+        return self.priority_classes.get(None, name) is not None
+
+    def priority_value(self, name: str | None) -> int:
+        """The value of a PriorityClass from the cache; 0 for none or a missing one."""
+        obj = self.priority_classes.get(None, name) if name else None
+        return int(obj.get("value", 0)) if obj else 0
+
+    def launch_plan(self, namespace: str, name: str) -> Obj | None:
+        """An order's LaunchPlan, read live."""
+        return self.get(GV, "LaunchPlan", namespace, name)
+
+    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
+        return self._plan_index.on(devices)
+
+    def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
+        """Children of an order from the cache: objects of `kind` labelled with its name."""
+        return [o for o in self._owned[kind].list(namespace)
+                if (o["metadata"].get("labels") or {}).get(LABEL_ORDER) == order]
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         """A live read; None when the object (or its kind) does not exist."""

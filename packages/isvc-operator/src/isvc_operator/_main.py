@@ -8,23 +8,27 @@ import json
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import isvc_catalog
 import isvc_health
-import isvc_planner
+import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
 from prometheus_client import REGISTRY, Gauge, start_http_server
 
-from isvc_operator._controller import ClusterAdapter, Controller
+from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._class import ClassReconciler
+from isvc_operator._controller import Controller
 from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
-from isvc_operator._reconcile import Deps, Reconciler
-from isvc_operator._wiring import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._order import OrderReconciler
+from isvc_operator._ports import Deps
+from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["main", "parser"]
 
@@ -82,17 +86,38 @@ def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
     return server
 
 
+def _recipes(path: Path | None) -> Recipes:
+    extra = yaml.safe_load(path.read_text()) if path else None
+    version = hashlib.sha256(json.dumps(extra or [], sort_keys=True).encode()).hexdigest()[:12]
+    return Recipes(isvc_runtime_recipes.load_recipes(extra or None), version)
+
+
+def _health(args: argparse.Namespace) -> Health:
+    seam: Any = (isvc_health.TemplateResolver(args.probe_url_template) if args.probe_url_template
+                 else isvc_health.ServiceDNSResolver())
+    settings = isvc_health.HealthSettings(
+        failure_threshold=args.health_failure_threshold,
+        sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))
+    return Health(prober=isvc_health.Prober(seam), settings=settings, period=args.health_period_seconds)
+
+
+def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str | None]:
+    def error(expression: str) -> str | None:
+        try:
+            judge.check(expression)
+            return None
+        except isvc_planner_client.SelectorError as exc:
+            return str(exc)
+    return error
+
+
 def build(args: argparse.Namespace) -> Controller:
     """Wire the controller from flags."""
     kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None")
-    adapter = ClusterAdapter(kube)
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
     resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(args.huggingface_endpoint), catalog)
-    extra = yaml.safe_load(args.runtime_recipes.read_text()) if args.runtime_recipes else None
-    book = isvc_runtime_recipes.load_recipes(extra or None)
-    version = hashlib.sha256(json.dumps(extra or [], sort_keys=True).encode()).hexdigest()[:12]
     settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
                                               cluster_issuer_name=args.cluster_issuer,
                                               model_fetch_image=args.model_fetch_image)
@@ -102,51 +127,23 @@ def build(args: argparse.Namespace) -> Controller:
             return bool(args.cert_manager)
         return kube.served("cert-manager.io/v1", "Certificate")
 
-    def priority_value(name: str) -> int:
-        obj = kube.priority_classes.get(None, name)
-        return int(obj.get("value", 0)) if obj else 0
-
-    resolver_seam: Any = (isvc_health.TemplateResolver(args.probe_url_template) if args.probe_url_template
-                          else isvc_health.ServiceDNSResolver())
-    health = Health(
-        prober=isvc_health.Prober(resolver_seam),
-        tracker=isvc_health.HealthTracker(isvc_health.HealthSettings(
-            failure_threshold=args.health_failure_threshold,
-            sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))),
-        period=args.health_period_seconds,
-    )
-
     def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
         """The order is still there (the same one) and still has no plan."""
-        obj = adapter.order(namespace, name)
+        obj = kube.orders.get(namespace, name)
         return (obj is not None and uid in (None, obj["metadata"].get("uid"))
-                and adapter.launch_plan(namespace, name) is None)
+                and kube.plans.get(namespace, name) is None)
 
-    planner = PlannerService(isvc_planner.PlannerClient(args.planner_url), still_waiting=still_waiting)
-    deps = Deps(
-        cluster=adapter,
-        models=CatalogModels(resolver),
-        recipes=Recipes(book, version),
-        planner=planner,
-        workload=Workload(settings, cert_manager, priority_value),
-        health=health,
-        catalog_enabled=catalog is not None,
-    )
-    judge = isvc_planner.CelJudge()
-
-    def selector_error(expression: str) -> str | None:
-        try:
-            judge.check(expression)
-            return None
-        except isvc_planner.SelectorError as exc:
-            return str(exc)
-
-    controller = Controller(kube, Reconciler(deps), selector_error, workers=args.workers, registry=REGISTRY,
-                            waiting=planner.waiting)
-    # Waiting orders placed together with another get their pass now, to take what was reserved for them.
-    planner.on_placed = lambda namespace, name: controller.queue.add(("order", namespace, name))
+    client = isvc_planner_client.PlannerClient(args.planner_url)
+    room = WaitingRoom(client, still_waiting=still_waiting)
+    deps = Deps(cluster=kube, models=CatalogModels(resolver), recipes=_recipes(args.runtime_recipes),
+                planner=PlannerService(client, room),
+                workload=Workload(settings, cert_manager, kube.priority_value),
+                health=_health(args), catalog_enabled=catalog is not None)
+    classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
+    controller = Controller(kube, OrderReconciler(deps), classes, workers=args.workers, registry=REGISTRY,
+                            waiting=room.waiting)
     Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
-          registry=REGISTRY).set_function(lambda: len(planner.waiting()))
+          registry=REGISTRY).set_function(lambda: len(room.waiting()))
     return controller
 
 

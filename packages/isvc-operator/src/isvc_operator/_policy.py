@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import attrs
 from isvc_api import (
-    share_in_range,
     TLS,
     AcceleratorPolicy,
     Authentication,
@@ -18,6 +17,7 @@ from isvc_api import (
     InferenceServiceClassSpec,
     UpdateStrategy,
     find_condition,
+    share_in_range,
 )
 
 __all__ = ["BUILTIN_EXPOSURE", "EffectivePolicy", "judge_class"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Response
 from isvc_api import Placement, Refusal
-
-from isvc_planner._inventory import Inventory
 from isvc_planner_client import (
     OrderRef,
     PlanManyRequest,
@@ -14,6 +12,8 @@ from isvc_planner_client import (
     PlanResponse,
     Released,
 )
+
+from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner, judge_plan
 
 __all__ = ["create_app"]

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 
 from isvc_api import Estimates, ModelFacts, Quantization
-
 from isvc_planner_client import GIB, format_gib, gib
 
 __all__ = [

@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isvc_api import LABEL_ORDER, LABEL_PRIORITY
-
-from isvc_planner_client import CelJudge, SelectorError, device_activation
-from isvc_planner_client import quantity_bytes
+from isvc_planner_client import CelJudge, SelectorError, device_activation, quantity_bytes
 
 __all__ = [
     "UNITS",

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from isvc_api import (
-    share_in_range,
     AcceleratorPolicy,
     Placement,
     PlacementMode,
@@ -31,14 +30,13 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     SharingMode,
+    share_in_range,
 )
+from isvc_planner_client import GIB, PlanRequest, PlanResponse, SelectorError, Victim, gib
 
-from isvc_planner_client import SelectorError
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
-from isvc_planner_client import PlanRequest, PlanResponse, Victim
-from isvc_planner_client import GIB, gib
 
 __all__ = ["Planner", "judge_plan"]
 

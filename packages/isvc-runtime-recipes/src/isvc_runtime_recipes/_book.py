@@ -12,7 +12,6 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from isvc_api import (
-    share_in_range,
     CompiledRuntime,
     EndpointType,
     Estimates,
@@ -26,6 +25,7 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     SharingMode,
+    share_in_range,
 )
 
 from isvc_runtime_recipes._derive import (

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from isvc_api import ModelFacts, ModelSource, PlacementMode
-
 from isvc_planner import (
     Inventory,
     Planner,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from isvc_api import LABEL_PRIORITY, PlacementMode, share_in_range, SharingMode
+from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode, share_in_range
 
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._errors import PlanNotExpressible

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from isvc_api import (
-    GROUP,
     LABEL_MANAGED_BY,
     LABEL_ORDER,
     MANAGER,
-    VERSION,
     CompiledRuntime,
     Constraints,
     Estimates,
@@ -41,14 +39,7 @@ def owner_reference(order: InferenceService) -> dict[str, Any]:
     """The controller reference that makes a child go when its order goes."""
     if not order.metadata.uid:
         raise PlanNotExpressible("metadata.uid", order.metadata.uid, "an order read from the API has a uid")
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "InferenceService",
-        "name": order.metadata.name,
-        "uid": order.metadata.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return order.owner_reference()
 
 
 def child_metadata(

@@ -99,10 +99,11 @@ def judge_growth(
         else f"the class asks for {desired_count}"
     )
     where = f" on device class {device_class}" if device_class else ""
-    pods = ", ".join(r.pod for r in unplaced)
+    named = ", ".join(r.pod for r in unplaced)
     return Verdict.refuse(Reason.SCALE_UP_BLOCKED, (
         f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
-        f"device{where} ({pods}). Scaling up is blocked by capacity: free some on that device class, or wait."
+        f"device{where} ({named}). Scaling up is blocked by capacity: free some on that device class, "
+        "or wait."
     )), unplaced
 
 

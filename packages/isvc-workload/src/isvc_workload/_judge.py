@@ -239,8 +239,8 @@ def _not_up_yet(
     pending = [c for c in claims if not is_allocated(c)]
     if pending or scheduling:
         what = f"claim {name_of(pending[0])}" if pending else f"pod {name_of(scheduling[0][0])}"
-        return Verdict.refuse(Reason.RESOURCE_CLAIM_PENDING,
-                              f"The workload waits for its device claim to be allocated ({what}); this is a stage.")
+        return Verdict.refuse(Reason.RESOURCE_CLAIM_PENDING, (
+            f"The workload waits for its device claim to be allocated ({what}); this is a stage."))
     return Verdict.refuse(Reason.WORKLOAD_NOT_READY, (
         f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
         f"downloading the model); this passes on its own."))

@@ -1,0 +1,188 @@
+"""The sibling packages bound to the reconciler's ports: the only module that knows their APIs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import isvc_catalog
+import isvc_health
+import isvc_planner_client
+import isvc_runtime_recipes
+import isvc_workload
+from isvc_api import (
+    CompiledRuntime,
+    EndpointType,
+    Estimates,
+    ExposureType,
+    HealthStatus,
+    InferenceService,
+    LaunchPlanSpec,
+    ModelFacts,
+    ModelSpec,
+    Placement,
+    Refusal,
+    RuntimeRequirements,
+    StartupFailure,
+    Verdict,
+)
+
+from isvc_operator._policy import EffectivePolicy
+from isvc_operator._ports import PlanOutcome, TemporaryError, WorkloadUnbuildable
+from isvc_operator._waiting import WaitingRoom
+
+__all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
+
+Obj = dict[str, Any]
+
+
+class CatalogModels:
+    """ModelPort over isvc-catalog."""
+
+    def __init__(self, resolver: isvc_catalog.Resolver) -> None:
+        self.resolver = resolver
+
+    def resolve(self, spec: ModelSpec, namespace: str, token: str | None) -> ModelFacts | Refusal:
+        try:
+            return self.resolver.resolve(spec, namespace, token)
+        except isvc_catalog.TemporaryError as exc:
+            raise TemporaryError(str(exc)) from exc
+
+    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None:
+        return isvc_catalog.admit(facts, policy.spec)
+
+
+class Recipes:
+    """RecipesPort over isvc-runtime-recipes."""
+
+    def __init__(self, book: isvc_runtime_recipes.RecipeBook, version: str) -> None:
+        self.book = book
+        self._version = version
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def requirements(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None
+    ) -> RuntimeRequirements | Refusal:
+        return self.book.requirements(facts, endpoint_type)
+
+    def compile(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None, placement: Placement,
+        estimates: Estimates, served_name: str,
+    ) -> CompiledRuntime | Refusal:
+        return self.book.compile(facts, endpoint_type, placement, estimates, served_name)
+
+
+class PlannerService:
+    """PlannerPort over the planner client, through the waiting room; a planner that does not answer is
+    temporary."""
+
+    def __init__(self, client: isvc_planner_client.PlannerClient, room: WaitingRoom) -> None:
+        self.client = client
+        self.room = room
+
+    def plan(
+        self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
+        requirements: RuntimeRequirements | None, holding: Placement | None,
+    ) -> PlanOutcome:
+        request = isvc_planner_client.PlanRequest(
+            order=isvc_planner_client.OrderRef(namespace=order.metadata.namespace or "",
+                                               name=order.metadata.name, uid=order.metadata.uid),
+            facts=facts, accelerator_policy=policy.accelerator,
+            priority_class_name=policy.priority_class_name, requirements=requirements, holding=holding,
+        )
+        try:
+            answer, placed = self.room.plan(request)
+        except isvc_planner_client.PlannerError as exc:
+            raise TemporaryError(str(exc)) from exc
+        return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,
+                           preempt=[(v.namespace, v.name) for v in answer.preempt], placed_together=placed)
+
+    def release(self, namespace: str, name: str) -> None:
+        self.room.forget(namespace, name)
+        try:
+            self.client.release(isvc_planner_client.OrderRef(namespace=namespace, name=name))
+        except isvc_planner_client.PlannerError:  # the reservation lapses on its own in two minutes
+            return
+
+    def judge(self, placement: Placement) -> Refusal | None:
+        try:
+            return self.client.judge(placement)
+        except isvc_planner_client.PlannerError as exc:
+            raise TemporaryError(str(exc)) from exc
+
+
+class Workload:
+    """WorkloadPort over isvc-workload; a plan it cannot express is WorkloadUnbuildable."""
+
+    def __init__(self, settings: isvc_workload.WorkloadSettings, cert_manager: Callable[[], bool],
+                 priority_value: Callable[[str | None], int]) -> None:
+        self.settings = settings
+        self.cert_manager = cert_manager
+        self.priority_value = priority_value
+
+    def manifests(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy,
+                  auth_secret: str | None) -> list[Obj]:
+        try:
+            inputs = isvc_workload.WorkloadInputs.from_plan(
+                order, plan, policy.spec, exposure=policy.exposure,
+                priority=self.priority_value(policy.priority_class_name))
+            out = [isvc_workload.resource_claim_template(inputs),
+                   isvc_workload.deployment(inputs, self.settings), isvc_workload.service(inputs)]
+            if policy.exposure.type == ExposureType.EXTERNAL:
+                out.append(isvc_workload.ingress(inputs, self.settings))
+            cert = isvc_workload.certificate(inputs, self.settings) if self.cert_manager() else None
+        except isvc_workload.IsvcWorkloadError as exc:
+            raise WorkloadUnbuildable(str(exc)) from exc
+        return out + ([cert] if cert is not None else [])
+
+    @property
+    def service_port(self) -> int:
+        return int(isvc_workload.SERVICE_PORT)
+
+    def auth_secret(self, order: InferenceService) -> Obj:
+        return isvc_workload.auth_secret(order)
+
+    def token(self, secret: Obj) -> str | None:
+        return isvc_workload.read_token(secret)
+
+    def endpoint(self, order: InferenceService, policy: EffectivePolicy) -> str:
+        try:
+            return isvc_workload.endpoint_url(order.metadata.name, order.metadata.namespace or "",
+                                              policy.exposure.type, self.settings)
+        except isvc_workload.IsvcWorkloadError as exc:
+            raise WorkloadUnbuildable(str(exc)) from exc
+
+    def judge(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
+              previous: StartupFailure | None,
+              read_log: Callable[[str, str], str | None]) -> tuple[Verdict, StartupFailure | None]:
+        return isvc_workload.judge_workload(deployment, pods, claims, previous, read_log)
+
+    def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
+               policy: EffectivePolicy) -> tuple[Verdict, list[tuple[str, str]]]:
+        verdict, unplaced = isvc_workload.judge_growth(
+            deployment, pods, claims, autoscaler=policy.constraints.autoscaler,
+            min_replicas=policy.constraints.min_replicas)
+        return verdict, [(r.pod, r.event_message) for r in unplaced]
+
+
+class Health:
+    """HealthPort over isvc-health: probe through the endpoint-resolution seam, judge over time."""
+
+    def __init__(self, prober: isvc_health.Prober, settings: isvc_health.HealthSettings,
+                 period: float) -> None:
+        self.prober = prober
+        self.settings = settings
+        self._period = period
+
+    @property
+    def period(self) -> float:
+        return self._period
+
+    def check(self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus,
+              at: datetime) -> tuple[HealthStatus, Verdict]:
+        result = self.prober.probe(namespace, name, service=name, port=port, token=token)
+        return isvc_health.judge_health(record, result, at, self.settings)

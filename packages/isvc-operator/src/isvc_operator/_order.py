@@ -1,0 +1,92 @@
+"""The order reconciler: a pass runs every step over one scope, then writes the status, whatever happened."""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+from isvc_api import (
+    GROUP,
+    VERSION,
+    ConditionType,
+    InferenceService,
+    Reason,
+    StatusReason,
+    Verdict,
+)
+
+from isvc_operator import _status
+from isvc_operator._ports import Deps, OrderKey, TemporaryError, WorkloadUnbuildable
+from isvc_operator._scope import RETRY_SOON, OrderScope
+from isvc_operator._steps import STEPS, Step
+
+__all__ = ["OrderReconciler", "PassResult"]
+
+log = logging.getLogger(__name__)
+GV = f"{GROUP}/{VERSION}"
+
+
+@attrs.frozen
+class PassResult:
+    """What a pass asks of the controller: a timed requeue, orders to pass now, a backoff after a failure."""
+
+    requeue_after: float | None = None
+    wake: tuple[OrderKey, ...] = ()
+    failed: bool = False
+
+
+class OrderReconciler:
+    """Level-triggered: each pass reads the order, runs the steps in order and writes the status once.
+
+    It keeps nothing between passes: what a later pass must know is in the order's status, its
+    LaunchPlan or its children, so a restarted controller reaches the same decisions.
+    """
+
+    def __init__(self, deps: Deps) -> None:
+        self.d = deps
+
+    def reconcile(self, namespace: str, name: str) -> PassResult:
+        """One pass over the order namespace/name. NotFound means done."""
+        raw = self.d.cluster.order(namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            self._gone(namespace, name)
+            return PassResult()
+        scope = OrderScope(order=InferenceService.model_validate(raw), raw=raw, now=self.d.clock())
+        try:
+            for type_, step in STEPS:
+                scope.verdicts[type_] = self._run(type_, step, scope)
+        finally:
+            _status.write(scope, self.d.cluster)
+            for type_event, reason, message in scope.events:
+                self.d.cluster.event(raw, type_event, reason, message)
+        return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),
+                          failed=bool(scope.failed))
+
+    def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Verdict:
+        """One step; one that raises leaves its condition Unknown with where to look, and later steps wait."""
+        try:
+            return step(scope, self.d)
+        except WorkloadUnbuildable as exc:
+            return Verdict.refuse(Reason.WORKLOAD_ERROR, f"the workload cannot be built: {exc}")
+        except TemporaryError as exc:
+            scope.requeue(RETRY_SOON)
+            return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=(
+                f"a dependency did not answer while judging {type_.value} ({exc}); retried."))
+        except Exception as exc:
+            log.exception("%s/%s: judging %s failed", scope.namespace, scope.name, type_.value)
+            scope.failed.append(type_)
+            return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=(
+                f"the controller failed judging {type_.value}: {type(exc).__name__}: {str(exc)[:300]}; "
+                "its log (deployment isvc-controller in the module's namespace) has the details; "
+                "retried with backoff."))
+
+    def _gone(self, namespace: str, name: str) -> None:
+        """A deleted order: what the planner may still reserve for it is released while traces remain.
+
+        Decided from the API (its LaunchPlan or claim templates, removed by garbage collection shortly
+        after), not from memory, so a restarted controller releases the same reservations.
+        """
+        traces = (self.d.cluster.launch_plan(namespace, name) is not None
+                  or self.d.cluster.owned("ResourceClaimTemplate", namespace, name))
+        if traces:
+            self.d.planner.release(namespace, name)

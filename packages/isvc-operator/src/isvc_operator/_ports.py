@@ -1,0 +1,199 @@
+"""What a reconcile pass talks to, as protocols: the cluster, and each sibling package behind a port.
+
+Production binds them in `_adapters` (sibling packages) and `_kube` (the API server); unit tests bind
+in-memory fakes. Nothing here imports a client library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+import attrs
+from isvc_api import (
+    CompiledRuntime,
+    EndpointType,
+    Estimates,
+    HealthStatus,
+    InferenceService,
+    LaunchPlanSpec,
+    ModelFacts,
+    ModelSpec,
+    Placement,
+    Reason,
+    Refusal,
+    RuntimeRequirements,
+    StartupFailure,
+    Verdict,
+    now,
+)
+
+from isvc_operator._policy import EffectivePolicy
+
+__all__ = [
+    "NO_ROOM",
+    "Cluster",
+    "Deps",
+    "DeviceKey",
+    "HealthPort",
+    "ModelPort",
+    "Obj",
+    "OrderKey",
+    "PlanOutcome",
+    "PlannerPort",
+    "RecipesPort",
+    "TemporaryError",
+    "WorkloadPort",
+    "WorkloadUnbuildable",
+    "plan_devices",
+]
+
+Obj = dict[str, Any]
+OrderKey = tuple[str, str]  # (namespace, name)
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+# The planner's answers that there is no room for the order now: it waits for room.
+NO_ROOM = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
+
+
+def plan_devices(plan: Obj) -> set[DeviceKey]:
+    """The devices a LaunchPlan object (as read from the API) places its order on."""
+    placement = (plan.get("spec") or {}).get("placement") or {}
+    devices = placement.get("devices") or []
+    if not isinstance(devices, list):
+        return set()
+    return {(str(placement.get("driver") or ""), str(placement.get("pool") or ""), str(d)) for d in devices}
+
+
+class TemporaryError(Exception):
+    """A dependency did not answer; the pass is retried with backoff."""
+
+
+class WorkloadUnbuildable(Exception):
+    """The plan cannot be written as manifests (permanent until the plan or the settings change)."""
+
+
+class Cluster(Protocol):
+    """What a pass needs of the API server (KubeCluster in production, a fake in unit tests)."""
+
+    def order(self, namespace: str, name: str) -> Obj | None: ...
+    def klass(self, name: str) -> Obj | None: ...
+    def priority_class_exists(self, name: str) -> bool: ...
+    def priority_value(self, name: str | None) -> int: ...
+    def get_secret(self, namespace: str, name: str) -> Obj | None: ...
+    def launch_plan(self, namespace: str, name: str) -> Obj | None: ...
+    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
+        """The LaunchPlans (any namespace, from the cache) that place an order on one of `devices`."""
+        ...
+    def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
+    def apply(self, manifest: Obj) -> Obj: ...
+    def apply_status(self, manifest: Obj) -> Obj: ...
+    def create(self, manifest: Obj) -> Obj: ...
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None: ...
+    def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None: ...
+    def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
+
+
+class ModelPort(Protocol):
+    """Model resolution and the class's model policy (isvc-catalog)."""
+
+    def resolve(self, spec: ModelSpec, namespace: str, token: str | None) -> ModelFacts | Refusal: ...
+    def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None: ...
+
+
+class RecipesPort(Protocol):
+    """Runtime recipes (isvc-runtime-recipes)."""
+
+    def requirements(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None
+    ) -> RuntimeRequirements | Refusal: ...
+
+    def compile(
+        self, facts: ModelFacts, endpoint_type: EndpointType | None, placement: Placement,
+        estimates: Estimates, served_name: str,
+    ) -> CompiledRuntime | Refusal: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+@attrs.frozen
+class PlanOutcome:
+    """The planner's answer, and the waiting orders it placed together with this one (to be passed now)."""
+
+    placement: Placement | None
+    estimates: Estimates | None
+    refusal: Refusal | None
+    preempt: list[OrderKey]
+    placed_together: list[OrderKey] = attrs.field(factory=list)
+
+
+class PlannerPort(Protocol):
+    """The planner service behind the waiting room; raises TemporaryError when it does not answer."""
+
+    def plan(
+        self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
+        requirements: RuntimeRequirements | None, holding: Placement | None,
+    ) -> PlanOutcome: ...
+
+    def judge(self, placement: Placement) -> Refusal | None: ...
+
+    def release(self, namespace: str, name: str) -> None:
+        """Drop what the planner reserved for an order that will not take it (best effort)."""
+        ...
+
+
+class WorkloadPort(Protocol):
+    """Child manifests and the workload judges (isvc-workload); raises WorkloadUnbuildable for a plan
+    that cannot be written as manifests."""
+
+    def manifests(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
+    ) -> list[Obj]: ...
+
+    def auth_secret(self, order: InferenceService) -> Obj: ...
+
+    def token(self, secret: Obj) -> str | None: ...
+
+    @property
+    def service_port(self) -> int:
+        """The port the order's Service serves the inference API on (whatever the runtime listens on)."""
+        ...
+
+    def endpoint(self, order: InferenceService, policy: EffectivePolicy) -> str: ...
+
+    def judge(
+        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], previous: StartupFailure | None,
+        read_log: Callable[[str, str], str | None],
+    ) -> tuple[Verdict, StartupFailure | None]: ...
+
+    def growth(
+        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+    ) -> tuple[Verdict, list[tuple[str, str]]]:
+        """ScalingHealthy, and (pod, event message) of each replica whose claim got no device."""
+        ...
+
+
+class HealthPort(Protocol):
+    """The inference API probe and its judgement over time (isvc-health)."""
+
+    def check(
+        self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus, at: datetime
+    ) -> tuple[HealthStatus, Verdict]: ...
+
+    @property
+    def period(self) -> float: ...
+
+
+@attrs.define
+class Deps:
+    """Everything a pass talks to."""
+
+    cluster: Cluster
+    models: ModelPort
+    recipes: RecipesPort
+    planner: PlannerPort
+    workload: WorkloadPort
+    health: HealthPort
+    catalog_enabled: bool = True
+    clock: Callable[[], datetime] = now

@@ -1,0 +1,99 @@
+"""The status of an order: built from a pass's verdicts, the phase computed here and nowhere else,
+written once per pass and only when its content changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from isvc_api import (
+    GROUP,
+    VERSION,
+    Condition,
+    ConditionType,
+    InferenceServiceStatus,
+    Phase,
+    Reason,
+    Verdict,
+    set_condition,
+)
+
+from isvc_operator._ports import Cluster
+from isvc_operator._scope import OrderScope, kept
+
+__all__ = ["ORDERED", "build", "first_not_true", "phase", "write"]
+
+ORDERED = [
+    ConditionType.CLASS_RESOLVED,
+    ConditionType.MODEL_RESOLVED,
+    ConditionType.PLANNED,
+    ConditionType.WORKLOAD_READY,
+    ConditionType.READY,
+    ConditionType.SCALING_HEALTHY,
+]
+
+
+def phase(verdicts: Mapping[ConditionType, Verdict]) -> Phase:
+    """Ready serves (Degraded when growth is blocked), ServiceUnhealthy failed, anything else pending."""
+    ready = verdicts.get(ConditionType.READY)
+    if ready is not None and ready.holds:
+        scaling = verdicts.get(ConditionType.SCALING_HEALTHY)
+        return Phase.DEGRADED if scaling is not None and scaling.status == "False" else Phase.READY
+    if ready is not None and ready.reason == Reason.SERVICE_UNHEALTHY.value:
+        return Phase.FAILED
+    return Phase.PENDING
+
+
+def first_not_true(verdicts: Mapping[ConditionType, Verdict]) -> str | None:
+    """The reason of the first condition, in the documented order, that is not True."""
+    for type_ in ORDERED:
+        verdict = verdicts.get(type_)
+        if verdict is not None and not verdict.holds:
+            return verdict.reason
+    return None
+
+
+def _conditions(scope: OrderScope, generation: int | None) -> list[Condition]:
+    merged = list(scope.previous.conditions)
+    for type_ in ORDERED:
+        verdict = scope.verdicts.get(type_)
+        if verdict is not None:
+            merged = set_condition(merged, verdict.condition(type_, generation), at=scope.now)
+    rank = {t.value: i for i, t in enumerate(ORDERED)}
+    return sorted(merged, key=lambda c: rank.get(c.type, len(rank)))
+
+
+def build(scope: OrderScope) -> InferenceServiceStatus:
+    """The status a pass decided; fields no step decided keep what the previous status said.
+
+    observedGeneration moves only when every step ran to its end.
+    """
+    previous = scope.previous
+    generation = scope.order.metadata.generation
+    decided = previous.observed_generation if scope.failed else generation
+    return InferenceServiceStatus(
+        observed_generation=decided,
+        phase=phase(scope.verdicts).value,
+        reason=first_not_true(scope.verdicts),
+        conditions=_conditions(scope, generation),
+        endpoint=kept(scope.endpoint, previous.endpoint),
+        auth_secret_name=kept(scope.auth_secret_name, previous.auth_secret_name),
+        model=kept(scope.model, previous.model),
+        constraints=kept(scope.constraints, previous.constraints),
+        resolved=kept(scope.resolved, previous.resolved),
+        launch_plan_name=kept(scope.launch_plan_name, previous.launch_plan_name),
+        startup_failure=kept(scope.startup_failure, previous.startup_failure),
+        health=kept(scope.health, previous.health),
+    )
+
+
+def write(scope: OrderScope, cluster: Cluster) -> bool:
+    """Apply the status when it differs from what the pass read; True when it was written."""
+    status = build(scope).to_wire()
+    if scope.order.status is not None and status == scope.order.status.to_wire():
+        return False
+    cluster.apply_status({
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
+        "metadata": {"name": scope.name, "namespace": scope.namespace},
+        "status": status,
+    })
+    return True

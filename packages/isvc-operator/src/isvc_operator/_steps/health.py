@@ -1,0 +1,32 @@
+"""Ready: the inference API answered the probe with the token; a sustained failure after Ready fails it."""
+
+from __future__ import annotations
+
+from isvc_api import ConditionType, HealthStatus, Verdict, find_condition
+
+from isvc_operator._ports import Deps
+from isvc_operator._scope import OrderScope
+
+__all__ = ["step"]
+
+
+def _record(scope: OrderScope) -> HealthStatus:
+    """The probe's record from the status; one written before records were kept starts from Ready."""
+    previous = scope.previous
+    if previous.health is not None:
+        return previous.health
+    ready = find_condition(previous.conditions, ConditionType.READY.value)
+    if ready is not None and ready.status == "True":
+        return HealthStatus(ever_ready=True)
+    return HealthStatus()
+
+
+def step(scope: OrderScope, deps: Deps) -> Verdict:
+    """Probe once per pass; the record of the run of failures lives in status.health."""
+    if not scope.holds(ConditionType.WORKLOAD_READY):
+        return scope.waits_for(ConditionType.WORKLOAD_READY)
+    record, verdict = deps.health.check(scope.namespace, scope.name, deps.workload.service_port, scope.token,
+                                        _record(scope), scope.now)
+    scope.health = record
+    scope.requeue(deps.health.period)
+    return verdict

@@ -1,0 +1,44 @@
+"""ClassResolved: the class exists, holds, and admits the order's namespace."""
+
+from __future__ import annotations
+
+from isvc_api import InferenceServiceClass, Reason, StatusReason, Verdict
+
+from isvc_operator._policy import EffectivePolicy, class_ready
+from isvc_operator._ports import Deps
+from isvc_operator._scope import RETRY_SOON, OrderScope
+
+__all__ = ["step"]
+
+
+def step(scope: OrderScope, deps: Deps) -> Verdict:
+    """Decide the policy in force: the class's, or the built-in defaults of an order that names none."""
+    scope.constraints = None
+    name = scope.order.spec.inference_service_class_name
+    if name is None:
+        scope.policy = EffectivePolicy.builtin()
+        scope.constraints = scope.policy.constraints
+        return Verdict.ok(StatusReason.RESOLVED, "no class named: the platform's built-in defaults apply.")
+    raw = deps.cluster.klass(name)
+    if raw is None:
+        return Verdict.refuse(Reason.CLASS_NOT_FOUND, (
+            f"spec.inferenceServiceClassName names {name!r}, and no such class exists; compare "
+            "the name with the classes your administrator ships (an upgrade may have renamed it)."))
+    klass = InferenceServiceClass.model_validate(raw)
+    ready, reason, _ = class_ready(klass.status.conditions if klass.status else [])
+    if reason is None:
+        # A class just created has not been judged yet: a moment, not a refusal for anyone to fix.
+        scope.requeue(RETRY_SOON)
+        return Verdict(status="Unknown", reason=StatusReason.WAITING.value,
+                       message=f"class {name!r} has not been judged yet; asked again shortly.")
+    if not ready and reason != "PriorityClassMissing":
+        return Verdict.refuse(Reason.CLASS_NOT_READY, (
+            f"class {name!r} exists but is not ready ({reason}); this is your administrator's to fix."))
+    policy = EffectivePolicy.of(klass)
+    if not policy.admits(scope.namespace):
+        return Verdict.refuse(Reason.NAMESPACE_NOT_ALLOWED, (
+            f"class {name!r} does not admit orders from namespace {scope.namespace!r} "
+            "(admissionPolicy.allowedNamespaces); ask your administrator, or use another class."))
+    scope.policy = policy
+    scope.constraints = policy.constraints
+    return Verdict.ok(StatusReason.RESOLVED, f"class {name!r} applies.")

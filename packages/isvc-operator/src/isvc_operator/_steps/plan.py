@@ -1,0 +1,221 @@
+"""Planned: a placement and a compiled recipe, kept in the order's LaunchPlan.
+
+A stored plan is judged before it is used; one whose inputs still hold is kept without asking the
+planner; otherwise the planner is asked (with what the order holds) and the recipe compiled for its
+placement. A serving order whose recomputation fails keeps its plan in force (LaunchPlanInForce).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+import attrs
+from isvc_api import (
+    GROUP,
+    LABEL_MANAGED_BY,
+    LABEL_ORDER,
+    MANAGER,
+    VERSION,
+    ConditionType,
+    LaunchPlanSpec,
+    Reason,
+    Refusal,
+    Resolved,
+    StatusReason,
+    Verdict,
+)
+from pydantic import ValidationError
+
+from isvc_operator._ports import NO_ROOM, Deps, Obj, TemporaryError
+from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, OrderScope
+from isvc_operator._steps.displacement import PLAN_ANNOTATION, displaced
+
+__all__ = ["step"]
+
+log = logging.getLogger(__name__)
+GV = f"{GROUP}/{VERSION}"
+
+
+@attrs.frozen
+class _Stored:
+    """The LaunchPlan read this pass: None when there is none or it was just taken down."""
+
+    raw: Obj | None
+    spec: LaunchPlanSpec | None
+
+
+def _hash(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _inputs_hash(scope: OrderScope, deps: Deps) -> str:
+    assert scope.policy is not None and scope.facts is not None
+    policy = scope.policy
+    return _hash(
+        scope.order.spec.model.to_wire(), policy.class_name,
+        policy.accelerator.to_wire() if policy.accelerator else None,
+        policy.priority_class_name, scope.facts.to_wire(),
+        scope.endpoint_type.value if scope.endpoint_type else None, deps.recipes.version,
+    )
+
+
+def _field(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    path = ".".join(str(p) for p in err["loc"])
+    return f"spec.{path}: {err['msg']} (value {err.get('input')!r})"
+
+
+def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
+    """The stored LaunchPlan, judged: a refusal when it is not a placement (or the planner is down)."""
+    raw = deps.cluster.launch_plan(scope.namespace, scope.name)
+    scope.launch_plan_name = scope.name if raw is not None else None
+    if raw is None:
+        return _Stored(None, None)
+    by_module = (raw["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION) == MANAGER
+    whose = ("the module's own answer did not hold up: report this as a defect with this message"
+             if by_module else "delete the LaunchPlan and the module computes a new one")
+    try:
+        spec = LaunchPlanSpec.model_validate(raw.get("spec") or {})
+    except ValidationError as exc:
+        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                              f"LaunchPlan {scope.name!r}: {_field(exc)}; {whose}.")
+    try:
+        bad = deps.planner.judge(spec.placement)
+    except TemporaryError as exc:
+        scope.requeue(RETRY_SOON)
+        return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
+    if bad is not None:
+        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                              f"LaunchPlan {scope.name!r}: {bad.message}; {whose}.")
+    if by_module and displaced(deps.cluster, scope.key, raw):
+        _take_down(scope, deps)
+        return _Stored(None, None)
+    return _Stored(raw, spec)
+
+
+def _take_down(scope: OrderScope, deps: Deps) -> None:
+    """This order's plan lost its device to one of higher priority: its own plan and workload go."""
+    deps.cluster.delete(GV, "LaunchPlan", scope.namespace, scope.name)
+    for deployment in deps.cluster.owned("Deployment", scope.namespace, scope.name):
+        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, deployment["metadata"]["name"])
+    scope.launch_plan_name = None
+    scope.event("Warning", "Preempted", "An order of higher priority took the device this order held; its "
+                "workload is taken down and it is planned again, waiting for room if there is none.")
+
+
+def _plan_message(plan: LaunchPlanSpec) -> str:
+    p = plan.placement
+    share = f" {p.share_percent}%" if p.share_percent else ""
+    runtime = plan.runtime.recipe if plan.runtime else "no runtime"
+    return (f"{p.placement_mode.value}{share} of {p.device_count}× {p.accelerator_product_name} "
+            f"({p.device_class_name}) on {p.node_name}, runtime {runtime}.")
+
+
+def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | None) -> None:
+    scope.plan = plan
+    p, e = plan.placement, plan.estimates
+    scope.resolved = Resolved(
+        device_class=p.device_class_name, accelerator_product_name=p.accelerator_product_name,
+        accelerator_memory_gi_b=p.accelerator_memory_gi_b, placement_mode=p.placement_mode,
+        sharing_mode=p.sharing_mode, share_percent=p.share_percent, device_count=p.device_count,
+        node_name=p.node_name, required_memory_gi_b=e.required_memory_gi_b if e else None,
+        cpu=e.cpu if e else None, memory=e.memory if e else None,
+        model_volume=e.model_volume if e else None,
+        runtime=plan.runtime.recipe if plan.runtime else None, replan_count=replans, inputs_hash=inputs,
+    )
+
+
+def _serving(scope: OrderScope, deps: Deps) -> bool:
+    """Whether the order serves on the plan it holds: it was Ready, or its replicas still are.
+
+    An earlier step that failed for one pass (a Secret the cache has not seen yet) leaves Ready
+    waiting, but the workload keeps serving on its plan; that plan stays in force.
+    """
+    if any(c.type == ConditionType.READY.value and c.status == "True" for c in scope.previous.conditions):
+        return True
+    return any(int((d.get("status") or {}).get("readyReplicas") or 0) > 0
+               for d in deps.cluster.owned("Deployment", scope.namespace, scope.name))
+
+
+def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusal: Refusal) -> Verdict:
+    """A recomputation that failed: the plan in force stays for a serving order, else the refusal."""
+    if refusal.reason.retried:
+        scope.requeue(RETRY_CAPACITY)
+    existing = stored.spec
+    if existing is not None and existing.runtime is not None and _serving(scope, deps):
+        previous = scope.previous.resolved
+        replans = previous.replan_count if previous else 0
+        counted = previous is not None and previous.inputs_hash == inputs
+        _adopt(scope, existing, replans + (0 if counted else 1), inputs)
+        return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
+            f"the order runs on the plan it holds; recomputing it failed: "
+            f"{refusal.reason.value}: {refusal.message}"))
+    scope.unplaced = existing is None and refusal.reason in NO_ROOM
+    return Verdict.refuse(refusal.reason, refusal.message)
+
+
+def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
+    return {
+        "apiVersion": GV, "kind": "LaunchPlan",
+        "metadata": {"name": scope.name, "namespace": scope.namespace,
+                     "labels": {LABEL_ORDER: scope.name, LABEL_MANAGED_BY: MANAGER},
+                     "annotations": {PLAN_ANNOTATION: MANAGER},
+                     "ownerReferences": [scope.order.owner_reference()]},
+        "spec": plan.to_wire(),
+    }
+
+
+def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
+    """Ask the planner (with what the order holds), compile the recipe, and store the plan."""
+    assert scope.facts is not None and scope.policy is not None
+    requirements = deps.recipes.requirements(scope.facts, scope.endpoint_type)
+    if isinstance(requirements, Refusal):
+        return _refused(scope, deps, stored, inputs, requirements)
+    holding = stored.spec.placement if stored.spec is not None else None
+    try:
+        outcome = deps.planner.plan(scope.order, scope.facts, scope.policy, requirements, holding)
+    except TemporaryError as exc:
+        return _refused(scope, deps, stored, inputs, Refusal(
+            reason=Reason.PLANNER_REQUEST_FAILED, message=f"the planner did not answer ({exc}); retried."))
+    scope.wake.extend(outcome.placed_together)
+    if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
+        return _refused(scope, deps, stored, inputs, outcome.refusal or Refusal(
+            reason=Reason.PLANNER_REQUEST_FAILED,
+            message="the planner answered without a placement; retried."))
+    # The model is served under its name without a pinned revision, as clients ask for it.
+    served_name = scope.order.spec.model.ref.name.split("@", 1)[0]
+    compiled = deps.recipes.compile(scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates,
+                                    served_name)
+    if isinstance(compiled, Refusal):
+        deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
+        return _refused(scope, deps, stored, inputs, compiled)
+    plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
+                          inputs_hash=inputs, planned_at=scope.now)
+    deps.cluster.apply(_launch_plan(scope, plan))
+    scope.wake.extend(outcome.preempt)  # each finds out in its own pass that it was displaced
+    scope.launch_plan_name = scope.name
+    previous = scope.previous.resolved
+    replans = previous.replan_count if previous else 0
+    recomputed = stored.spec is not None or (previous is not None and previous.device_class is not None)
+    _adopt(scope, plan, replans + (1 if recomputed else 0), inputs)
+    return Verdict.ok(StatusReason.PLANNED, _plan_message(plan))
+
+
+def step(scope: OrderScope, deps: Deps) -> Verdict:
+    """Keep the stored plan while its inputs hold; otherwise compute one."""
+    if scope.facts is None or scope.policy is None:
+        return scope.waits_for(ConditionType.MODEL_RESOLVED)
+    stored = _read(scope, deps)
+    if isinstance(stored, Verdict):
+        return stored
+    inputs = _inputs_hash(scope, deps)
+    existing = stored.spec
+    if existing is not None and existing.inputs_hash == inputs and existing.runtime is not None:
+        previous = scope.previous.resolved
+        _adopt(scope, existing, previous.replan_count if previous else 0, inputs)
+        return Verdict.ok(StatusReason.PLANNED, _plan_message(existing))
+    return _compute(scope, deps, stored, inputs)

@@ -1,0 +1,157 @@
+"""The shape of a pass: the status is written whatever a step does, nothing is remembered between passes,
+and no pass touches another order's objects."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from isvc_api import (
+    GROUP,
+    VERSION,
+    ConditionType,
+    PlacementMode,
+    Reason,
+    Refusal,
+    SharingMode,
+    StartupFailure,
+    Verdict,
+)
+from isvc_operator import PlanOutcome, WorkloadUnbuildable, phase
+
+from .fakes import ESTIMATES, PLACEMENT, World, klass, order
+
+GV = f"{GROUP}/{VERSION}"
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def test_a_step_that_raises_still_gets_a_status_that_says_where_to_look(world: World) -> None:
+    ready = world.run()
+    world.cluster.fail_kind = "Deployment"
+    world.cluster.put({**order(), "metadata": {**order()["metadata"], "generation": 2}, "status": ready})
+    status = world.run()
+    workload = condition(status, "WorkloadReady")
+    assert (workload["status"], workload["reason"]) == ("Unknown", "NotJudged")
+    assert "something no one foresaw" in workload["message"] and "log" in workload["message"]
+    assert condition(status, "Ready")["reason"] == "WaitingForPreviousStep"
+    # What still holds stays; the generation is not claimed as observed; the pass backs off.
+    assert status["endpoint"] == ready["endpoint"] and status["authSecretName"] == "support-llm-auth"
+    assert status["resolved"] == ready["resolved"] and status["launchPlanName"] == "support-llm"
+    assert status["observedGeneration"] == 1
+    assert world.last is not None and world.last.failed
+
+
+def test_manifests_that_cannot_be_built_say_workload_error(world: World) -> None:
+    def unbuildable(*_: Any) -> list[Any]:
+        raise WorkloadUnbuildable("External exposure needs publicDomainTemplate")
+
+    world.workload.manifests = unbuildable  # type: ignore[method-assign]
+    status = world.run()
+    workload = condition(status, "WorkloadReady")
+    assert (workload["status"], workload["reason"]) == ("False", "WorkloadError")
+    assert "publicDomainTemplate" in workload["message"]
+    assert world.last is not None and not world.last.failed  # a refusal, not a failed pass
+
+
+def test_a_pass_that_changes_nothing_writes_nothing(world: World) -> None:
+    world.run()
+    world.run()
+    world.restart()
+    world.run()
+    assert len(world.cluster.statuses) == 1
+
+
+def test_the_startup_failure_read_once_is_handed_back_from_status_after_a_restart(world: World) -> None:
+    failure = StartupFailure(pod="p1", container="server", restart_count=3, output=["CUDA out of memory"],
+                             output_read=True)
+    world.workload.verdict = Verdict(status="False", reason="WorkloadStartupFailed", message="fails")
+    world.workload.failure = failure
+    world.run()
+    world.restart()
+    world.run()
+    assert world.workload.judged_with == [None, failure]
+
+
+def test_the_health_window_survives_a_restart(world: World) -> None:
+    world.run()
+    world.health.ok = False
+    world.run()
+    world.restart()
+    world.run()
+    assert [r.consecutive_failures for r in world.health.records] == [0, 0, 1]
+    assert world.health.records[-1].ever_ready
+
+
+def test_the_phase_is_computed_from_the_verdicts_in_one_place() -> None:
+    ok = Verdict(status="True", reason="Serving", message="")
+    blocked = Verdict(status="False", reason="ScaleUpBlocked", message="")
+    unhealthy = Verdict(status="False", reason="ServiceUnhealthy", message="")
+    ready, scaling = ConditionType.READY, ConditionType.SCALING_HEALTHY
+    assert phase({ready: ok, scaling: blocked}).value == "Degraded"
+    assert phase({ready: unhealthy}).value == "Failed"
+    assert phase({ready: ok}).value == "Ready"
+    assert phase({}).value == "Pending"
+
+
+def _plan(world: World, name: str, share: int, priority_class: str | None, minutes: int) -> None:
+    """An order on the default class (or a class with a priority) holding `share` % of the one device."""
+    class_name = f"prio-{priority_class}" if priority_class else "default-llm"
+    if priority_class:
+        world.cluster.put(klass(class_name, priorityClassName=priority_class))
+    obj = order(name=name, klass=class_name)
+    world.cluster.put(obj)
+    placement = PLACEMENT.model_copy(update={"placement_mode": PlacementMode.SHARED,
+                                             "sharing_mode": SharingMode.SHARES, "share_percent": share})
+    world.planner.outcome = PlanOutcome(placement=placement, estimates=ESTIMATES, refusal=None, preempt=[])
+    world.clock_offset = timedelta(minutes=minutes)
+    world.run(obj)
+
+
+def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(world: World) -> None:
+    world.cluster.priority_classes = {"gold": 1000}
+    _plan(world, "low", 60, None, minutes=0)
+    assert world.cluster.owned("Deployment", "team-a", "low")
+    before = copy.deepcopy(world.cluster.objects)
+    _plan(world, "vip", 60, "gold", minutes=1)  # the planner gave the device to the higher priority
+    assert world.planner.outcome.preempt == []
+    # The preemptor's pass touched nothing of the other order.
+    def of_low(objects: dict[Any, Any]) -> dict[Any, Any]:
+        return {k: v for k, v in objects.items() if k[2] == "low" and k[0] != "InferenceService"}
+
+    assert of_low(world.cluster.objects) == of_low(before)
+    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="no room"),
+                                        [])
+    world.restart()  # the victim finds out from the LaunchPlans alone
+    status = world.run(order(name="low"))
+    assert world.cluster.launch_plan("team-a", "low") is None
+    assert world.cluster.owned("Deployment", "team-a", "low") == []
+    assert world.cluster.launch_plan("team-a", "vip") is not None
+    assert condition(status, "Planned")["reason"] == "NoCapacity"
+    assert ("low", "Warning", "Preempted") in [e[:3] for e in world.cluster.events]
+    assert "vip" not in next(e for e in world.cluster.events if e[0] == "low")[3]  # no other tenant named
+
+
+def test_co_placed_orders_that_fit_the_device_are_not_displaced(world: World) -> None:
+    world.cluster.priority_classes = {"gold": 1000}
+    _plan(world, "low", 40, None, minutes=0)
+    _plan(world, "vip", 60, "gold", minutes=1)
+    world.run(order(name="low"))
+    assert world.cluster.launch_plan("team-a", "low") is not None
+
+
+def test_the_preemptor_names_its_victims_to_be_passed_at_once(world: World) -> None:
+    placement = PLACEMENT
+    world.planner.outcome = PlanOutcome(placement=placement, estimates=ESTIMATES, refusal=None,
+                                        preempt=[("team-b", "victim")])
+    world.run()
+    assert world.last is not None and world.last.wake == (("team-b", "victim"),)
