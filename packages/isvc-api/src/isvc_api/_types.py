@@ -365,7 +365,9 @@ class InferenceServiceStatus(Wire):
     model: ModelStatus | None = Field(default=None, description="What was decided about the model.")
     constraints: Constraints | None = Field(default=None, description="Bounds in force.")
     resolved: Resolved | None = Field(default=None, description="What the platform assigned.")
-    launch_plan_name: str | None = Field(default=None, description="The LaunchPlan in force.")
+    launch_plan_name: str | None = Field(
+        default=None, description="The order's LaunchPlan, while one exists (in force or refused)."
+    )
     startup_failure: StartupFailure | None = Field(
         default=None,
         description="The container last seen failing to start, with its output as read once; cleared when "
