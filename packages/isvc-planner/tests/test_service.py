@@ -23,8 +23,6 @@ from isvc_planner._cli import openapi_document
 from isvc_planner_client import (
     OrderRef,
     PlannerClient,
-    PlannerProtocolError,
-    PlannerUnavailableError,
     PlanRequest,
 )
 from isvc_testing import (
@@ -123,32 +121,6 @@ def test_readiness_waits_for_the_inventory() -> None:
     with serve(Inventory()) as url:
         assert httpx.get(f"{url}/readyz").status_code == 503
         assert httpx.get(f"{url}/healthz").status_code == 200
-
-
-def test_unreachable_planner_is_temporary(models: dict[str, ModelFacts]) -> None:
-    with (
-        PlannerClient(f"http://127.0.0.1:{_free_port()}", timeout=1) as client,
-        pytest.raises(PlannerUnavailableError),
-    ):
-        client.plan(PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"]))
-
-
-@pytest.mark.parametrize(("status", "error"), [(503, PlannerUnavailableError), (422, PlannerProtocolError)])
-def test_server_errors_are_typed(models: dict[str, ModelFacts], status: int, error: type[Exception]) -> None:
-    transport = httpx.MockTransport(lambda request: httpx.Response(status, text="nope"))
-    with PlannerClient("http://127.0.0.1:1", transport=transport) as client, pytest.raises(error):
-        client.plan(PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"]))
-
-
-def test_timeouts_are_temporary(models: dict[str, ModelFacts]) -> None:
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
-
-    with (
-        PlannerClient("http://127.0.0.1:1", transport=httpx.MockTransport(slow)) as client,
-        pytest.raises(PlannerUnavailableError),
-    ):
-        client.plan(PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"]))
 
 
 def test_openapi_file_matches_the_app() -> None:

@@ -1,0 +1,82 @@
+"""The client maps transport failures to its two errors; quantities and selectors parse without a server."""
+
+from __future__ import annotations
+
+import socket
+from decimal import Decimal
+
+import httpx
+import pytest
+from isvc_api import ModelFacts, ModelSource
+from isvc_planner_client import (
+    CelJudge,
+    OrderRef,
+    PlannerClient,
+    PlannerProtocolError,
+    PlannerUnavailableError,
+    PlanRequest,
+    QuantityError,
+    SelectorError,
+    parse_quantity,
+    quantity_bytes,
+)
+
+REQUEST = PlanRequest(order=OrderRef(namespace="ns", name="a"),
+                      facts=ModelFacts(source=ModelSource.HUGGING_FACE, name="Qwen/Qwen2.5-7B-Instruct"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_planner_is_temporary() -> None:
+    with (
+        PlannerClient(f"http://127.0.0.1:{_free_port()}", timeout=1) as client,
+        pytest.raises(PlannerUnavailableError),
+    ):
+        client.plan(REQUEST)
+
+
+@pytest.mark.parametrize(("status", "error"), [(503, PlannerUnavailableError), (422, PlannerProtocolError)])
+def test_server_errors_are_typed(status: int, error: type[Exception]) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, text="nope"))
+    with PlannerClient("http://127.0.0.1:1", transport=transport) as client, pytest.raises(error):
+        client.plan(REQUEST)
+
+
+def test_a_timeout_is_temporary() -> None:
+    def slow(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    with (
+        PlannerClient("http://127.0.0.1:1", transport=httpx.MockTransport(slow)) as client,
+        pytest.raises(PlannerUnavailableError),
+    ):
+        client.plan(REQUEST)
+
+
+def test_an_answer_off_the_contract_is_a_protocol_error() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"answers": [{}, {}]}))
+    with PlannerClient("http://127.0.0.1:1", transport=transport) as client, pytest.raises(PlannerProtocolError):
+        client.plan_many([REQUEST])  # two answers for one order
+
+
+@pytest.mark.parametrize(("text", "value"), [("80Gi", Decimal(80 * 2**30)), ("500m", Decimal("0.5")),
+                                             ("1.5e3", Decimal(1500)), ("100", Decimal(100))])
+def test_quantities_parse_as_kubernetes_writes_them(text: str, value: Decimal) -> None:
+    assert parse_quantity(text) == value
+
+
+def test_a_quantity_rounds_up_to_whole_units_and_nonsense_is_refused() -> None:
+    assert quantity_bytes("500m") == 1
+    with pytest.raises(QuantityError):
+        parse_quantity("eighty gigs")
+
+
+def test_a_selector_that_does_not_compile_is_told_apart() -> None:
+    judge = CelJudge()
+    judge.check("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA')")
+    with pytest.raises(SelectorError):
+        judge.check("device.attributes[")
