@@ -59,7 +59,10 @@ def test_a_timeout_is_temporary() -> None:
 
 def test_an_answer_off_the_contract_is_a_protocol_error() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"answers": [{}, {}]}))
-    with PlannerClient("http://127.0.0.1:1", transport=transport) as client, pytest.raises(PlannerProtocolError):
+    with (
+        PlannerClient("http://127.0.0.1:1", transport=transport) as client,
+        pytest.raises(PlannerProtocolError),
+    ):
         client.plan_many([REQUEST])  # two answers for one order
 
 
