@@ -184,3 +184,18 @@ def test_a_release_the_planner_does_not_answer_is_left_to_lapse() -> None:
 
     service = Port(PlannerClient("http://planner", transport=httpx.MockTransport(down)))
     service.release("ns", "o0")  # no error: the reservation lapses on its own
+
+
+def test_after_a_restart_the_waiting_orders_rejoin_on_their_next_pass_and_are_placed_together(
+    world: Any,
+) -> None:
+    inv, wire, service, _, _ = world
+    for i in range(5):
+        ask(service, i)
+    fresh = Port(service.room.client)  # a restarted controller: an empty room
+    for i in range(5):  # every order gets a pass as the informers list; the waiting ones rejoin
+        assert ask(fresh, i).refusal.reason == Reason.NO_CAPACITY
+    assert fresh.waiting() == service.waiting()
+    inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
+    assert ask(fresh, 5).placement is not None
+    assert sorted(fresh.queued) == [("ns", f"o{i}") for i in (0, 1, 3, 4)]  # the same decision as before
