@@ -189,7 +189,7 @@ def test_a_release_the_planner_does_not_answer_is_left_to_lapse() -> None:
 def test_after_a_restart_the_waiting_orders_rejoin_on_their_next_pass_and_are_placed_together(
     world: Any,
 ) -> None:
-    inv, wire, service, _, _ = world
+    inv, _, service, _, _ = world
     for i in range(5):
         ask(service, i)
     fresh = Port(service.room.client)  # a restarted controller: an empty room
