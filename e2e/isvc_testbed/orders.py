@@ -123,6 +123,19 @@ class Orders:
                 return None
             raise
 
+    def events(self, name: str) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the events on order `name`, as alice reads them, oldest first."""
+        items: list[Any] = k8s.CoreV1Api(self.alice_api).list_namespaced_event(
+            self.ns, field_selector=f"involvedObject.kind=InferenceService,involvedObject.name={name}").items
+        items.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
+        return [(e.type, e.reason, e.message) for e in items]
+
+    def templates(self, name: str) -> set[str]:
+        """Names of the ResourceClaimTemplates labelled as made for order `name`."""
+        items: list[Any] = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim_template(
+            self.ns).items
+        return {t.metadata.name for t in items if (t.metadata.labels or {}).get(LABEL_ORDER) == name}
+
     def claims(self, name: str) -> list[Any]:
         """The ResourceClaims labelled as held by order `name`."""
         items: list[Any] = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items

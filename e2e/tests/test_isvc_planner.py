@@ -297,8 +297,13 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
     try:
         bed.order(name, QWEN, klass)
         status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-        assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "outside 1..100",
-                       "delete the LaunchPlan")
+        message = assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150",
+                                 "outside 1..100", "delete the LaunchPlan")
+        # Issue 16: the name the FAQ's recovery one-liner reads stays while the plan exists, and the
+        # message says what to do once.
+        assert status["launchPlanName"] == name
+        assert message.lower().count("delete the launchplan") == 1
+        assert ("Warning", "LaunchPlanNotAPlacement") in [e[:2] for e in bed.events(name)]
         time.sleep(5)  # judged, never trusted, never overwritten
         assert bed.plan(name)["spec"]["placement"]["sharePercent"] == 150  # type: ignore[index]
     finally:
@@ -319,8 +324,10 @@ def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None
         "spec": {"placement": {"sharePercent": 150}}})
     status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
     assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
+    count = status["resolved"]["replanCount"]
     bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
-    bed.wait_ready(name)
+    status = bed.wait_ready(name)
+    assert status["resolved"]["replanCount"] == count + 1  # issue 16: the recomputation counts
 
 
 def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(bed: Bed) -> None:
@@ -348,3 +355,22 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     status = bed.wait(name, lambda s: condition(s, "Planned").get("reason") == "Planned"
                       and s["resolved"]["replanCount"] == count + 2, 60, "replanned onto Llama-3.1-8B")
     assert "meta-llama/Llama-3.1-8B-Instruct" in bed.plan(name)["spec"]["runtime"]["args"]  # type: ignore[index]
+
+
+def test_a_ready_order_edited_to_a_model_on_another_share_rolls_onto_a_new_claim_template(bed: Bed) -> None:
+    """Issue 16: the API server refused the claim template's update (its spec is immutable), so the order
+    stayed WorkloadError until the edit was reverted."""
+    klass = bed.klass("plan-h100-reshare", selector=H100_ONLY)
+    name = bed.order("reshare", "Qwen/Qwen2.5-32B-Instruct-AWQ", klass)
+    before = bed.wait_ready(name)
+    old = bed.templates(name)
+    bed.set_model(name, QWEN)
+    status = bed.wait(name, lambda s: s.get("phase") == "Ready"
+                      and condition(s, "Planned")["reason"] == "Planned"
+                      and s["resolved"]["sharePercent"] != before["resolved"]["sharePercent"], 90,
+                      "Ready again on another share")
+    assert condition(status, "WorkloadReady")["reason"] == "WorkloadAvailable"
+    wait_for(lambda: bed.templates(name) and not bed.templates(name) & old, 60,
+             what="the workload on a new claim template, the old one gone")
+    reasons = [e[1] for e in bed.events(name)]
+    assert "Planned" in reasons and "Serving" in reasons  # issue 16: the order tells its story in events

@@ -155,3 +155,19 @@ def test_the_preemptor_names_its_victims_to_be_passed_at_once(world: World) -> N
                                         preempt=[("team-b", "victim")])
     world.run()
     assert world.last is not None and world.last.wake == (("team-b", "victim"),)
+
+
+def test_every_change_of_reason_is_an_event_and_a_pass_that_changes_nothing_says_nothing(world: World) -> None:
+    """Issue 16: `kubectl describe` showed `Events: <none>` through creation, refusals and recovery."""
+    world.run()
+    first = [e[1:3] for e in world.cluster.events]
+    assert first == [("Normal", "Resolved"), ("Normal", "Resolved"), ("Normal", "Planned"),
+                     ("Normal", "WorkloadAvailable"), ("Normal", "Serving"), ("Normal", "ScalingOK")]
+    world.run()
+    assert len(world.cluster.events) == len(first)
+    world.planner.down = True
+    world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")
+    world.run()
+    new = world.cluster.events[len(first):]
+    assert ("Warning", "PlannerRequestFailed") in [e[1:3] for e in new]
+    assert all(e[3].startswith(("Planned: ", "WorkloadReady: ", "Ready: ", "ScalingHealthy: ")) for e in new)

@@ -38,6 +38,7 @@ from isvc_workload import (
     ingress,
     model_volume_size,
     read_token,
+    claim_template_name,
     resource_claim_template,
     service,
 )
@@ -71,7 +72,8 @@ def test_every_child_is_named_after_the_order_labelled_and_owned_by_it(kind: str
     manifest = BUILDERS[kind](make_inputs())
     assert manifest is not None
     meta = manifest["metadata"]
-    assert (manifest["kind"], meta["name"], meta["namespace"]) == (kind, NAMES.get(kind, "llm-a"), "team")
+    name = claim_template_name(make_inputs()) if kind == "ResourceClaimTemplate" else NAMES.get(kind, "llm-a")
+    assert (manifest["kind"], meta["name"], meta["namespace"]) == (kind, name, "team")
     assert {k: meta["labels"][k] for k in (LABEL_ORDER, LABEL_MANAGED_BY, "heritage", "module")} == {
         LABEL_ORDER: "llm-a",
         LABEL_MANAGED_BY: MANAGER,
@@ -199,6 +201,17 @@ def test_the_claim_template_requests_the_planned_devices(
     assert [{"name": "gpu", "exactly": expected}] == manifest["spec"]["spec"]["devices"]["requests"]
 
 
+def test_a_plan_that_needs_another_claim_gets_another_template_and_the_same_one_keeps_its_name() -> None:
+    """Issue 16: the API server refuses an edit of a template's spec, so a new share is a new template."""
+    shared = _placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES, share_percent=31)
+    smaller = shared.model_copy(update={"share_percent": 27})
+    first, again = (claim_template_name(make_inputs(placement=shared)) for _ in range(2))
+    other = claim_template_name(make_inputs(placement=smaller))
+    assert first == again != other
+    rolled = deployment(make_inputs(placement=smaller), SETTINGS)["spec"]["template"]["spec"]["resourceClaims"]
+    assert rolled == [{"name": "gpu", "resourceClaimTemplateName": other}]
+
+
 def test_claims_made_from_the_template_carry_the_order_and_its_priority() -> None:
     labels = resource_claim_template(make_inputs(priority=1000))["spec"]["metadata"]["labels"]
     assert (labels[LABEL_ORDER], labels[LABEL_PRIORITY]) == ("llm-a", "1000")
@@ -252,7 +265,9 @@ def test_replicas_come_from_the_constraints(constraints: Constraints | None, rep
 def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it() -> None:
     manifest = deployment(make_inputs(), SETTINGS)
     pod_spec = manifest["spec"]["template"]["spec"]
-    assert pod_spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "llm-a"}]
+    template = resource_claim_template(make_inputs())["metadata"]["name"]
+    assert template.startswith("llm-a-")
+    assert pod_spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template}]
     assert _container(manifest)["resources"] == {
         "requests": {"cpu": "4", "memory": "24Gi"},
         "claims": [{"name": "gpu"}],

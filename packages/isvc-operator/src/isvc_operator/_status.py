@@ -11,16 +11,18 @@ from isvc_api import (
     Condition,
     ConditionType,
     InferenceServiceStatus,
+    StatusReason,
     Phase,
     Reason,
     Verdict,
+    find_condition,
     set_condition,
 )
 
 from isvc_operator._ports import Cluster
 from isvc_operator._scope import OrderScope, kept
 
-__all__ = ["ORDERED", "build", "first_not_true", "phase", "write"]
+__all__ = ["ORDERED", "build", "changes", "first_not_true", "phase", "write"]
 
 ORDERED = [
     ConditionType.CLASS_RESOLVED,
@@ -97,3 +99,19 @@ def write(scope: OrderScope, cluster: Cluster) -> bool:
         "status": status,
     })
     return True
+
+
+def changes(scope: OrderScope) -> list[tuple[str, str, str]]:
+    """An event for each condition whose status or reason moved on this pass (not for every pass): Normal
+    when it holds, Warning otherwise; a condition merely waiting on an earlier one says nothing new."""
+    events = []
+    for type_ in ORDERED:
+        verdict = scope.verdicts.get(type_)
+        if verdict is None or verdict.reason == StatusReason.WAITING.value:
+            continue
+        last = find_condition(scope.previous.conditions, type_.value)
+        if last is not None and (last.status, last.reason) == (verdict.status, verdict.reason):
+            continue
+        kind = "Normal" if verdict.holds else "Warning"
+        events.append((kind, verdict.reason, f"{type_.value}: {verdict.message}"))
+    return events

@@ -639,9 +639,9 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
     """LaunchPlanNotAPlacement when a stored placement is not one; None when it is."""
 
     def no(field_name: str, value: object, why: str) -> Refusal:
-        return Refusal(reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, message=(
-            f"The launch plan is not a placement: {field_name}={value!r} {why}. Delete the LaunchPlan "
-            "and the module computes a new one; if the module wrote it, report this message."))
+        # The fact only: whose fix it is (delete a hand-written plan, or report the module's) the caller says.
+        return Refusal(reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                       message=f"the launch plan is not a placement: {field_name}={value!r} {why}")
 
     share = placement.share_percent
     if share is not None and not share_in_range(share):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
@@ -10,7 +12,7 @@ from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode, share_in_range
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._errors import PlanNotExpressible
 
-__all__ = ["CLAIM_NAME", "resource_claim_template", "uuid_selector"]
+__all__ = ["CLAIM_NAME", "claim_template_name", "resource_claim_template", "uuid_selector"]
 
 CLAIM_NAME = "gpu"  # the request name, the pod's claim name and the container's claim reference
 
@@ -33,8 +35,7 @@ def uuid_selector(driver: str, uuids: list[str]) -> str:
     return f"device.driver == {_cel_string(driver)} && {test}"
 
 
-def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
-    """The claim template of the order's workload, pinned to the planned devices when the plan names them."""
+def _claim_spec(inputs: WorkloadInputs) -> dict[str, Any]:
     placement = inputs.placement
     if not placement.device_class_name:
         raise PlanNotExpressible(
@@ -70,12 +71,22 @@ def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
             requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
         exactly["capacity"] = {"requests": requests}
     labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
+    return {"metadata": {"labels": labels},
+            "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}}}
+
+
+def claim_template_name(inputs: WorkloadInputs) -> str:
+    """`{order}-{hash of the claim spec}`: the API server never changes a template's spec, so a plan that
+    needs another claim gets a new template (and the workload rolls onto it) instead of an edit it refuses."""
+    blob = json.dumps(_claim_spec(inputs), sort_keys=True).encode()
+    return f"{inputs.name}-{hashlib.sha256(blob).hexdigest()[:8]}"
+
+
+def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
+    """The claim template of the order's workload, pinned to the planned devices when the plan names them."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": child_metadata(inputs.order, inputs.name),
-        "spec": {
-            "metadata": {"labels": labels},
-            "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}},
-        },
+        "metadata": child_metadata(inputs.order, claim_template_name(inputs)),
+        "spec": _claim_spec(inputs),
     }

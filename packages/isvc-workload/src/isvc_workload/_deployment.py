@@ -6,7 +6,7 @@ from typing import Any
 
 from isvc_api import LABEL_ORDER, Authentication, ExposureType, ModelSource
 
-from isvc_workload._claim_template import CLAIM_NAME
+from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
@@ -144,7 +144,7 @@ def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
         tls = {"secretName": tls_secret_name(name), "optional": True}
         volumes.append({"name": _TLS_VOLUME, "secret": tls})
     pod_spec: dict[str, Any] = {
-        "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": name}],
+        "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
         "containers": [_container(inputs, settings)],
         "volumes": volumes,
         "enableServiceLinks": False,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-from isvc_api import ConditionType, EndpointStatus, Reason, Verdict
+from isvc_api import ConditionType, EndpointStatus, Reason, Verdict, find_condition
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope
@@ -34,29 +35,51 @@ def _auth_secret(scope: OrderScope, deps: Deps) -> str | None:
 
 
 def _refused_by_cluster(exc: Exception) -> str | None:
-    """The API server's own words when it refused one of our manifests (4xx, not a conflict or a throttle)."""
+    """The API server's own words when it refused one of our manifests (4xx, not a conflict or a throttle):
+    the `message` of the Status it answered, not the raw body."""
     status = getattr(exc, "status", None)
     if status is None or not 400 <= int(status) < 500 or int(status) in (409, 429):
         return None
-    return str(getattr(exc, "body", "") or exc)
+    body = str(getattr(exc, "body", "") or exc)
+    try:
+        said = json.loads(body)
+    except ValueError:
+        return body
+    return str(said.get("message") or body) if isinstance(said, dict) else body
+
+
+def _refused(scope: OrderScope, manifest: Obj, words: str) -> Verdict:
+    what = f"{manifest['kind']} {manifest['metadata']['name']}"
+    message = f"the cluster refused the workload's {what}; the API server said: {words}"
+    last = find_condition(scope.previous.conditions, ConditionType.WORKLOAD_READY.value)
+    if last is None or last.message != message:  # once per refusal, not once per pass
+        log.warning("%s/%s: %s", scope.namespace, scope.name, message)
+    return Verdict.refuse(Reason.WORKLOAD_ERROR, message)
 
 
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
-    try:
-        for manifest in manifests:
+    for manifest in manifests:
+        try:
             deps.cluster.apply(manifest)
-    except Exception as exc:
-        words = _refused_by_cluster(exc)
-        if words is None:
-            raise
-        return Verdict.refuse(Reason.WORKLOAD_ERROR, f"the cluster refused the workload: {words[:400]}")
-    current = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
-    # Claim templates are immutable: a new plan gets a new one, and the old ones go.
-    for template in deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name):
-        if template["metadata"]["name"] not in current:
-            deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace,
-                                template["metadata"]["name"])
+        except Exception as exc:
+            words = _refused_by_cluster(exc)
+            if words is None:
+                raise
+            return _refused(scope, manifest, words)
+    _prune_templates(scope, deps, {m["metadata"]["name"] for m in manifests
+                                   if m["kind"] == "ResourceClaimTemplate"})
     return None
+
+
+def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
+    """A plan that needs another claim rolls onto a new template; an old one goes once no pod uses it."""
+    in_use = {claim.get("resourceClaimTemplateName")
+              for pod in deps.cluster.owned("Pod", scope.namespace, scope.name)
+              for claim in (pod.get("spec") or {}).get("resourceClaims") or []}
+    for template in deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name):
+        name = template["metadata"]["name"]
+        if name not in current and name not in in_use:
+            deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace, name)
 
 
 def step(scope: OrderScope, deps: Deps) -> Verdict:

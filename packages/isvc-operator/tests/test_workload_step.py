@@ -1,0 +1,83 @@
+"""WorkloadReady's own duties: the API server's words when it refuses, claim templates rolled, not edited."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from isvc_api import GROUP, VERSION
+from isvc_operator import PlanOutcome
+
+from .fakes import ESTIMATES, PLACEMENT, World, order
+
+GV = f"{GROUP}/{VERSION}"
+STATUS_422 = json.dumps({
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+    "message": 'ResourceClaimTemplate.resource.k8s.io "support-llm" is invalid: spec: Invalid value: '
+               '"object": field is immutable',
+    "details": {"name": "support-llm", "kind": "ResourceClaimTemplate",
+                "causes": [{"reason": "FieldValueInvalid", "message": "x" * 600, "field": "spec"}]},
+})
+
+
+class Refused(Exception):
+    def __init__(self) -> None:
+        super().__init__("422")
+        self.status = 422
+        self.body = STATUS_422
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def workload(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "WorkloadReady")
+
+
+def test_a_refusal_ends_with_the_api_servers_own_words_and_is_logged_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 16: the message was the raw body cut at 400 characters, so the cause never showed."""
+    real = world.cluster.apply
+
+    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+        if manifest["kind"] == "ResourceClaimTemplate":
+            raise Refused
+        return real(manifest)
+
+    monkeypatch.setattr(world.cluster, "apply", apply)
+    with caplog.at_level(logging.WARNING):
+        status = world.run()
+        world.run()
+    message = workload(status)["message"]
+    assert workload(status)["reason"] == "WorkloadError"
+    assert message.endswith('the API server said: ResourceClaimTemplate.resource.k8s.io "support-llm" is '
+                            'invalid: spec: Invalid value: "object": field is immutable')
+    assert "{" not in message
+    assert [r.message for r in caplog.records].count(f"team-a/support-llm: {message}") == 1
+
+
+def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_uses_it(world: World) -> None:
+    world.run()
+    [old] = world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")
+    world.cluster.put({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "p1", "namespace": "team-a",
+                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}},
+                       "spec": {"resourceClaims": [{"name": "gpu",
+                                                    "resourceClaimTemplateName": old["metadata"]["name"]}]}})
+    moved = PLACEMENT.model_copy(update={"node_name": "gpu-h100-1", "pool": "gpu-h100-1"})
+    world.planner.outcome = PlanOutcome(placement=moved, estimates=ESTIMATES, refusal=None, preempt=[])
+    edited = order(model="Qwen/Qwen2.5-14B-Instruct")
+    world.cluster.put({**edited, "metadata": {**edited["metadata"], "generation": 2},
+                       "status": world.cluster.status_of("team-a", "support-llm")})
+    world.run(edited)
+    names = {t["metadata"]["name"] for t in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")}
+    assert names == {old["metadata"]["name"], "support-llm-gpu-h100-1"}  # the old pod still uses the old one
+    world.cluster.delete("v1", "Pod", "team-a", "p1")
+    world.run(edited)
+    names = {t["metadata"]["name"] for t in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")}
+    assert names == {"support-llm-gpu-h100-1"}
