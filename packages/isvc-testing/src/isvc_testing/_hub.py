@@ -23,9 +23,8 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
-
 from isvc_catalog import DTYPE_BYTES, TORCH_DTYPES, build_header
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["FixtureModel", "StandinHub", "load_fixtures", "main", "packaged_fixtures"]
 
