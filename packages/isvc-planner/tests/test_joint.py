@@ -11,6 +11,7 @@ from isvc_planner import (
     Planner,
     PlanRequest,
 )
+from isvc_planner._joint import Kind, most_placed
 from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
@@ -19,7 +20,6 @@ from isvc_testing import (
     fleet_slice,
 )
 from isvc_testing._bench import _facts, instance, need_of, optimum, units_for
-from isvc_planner._joint import Kind, most_placed
 
 GIB = 1 << 30
 

@@ -24,12 +24,12 @@ from isvc_planner import (
     PlanRequest,
     create_app,
 )
+from isvc_planner._cli import openapi_document
 from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,
 )
-from isvc_planner._cli import openapi_document
 
 
 def _free_port() -> int:

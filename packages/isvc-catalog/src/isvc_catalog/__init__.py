@@ -21,8 +21,8 @@ from isvc_catalog._hub import DEFAULT_ENDPOINT, HubClient
 from isvc_catalog._kube import KubeCatalogApi
 from isvc_catalog._policy import admit
 from isvc_catalog._refs import RepoRef, parse_repo_ref
-from isvc_catalog._safetensors import DTYPE_BYTES, TORCH_DTYPES, build_header
 from isvc_catalog._resolver import ModelHub, Resolver, auth_secret_not_found
+from isvc_catalog._safetensors import DTYPE_BYTES, TORCH_DTYPES, build_header
 
 __all__ = [
     "CATALOG_GROUP",
@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "DTYPE_BYTES",
     "PLURALS",
+    "TORCH_DTYPES",
     "Absent",
     "CatalogApi",
     "CatalogError",
@@ -43,7 +44,6 @@ __all__ = [
     "Resolver",
     "SettingsError",
     "SourceUnavailableError",
-    "TORCH_DTYPES",
     "TemporaryError",
     "admit",
     "auth_secret_not_found",
