@@ -16,10 +16,6 @@ from isvc_runtime_recipes import load_recipes
 
 DOCS = Path(__file__).resolve().parent
 FAQS = ("FAQ.md", "FAQ.ru.md")
-# Written by a generator from the CRDs, not by hand: links to them may precede the files.
-GENERATED = frozenset({"CR.md", "CR.ru.md"})
-# Pages of other packages the docs link to; they are written alongside, and checked once they exist.
-ELSEWHERE = frozenset({"../packages/isvc-runtime-recipes/README.md"})
 PAGES = (
     "README", "USER_GUIDE", "FAQ", "CONFIGURATION", "RECIPES", "EXAMPLES", "SCENARIO", "RELEASE_NOTES",
 )
@@ -161,10 +157,7 @@ def test_every_russian_page_has_an_english_twin() -> None:
 
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")), ids=str)
 def test_relative_links_resolve(page: str) -> None:
-    broken = [
-        t for t in local_links(_read(page))
-        if t and Path(t).name not in GENERATED and t not in ELSEWHERE and not (DOCS / t).exists()
-    ]
+    broken = [t for t in local_links(_read(page)) if t and not (DOCS / t).exists()]
     assert broken == []
 
 
@@ -172,18 +165,9 @@ def test_relative_links_resolve(page: str) -> None:
 def test_links_to_sections_land_on_a_heading(page: str) -> None:
     broken = [
         f"{target}#{fragment}" for target, fragment in fragment_links(_read(page))
-        if (target or page) not in GENERATED and (target == "" or target.endswith(".md"))
-        and fragment not in anchors(_read(target or page))
+        if (target == "" or target.endswith(".md")) and fragment not in anchors(_read(target or page))
     ]
     assert broken == []
-
-
-@pytest.mark.parametrize("target", sorted(ELSEWHERE))
-def test_pages_of_other_packages_exist_once_their_package_does(target: str) -> None:
-    package = (DOCS / target).parent
-    if not package.is_dir():
-        pytest.skip(f"{package.name} is not in this checkout yet")
-    assert (DOCS / target).is_file()
 
 
 @pytest.mark.parametrize("index", ["README.md", "README.ru.md"])

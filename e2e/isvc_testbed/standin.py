@@ -3,9 +3,13 @@
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
 `/v1/chat/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
 is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API (cached a few seconds);
-without that Secret no token is accepted, unless the order was switched to authentication None. Tests
-steer orders through control calls: `fail`/`heal` (503 or normal answers), `set_auth_none`, `set_model`;
-the same over HTTP under `/_control/`.
+without that Secret no token is accepted, unless the order was switched to authentication None.
+`/v1/models` lists exactly the name the order's compiled runtime serves: the value of
+`--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in its LaunchPlan's `spec.runtime.args`, read
+through the Kubernetes API like the Secret; with no LaunchPlan or runtime it lists nothing, as no server
+would run. Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
+`set_auth_none`, `set_model` (list another name, as a misconfigured runtime would); the same over HTTP
+under `/_control/`.
 
 Simulated pod and Service IPs have nothing behind them: the controller reaches this server only through its
 endpoint-resolution seam, with the URL template `http://127.0.0.1:{port}/{namespace}/{name}`.
@@ -34,10 +38,27 @@ from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._kube import api_client
 
-__all__ = ["OrderState", "SecretTokens", "StandIn", "TokenSource", "main"]
+__all__ = ["LaunchPlanNames", "OrderState", "SecretTokens", "ServedNameSource", "StandIn", "TokenSource",
+           "main", "served_name"]
 
 TokenSource = Callable[[str, str], str | None]
 """(namespace, order name) -> the token the order accepts, or None when it has no auth Secret."""
+ServedNameSource = Callable[[str, str], str | None]
+"""(namespace, order name) -> the model name its compiled runtime serves, or None without one."""
+
+# The flags the shipped recipes pass the served name with (packages/isvc-runtime-recipes/.../recipes/):
+# vllm-*.yaml and tei-*.yaml `--served-model-name {servedName}`, llamacpp-*.yaml `--alias {servedName}`.
+SERVED_NAME_FLAGS = ("--served-model-name", "--alias")
+GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
+
+
+def served_name(args: Sequence[str]) -> str | None:
+    """The name a runtime started with these arguments serves, or None when none of the flags is there."""
+    for flag in SERVED_NAME_FLAGS:
+        if flag in args:
+            i = list(args).index(flag)
+            return args[i + 1] if i + 1 < len(args) else None
+    return None
 
 
 @dataclass
@@ -77,6 +98,35 @@ class SecretTokens:
             return token
 
 
+class LaunchPlanNames:
+    """Reads the served name from LaunchPlan `{name}`.spec.runtime.args, caching answers (also misses)
+    briefly, as a replanned order's runtime may change."""
+
+    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
+        self._custom = k8s.CustomObjectsApi(api)
+        self._ttl = ttl
+        self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, namespace: str, name: str) -> str | None:
+        key = (namespace, name)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and time.monotonic() - hit[0] < self._ttl:
+                return hit[1]
+            try:
+                plan: Any = self._custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, "launchplans", name)
+                runtime = (plan.get("spec") or {}).get("runtime") or {}
+                served = served_name([str(a) for a in runtime.get("args") or []])
+            except ApiException as e:
+                if e.status not in (403, 404):
+                    raise
+                served = None
+            self._cache[key] = (time.monotonic(), served)
+            return served
+
+
 def _vector(text: str, dim: int = 8) -> list[float]:
     digest = hashlib.sha256(text.encode()).digest()
     return [round((b - 128) / 128, 4) for b in digest[:dim]]
@@ -85,10 +135,12 @@ def _vector(text: str, dim: int = 8) -> list[float]:
 class StandIn:
     """The stand-in server. `start()` returns the base URL; `stop()` closes the port."""
 
-    def __init__(self, token_source: TokenSource, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, token_source: TokenSource, served_names: ServedNameSource,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         if host != "127.0.0.1":
             raise ValueError("the stand-in listens on 127.0.0.1 only")
         self._tokens = token_source
+        self._served = served_names
         self._host, self._port = host, port
         self._orders: dict[tuple[str, str], OrderState] = {}
         self._lock = threading.Lock()
@@ -97,9 +149,9 @@ class StandIn:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0, ttl: float = 3.0) -> StandIn:
-        """A stand-in that reads auth Secrets with the given (admin) kubeconfig."""
+        """A stand-in that reads auth Secrets and LaunchPlans with the given (admin) kubeconfig."""
         api = api_client(kubeconfig)
-        return cls(SecretTokens(api, ttl), port=port)
+        return cls(SecretTokens(api, ttl), LaunchPlanNames(api, ttl), port=port)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -171,8 +223,13 @@ class StandIn:
         self.order(namespace, name).auth_none = none
 
     def set_model(self, namespace: str, name: str, model: str | None) -> None:
-        """The model id /v1/models reports (default: the order name)."""
+        """The model id /v1/models reports instead of the served name (None: the served name again)."""
         self.order(namespace, name).model = model
+
+    def served(self, namespace: str, name: str) -> str | None:
+        """The model id /v1/models reports for the order now, None when it lists none."""
+        override = self.order(namespace, name).model
+        return override if override is not None else self._served(namespace, name)
 
     def requests(self, namespace: str, name: str) -> int:
         """How many API calls reached the order (health checks included)."""
@@ -252,11 +309,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not st.authorized(namespace, name, self.headers.get("Authorization")):
             self._error(HTTPStatus.UNAUTHORIZED, "invalid or missing bearer token")
             return
-        model = state.model or name
-        handlers: dict[tuple[str, str], Callable[[str], Any]] = {
+        model = st.served(namespace, name)
+        handlers: dict[tuple[str, str], Callable[[str | None], Any]] = {
             ("GET", "v1/models"): lambda m: {
                 "object": "list",
-                "data": [{"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
+                "data": [] if m is None else [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
             },
             ("POST", "v1/chat/completions"): self._chat,
             ("POST", "v1/embeddings"): self._embeddings,
@@ -268,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(HTTPStatus.OK, handler(model))
 
-    def _chat(self, model: str) -> Any:
+    def _chat(self, model: str | None) -> Any:
         body = self._body()
         messages = body.get("messages") or []
         last = str(messages[-1].get("content", "")) if messages else ""
@@ -291,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
             },
         }
 
-    def _embeddings(self, model: str) -> Any:
+    def _embeddings(self, model: str | None) -> Any:
         inputs = self._body().get("input", "")
         items = inputs if isinstance(inputs, list) else [inputs]
         return {
@@ -303,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": len(items), "total_tokens": len(items)},
         }
 
-    def _rerank(self, model: str) -> Any:
+    def _rerank(self, model: str | None) -> Any:
         body = self._body()
         query = str(body.get("query", ""))
         docs = [str(d) for d in body.get("documents") or []]

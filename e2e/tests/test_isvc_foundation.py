@@ -81,9 +81,16 @@ def test_alice_manages_orders_in_her_namespace_and_nothing_else(
            "metadata": {"name": "alice-probe"},
            "spec": {"model": {"src": "HuggingFace", "ref": {"name": "BAAI/bge-m3"}}}}
     custom.create_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceservices", obj, dry_run="All")
-    names = [o["metadata"]["name"] for o in
-             custom.list_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceservices")["items"]]
-    assert isinstance(names, list)
+    # A real one too, naming no class that exists, so that it holds nothing while she lists and deletes it.
+    held = {**obj, "metadata": {"name": "alice-listed"},
+            "spec": {**obj["spec"], "inferenceServiceClassName": "alice-no-such-class"}}
+    custom.create_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceservices", held)
+    try:
+        names = [o["metadata"]["name"] for o in
+                 custom.list_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceservices")["items"]]
+        assert "alice-listed" in names and "alice-probe" not in names  # the dry run stored nothing
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceservices", "alice-listed")
     with pytest.raises(ApiException) as classes:
         custom.list_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses")
     assert classes.value.status == 403
@@ -175,4 +182,12 @@ def test_the_controller_leads_through_its_lease_with_the_charts_permissions(
         return lease if lease.spec.holder_identity else None
 
     lease = wait_for(held, 30, what="the controller's lease")
-    assert lease.spec.renew_time is not None
+    first = (lease.spec.holder_identity, lease.spec.renew_time)
+
+    def renewed() -> Any:
+        now = held()
+        return now if now is not None and now.spec.renew_time > first[1] else None
+
+    # The same holder renews it (every 5 s, 15 s lease): it leads, it did not just take the lease once.
+    again = wait_for(renewed, 30, what="the controller's lease renewed")
+    assert again.spec.holder_identity == first[0]

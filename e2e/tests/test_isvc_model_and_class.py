@@ -8,7 +8,6 @@ last and put everything back.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -312,7 +311,6 @@ def test_catalog_mode_none_grants_no_catalog_permission_and_catalog_orders_say_c
     bed: Bed, module: ModuleProcesses, cluster: Cluster
 ) -> None:
     assert _catalog_rules(bed.admin_api)  # the default mode grants it: this test can tell the difference
-    started = time.monotonic()
     try:
         install_chart(cluster, {"catalog": {"mode": "None"}})
         module.restart_controller("--catalog-mode", "None")
@@ -330,4 +328,3 @@ def test_catalog_mode_none_grants_no_catalog_permission_and_catalog_orders_say_c
         install_chart(cluster)
         module.restart_controller()
     assert _catalog_rules(bed.admin_api)
-    assert time.monotonic() - started < 120

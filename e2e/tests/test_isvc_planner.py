@@ -193,7 +193,7 @@ def test_two_half_card_orders_share_one_h100_and_the_scheduler_allocates_both_cl
         allocated += [(r.pool, r.device) for c in claims for r in c.status.allocation.devices.results]
     assert len(set(allocated)) == 1, allocated
     pool, device = allocated[0]
-    assert bed.module is not None and pool == plans[0]["spec"]["placement"]["pool"]
+    assert pool == plans[0]["spec"]["placement"]["pool"]
     assert device == plans[0]["spec"]["placement"]["devices"][0]
 
 
@@ -266,18 +266,29 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
     for name in blockers:
         bed.delete(name)
     try:
-        statuses = {name: bed.wait_true(name, "Planned", 120) for name in waiting}
+        statuses = {name: bed.wait_ready(name, 180) for name in waiting}
     except TimeoutError as e:
         lines = {n: conditions_line(bed.status(n)) for n in waiting}
         raise AssertionError(f"{e}: {lines}") from None
+    # Each order's claim holds exactly the device its plan names: what the planner chose together is what
+    # the scheduler allocated, not merely what the plans say.
+    uuids = {(s.spec.pool.name, d.name): d.attributes["uuid"].string
+             for s in k8s.ResourceV1Api(bed.admin_api).list_resource_slice().items
+             if s.spec.driver == GPU for d in s.spec.devices or []}
     shares: dict[str, list[int]] = {}
     for name, status in statuses.items():
         resolved = status["resolved"]
         assert resolved["acceleratorProductName"] == "NVIDIA L4"
-        plan = bed.plan(name)
-        assert plan is not None
-        device = plan["spec"]["placement"]["devices"][0]
-        shares.setdefault(device, []).append(resolved["sharePercent"])
+        placement = bed.plan(name)["spec"]["placement"]  # type: ignore[index]
+        assert (placement["placementMode"], placement["sharePercent"]) == ("Shared", resolved["sharePercent"])
+        claims = bed.claims(name)
+        allocated = [(r.pool, r.device, (r.consumed_capacity or {}).get("shares"))
+                     for c in claims if c.status and c.status.allocation
+                     for r in c.status.allocation.devices.results]
+        pool, device, share = placement["pool"], placement["devices"][0], placement["sharePercent"]
+        assert allocated == [(pool, device, str(share))], name
+        assert placement["deviceUuids"] == [uuids[(pool, device)]], name
+        shares.setdefault(device, []).append(share)
     assert len(shares) == 2 and all(len(s) == 2 and sum(s) <= 100 for s in shares.values()), shares
 
 
@@ -310,7 +321,9 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
         bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
     status = bed.wait_ready(name)
     plan = bed.plan(name)
-    assert plan is not None and 1 <= plan["spec"]["placement"]["sharePercent"] <= 100
+    assert plan is not None
+    assert plan["spec"]["placement"]["sharePercent"] == status["resolved"]["sharePercent"]
+    assert 1 <= plan["spec"]["placement"]["sharePercent"] <= 100
     assert plan["metadata"]["ownerReferences"][0]["name"] == name
 
 
@@ -336,6 +349,7 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     before = bed.wait_ready(name)
     plan_before = bed.plan(name)
     assert plan_before is not None
+    assert plan_before["spec"]["placement"]["sharePercent"] == before["resolved"]["sharePercent"]
     count = before["resolved"]["replanCount"]
     bed.set_model(name, "meta-llama/Llama-3.1-405B-Instruct", secret=bed.hf_token())
     status = bed.wait_reason(name, "Planned", "LaunchPlanInForce")

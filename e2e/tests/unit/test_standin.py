@@ -6,14 +6,16 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from isvc_testbed.standin import StandIn
+from isvc_runtime_recipes import load_recipes
+from isvc_testbed.standin import SERVED_NAME_FLAGS, StandIn, served_name
 
-TOKENS = {("team-a", "chat"): "s3cret", ("team-a", "emb"): "other"}
+TOKENS = {("team-a", "chat"): "s3cret", ("team-a", "emb"): "other", ("team-a", "noplan"): "third"}
+SERVED = {("team-a", "chat"): "Qwen/Qwen2.5-7B-Instruct", ("team-a", "emb"): "BAAI/bge-m3"}
 
 
 @pytest.fixture
 def standin() -> Iterator[StandIn]:
-    with StandIn(lambda ns, name: TOKENS.get((ns, name))) as s:
+    with StandIn(lambda ns, name: TOKENS.get((ns, name)), lambda ns, name: SERVED.get((ns, name))) as s:
         yield s
 
 
@@ -22,10 +24,39 @@ def get(standin: StandIn, ns: str, name: str, path: str, token: str | None = Non
     return httpx.get(f"{standin.url_for(ns, name)}{path}", headers=headers)
 
 
-def test_models_answer_with_the_orders_token(standin: StandIn) -> None:
+def test_models_answer_with_the_orders_token_and_list_exactly_the_served_name(standin: StandIn) -> None:
     r = get(standin, "team-a", "chat", "/v1/models", "s3cret")
     assert r.status_code == 200
-    assert [m["id"] for m in r.json()["data"]] == ["chat"]
+    assert [m["id"] for m in r.json()["data"]] == ["Qwen/Qwen2.5-7B-Instruct"]
+
+
+def test_an_order_without_a_compiled_runtime_lists_no_model(standin: StandIn) -> None:
+    r = get(standin, "team-a", "noplan", "/v1/models", "third")
+    assert (r.status_code, r.json()["data"]) == (200, [])
+
+
+def test_set_model_lists_another_name_until_cleared(standin: StandIn) -> None:
+    standin.set_model("team-a", "chat", "someone-else/model")
+    assert [m["id"] for m in get(standin, "team-a", "chat", "/v1/models", "s3cret").json()["data"]] == [
+        "someone-else/model"]
+    standin.set_model("team-a", "chat", None)
+    assert [m["id"] for m in get(standin, "team-a", "chat", "/v1/models", "s3cret").json()["data"]] == [
+        "Qwen/Qwen2.5-7B-Instruct"]
+
+
+def test_the_served_name_is_read_from_runtime_arguments() -> None:
+    assert served_name(["/models/q", "--served-model-name", "Qwen/Qwen2.5-7B-Instruct", "--port", "8000"]) \
+        == "Qwen/Qwen2.5-7B-Instruct"
+    assert served_name(["-m", "/models/x.gguf", "--alias", "org/x"]) == "org/x"
+    assert served_name(["--port", "8000"]) is None
+
+
+@pytest.mark.parametrize("recipe", [r.name for r in load_recipes()])
+def test_every_shipped_recipe_passes_the_served_name_with_a_flag_the_standin_reads(recipe: str) -> None:
+    found = load_recipes().get(recipe)
+    assert found is not None
+    pairs = [tuple(group) for group in found.args if "{servedName}" in group]
+    assert len(pairs) == 1 and pairs[0][0] in SERVED_NAME_FLAGS and pairs[0][1] == "{servedName}", pairs
 
 
 def test_wrong_or_missing_token_is_unauthorized(standin: StandIn) -> None:

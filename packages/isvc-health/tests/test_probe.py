@@ -55,6 +55,33 @@ def test_a_model_the_api_does_not_list_is_a_failure(stand_in: StandIn) -> None:
     )
 
 
+def test_a_probe_through_the_service_fails_when_the_served_name_is_not_listed(stand_in: StandIn) -> None:
+    """Issue 19: the operator probes by order with the name the recipe serves; a runtime serving
+    another name must not count as healthy."""
+    stand_in.behaviour.models = ["org/model", "org/model-lora"]
+    with Prober(TemplateResolver(stand_in.url + "/{namespace}/{name}")) as prober:
+        wrong = prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token",
+                             model="org/model@abc123")
+        right = prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token",
+                             model="org/model-lora")
+    assert (wrong.ok, wrong.outcome, wrong.reason) == (
+        False, ProbeOutcome.MODEL_NOT_LISTED,
+        "model org/model@abc123 not listed (serves org/model, org/model-lora)",
+    )
+    assert (right.ok, right.outcome) == (True, ProbeOutcome.OK)
+
+
+def test_an_api_listing_no_model_fails_a_probe_that_expects_one(stand_in: StandIn) -> None:
+    stand_in.behaviour.models = []
+    with Prober() as prober:
+        expecting = prober.probe_url(stand_in.url, token="secret-token", model="org/model")
+        not_expecting = prober.probe_url(stand_in.url, token="secret-token")
+    assert (expecting.outcome, expecting.reason) == (
+        ProbeOutcome.MODEL_NOT_LISTED, "model org/model not listed (serves nothing)"
+    )
+    assert not_expecting.outcome == ProbeOutcome.OK
+
+
 def test_a_slow_api_times_out(stand_in: StandIn) -> None:
     stand_in.behaviour.delay = 0.5
     with Prober(timeout=0.1) as prober:

@@ -1,4 +1,4 @@
-"""Golden files: what each model compiles to on each card. UPDATE_GOLDEN=1 rewrites them."""
+"""Golden files: what each model compiles to on each card. UPDATE_GOLDEN=1 rewrites them and fails."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from isvc_api import Estimates, ModelFacts, Placement
 from isvc_runtime_recipes import AcceleratorFacts, RecipeBook
 
@@ -40,5 +41,8 @@ def test_compiled_matrix_matches_golden_file(
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(rendered, encoding="utf-8")
+        # A run that writes its own expectations proves nothing: it fails, and a second run checks.
+        pytest.fail(f"golden files rewritten ({path.name}); review the diff and run again without "
+                    "UPDATE_GOLDEN")
     assert path.exists(), f"{path.name} is missing: run with UPDATE_GOLDEN=1 and review it"
     assert json.loads(path.read_text(encoding="utf-8")) == json.loads(rendered)

@@ -6,7 +6,9 @@ import json
 import math
 import random
 import statistics
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,8 @@ from isvc_planner_client import (
     PlanResponse,
 )
 
-from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
+from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_mig, fleet_slice
+from isvc_testing._milp import Solved, milp_optimum
 
 __all__ = ["Packed", "in_support", "instance", "main", "need_of", "optimum", "pack", "packing", "units_for",
            "waiting"]
@@ -32,6 +35,7 @@ GIB = 1 << 30
 PACKING_SEED = 20260802
 WIDE = 2000  # a larger sample, for the share of instances below FLOOR
 FLOOR = 0.85
+PLAN_MANY_BUDGET = 20_000  # Planner.plan_many's default search budget, in nodes
 _PRODUCTS = {80: "NVIDIA H100 80GB HBM3", 40: "NVIDIA A100-SXM4-40GB", 24: "NVIDIA L4", 141: "NVIDIA H200"}
 
 
@@ -311,6 +315,204 @@ def packing(instances: int, rng: random.Random) -> tuple[list[Packed], int, list
     return results, overcommits, seconds
 
 
+# ---------------------------------------------------------------- large instances against a MILP
+
+LARGE_SEED = 20260803
+LARGE_INSTANCES = 60
+LARGE_ORDERS = "30–100"
+LARGE_DEVICES = "10–50"
+LARGE_TIME_LIMIT = 5.0  # seconds HiGHS may take per instance; the gap says what it proved by then
+# Static MIG geometries of one A100 80 GB (GiB per partition): 4g+3g, 3g+2g+1g+1g, 2g×3+1g, 1g×7, 7g.
+_MIG_GEOMETRIES = ((40, 40), (40, 20, 10, 10), (20, 20, 20, 10), (10,) * 7, (80,))
+_MIG_PROFILES = {10: "1g.10gb", 20: "2g.20gb", 40: "3g.40gb", 80: "7g.80gb"}
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of a large instance: "shares" (shareable GPUs), "whole" (GPUs given whole) or "mig"."""
+
+    mode: str
+    gpus: tuple[tuple[int, ...], ...]  # per GPU: (its memory GiB,), or its partitions' GiB for "mig"
+
+    def flat(self) -> list[tuple[int, bool]]:
+        """(memory bytes, shareable) per device the node publishes, in the order of its slice."""
+        return [(m * GIB, self.mode == "shares") for parts in self.gpus for m in parts]
+
+    def slice(self, name: str) -> dict[str, Any]:
+        """The node's ResourceSlice."""
+        devices = []
+        for g, parts in enumerate(self.gpus):
+            if self.mode == "mig":
+                profiles = ["4g.40gb", "3g.40gb"] if parts == (40, 40) else [_MIG_PROFILES[m] for m in parts]
+                devices += [fleet_mig(name, g, profile, slot, m)
+                            for slot, (profile, m) in enumerate(zip(profiles, parts, strict=True))]
+            else:
+                devices.append(fleet_gpu(name, g, memory_gi=parts[0], product=_PRODUCTS[parts[0]],
+                                         shares=self.mode == "shares"))
+        return fleet_slice(name, devices)
+
+
+def large_instance(rng: random.Random) -> tuple[list[Node], list[float]]:
+    """One random large packing instance: nodes, and order sizes in GiB (see README).
+
+    10–50 devices (uniform), on nodes of 1–8 GPUs of one kind: shareable (probability 0.45), whole
+    (0.30) or one A100 80 GB per GPU cut into a static MIG geometry (0.25, 1–4 GPUs). Shareable and whole
+    GPUs have 24, 40, 80 or 141 GiB. Order sizes are log-uniform in [4, min(largest device − 2, 60)] GiB
+    (many small orders, some large); their count is the load factor, uniform in [0.9, 1.5], times the
+    fleet's memory over the mean size, kept within 30–100. Every order fits one device of the empty fleet.
+    """
+    target = rng.randint(10, 50)
+    nodes: list[Node] = []
+    count = 0
+    while count < target:
+        mode = rng.choices(["shares", "whole", "mig"], weights=[45, 30, 25])[0]
+        gpus: tuple[tuple[int, ...], ...]
+        if mode == "mig":
+            gpus = tuple(rng.choice(_MIG_GEOMETRIES) for _ in range(rng.randint(1, 4)))
+        else:
+            memory = rng.choice(sorted(_PRODUCTS))
+            gpus = ((memory,),) * rng.randint(1, 8)
+        while gpus and count + sum(len(g) for g in gpus) > target:  # stop at the drawn device count
+            gpus = gpus[:-1] if len(gpus) > 1 or len(gpus[0]) == 1 else (gpus[0][:target - count],)
+        if gpus:
+            nodes.append(Node(mode, gpus))
+            count += sum(len(g) for g in gpus)
+    flat = [d for node in nodes for d in node.flat()]
+    largest = max(m for m, _ in flat) // GIB
+    capacity = sum(m for m, _ in flat) / GIB
+    high = min(largest - 2, 60)
+    mean = (high - 4) / math.log(high / 4)
+    load = rng.uniform(0.9, 1.5)
+    orders = max(30, min(100, round(load * capacity / mean)))
+    return nodes, [math.exp(rng.uniform(math.log(4), math.log(high))) for _ in range(orders)]
+
+
+def first_fit(devices: list[tuple[int, bool]], needs: list[int]) -> int:
+    """Orders placed by first fit: in arrival order, each on the first device with room."""
+    free = [100] * len(devices)
+    placed = 0
+    for need in needs:
+        for d, (memory, shareable) in enumerate(devices):
+            units = units_for(need, memory, shareable)
+            if units is not None and free[d] >= units:
+                free[d] -= units
+                placed += 1
+                break
+    return placed
+
+
+def best_fit_decreasing(devices: list[tuple[int, bool]], needs: list[int]) -> int:
+    """Orders placed by best fit decreasing: largest first, each on the device with the least free memory
+    that holds it (an untaken whole device counts its full memory)."""
+    free = [100] * len(devices)
+    placed = 0
+    for need in sorted(needs, reverse=True):
+        best: tuple[int, int, int] | None = None
+        for d, (memory, shareable) in enumerate(devices):
+            units = units_for(need, memory, shareable)
+            if units is None or free[d] < units:
+                continue
+            left = free[d] * memory // 100
+            if best is None or (left, d) < best[:2]:
+                best = (left, d, units)
+        if best is not None:
+            free[best[1]] -= best[2]
+            placed += 1
+    return placed
+
+
+@dataclass(frozen=True)
+class LargePacked:
+    """One large instance: the planner jointly and one at a time, two textbook heuristics, the solver."""
+
+    devices: int
+    orders: int
+    joint: int  # plan_many
+    arrival: int  # plan, one at a time in arrival order
+    first_fit: int
+    bfd: int
+    solved: Solved
+    joint_seconds: float
+    search_nodes: int  # nodes the joint search visited (budget + 1 when the budget stopped it)
+
+    def ratio(self, placed: int) -> float:
+        """Orders placed ÷ the solver's proven bound (the optimum itself when the gap is 0)."""
+        return 1.0 if self.solved.bound == 0 else placed / self.solved.bound
+
+
+def _counting_search(call: Any) -> tuple[Any, int]:
+    """Run `call()` and count the nodes of the planner's joint search (calls of `go` in `_joint.py`).
+
+    The planner does not report how far its search went; a profile hook counts it without changing
+    what it does. Slows the call down, so the bench times a separate, unhooked run.
+    """
+    nodes = 0
+
+    def hook(frame: Any, event: str, _: Any) -> None:
+        nonlocal nodes
+        code = frame.f_code
+        if event == "call" and code.co_name == "go" and code.co_filename.endswith("_joint.py"):
+            nodes += 1
+
+    sys.setprofile(hook)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return result, nodes
+
+
+def pack_large(nodes: list[Node], sizes: list[float], rng: random.Random, *,
+               time_limit: float = LARGE_TIME_LIMIT) -> tuple[LargePacked, int]:
+    """Plan one large instance jointly and one at a time, score it against the solver; over-commits."""
+    facts = [_facts(size, rng) for size in sizes]
+    needs = []
+    for f in facts:
+        need = memory_need(f)
+        assert need is not None
+        needs.append(need.required)
+    slices = [node.slice(f"n{n:02d}") for n, node in enumerate(nodes)]
+    requests = [PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f)
+                for i, f in enumerate(facts)]
+
+    def joint() -> list[PlanResponse]:
+        return Planner(Inventory.from_objects(fleet_device_classes(), slices, [])).plan_many(requests)
+
+    planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
+    started = time.perf_counter()
+    answers = planner.plan_many(requests)
+    seconds = time.perf_counter() - started
+    counted, search_nodes = _counting_search(joint)
+    if [_where(a) for a in counted] != [_where(a) for a in answers]:
+        raise AssertionError("the joint plan changed under the profile hook")
+    tally = _Tally()
+    for r in answers:
+        tally.take(r)
+    planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
+    alone = [planner.plan(r) for r in requests]
+    alone_tally = _Tally()
+    for r in alone:
+        alone_tally.take(r)
+    flat = [d for node in nodes for d in node.flat()]
+    solved = milp_optimum(flat, needs, units_for, time_limit=time_limit)
+    packed = LargePacked(len(flat), len(needs), sum(a.placement is not None for a in answers),
+                         sum(a.placement is not None for a in alone), first_fit(flat, needs),
+                         best_fit_decreasing(flat, needs), solved, seconds, search_nodes)
+    return packed, tally.overcommits + alone_tally.overcommits
+
+
+def packing_large(instances: int, rng: random.Random) -> tuple[list[LargePacked], int]:
+    """The planner on random large instances against the MILP; over-commits."""
+    results = []
+    overcommits = 0
+    for _ in range(instances):
+        nodes, sizes = large_instance(rng)
+        packed, over = pack_large(nodes, sizes, rng)
+        results.append(packed)
+        overcommits += over
+    return results, overcommits
+
+
 def waiting(nodes: int, orders: int, rng: random.Random) -> tuple[float, int]:
     """Seconds to place `orders` that wait together on a half-full fleet of `nodes` × 8; placed."""
     inv = Inventory.from_objects(fleet_device_classes(), _fleet(nodes, rng), [])
@@ -373,17 +575,49 @@ def main() -> int:
     result[f"packing_{WIDE}_below_floor"] = wide_below
     result[f"arrival_{WIDE}_below_floor"] = sum(p.arrival_ratio < FLOOR for p in wider)
     result["overcommits"] = over_seq + over_pack + over_wide
-    rows.append(("packing, 200 instances, jointly vs exact optimum", f"mean {statistics.mean(ratios):.4f}",
-                 f"min {min(ratios):.4f}", f"{len(below)} below {FLOOR}",
+    rows.append(("cross-check, 200 small instances: jointly vs exhaustive optimum",
+                 f"mean {statistics.mean(ratios):.4f}", f"min {min(ratios):.4f}",
+                 f"{len(below)} below {FLOOR}",
                  f"p99 {_pct(joint_s, 0.99) * 1000:.1f} ms", f"over-commits {over_seq + over_pack}"))
     rows.append(("  one at a time vs in-sequence optimum", f"mean {statistics.mean(arrival):.4f}",
                  f"min {min(arrival):.4f}", f"{result['arrival_below_floor']} below {FLOOR}"))
-    rows.append((f"packing, {WIDE:,} more instances (other seed)",
+    rows.append((f"cross-check, {WIDE:,} more small instances (other seed)",
                  f"mean {statistics.mean(p.ratio for p in wider):.4f}",
                  f"min {min(p.ratio for p in wider):.4f}",
                  f"{wide_below} below {FLOOR}",
                  f"one at a time: {result[f'arrival_{WIDE}_below_floor']} below",
                  f"over-commits {over_wide}"))
+    # Large instances: their own generator too, and a solver's bound as the yardstick.
+    large, over_large = packing_large(LARGE_INSTANCES, random.Random(LARGE_SEED))
+    result["overcommits"] += over_large
+    result["packing_large_instances"] = len(large)
+    result["packing_large_budget_hits"] = sum(p.search_nodes > PLAN_MANY_BUDGET for p in large)
+    result["packing_large_joint_p99_ms"] = round(_pct([p.joint_seconds for p in large], 0.99) * 1000, 3)
+    result["packing_large_solver_optimal"] = sum(p.solved.optimal for p in large)
+    result["packing_large_solver_gap_max"] = round(max(p.solved.gap for p in large), 4)
+    result["packing_large_solver_s_max"] = round(max(p.solved.seconds for p in large), 3)
+    rows.append((f"packing, {len(large)} large instances ({LARGE_ORDERS} orders, {LARGE_DEVICES} devices)",
+                 "orders placed ÷ the solver's proven bound"))
+    measures: list[tuple[str, str, Callable[[LargePacked], int]]] = [
+        ("jointly (plan_many)", "packing_large_ratio", lambda p: p.joint),
+        ("one at a time (plan)", "packing_large_arrival_ratio", lambda p: p.arrival),
+        ("first fit", "packing_large_first_fit_ratio", lambda p: p.first_fit),
+        ("best fit decreasing", "packing_large_bfd_ratio", lambda p: p.bfd),
+        ("solver's best packing", "packing_large_solver_ratio", lambda p: p.solved.best),
+    ]
+    for label, key, count_of in measures:
+        values = [lp.ratio(count_of(lp)) for lp in large]
+        result[f"{key}_mean"] = round(statistics.mean(values), 4)
+        result[f"{key}_p5"] = round(_pct(values, 0.05), 4)
+        result[f"{key}_min"] = round(min(values), 4)
+        result[f"{key}_below_floor"] = sum(v < FLOOR for v in values)
+        rows.append((f"  {label}", f"mean {statistics.mean(values):.4f}", f"p5 {_pct(values, 0.05):.4f}",
+                     f"min {min(values):.4f}", f"{result[f'{key}_below_floor']} below {FLOOR}"))
+    rows.append(("  solver (HiGHS)", f"optimal on {result['packing_large_solver_optimal']}/{len(large)}",
+                 f"gap max {result['packing_large_solver_gap_max']:.4f}",
+                 f"{result['packing_large_solver_s_max']:.1f} s max ({LARGE_TIME_LIMIT:.0f} s limit)"))
+    rows.append(("  joint search", f"budget hit on {result['packing_large_budget_hits']}/{len(large)}",
+                 f"p99 {result['packing_large_joint_p99_ms']:.1f} ms", f"over-commits {over_large}"))
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  result")
     for row in rows:
@@ -394,5 +628,10 @@ def main() -> int:
         print(f"\nthe {len(below)} instance(s) below {FLOOR} of the exact optimum:")
         for p in below:
             print("  " + p.describe())
+    print("\nthe large instances where the joint plan falls furthest below the bound:")
+    for lp in sorted(large, key=lambda lp: lp.ratio(lp.joint))[:5]:
+        print(f"  {lp.devices} devices, {lp.orders} orders: jointly {lp.joint}, one at a time {lp.arrival}, "
+              f"first fit {lp.first_fit}, best fit decreasing {lp.bfd}, solver {lp.solved.best} "
+              f"(bound {lp.solved.bound}), search nodes {lp.search_nodes}")
     (out / "planner.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return 0
