@@ -157,7 +157,7 @@ def test_the_preemptor_names_its_victims_to_be_passed_at_once(world: World) -> N
     assert world.last is not None and world.last.wake == (("team-b", "victim"),)
 
 
-def test_every_change_of_reason_is_an_event_and_a_pass_that_changes_nothing_says_nothing(world: World) -> None:
+def test_every_change_of_reason_is_an_event_and_a_quiet_pass_says_nothing(world: World) -> None:
     """Issue 16: `kubectl describe` showed `Events: <none>` through creation, refusals and recovery."""
     world.run()
     first = [e[1:3] for e in world.cluster.events]

@@ -61,6 +61,11 @@ def test_a_refusal_ends_with_the_api_servers_own_words_and_is_logged_once(
     assert [r.message for r in caplog.records].count(f"team-a/support-llm: {message}") == 1
 
 
+def templates(world: World) -> set[str]:
+    owned = world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")
+    return {t["metadata"]["name"] for t in owned}
+
+
 def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_uses_it(world: World) -> None:
     world.run()
     [old] = world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")
@@ -75,9 +80,9 @@ def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_
     world.cluster.put({**edited, "metadata": {**edited["metadata"], "generation": 2},
                        "status": world.cluster.status_of("team-a", "support-llm")})
     world.run(edited)
-    names = {t["metadata"]["name"] for t in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")}
+    names = templates(world)
     assert names == {old["metadata"]["name"], "support-llm-gpu-h100-1"}  # the old pod still uses the old one
     world.cluster.delete("v1", "Pod", "team-a", "p1")
     world.run(edited)
-    names = {t["metadata"]["name"] for t in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")}
+    names = templates(world)
     assert names == {"support-llm-gpu-h100-1"}

@@ -14,7 +14,6 @@ from isvc_planner_client import (
     OrderRef,
     PlanRequest,
 )
-from isvc_planner._joint import Kind, most_placed
 from isvc_testing import (
     fleet_claim,
     fleet_device_classes,

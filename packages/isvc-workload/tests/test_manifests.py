@@ -33,12 +33,12 @@ from isvc_workload import (
     WorkloadSettings,
     auth_secret,
     certificate,
+    claim_template_name,
     deployment,
     endpoint_url,
     ingress,
     model_volume_size,
     read_token,
-    claim_template_name,
     resource_claim_template,
     service,
 )
@@ -203,13 +203,14 @@ def test_the_claim_template_requests_the_planned_devices(
 
 def test_a_plan_that_needs_another_claim_gets_another_template_and_the_same_one_keeps_its_name() -> None:
     """Issue 16: the API server refuses an edit of a template's spec, so a new share is a new template."""
-    shared = _placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES, share_percent=31)
+    shared = _placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES,
+                        share_percent=31)
     smaller = shared.model_copy(update={"share_percent": 27})
     first, again = (claim_template_name(make_inputs(placement=shared)) for _ in range(2))
     other = claim_template_name(make_inputs(placement=smaller))
     assert first == again != other
-    rolled = deployment(make_inputs(placement=smaller), SETTINGS)["spec"]["template"]["spec"]["resourceClaims"]
-    assert rolled == [{"name": "gpu", "resourceClaimTemplateName": other}]
+    rolled = deployment(make_inputs(placement=smaller), SETTINGS)["spec"]["template"]["spec"]
+    assert rolled["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": other}]
 
 
 def test_claims_made_from_the_template_carry_the_order_and_its_priority() -> None:

@@ -1,6 +1,11 @@
 """isvc workload: the manifests of an order's children, and judges of what the cluster made of them."""
 
-from isvc_workload._claim_template import CLAIM_NAME, claim_template_name, resource_claim_template, uuid_selector
+from isvc_workload._claim_template import (
+    CLAIM_NAME,
+    claim_template_name,
+    resource_claim_template,
+    uuid_selector,
+)
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
 from isvc_workload._deployment import (
     CONTAINER_NAME,
@@ -72,6 +77,7 @@ __all__ = [
     "certificate",
     "child_labels",
     "child_metadata",
+    "claim_template_name",
     "claims_exhausted",
     "cluster_issuer",
     "deployment",
