@@ -152,6 +152,22 @@ def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recov
         GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"] == generation
 
 
+def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: Bed) -> None:
+    """SPEC §9: a planner that fails to answer never takes a Ready order out of Ready."""
+    klass = bed.klass("plan-h100-outage", selector=H100_ONLY)
+    order = bed.order("outage", QWEN, klass)
+    before = bed.wait_ready(order)
+    bed.module.stop_planner()
+    try:
+        status = bed.wait_reason(order, "Planned", "LaunchPlanInForce")
+        assert "the planner did not answer" in condition(status, "Planned")["message"]
+        assert status["phase"] == "Ready" and status["endpoint"] == before["endpoint"]
+        assert status["launchPlanName"] == order and status["resolved"] == before["resolved"]
+    finally:
+        bed.module.start_planner()
+    bed.wait_reason(order, "Planned", "Planned")
+
+
 def test_a_class_naming_a_missing_priority_class_says_priority_class_not_found(bed: Bed) -> None:
     klass = bed.klass("plan-missing-priority", selector=H100_ONLY, priority_class="plan-no-such-priority",
                       wait_ready=False)

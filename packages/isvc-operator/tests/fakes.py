@@ -263,6 +263,7 @@ class FakeRecipes:
             recipe="vllm",
             image="vllm/vllm-openai:v0.11.0",
             args=["serve", served_name],
+            served_name=served_name,
             tool_calling_supported=True,
             content_hash="abc",
         )
@@ -372,10 +373,12 @@ class FakeHealth:
         self.ok = True
         self.tokens: list[str | None] = []
         self.records: list[HealthStatus] = []
+        self.models: list[str | None] = []
 
-    def check(self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus,
-              at: datetime) -> tuple[HealthStatus, Verdict]:
+    def check(self, namespace: str, name: str, port: int, token: str | None, model: str | None,
+              record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         self.tokens.append(token)
+        self.models.append(model)
         self.records.append(record)
         if self.ok:
             return HealthStatus(ever_ready=True), Verdict.ok(StatusReason.SERVING, "the API answered.")

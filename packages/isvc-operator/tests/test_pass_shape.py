@@ -171,3 +171,13 @@ def test_every_change_of_reason_is_an_event_and_a_quiet_pass_says_nothing(world:
     new = world.cluster.events[len(first):]
     assert ("Warning", "PlannerRequestFailed") in [e[1:3] for e in new]
     assert all(e[3].startswith(("Planned: ", "WorkloadReady: ", "Ready: ", "ScalingHealthy: ")) for e in new)
+
+
+def test_the_probe_asks_for_the_name_the_plan_in_force_serves(world: World) -> None:
+    """Issue 19: the probe never checked the served name; after an edit the old model still serves."""
+    world.run()
+    world.planner.down = True  # the edit cannot be planned: the old plan stays in force
+    edited = order(model="Qwen/Qwen2.5-14B-Instruct@main")
+    world.cluster.put({**edited, "status": world.cluster.status_of("team-a", "support-llm")})
+    world.run(edited)
+    assert world.health.models == ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"]

@@ -587,6 +587,9 @@ class CompiledRuntime(Wire):
     env: dict[str, str] = Field(default_factory=dict, description="Plain environment variables.")
     ports: list[Port] = Field(default_factory=list, description="Ports.", max_length=8)
     health_path: str = Field(default="/health", description="HTTP path of the readiness probe.")
+    served_name: str | None = Field(
+        default=None, description="The model name the runtime serves, which clients (and the probe) send."
+    )
     tool_calling_supported: bool = Field(default=False, description="Tool-call flags present.")
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 

@@ -182,7 +182,7 @@ class Health:
     def period(self) -> float:
         return self._period
 
-    def check(self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus,
-              at: datetime) -> tuple[HealthStatus, Verdict]:
-        result = self.prober.probe(namespace, name, service=name, port=port, token=token)
+    def check(self, namespace: str, name: str, port: int, token: str | None, model: str | None,
+              record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+        result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
         return isvc_health.judge_health(record, result, at, self.settings)

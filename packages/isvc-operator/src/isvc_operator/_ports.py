@@ -178,8 +178,11 @@ class HealthPort(Protocol):
     """The inference API probe and its judgement over time (isvc-health)."""
 
     def check(
-        self, namespace: str, name: str, port: int, token: str | None, record: HealthStatus, at: datetime
-    ) -> tuple[HealthStatus, Verdict]: ...
+        self, namespace: str, name: str, port: int, token: str | None, model: str | None,
+        record: HealthStatus, at: datetime,
+    ) -> tuple[HealthStatus, Verdict]:
+        """Probe once (asking that `model`, the served name, be listed) and judge with the record."""
+        ...
 
     @property
     def period(self) -> float: ...

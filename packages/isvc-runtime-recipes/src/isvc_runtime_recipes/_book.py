@@ -433,6 +433,7 @@ class RecipeBook:
                 Port(name="metrics", container_port=recipe.ports.metrics),
             ],
             health_path=recipe.health_path,
+            served_name=served_name,
             tool_calling_supported=bool(tool_args),
             api_key_env=recipe.api_key_env,
             model_path=path,

@@ -25,8 +25,10 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Probe once per pass; the record of the run of failures lives in status.health."""
     if not scope.holds(ConditionType.WORKLOAD_READY):
         return scope.waits_for(ConditionType.WORKLOAD_READY)
+    # The name the plan in force serves: while an edit waits for a new plan it is still the old model's.
+    served = scope.plan.runtime.served_name if scope.plan is not None and scope.plan.runtime else None
     record, verdict = deps.health.check(scope.namespace, scope.name, deps.workload.service_port, scope.token,
-                                        _record(scope), scope.now)
+                                        served, _record(scope), scope.now)
     scope.health = record
     scope.requeue(deps.health.period)
     return verdict

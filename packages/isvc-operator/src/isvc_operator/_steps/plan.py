@@ -87,6 +87,13 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
         bad = deps.planner.judge(spec.placement)
     except TemporaryError as exc:
         scope.requeue(RETRY_SOON)
+        if spec.runtime is not None and _serving(scope, deps):  # an outage never takes a Ready order down
+            previous = scope.previous.resolved
+            _adopt(scope, spec, previous.replan_count if previous else 0,
+                   previous.inputs_hash if previous else None)
+            return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
+                f"the order runs on the plan it holds; the planner did not answer ({exc}), so the plan is "
+                "judged and recomputed when it does."))
         return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
     if bad is not None:
         return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
