@@ -5,6 +5,10 @@ per kind. Orders are taken largest first; each tries its options best first (the
 ranking), and may also be left out. A branch stops when even the smallest remaining orders could not
 all fit in the free memory left, so the first descent is best fit decreasing and the search only goes
 on while more orders might be placed. It stops after `budget` nodes with the best found so far.
+
+Before the search, the same orders are placed greedily smallest first (each on its best option): on a
+large batch the budget runs out long before the search could beat that, and counting orders favours
+the small ones, so the search starts from it and never answers with fewer orders placed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["Kind", "most_placed"]
+__all__ = ["Joint", "Kind", "most_placed"]
 
 UNITS = 100
 
@@ -30,8 +34,21 @@ class Kind:
 Choice = tuple[int, int]  # (kind, free units of the device taken, before taking)
 
 
+@attrs.frozen
+class Joint:
+    """A choice per order (None: left out), and the order to take them in: "free units before taking"
+    holds only when the choices are taken in that order."""
+
+    choices: list[Choice | None]
+    order: list[int]
+
+    @property
+    def placed(self) -> int:
+        return sum(c is not None for c in self.choices)
+
+
 def most_placed(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]],
-                budget: int = 20_000) -> list[Choice | None]:
+                budget: int = 20_000) -> Joint:
     """A choice per order (None: left out) placing the most orders; ties go to the first found.
 
     needs: bytes per order, a lower bound of what any placement of it takes. stock[k]: free units ->
@@ -86,8 +103,26 @@ def most_placed(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dic
                 return
         go(pos + 1, placed, room)
 
+    floor = _smallest_first(needs, kinds, stock)
+    best_count = floor.placed
     go(0, 0, free_bytes)
-    return best
+    return Joint(best, seq) if best_count > floor.placed else floor
+
+
+def _smallest_first(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]]) -> Joint:
+    """Orders smallest first, each on its best option while one is free: a floor for the search."""
+    stock = [dict(s) for s in stock]
+    chosen: list[Choice | None] = [None] * len(needs)
+    order = sorted(range(len(needs)), key=lambda i: (needs[i], i))
+    for i in order:
+        options = [(_rank(kind, fit[0], f, fit[1]), k, f, fit[1])
+                   for k, kind in enumerate(kinds) if (fit := kind.fits[i]) is not None
+                   for f, count in stock[k].items() if count and f >= fit[1]]
+        if options:
+            _, k, f, units = min(options)
+            _move(stock[k], f, f - units)
+            chosen[i] = (k, f)
+    return Joint(chosen, order)
 
 
 def _bytes(kind: Kind, free: int) -> int:

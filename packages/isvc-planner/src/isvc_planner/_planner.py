@@ -163,10 +163,9 @@ class Planner:
                 if len(joint) > 1:
                     if alone or several:  # their placements changed the stock; else the kinds stand
                         kinds, devices, stock = self._kinds([prepared[i] for i in joint])
-                    choices = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
-                    seq = sorted(range(len(joint)), key=lambda j: (-prepared[joint[j]].need.required, j))
-                    for j in seq:
-                        choice = choices[j]
+                    found = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
+                    for j in found.order:
+                        choice = found.choices[j]
                         if choice is not None:
                             answers[joint[j]] = self._take(prepared[joint[j]], j, kinds, devices, choice)
                 for i in joint:
