@@ -130,7 +130,8 @@ def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
         for d in devices:
             kinds[d] = kinds.get(d, 0) + 1
         table = [Kind(memory=m, shareable=sh, fits=tuple(
-            None if u is None else (0, u) for u in (units_for(n, m, sh) for n in needs))) for (m, sh) in kinds]
+            None if u is None else (0, u) for u in (units_for(n, m, sh) for n in needs)))
+            for (m, sh) in kinds]
         stock = [{100: c} for c in kinds.values()]
         floor, searched = most_placed(needs, table, stock, budget=1), most_placed(needs, table, stock)
         assert floor.placed <= searched.placed == optimum(devices, needs, in_sequence=False)
