@@ -84,6 +84,11 @@ class RuntimeRequirements(Wire):
         default=None, description="Lowest CUDA compute capability, e.g. 8.0."
     )
     max_devices: int | None = Field(default=None, description="Most devices one replica may use.")
+    runtimes: list[str] = Field(
+        default_factory=list,
+        description="Runtimes of the candidate recipes, first tried first (vllm, tei, llamacpp); the "
+        "planner sizes memory for the first it knows.",
+    )
     memory_margin_percent: int = Field(
         default=0, ge=0, le=50,
         description="Percent of each device the runtime leaves unclaimed (its CUDA context); "

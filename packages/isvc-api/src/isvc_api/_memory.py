@@ -44,12 +44,12 @@ __all__ = [
     "KvLayout",
     "MemoryRuntime",
     "Weights",
+    "checkpoint_weights",
     "fit_launch",
     "kv_layout",
     "need_per_device",
     "runtime_for",
     "visible_bytes",
-    "checkpoint_weights",
 ]
 
 GIB = 1024**3
@@ -181,7 +181,8 @@ class Fit:
     def words(self) -> str:
         util = f"utilization {self.utilization}, " if self.utilization is not None else ""
         batch = f"; {self.batch.words()}" if self.batch else ""
-        return (f"{util}per GPU: weights {_gib(self.weights)} GiB, runtime overhead {_gib(self.overhead)} GiB "
+        return (f"{util}per GPU: weights {_gib(self.weights)} GiB, "
+                f"runtime overhead {_gib(self.overhead)} GiB "
                 f"({_gib(self.inside)} GiB counted by the runtime, {_gib(self.outside)} GiB beside it), "
                 f"KV room {_gib(self.kv_room)} GiB at {self.kv.per_token:,} B/token = context "
                 f"{self.context:,}{batch}")
@@ -379,14 +380,15 @@ def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) 
     return min(MAX_UTILIZATION, raw.quantize(Decimal("0.01"), rounding=ROUND_FLOOR))
 
 
-def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_percent: int = 100, tp: int = 1,
-        *, margin: Decimal = Decimal("0.01"), min_context: int = MIN_CONTEXT,
-        granularity: int = 256, ladder: tuple[Batch, ...] = VLLM_LADDER) -> Fit | str:
+def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_percent: int = 100,
+               tp: int = 1, *, margin: Decimal = Decimal(0), min_context: int = MIN_CONTEXT,
+               granularity: int = 256, ladder: tuple[Batch, ...] = VLLM_LADDER) -> Fit | str:
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
 
     vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
-    maximum if smaller); its utilization from the share, the context from the KV room by vLLM's own
-    accounting. TEI and llama.cpp: what the share holds after weights and overhead.
+    maximum if smaller); its utilization from the share (less `margin`, floored to a percent), the
+    context from the KV room by vLLM's own accounting. TEI and llama.cpp: what the share holds after
+    weights and overhead.
     """
     w = checkpoint_weights(facts)
     if w is None:
@@ -422,5 +424,6 @@ def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_
         how = f" at {batch.words()}" if batch else ""
         last = (f"{share_percent}% of {_gib(published)} GiB ({_gib(visible)} GiB seen) × {tp} leaves "
                 f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights and "
-                f"{_gib(inside + outside)} GiB runtime overhead{how}: {context:,} tokens, fewer than {floor:,}")
+                f"{_gib(inside + outside)} GiB runtime overhead{how}: {context:,} tokens, "
+                f"fewer than {floor:,}")
     return last
