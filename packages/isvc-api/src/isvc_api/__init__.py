@@ -6,6 +6,7 @@ from isvc_api._crdgen import all_crds, crd_documents, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._memory import (
+    GIB,
     MIN_CONTEXT,
     PLANNING_BATCH,
     VLLM_LADDER,
@@ -72,6 +73,7 @@ from isvc_api._types import (
 from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
+    "GIB",
     "GROUP",
     "LABEL_MANAGED_BY",
     "LABEL_ORDER",
