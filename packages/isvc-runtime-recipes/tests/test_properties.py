@@ -16,6 +16,8 @@ from isvc_api import (
     PlacementMode,
     Quantization,
     SharingMode,
+    checkpoint_weights,
+    visible_bytes,
 )
 from isvc_runtime_recipes import AcceleratorFacts, check_flags, load_recipes
 
@@ -129,14 +131,19 @@ def test_the_compiled_context_fits_what_the_placement_leaves(
     utilization = float(result.args[result.args.index("--gpu-memory-utilization") + 1])
     kv_heads = facts.num_kv_heads or facts.num_attention_heads
     assert kv_heads is not None and facts.hidden_size and facts.num_attention_heads
-    per_token = 2 * facts.num_layers * kv_heads * (facts.hidden_size // facts.num_attention_heads) * 2
-    visible = placement.memory_gi_b if placement.sharing_mode == SharingMode.PARTITION else (
+    tp = placement.device_count
+    head_dim = facts.hidden_size // facts.num_attention_heads
+    per_token = 2 * facts.num_layers * max(1, kv_heads // tp) * head_dim * 2
+    published = placement.memory_gi_b if placement.sharing_mode == SharingMode.PARTITION else (
         placement.accelerator_memory_gi_b
     )
-    assert visible is not None
-    claim = utilization * visible * placement.device_count
-    used = estimates.weights_gi_b + estimates.overhead_gi_b + context * per_token / _GIB
-    assert used <= claim + 1e-9
+    assert published is not None
+    seen = visible_bytes(round(published * _GIB)) / _GIB  # what vLLM multiplies the utilization by
+    claim = utilization * seen
+    weights = checkpoint_weights(facts)
+    assert weights is not None
+    used = weights.total / tp / _GIB + context * per_token / _GIB
+    assert used <= claim + 1e-9  # weights and one request of --max-model-len fit vLLM's own budget
     assert context <= (facts.context_length or estimates.context_length)
 
 

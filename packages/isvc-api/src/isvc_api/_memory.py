@@ -75,6 +75,7 @@ NON_TORCH_TP1 = 154 * MIB
 NON_TORCH_TP = 615 * MIB
 MIN_CONTEXT = 4096  # the shortest context worth starting a chat runtime for (or the model's own, if less)
 MAX_UTILIZATION = Decimal("0.97")
+UNKNOWN_CONTEXT = 8192  # the longest context set for a model that states none
 # TEI warms up one batch of --max-batch-tokens (default 16384; TEI router/src/main.rs:62-74).
 TEI_BATCH_TOKENS = 16384
 # llama.cpp compute buffer: logits of one micro-batch (-ub 512) in f32 plus its activations.
@@ -382,7 +383,8 @@ def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) 
 
 def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_percent: int = 100,
                tp: int = 1, *, margin: Decimal = Decimal(0), min_context: int = MIN_CONTEXT,
-               granularity: int = 256, ladder: tuple[Batch, ...] = VLLM_LADDER) -> Fit | str:
+               granularity: int = 256, ladder: tuple[Batch, ...] = VLLM_LADDER,
+               max_context: int | None = None) -> Fit | str:
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
 
     vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
@@ -394,7 +396,10 @@ def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_
     if w is None:
         return "the weights are unknown (no parameter count, element counts or file size)"
     visible = visible_bytes(published)
+    if visible <= 0:
+        return f"a card of {_gib(published)} GiB leaves the runtime nothing after the driver's own memory"
     share_bytes = visible * share_percent // 100
+    cap = facts.context_length or max_context or UNKNOWN_CONTEXT
     kv = kv_layout(facts, tp)
     per_weights = math.ceil(w.total / tp)
     floor = _min_context(facts, min_context)
@@ -412,11 +417,9 @@ def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_
         batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
         layout = kv or KvLayout(0, words="KV geometry unknown")
         if kv is None or not layout.per_token:
-            context = facts.context_length or floor if room >= 0 else 0
+            context = cap if room >= 0 else 0
         else:
-            context = layout.tokens_in(room, batched)
-            if facts.context_length:
-                context = min(context, facts.context_length)
+            context = min(layout.tokens_in(room, batched), cap)
             if context >= granularity:
                 context -= context % granularity
         if room >= 0 and context >= floor:

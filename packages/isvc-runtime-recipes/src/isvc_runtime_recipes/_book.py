@@ -14,10 +14,10 @@ from typing import Any
 from isvc_api import (
     GIB,
     CompiledRuntime,
-    Fit,
-    MemoryRuntime,
     EndpointType,
     Estimates,
+    Fit,
+    MemoryRuntime,
     ModelFacts,
     ModelFormat,
     Placement,
@@ -28,6 +28,7 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     SharingMode,
+    checkpoint_weights,
     fit_launch,
     share_in_range,
 )
@@ -403,12 +404,13 @@ class RecipeBook:
         context: int | None = None
         launch: Fit | None = None
         device_gib = device_memory_gib(placement, hw.accelerator)
-        if recipe.runtime in set(MemoryRuntime) and device_gib is not None:
+        known = checkpoint_weights(facts) is not None
+        if recipe.runtime in set(MemoryRuntime) and device_gib is not None and known:
             share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
             fitted = fit_launch(
                 facts, MemoryRuntime(recipe.runtime), round(device_gib * GIB), share or 100,
                 max(placement.device_count, 1), min_context=recipe.memory.min_context_length,
-                granularity=recipe.memory.context_granularity,
+                granularity=recipe.memory.context_granularity, max_context=estimates.context_length,
             )
             if isinstance(fitted, str):
                 return _Failure(recipe.name, "memory", fitted)
