@@ -292,3 +292,25 @@ def test_the_hash_changes_with_the_plan_and_the_recipe(
     bumped = recipe.model_dump(by_alias=True, mode="json") | {"image": "vllm/vllm-openai:v0.11.1"}
     rebooked = load_recipes([bumped])
     assert compiled(rebooked, model, (placement, card), estimates(model)).content_hash != base.content_hash
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "template_tools", "parser"),
+    [
+        ("Qwen/Qwen3-30B-A3B", "qwen3_moe", None, "hermes"),  # a MoE Qwen3 gets its parser (issue 10)
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2", None, None),  # a reasoning distill: none
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2", False, None),  # a template without tools: none
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2", True, "hermes"),
+    ],
+)
+def test_tool_calling_follows_the_model_not_the_family_name(
+    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
+    name: str, family: str, template_tools: bool | None, parser: str | None,
+) -> None:
+    model = ModelFacts(source="HuggingFace", name=name, architecture="Qwen2ForCausalLM", family=family,
+                       parameter_count=7_615_616_512, num_layers=28, num_attention_heads=28,
+                       num_kv_heads=4, hidden_size=3584, context_length=32768,
+                       chat_template_tools=template_tools)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.tool_calling_supported == (parser is not None)
+    assert (arg(result, "--tool-call-parser") if parser else None) == parser
