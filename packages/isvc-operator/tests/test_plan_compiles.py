@@ -89,7 +89,8 @@ def test_every_placement_the_planner_makes_compiles(facts: ModelFacts, card: str
 def test_the_qwen_7b_on_an_l4_share_keeps_room_for_the_kv_cache() -> None:
     placement, estimates = _compile(QWEN_7B, "L4", True)
     assert placement.share_percent is not None
-    assert placement.share_percent * 24 / 100 * 0.95 >= estimates.required_memory_gi_b
+    seen = 24 - 0.5  # what the runtime sees of a 24 GiB card (isvc_api.visible_bytes)
+    assert placement.share_percent * seen / 100 >= estimates.required_memory_gi_b
 
 
 def test_a_model_larger_than_one_card_gets_tensor_parallel_that_compiles() -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import httpx
 import pytest
-from isvc_api import InferenceService, ModelFacts, ModelSource, Placement, PlacementMode, Reason
+from isvc_api import InferenceService, ModelFacts, Placement, PlacementMode, Reason
 from isvc_operator import EffectivePolicy, PlannerService, PlanOutcome, WaitingRoom
 from isvc_planner import (
     Inventory,
@@ -24,6 +25,7 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
+from isvc_testing._bench import _facts
 
 from .fakes import order
 
@@ -33,10 +35,9 @@ SIZES = [11.88, 5.0, 20.37, 4.37, 4.7, 15.53]
 
 
 def facts(size: float) -> ModelFacts:
-    """A model of about `size` GiB in all (the planner's estimate)."""
-    weights = (size - 1) / 1.2
-    return ModelFacts(source=ModelSource.HUGGING_FACE, name=f"m/{size}",
-                      parameter_count=int(weights * GIB / 2), dtype="bfloat16")
+    """A model of about `size` GiB in all (the planner's estimate, by the benchmark's inversion of the
+    memory model)."""
+    return _facts(size, random.Random(int(size * 100))).model_copy(update={"name": f"m/{size}"})
 
 
 class Wire:

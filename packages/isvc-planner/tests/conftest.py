@@ -37,14 +37,20 @@ MODELS: dict[str, ModelFacts] = {
         num_kv_heads=8,
         head_dim=128,
         hidden_size=4096,
+        intermediate_size=14336,
+        vocab_size=128256,
         context_length=131072,
         architecture="LlamaForCausalLM",
     ),
-    # huggingface.co/Qwen/Qwen2.5-32B-Instruct-AWQ model card: 32.5B parameters, 64 layers,
-    # 40 query / 8 KV heads, hidden 5120, AWQ 4-bit.
+    # huggingface.co/Qwen/Qwen2.5-32B-Instruct-AWQ config.json: 64 layers, 40 query / 8 KV heads,
+    # hidden 5120, vocabulary 152064 (embeddings untied), AWQ 4-bit; 32,763,876,352 parameters from the
+    # shapes (packages/isvc-api/tests/data/models.yaml).
     "qwen32b_awq": _facts(
         "Qwen/Qwen2.5-32B-Instruct-AWQ",
-        parameter_count=32_500_000_000,
+        parameter_count=32_763_876_352,
+        vocab_size=152064,
+        intermediate_size=27648,
+        tie_word_embeddings=False,
         quantization=Quantization.AWQ,
         quantization_bits=4,
         num_layers=64,
@@ -59,6 +65,9 @@ MODELS: dict[str, ModelFacts] = {
         "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8",
         parameter_count=70_553_706_496,
         quantization=Quantization.FP8,
+        vocab_size=128256,
+        intermediate_size=28672,
+        tie_word_embeddings=False,
         num_layers=80,
         num_attention_heads=64,
         num_kv_heads=8,

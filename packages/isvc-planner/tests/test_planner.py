@@ -108,7 +108,9 @@ def test_estimates_come_with_the_plan_as_quantities(models: dict[str, ModelFacts
     est = plan(planner, models["qwen7b"]).estimates
     assert est is not None
     assert (est.cpu, est.memory, est.model_volume) == ("2", "8Gi", "17Gi")
-    assert "× 2 B (bfloat16)" in est.explanation
+    assert "× 2 B (bfloat16 as loaded)" in est.explanation
+    assert est.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2
+    assert est.context_length >= 4096 and "on this placement" in est.explanation
 
 
 def test_best_fit_fills_a_partially_used_card_before_an_empty_one(
@@ -275,12 +277,32 @@ def test_no_capacity_when_every_device_is_taken(models: dict[str, ModelFacts]) -
 
 
 def test_not_enough_memory_names_required_and_largest(models: dict[str, ModelFacts]) -> None:
-    devices = [fleet_gpu("n1", 0, memory_gi=24, product="NVIDIA L4")]
+    devices = [fleet_gpu("n1", 0, memory_gi="23034Mi", product="NVIDIA L4")]  # as the DRA driver publishes
     r = plan(Planner(inventory([fleet_slice("n1", devices)])), models["llama70b_fp8"])
     assert r.refusal is not None and r.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
     need = memory_need(models["llama70b_fp8"])
     assert need is not None and f"needs {round(need.required / GIB, 2)} GiB" in r.refusal.message
-    assert "largest accelerator found has 24.0 GiB (NVIDIA L4" in r.refusal.message
+    assert f"{round(need.per_device(8) / GIB, 2)} GiB on each of 8" in r.refusal.message
+    assert "largest accelerator found publishes 22.49 GiB (NVIDIA L4" in r.refusal.message
+    assert "KV 327,680 B/token" in r.refusal.message
+
+
+def test_a_70b_fp8_model_on_an_empty_h100_node_is_placed_not_refused_issue_10(
+    models: dict[str, ModelFacts],
+) -> None:
+    """Main refused it forever (NoCompatiblePlacement): TP was tried only past the raw card size."""
+    devices = [fleet_gpu("n1", i, memory_gi="81559Mi", shares=False) for i in range(8)]
+    r = plan(Planner(inventory([fleet_slice("n1", devices)])), models["llama70b_fp8"])
+    assert r.placement is not None and r.estimates is not None
+    assert r.estimates.context_length >= 4096
+
+
+def test_tensor_parallel_when_one_card_leaves_less_than_the_minimum_context(
+    models: dict[str, ModelFacts],
+) -> None:
+    devices = [fleet_gpu("n1", i, memory_gi="46068Mi", product="NVIDIA L40S", shares=False) for i in range(4)]
+    r = plan(Planner(inventory([fleet_slice("n1", devices)])), models["llama70b_fp8"])
+    assert r.placement is not None and r.placement.device_count == 2
 
 
 def test_incomplete_memory_profile_is_told_apart(models: dict[str, ModelFacts]) -> None:

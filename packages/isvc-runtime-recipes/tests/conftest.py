@@ -73,7 +73,9 @@ MODELS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# (placement, what else is known of the card)
+# (placement, what else is known of the card). Card memory as the NVIDIA DRA driver publishes it (NVML
+# memory.total; packages/isvc-api/tests/data/models.yaml): H100 81559Mi = 79.65 GiB, A100 80GB 80Gi,
+# L4 23034Mi = 22.49 GiB, T4 15360Mi = 15.0 GiB (modal-labs/modal-client PR #2797).
 HARDWARE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "a100-80gb-whole": (
         dict(placement_mode="WholeDevice", sharing_mode="None", device_count=1,
@@ -94,17 +96,17 @@ HARDWARE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "l4-24gb-whole": (
         dict(placement_mode="WholeDevice", sharing_mode="None", device_count=1,
-             accelerator_product_name="NVIDIA L4", accelerator_memory_gi_b=24),
+             accelerator_product_name="NVIDIA L4", accelerator_memory_gi_b=22.49),
         dict(compute_capability="8.9"),
     ),
     "t4-16gb-whole": (
         dict(placement_mode="WholeDevice", sharing_mode="None", device_count=1,
-             accelerator_product_name="Tesla T4", accelerator_memory_gi_b=16),
+             accelerator_product_name="Tesla T4", accelerator_memory_gi_b=15.0),
         dict(compute_capability="7.5"),
     ),
     "h100-80gb-x2": (
         dict(placement_mode="MultiDevice", sharing_mode="None", device_count=2,
-             accelerator_product_name="NVIDIA H100 80GB HBM3", accelerator_memory_gi_b=80),
+             accelerator_product_name="NVIDIA H100 80GB HBM3", accelerator_memory_gi_b=79.65),
         dict(compute_capability="9.0"),
     ),
 }

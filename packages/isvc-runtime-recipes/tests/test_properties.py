@@ -7,7 +7,6 @@ them and fails when too few did (issue 19: they used to run in 45 of 400, 24 of 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from decimal import Decimal
 
@@ -24,6 +23,10 @@ from isvc_api import (
     Quantization,
     RuntimeRequirements,
     SharingMode,
+    checkpoint_weights,
+    fit_launch,
+    runtime_for,
+    visible_bytes,
 )
 from isvc_runtime_recipes import AcceleratorFacts, check_flags, load_recipes
 
@@ -83,36 +86,36 @@ def models(draw: st.DrawFn, small: bool = False, chat: bool = False
     return facts, draw(st.sampled_from(endpoints)), weights
 
 
-def _kv_per_token(facts: ModelFacts) -> int | None:
-    """Bytes of keys and values one token takes in every layer at 2 bytes an element, or None."""
-    if not facts.num_layers or not facts.hidden_size or not facts.num_attention_heads:
-        return None
-    kv_heads = facts.num_kv_heads or facts.num_attention_heads
-    return 2 * facts.num_layers * kv_heads * (facts.hidden_size // facts.num_attention_heads) * 2
-
-
 def _estimates(facts: ModelFacts, weights: float) -> Estimates:
-    """The planner's estimate (README of isvc-planner): KV for min(context, 8192) tokens, or 10 % of
-    the weights when the geometry is unknown, and 1 GiB + 10 % of the weights overhead."""
-    context = min(facts.context_length or 8192, 8192)
-    per_token = _kv_per_token(facts)
-    kv = 0.1 * weights if per_token is None else context * per_token / _GIB
-    overhead = 1 + 0.1 * weights
+    """Estimates as a plan carries them; compiling sizes the launch from the memory model, not these."""
     return Estimates(
-        required_memory_gi_b=weights + kv + overhead, weights_gi_b=weights, kv_cache_gi_b=kv,
-        overhead_gi_b=overhead, context_length=context, cpu="4", memory="16Gi", model_volume="100Gi",
+        required_memory_gi_b=weights * 1.3 + 2, weights_gi_b=weights, kv_cache_gi_b=weights * 0.2,
+        overhead_gi_b=2, context_length=min(facts.context_length or 8192, 8192), cpu="4", memory="16Gi",
+        model_volume="100Gi",
     )
 
 
-_MARGIN = 5  # percent: the shipped recipes' memory margin, which requirements() hands the planner
+def _fits(facts: ModelFacts, memory: float, share: int = 100, tp: int = 1) -> bool:
+    """Whether the shared memory model starts the model's runtime on `share` % of each of `tp` cards."""
+    return not isinstance(fit_launch(facts, runtime_for(facts), round(memory * _GIB), share, tp), str)
 
 
-def _placements(requirements: RuntimeRequirements, need: float, weights: float, kv: float
+def _smallest_share(facts: ModelFacts, memory: float) -> int | None:
+    """The smallest share of a card the model starts on (a binary search, as shares only add room)."""
+    if not _fits(facts, memory):
+        return None
+    low, high = 1, 100
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _fits(facts, memory, middle) else (middle + 1, high)
+    return low
+
+
+def _placements(requirements: RuntimeRequirements, facts: ModelFacts
                 ) -> list[tuple[Placement, AcceleratorFacts]]:
-    """Every placement the planner could give this order on the cards above, sized the planner's way:
-    a share of ⌈need × 100 / memory⌉ + margin percent, a whole device or partition holding the need
-    with the margin, or 2, 4 or 8 devices when no single one does; within the requirements."""
-    usable = (100 - _MARGIN) / 100
+    """Every placement the planner could give this order on the cards above, sized by the memory model
+    both use: the smallest share that starts, a whole device or partition that holds it, or 2, 4 or 8
+    devices when no single one does; within the requirements."""
     lowest = requirements.min_compute_capability
     out: list[tuple[Placement, AcceleratorFacts]] = []
 
@@ -125,23 +128,24 @@ def _placements(requirements: RuntimeRequirements, need: float, weights: float, 
         card = AcceleratorFacts(compute_capability=cc)
         common = {"accelerator_product_name": product, "accelerator_memory_gi_b": memory,
                   "accelerator_compute_capability": cc}
-        share = math.ceil(need * 100 / memory) + _MARGIN
-        if share <= 100 and allowed(PlacementMode.SHARED, SharingMode.SHARES, cc):
+        share = _smallest_share(facts, memory)
+        if share is not None:  # the planner adds the recipes' margin (RuntimeRequirements)
+            share = min(100, share + requirements.memory_margin_percent)
+        if share is not None and share < 100 and allowed(PlacementMode.SHARED, SharingMode.SHARES, cc):
             out.append((Placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES,
                                   share_percent=share, memory_gi_b=memory * share / 100, **common), card))
-        if memory * usable >= need and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.NONE, cc):
-            whole = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, memory_gi_b=need, **common)
+        if share is not None and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.NONE, cc):
+            whole = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, memory_gi_b=memory, **common)
             out.append((whole, card))
         for count in (2, 4, 8):
-            per_device = (weights * 1.1 + kv) / count + 1
-            if memory * usable < need and memory * usable >= per_device \
+            if share is None and _fits(facts, memory, 100, count) \
                     and allowed(PlacementMode.MULTI_DEVICE, SharingMode.NONE, cc, count):
                 out.append((Placement(placement_mode=PlacementMode.MULTI_DEVICE, device_count=count,
-                                      memory_gi_b=per_device, **common), card))
+                                      memory_gi_b=memory, **common), card))
                 break
     product, memory, cc, partitions = _MIG
     for part in partitions:
-        if part * usable >= need and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.PARTITION, cc):
+        if _fits(facts, part) and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.PARTITION, cc):
             partition = Placement(placement_mode=PlacementMode.WHOLE_DEVICE,
                                   sharing_mode=SharingMode.PARTITION,
                                   memory_gi_b=part, accelerator_product_name=product,
@@ -159,7 +163,7 @@ def orders(draw: st.DrawFn, chat: bool = False
     requirements = BOOK.requirements(facts, endpoint)
     assert isinstance(requirements, RuntimeRequirements), requirements  # every kind has a recipe
     estimates = _estimates(facts, weights)
-    options = _placements(requirements, estimates.required_memory_gi_b, weights, estimates.kv_cache_gi_b)
+    options = _placements(requirements, facts)
     assume(options)  # a KV cache too large for every card
     # One kind of placement first, then one of that kind: partitions and tensor parallel are rarer
     # options than shares and whole cards, and would otherwise be drawn rarely.
@@ -215,11 +219,14 @@ def co_placed(draw: st.DrawFn) -> tuple[float, list[tuple[ModelFacts, int, Estim
     memory = draw(st.sampled_from([24.0, 40.0, 80.0]))
     placed: list[tuple[ModelFacts, int, Estimates]] = []
     for _ in range(draw(st.integers(2, 6))):
-        facts, _, weights = draw(models(small=True))
-        estimates = _estimates(facts, weights)
-        share = math.ceil(estimates.required_memory_gi_b * 100 / memory) + _MARGIN
-        if sum(s for _, s, _ in placed) + share <= 100:
-            placed.append((facts, share, estimates))
+        facts, endpoint, weights = draw(models(small=True))
+        share = _smallest_share(facts, memory)
+        requirements = BOOK.requirements(facts, endpoint)
+        assert isinstance(requirements, RuntimeRequirements), requirements
+        if share is not None:
+            share += requirements.memory_margin_percent
+        if share is not None and sum(s for _, s, _ in placed) + share <= 100:
+            placed.append((facts, share, _estimates(facts, weights)))
     assume(len(placed) >= 2)
     return memory, placed
 
@@ -266,24 +273,28 @@ def test_the_compiled_context_fits_what_the_placement_leaves() -> None:
         flag = "--max-model-len" if "--max-model-len" in result.args else "-c"
         context = int(result.args[result.args.index(flag) + 1])
         assert context <= (facts.context_length or estimates.context_length)
-        if not facts.num_layers:
-            return  # no KV geometry: the planner's own sizing stands
+        if not facts.num_layers or "--gpu-memory-utilization" not in result.args:
+            return  # no KV geometry, or a runtime without vLLM's budget: the memory model's own tests
         hits["checked against the geometry"] += 1
-        per_token = _kv_per_token(facts)
-        assert per_token is not None
-        visible = placement.memory_gi_b if placement.sharing_mode == SharingMode.PARTITION else (
+        kv_heads = facts.num_kv_heads or facts.num_attention_heads
+        assert kv_heads is not None and facts.hidden_size and facts.num_attention_heads
+        tp = placement.device_count
+        head_dim = facts.hidden_size // facts.num_attention_heads
+        per_token = 2 * facts.num_layers * max(1, kv_heads // tp) * head_dim * 2
+        utilization = float(result.args[result.args.index("--gpu-memory-utilization") + 1])
+        published = placement.memory_gi_b if placement.sharing_mode == SharingMode.PARTITION else (
             placement.accelerator_memory_gi_b
         )
-        assert visible is not None
-        share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
-        assert share is not None
-        claim = (share / 100 - _MARGIN / 100) * visible * placement.device_count
-        used = estimates.weights_gi_b + estimates.overhead_gi_b + context * per_token / _GIB
-        assert used <= claim + 1e-9
+        assert published is not None
+        claim = utilization * visible_bytes(round(published * _GIB)) / _GIB  # what vLLM multiplies it by
+        weights = checkpoint_weights(facts)
+        assert weights is not None
+        used = weights.total / tp / _GIB + context * per_token / _GIB
+        assert used <= claim + 1e-9  # weights and one request of the context fit vLLM's own budget
 
     check()
     _reached(hits, "compiled")
-    assert hits["checked against the geometry"] >= 0.5 * hits["examples"], dict(hits)  # layers: half known
+    assert hits["checked against the geometry"] >= 0.4 * hits["examples"], dict(hits)  # layers: 3 in 4 known
 
 
 @settings(max_examples=200, deadline=None)

@@ -39,6 +39,24 @@ class ModelFacts(Wire):
     head_dim: int | None = Field(default=None, description="Dimension of one head.")
     hidden_size: int | None = Field(default=None, description="Hidden size.")
     weight_bytes: int | None = Field(default=None, description="Total size of the weight files.")
+    dtype_counts: dict[str, int] | None = Field(
+        default=None,
+        description="Elements per safetensors dtype (e.g. BF16, F8_E4M3, I32) over the weight files, as "
+        "stored; the weights' bytes as loaded come from these.",
+    )
+    intermediate_size: int | None = Field(default=None, description="MLP intermediate size.")
+    vocab_size: int | None = Field(default=None, description="Vocabulary size.")
+    tie_word_embeddings: bool | None = Field(default=None, description="lm_head shares the embeddings.")
+    num_experts: int | None = Field(default=None, description="Routed experts (mixture of experts).")
+    sliding_window: int | None = Field(default=None, description="Sliding attention window, tokens.")
+    sliding_window_layers: int | None = Field(
+        default=None, description="Layers that attend within the sliding window (the rest attend fully)."
+    )
+    kv_lora_rank: int | None = Field(default=None, description="MLA latent rank (DeepSeek-V2/V3).")
+    qk_rope_head_dim: int | None = Field(default=None, description="MLA rotary head dimension.")
+    chat_template_tools: bool | None = Field(
+        default=None, description="Whether the chat template renders tools; None when not read."
+    )
     endpoint_types: list[EndpointType] | None = Field(
         default=None,
         description="API contracts the model serves; None when the source carries no such facts.",
@@ -66,6 +84,11 @@ class RuntimeRequirements(Wire):
         default=None, description="Lowest CUDA compute capability, e.g. 8.0."
     )
     max_devices: int | None = Field(default=None, description="Most devices one replica may use.")
+    runtimes: list[str] = Field(
+        default_factory=list,
+        description="Runtimes of the candidate recipes, first tried first (vllm, tei, llamacpp); the "
+        "planner sizes memory for the first it knows.",
+    )
     memory_margin_percent: int = Field(
         default=0, ge=0, le=50,
         description="Percent of each device the runtime leaves unclaimed (its CUDA context); "

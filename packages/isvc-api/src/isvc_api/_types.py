@@ -306,6 +306,20 @@ class Resolved(Wire):
     required_memory_gi_b: float | None = Field(
         default=None, alias="requiredMemoryGiB", description="Accelerator memory the model needs."
     )
+    weights_gi_b: float | None = Field(
+        default=None, alias="weightsGiB", description="Weights as the runtime holds them, GiB (all devices)."
+    )
+    kv_bytes_per_token: int | None = Field(
+        default=None, description="KV-cache bytes one token takes on each device."
+    )
+    overhead_gi_b: float | None = Field(
+        default=None, alias="overheadGiB",
+        description="Runtime memory per device besides weights and KV cache (activations, CUDA context, "
+        "CUDA graphs), GiB.",
+    )
+    context_length: int | None = Field(
+        default=None, description="Context length (tokens) the launch was sized for: --max-model-len / -c."
+    )
     cpu: str | None = Field(default=None, description="CPU request estimate.")
     memory: str | None = Field(default=None, description="Memory request estimate.")
     model_volume: str | None = Field(default=None, description="Model volume size estimate.")
@@ -562,6 +576,9 @@ class Estimates(Wire):
     kv_cache_gi_b: float = Field(alias="kvCacheGiB", description="KV cache, GiB.")
     overhead_gi_b: float = Field(alias="overheadGiB", description="Runtime overhead, GiB.")
     context_length: int = Field(description="Context length the KV cache was sized for.")
+    kv_bytes_per_token: int | None = Field(
+        default=None, description="KV-cache bytes one token takes on each device."
+    )
     cpu: str = Field(description="CPU request.")
     memory: str = Field(description="Memory request.")
     model_volume: str = Field(description="Model volume size.")

@@ -321,8 +321,10 @@ class HubClient:
         dtype = _str(config.get("torch_dtype")) or _str(config.get("dtype"))
         params: int | None = None
         bits = quant.bits
+        dtype_counts: dict[str, int] | None = None
         if fmt == ModelFormat.SAFETENSORS:
             counts = _info_counts(info) or self._header_counts(ref, token, commit, weights)
+            dtype_counts = dict(sorted(counts.items()))
             params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
             dtype = dtype or _dominant_float(counts)
         elif fmt == ModelFormat.GGUF:
@@ -340,6 +342,7 @@ class HubClient:
         if kv_heads is None and heads is not None:
             kv_heads = 1 if config.get("multi_query") is True else heads
         architectures = config.get("architectures")
+        window, window_layers = _sliding_window(config, _pick(config, "num_hidden_layers", "n_layer"))
         return ModelFacts(
             source=ModelSource.HUGGING_FACE,
             name=ref.repo,
@@ -363,6 +366,15 @@ class HubClient:
             head_dim=head_dim,
             hidden_size=hidden,
             weight_bytes=weight_bytes,
+            dtype_counts=dtype_counts,
+            intermediate_size=_pick(config, "intermediate_size", "n_inner", "ffn_dim"),
+            vocab_size=_pick(config, "vocab_size"),
+            tie_word_embeddings=_bool(config, "tie_word_embeddings"),
+            num_experts=_pick(config, "num_experts", "n_routed_experts", "num_local_experts"),
+            sliding_window=window,
+            sliding_window_layers=window_layers,
+            kv_lora_rank=_pick(config, "kv_lora_rank"),
+            qk_rope_head_dim=_pick(config, "qk_rope_head_dim"),
             endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
         )
 
@@ -524,6 +536,26 @@ def _pick(config: Mapping[str, Any], *keys: str) -> int | None:
             if value is not None:
                 return value
     return None
+
+
+def _bool(config: Mapping[str, Any], key: str) -> bool | None:
+    scopes = [config, *(config[n] for n in _NESTED_CONFIGS if isinstance(config.get(n), dict))]
+    return next((scope[key] for scope in scopes if isinstance(scope.get(key), bool)), None)
+
+
+def _sliding_window(config: Mapping[str, Any], layers: int | None) -> tuple[int | None, int | None]:
+    """The window and how many layers use it: `layer_types` when given (Gemma 2/3, gpt-oss), every
+    other layer for Gemma 2, none when `use_sliding_window` is false (Qwen2)."""
+    window = _pick(config, "sliding_window")
+    if window is None or config.get("use_sliding_window") is False:
+        return None, None
+    types = config.get("layer_types")
+    if isinstance(types, list):
+        count = sum(1 for t in types if t == "sliding_attention")
+        return (window, count) if count else (None, None)
+    if config.get("model_type") == "gemma2" and layers:
+        return window, layers // 2
+    return None, None  # a window stated without a layout: counted as full attention, the safe side
 
 
 def _info_counts(info: Mapping[str, Any]) -> Counter[str] | None:

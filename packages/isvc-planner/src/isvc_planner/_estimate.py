@@ -1,142 +1,129 @@
-"""How much accelerator memory, CPU, host memory and disk a model needs: the documented formula.
+"""How much accelerator memory, CPU, host memory and disk a model needs, from the shared memory model.
 
-    weights   = parameter count × bytes per parameter (dtype or quantization)
-    KV cache  = 2 (K and V) × layers × KV heads × head dim × context tokens × 2 bytes (16-bit cache)
-    overhead  = 1 GiB (CUDA context, runtime) + 10 % of the weights (activations, CUDA graphs)
-    required  = weights + KV cache + overhead
-    on k devices (tensor parallel), each device holds (weights + KV + 10 % of weights) / k + 1 GiB
+The accelerator memory is `isvc_api.need_per_device`: per GPU, the weights as the checkpoint holds them
+(divided by the tensor-parallel size), the runtime's non-KV memory at the batch the planner sizes for,
+the KV cache of the minimum useful context (4,096 tokens, or the model's own maximum if smaller), and
+what the runtime keeps beside its own accounting (CUDA context, CUDA graphs). Shares are of the memory
+the runtime sees on the card (`isvc_api.visible_bytes`), not of the published capacity.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from isvc_api import Estimates, ModelFacts, Quantization
+from isvc_api import (
+    MIN_CONTEXT,
+    Estimates,
+    Fit,
+    MemoryRuntime,
+    ModelFacts,
+    checkpoint_weights,
+    fit_launch,
+    kv_layout,
+    need_per_device,
+    runtime_for,
+)
 from isvc_planner_client import GIB, format_gib, gib
 
 __all__ = [
-    "DEFAULT_CONTEXT", "MemoryNeed", "bytes_per_parameter", "estimate", "kv_cache_bytes", "memory_need",
+    "DEFAULT_CONTEXT", "MemoryNeed", "estimate", "memory_need",
 ]
 
-DEFAULT_CONTEXT = 8192  # tokens the KV cache is sized for when the model allows that many
-FIXED_OVERHEAD = 1 * GIB
-OVERHEAD_SHARE = 0.10
-KV_BYTES = 2
-GROUP_SIZE = 128  # AWQ/GPTQ: a 16-bit scale and a zero point per group of weights
-
-_DTYPE_BYTES = {
-    "float32": 4.0, "fp32": 4.0, "float": 4.0,
-    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
-    "float8": 1.0, "fp8": 1.0, "float8_e4m3fn": 1.0, "int8": 1.0,
-}
-_ENCODER_MARKS = ("bert", "roberta", "electra", "mpnet", "deberta", "t5encoder")
+DEFAULT_CONTEXT = MIN_CONTEXT  # tokens of KV cache a share is sized for (the model's own maximum if fewer)
+_COUNTS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
 class MemoryNeed:
-    """The memory a model needs, with the arithmetic kept for messages."""
+    """The memory a model needs per GPU at each tensor-parallel size, with the arithmetic for messages."""
 
+    facts: ModelFacts
+    runtime: MemoryRuntime
     weights: int
-    kv_cache: int
-    overhead: int
+    kv_per_token: int
     context: int
-    explanation: str
+    by_count: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def required(self) -> int:
         """Bytes of accelerator memory on one device."""
-        return self.weights + self.kv_cache + self.overhead
+        return self.by_count[1][0]
+
+    @property
+    def explanation(self) -> str:
+        """The arithmetic on one device."""
+        return self.by_count[1][1]
+
+    @property
+    def kv_cache(self) -> int:
+        """KV bytes of the minimum context on one device."""
+        return self.kv_per_token * self.context
+
+    @property
+    def overhead(self) -> int:
+        """Runtime memory beside weights and KV on one device."""
+        return max(0, self.required - self.weights - self.kv_cache)
 
     def per_device(self, count: int) -> int:
         """Bytes each of `count` tensor-parallel devices must hold."""
-        if count <= 1:
-            return self.required
-        shared = self.weights + self.kv_cache + (self.overhead - FIXED_OVERHEAD)
-        return math.ceil(shared / count) + FIXED_OVERHEAD
+        known = self.by_count.get(count)
+        if known is None:
+            computed = need_per_device(self.facts, self.runtime, count, context=self.context)
+            return computed[0] if computed else self.required
+        return known[0]
+
+    def explain(self, count: int) -> str:
+        """The arithmetic on each of `count` devices."""
+        known = self.by_count.get(count)
+        return known[1] if known else self.explanation
+
+    def launch(self, published: int, share: int, count: int) -> Fit | str:
+        """The launch a recipe compiles on this placement, by the same model."""
+        return fit_launch(self.facts, self.runtime, published, share, count, min_context=self.context)
 
 
-def bytes_per_parameter(facts: ModelFacts) -> tuple[float, str]:
-    """Bytes one parameter takes and the words that say why."""
-    quant = facts.quantization
-    if quant in (Quantization.AWQ, Quantization.GPTQ, Quantization.BITSANDBYTES):
-        bits = facts.quantization_bits or 4
-        per = (bits + (16 + bits) / GROUP_SIZE) / 8
-        return per, f"{per:.4f} B ({quant.value} {bits}-bit, scales per {GROUP_SIZE} weights)"
-    if quant == Quantization.GGUF:
-        bits = facts.quantization_bits or 4
-        per = (bits + 0.5) / 8
-        return per, f"{per:.4f} B (GGUF {bits}-bit with block scales)"
-    if quant == Quantization.FP8:
-        return 1.0, "1 B (FP8)"
-    dtype = (facts.dtype or "bfloat16").lower().removeprefix("torch.")
-    per = _DTYPE_BYTES.get(dtype, 2.0)
-    return per, f"{per:g} B ({dtype})"
-
-
-def _is_encoder(facts: ModelFacts) -> bool:
-    names = f"{facts.architecture or ''} {facts.family or ''}".lower().replace("-", "").replace("_", "")
-    return any(mark in names for mark in _ENCODER_MARKS)
-
-
-def kv_cache_bytes(facts: ModelFacts, context: int) -> tuple[int, str]:
-    """KV cache for `context` tokens and its arithmetic; zero for encoder-only models."""
-    if _is_encoder(facts):
-        return 0, "KV cache 0 (encoder-only model keeps no KV cache)"
-    layers = facts.num_layers
-    heads = facts.num_attention_heads
-    kv_heads = facts.num_kv_heads or heads
-    head_dim = facts.head_dim
-    if head_dim is None and facts.hidden_size and heads:
-        head_dim = facts.hidden_size // heads
-    if not (layers and kv_heads and head_dim):
-        return 0, "KV cache unknown (layers, KV heads or head dim missing)"
-    amount = 2 * layers * kv_heads * head_dim * context * KV_BYTES
-    words = (f"KV cache 2 × {layers} layers × {kv_heads} KV heads × {head_dim} head dim × "
-             f"{context} tokens × {KV_BYTES} B = {gib(amount)} GiB")
-    return amount, words
-
-
-def memory_need(facts: ModelFacts, context: int | None = None) -> MemoryNeed | None:
-    """Accelerator memory a model needs, or None when neither parameter count nor weight size is known."""
-    ctx = min(facts.context_length or DEFAULT_CONTEXT, context or DEFAULT_CONTEXT)
-    if facts.parameter_count:
-        per, per_words = bytes_per_parameter(facts)
-        weights = math.ceil(facts.parameter_count * per)
-        weight_words = (f"weights {facts.parameter_count:,} parameters × {per_words} = "
-                        f"{gib(weights)} GiB")
-    elif facts.weight_bytes:
-        weights = facts.weight_bytes
-        weight_words = f"weights {gib(weights)} GiB (size of the weight files)"
-    else:
+def memory_need(facts: ModelFacts, context: int | None = None,
+                runtime: MemoryRuntime | None = None) -> MemoryNeed | None:
+    """Accelerator memory a model needs, or None when neither parameters, element counts nor file size
+    tell its weights."""
+    weights = checkpoint_weights(facts)
+    if weights is None:
         return None
-    kv, kv_words = kv_cache_bytes(facts, ctx)
-    if kv == 0 and "unknown" in kv_words:
-        kv = math.ceil(weights * 0.10)
-        kv_words += f", taken as 10 % of the weights = {gib(kv)} GiB"
-    overhead = FIXED_OVERHEAD + math.ceil(weights * OVERHEAD_SHARE)
-    overhead_words = f"overhead 1 GiB + 10 % of weights = {gib(overhead)} GiB"
-    total = weights + kv + overhead
-    text = f"{weight_words}; {kv_words}; {overhead_words}; required {gib(total)} GiB"
-    return MemoryNeed(weights=weights, kv_cache=kv, overhead=overhead, context=ctx, explanation=text)
+    chosen = runtime or runtime_for(facts)
+    ctx = min(context or DEFAULT_CONTEXT, facts.context_length or context or DEFAULT_CONTEXT)
+    by_count: dict[int, tuple[int, str]] = {}
+    for count in _COUNTS:
+        need = need_per_device(facts, chosen, count, context=ctx)
+        if need is not None:
+            by_count[count] = need
+    layout = kv_layout(facts)
+    return MemoryNeed(facts=facts, runtime=chosen, weights=weights.total,
+                      kv_per_token=layout.per_token if layout else 0, context=ctx, by_count=by_count)
 
 
-def estimate(facts: ModelFacts, need: MemoryNeed, device_count: int = 1) -> Estimates:
-    """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume."""
+def estimate(facts: ModelFacts, need: MemoryNeed, device_count: int = 1,
+             launch: Fit | None = None) -> Estimates:
+    """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume, and the
+    launch the recipes will compile on the placement (context, KV per token, runtime overhead)."""
     cpu = max(2, 2 * device_count)
     host = 4 * GIB + need.weights // 4
     on_disk = facts.weight_bytes or need.weights
     volume = math.ceil(on_disk * 1.1) + GIB
-    text = (f"{need.explanation}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = {format_gib(host)};"
-            f" model volume files × 1.1 + 1 GiB = {format_gib(volume)}")
-    if device_count > 1:
-        text += f"; on {device_count} devices {gib(need.per_device(device_count))} GiB each"
+    per_device = need.per_device(device_count)
+    text = (f"{need.explain(device_count)}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = "
+            f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}")
+    context, overhead, kv_per_token = need.context, need.overhead, need.kv_per_token
+    if launch is not None:
+        context, overhead, kv_per_token = launch.context, launch.overhead, launch.kv.per_token
+        text += f"; on this placement: {launch.words()}"
     return Estimates(
-        required_memory_gi_b=gib(need.required),
+        required_memory_gi_b=gib(per_device),
         weights_gi_b=gib(need.weights),
-        kv_cache_gi_b=gib(need.kv_cache),
-        overhead_gi_b=gib(need.overhead),
-        context_length=need.context,
+        kv_cache_gi_b=gib(kv_per_token * context),
+        overhead_gi_b=gib(overhead),
+        context_length=context,
+        kv_bytes_per_token=kv_per_token,
         cpu=str(cpu),
         memory=format_gib(host),
         model_volume=format_gib(volume),

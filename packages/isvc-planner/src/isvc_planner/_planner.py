@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 from isvc_api import (
     AcceleratorPolicy,
+    Fit,
+    MemoryRuntime,
     Placement,
     PlacementMode,
     Reason,
@@ -31,6 +33,7 @@ from isvc_api import (
     RuntimeRequirements,
     SharingMode,
     share_in_range,
+    visible_bytes,
 )
 from isvc_planner_client import GIB, PlanRequest, PlanResponse, SelectorError, Victim, gib
 
@@ -68,16 +71,25 @@ class _Ask:
     def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
         return (mode, sharing) in self.modes
 
+    def usable(self, memory: int) -> int:
+        """Bytes of a whole device publishing `memory` the order may count on: what the runtime sees,
+        less the margin (which covers the percent the runtime's utilization is floored by)."""
+        return visible_bytes(memory) * (UNITS - self.margin) // UNITS
+
     def holds(self, memory: int) -> bool:
         """Whether a whole device of `memory` bytes holds the order, margin included."""
-        return memory * (UNITS - self.margin) // UNITS >= self.need.required
+        return self.usable(memory) >= self.need.required
 
     def share_for(self, amount: int, memory: int) -> int | None:
         """The permitted share of a device of `memory` bytes that holds `amount`, or None.
 
-        The runtime leaves `margin` percent of what it is given unclaimed, so that much is added.
+        Shares are of the memory the runtime sees; the runtime leaves `margin` percent of what it is
+        given unclaimed (its utilization floored to a percent), so that much is added.
         """
-        raw = max(1, math.ceil(amount * UNITS / memory) + self.margin)
+        seen = visible_bytes(memory)
+        if seen <= 0:
+            return None
+        raw = max(1, math.ceil(amount * UNITS / seen) + self.margin)
         i = bisect.bisect_left(self.shares, raw)
         return self.shares[i] if i < len(self.shares) else None
 
@@ -187,7 +199,9 @@ class Planner:
         """What one order asks of the ledger, or the refusal that needs no search."""
         inv = self.inventory
         order: OrderKey = (request.order.namespace, request.order.name)
-        need = memory_need(request.facts, self.context)
+        reqs = request.requirements or RuntimeRequirements()
+        runtime = next((MemoryRuntime(r) for r in reqs.runtimes if r in set(MemoryRuntime)), None)
+        need = memory_need(request.facts, self.context, runtime)
         if need is None:
             return _refuse(Reason.NO_COMPATIBLE_PLACEMENT,
                            f"The memory need of {request.facts.name} cannot be computed: its facts carry "
@@ -417,8 +431,8 @@ class Planner:
                     free = UNITS - inv.used(device.key) + own[device.key]
                     if free >= units:
                         consider(self._single(cls, device, free, units, mode, sharing, ask))
-        if best is not None or largest >= need.required:
-            return best
+        if best is not None or (largest > 0 and ask.holds(largest)):
+            return best  # a model one device of the class holds never spans several
         if not ask.allows(PlacementMode.MULTI_DEVICE, SharingMode.NONE) and not ask.allows(
                 PlacementMode.MULTI_DEVICE, SharingMode.SHARES):
             return None
@@ -449,7 +463,7 @@ class Planner:
         if not ask.allows(PlacementMode.MULTI_DEVICE, sharing):
             return None
         count = 2
-        usable = memory * (UNITS - ask.margin) // UNITS
+        usable = ask.usable(memory)
         while count <= ask.max_devices and ask.need.per_device(count) > usable:
             count *= 2
         if count > ask.max_devices:
@@ -510,7 +524,7 @@ class Planner:
         for (_, gkey), n in pools.items():
             count = 2
             while count <= ask.max_devices and count <= n:
-                if ask.need.per_device(count) <= gkey[0]:
+                if ask.need.per_device(count) <= ask.usable(gkey[0]):
                     f.fits_by_size = True
                     break
                 count *= 2
@@ -527,19 +541,22 @@ class Planner:
                 f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
                 f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
                 f"computed for {required} GiB. An administrator's subject; waiting will not help."))
+        tensor_parallel = ", ".join(f"{gib(need.per_device(n))} GiB on each of {n}" for n in (2, 4, 8))
         if not f.fits_by_size:
             return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
-                f"The model needs {required} GiB of accelerator memory ({need.explanation}); the largest "
-                f"accelerator found has {gib(f.largest[0])} GiB ({f.largest[1]}), the largest free now "
-                f"{gib(f.largest_free)} GiB."))
+                f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+                f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
+                f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
+                f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
+                "A larger accelerator or more devices of one node are needed."))
         if f.largest_free < need.required:
             return Refusal(reason=Reason.NO_CAPACITY, message=(
                 f"No device of {where} has {required} GiB free right now (largest free piece "
                 f"{gib(f.largest_free)} GiB); replanned when capacity frees up."))
         return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
             f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
-            f"a permitted share or device count (largest free piece {gib(f.largest_free)} GiB). "
-            "Replanned when capacity changes."))
+            f"a permitted share or device count ({need.explanation}; {tensor_parallel} under tensor "
+            f"parallel; largest free piece {gib(f.largest_free)} GiB). Replanned when capacity changes."))
 
     # ------------------------------------------------------------------ preemption
 
@@ -616,7 +633,9 @@ class Planner:
             memory_gi_b=gib(per_device),
         )
         self._reserve(order, priority, found)
-        est = estimate(request.facts, need, len(found.devices))
+        launch = need.launch(memory, found.units if found.mode == PlacementMode.SHARED else UNITS,
+                             len(found.devices)) if memory else None
+        est = estimate(request.facts, need, len(found.devices), launch if isinstance(launch, Fit) else None)
         return PlanResponse(placement=placement, estimates=est,
                             preempt=[Victim(namespace=ns, name=n) for ns, n in victims])
 

@@ -12,9 +12,12 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from isvc_api import (
+    GIB,
     CompiledRuntime,
     EndpointType,
     Estimates,
+    Fit,
+    MemoryRuntime,
     ModelFacts,
     ModelFormat,
     Placement,
@@ -25,6 +28,8 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     SharingMode,
+    checkpoint_weights,
+    fit_launch,
     share_in_range,
 )
 
@@ -258,7 +263,8 @@ def _render(groups: list[list[str]], values: Mapping[str, str | None]) -> list[s
     for group in groups:
         if any(values.get(name) is None for name in placeholders(group)):
             continue
-        args.extend(string.Formatter().vformat(token, (), dict(values)) for token in group)
+        rendered = (string.Formatter().vformat(token, (), dict(values)) for token in group)
+        args.extend(token for token in rendered if token != "")  # an empty value: the flag alone
     return args
 
 
@@ -335,6 +341,7 @@ class RecipeBook:
             ],
             min_compute_capability=min(lowest, key=parse_compute_capability) if lowest else None,
             max_devices=max(r.placement.max_devices for r in candidates),
+            runtimes=list(dict.fromkeys(r.runtime for r in candidates)),
             memory_margin_percent=math.ceil(max(r.memory.margin for r in candidates) * 100),
         )
 
@@ -395,8 +402,23 @@ class RecipeBook:
                 f"{recipe.memory.margin:g} margin",
             )
         context: int | None = None
-        if _uses(recipe, "maxContextLength"):
-            device_gib = device_memory_gib(placement, hw.accelerator)
+        launch: Fit | None = None
+        device_gib = device_memory_gib(placement, hw.accelerator)
+        known = checkpoint_weights(facts) is not None
+        if recipe.runtime in set(MemoryRuntime) and device_gib is not None and known:
+            share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
+            fitted = fit_launch(
+                facts, MemoryRuntime(recipe.runtime), round(device_gib * GIB), share or 100,
+                max(placement.device_count, 1), min_context=recipe.memory.min_context_length,
+                granularity=recipe.memory.context_granularity, max_context=estimates.context_length,
+            )
+            if isinstance(fitted, str):
+                return _Failure(recipe.name, "memory", fitted)
+            launch = fitted
+            context = launch.context
+            if launch.utilization is not None:
+                utilization = launch.utilization
+        elif _uses(recipe, "maxContextLength"):
             context, why = max_context_length(
                 facts, placement, estimates, recipe.memory, device_gib, utilization
             )
@@ -413,6 +435,10 @@ class RecipeBook:
             "maxContextLength": None if context is None else str(context),
             "quantization": recipe.quantization_values.get(facts.quantization),
             "toolCallParser": parser,
+            "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
+            "maxNumBatchedTokens": (
+                str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None),
+            "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
         }
         args = _render(recipe.args, values)
         tool_args: list[str] = []
@@ -441,6 +467,7 @@ class RecipeBook:
             metrics_path=recipe.metrics_path,
             endpoint_type=str(endpoint),
             runtime=recipe.runtime,
+            memory=launch.words() if launch else None,
         )
         compiled.content_hash = content_hash(compiled)
         return compiled

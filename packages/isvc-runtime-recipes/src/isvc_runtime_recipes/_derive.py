@@ -119,8 +119,8 @@ def max_context_length(
 
 def tool_call_parser(recipe: Recipe, facts: ModelFacts) -> str | None:
     """The parser the recipe knows for this model's family, or None: then no tool-call flags."""
-    if recipe.tool_calling is None:
-        return None
+    if recipe.tool_calling is None or facts.chat_template_tools is False:
+        return None  # a chat template that renders no tools cannot take tool calls
     family = (facts.family or "").lower()
     for rule in recipe.tool_calling.parsers:
         if rule.families is not None and family not in {f.lower() for f in rule.families}:

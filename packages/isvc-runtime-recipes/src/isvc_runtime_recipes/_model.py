@@ -37,6 +37,9 @@ PLACEHOLDERS = frozenset(
         "maxContextLength",  # tokens that fit the memory left after the weights
         "quantization",  # the runtime's value for the model's quantization; None when native
         "toolCallParser",  # the parser chosen for the model family; only in toolCalling.args
+        "maxNumSeqs",  # vLLM --max-num-seqs of the batch setting the memory model chose
+        "maxNumBatchedTokens",  # vLLM --max-num-batched-tokens of that setting
+        "enforceEager",  # "" (the group's flag alone) when that setting captures no graphs, else dropped
     }
 )
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isvc_api import ModelFacts, ModelSource, PlacementMode
+from isvc_api import ModelFacts, ModelSource, PlacementMode, visible_bytes
 from isvc_planner import (
     Inventory,
     Planner,
@@ -39,11 +39,25 @@ PLAN_MANY_BUDGET = 20_000  # Planner.plan_many's default search budget, in nodes
 _PRODUCTS = {80: "NVIDIA H100 80GB HBM3", 40: "NVIDIA A100-SXM4-40GB", 24: "NVIDIA L4", 141: "NVIDIA H200"}
 
 
+def _model(weights_gib: float, name: str) -> ModelFacts:
+    return ModelFacts(source=ModelSource.HUGGING_FACE, name=name, parameter_count=int(weights_gib * GIB / 2),
+                      dtype="bfloat16")
+
+
+def _runtime_overhead() -> float:
+    """GiB the memory model adds to 1.1 × weights for a model without geometry (KV: 10 % of weights)."""
+    probe = memory_need(_model(1.0, "bench/probe"))
+    assert probe is not None
+    return probe.required / GIB - 1.1
+
+
+_OVERHEAD = _runtime_overhead()
+
+
 def _facts(need_gib: float, rng: random.Random) -> ModelFacts:
-    """A model of about `need_gib` GiB in total (KV unknown: 10 % of weights)."""
-    weights = max(0.5, (need_gib - 1) / 1.2)
-    return ModelFacts(source=ModelSource.HUGGING_FACE, name=f"bench/{rng.randrange(10**6)}",
-                      parameter_count=int(weights * GIB / 2), dtype="bfloat16")
+    """A model of about `need_gib` GiB in total (KV unknown: 10 % of weights, plus the runtime's own)."""
+    weights = max(0.5, (need_gib - _OVERHEAD) / 1.1)
+    return _model(weights, f"bench/{rng.randrange(10**6)}")
 
 
 def _fleet(nodes: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -183,10 +197,11 @@ def in_support(layout: list[Layout], sizes: list[float]) -> bool:
 
 def units_for(need: int, memory: int, shareable: bool) -> int | None:
     """Units of a device one order takes (the planner's rule, every percent permitted), or None."""
+    seen = visible_bytes(memory)  # shares are of the memory the runtime sees
     if shareable:
-        units = max(1, math.ceil(need * 100 / memory))
+        units = max(1, math.ceil(need * 100 / seen))
         return units if units <= 100 else None
-    return 100 if memory >= need else None
+    return 100 if seen >= need else None
 
 
 def optimum(devices: list[tuple[int, bool]], needs: list[int], *, in_sequence: bool,

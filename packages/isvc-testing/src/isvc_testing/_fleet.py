@@ -30,10 +30,14 @@ def fleet_device_classes() -> list[dict[str, Any]]:
     return [dc("gpu.nvidia.com", "gpu"), dc("mig.nvidia.com", "mig")]
 
 
-def fleet_gpu(node: str, index: int, *, memory_gi: int | None = 80,
+def fleet_gpu(node: str, index: int, *, memory_gi: int | str | None = 80,
               product: str = "NVIDIA H100 80GB HBM3", shares: bool = True,
               compute_capability: str = "9.0.0", taint: bool = False) -> dict[str, Any]:
-    """A full GPU; with `shares` it is shareable (100 shares, default 1; memory default 0)."""
+    """A full GPU; with `shares` it is shareable (100 shares, default 1; memory default 0).
+
+    `memory_gi` is GiB, or a quantity as the DRA driver publishes it (NVML total, e.g. "81559Mi" for an
+    H100 80GB HBM3, "23034Mi" for an L4).
+    """
     device: dict[str, Any] = {
         "name": f"gpu-{index}",
         "attributes": {
@@ -49,7 +53,8 @@ def fleet_gpu(node: str, index: int, *, memory_gi: int | None = 80,
         "capacity": {},
     }
     if memory_gi is not None:
-        device["capacity"]["memory"] = {"value": f"{memory_gi}Gi"}
+        value = memory_gi if isinstance(memory_gi, str) else f"{memory_gi}Gi"
+        device["capacity"]["memory"] = {"value": value}
     if shares:
         device["allowMultipleAllocations"] = True
         if memory_gi is not None:

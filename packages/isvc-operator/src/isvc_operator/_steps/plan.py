@@ -131,7 +131,9 @@ def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | 
         sharing_mode=p.sharing_mode, share_percent=p.share_percent, device_count=p.device_count,
         node_name=p.node_name, required_memory_gi_b=e.required_memory_gi_b if e else None,
         cpu=e.cpu if e else None, memory=e.memory if e else None,
-        model_volume=e.model_volume if e else None,
+        model_volume=e.model_volume if e else None, weights_gi_b=e.weights_gi_b if e else None,
+        kv_bytes_per_token=e.kv_bytes_per_token if e else None, overhead_gi_b=e.overhead_gi_b if e else None,
+        context_length=e.context_length if e else None,
         runtime=plan.runtime.recipe if plan.runtime else None, replan_count=replans, inputs_hash=inputs,
     )
 
