@@ -104,7 +104,7 @@ def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_m
     order = bed.order("too-large", "meta-llama/Llama-3.1-405B-Instruct", klass, secret=bed.hf_token())
     status = bed.wait_reason(order, "Planned", "NoAcceleratorWithEnoughMemory")
     message = assert_refused(status, "Planned", "NoAcceleratorWithEnoughMemory",
-                             "the largest accelerator found has 80", "NVIDIA H100 80GB HBM3")
+                             "the largest accelerator found publishes 80", "NVIDIA H100 80GB HBM3")
     required = float(message.split("The model needs ")[1].split(" GiB")[0])
     assert required > 8 * 80  # more than all eight H100s of the node together: no tensor-parallel plan
 
@@ -372,7 +372,7 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     planned = condition(status, "Planned")
     assert planned["status"] == "True"
     assert "NoAcceleratorWithEnoughMemory" in planned["message"]
-    assert "the largest accelerator found has 80" in planned["message"]
+    assert "the largest accelerator found publishes 80" in planned["message"]
     assert status["phase"] == "Ready" and condition(status, "Ready")["status"] == "True"
     assert status["resolved"]["replanCount"] == count + 1
     time.sleep(8)  # several passes: still Ready, on the same plan, counted once

@@ -31,7 +31,7 @@ class Informer:
 
 
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
-    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "priority_classes")
+    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
                    registry=CollectorRegistry(), waiting=lambda: list(waiting))

@@ -10,7 +10,7 @@ import pytest
 from isvc_api import GROUP, VERSION
 from isvc_operator import PlanOutcome
 
-from .fakes import ESTIMATES, PLACEMENT, World, order
+from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
 GV = f"{GROUP}/{VERSION}"
 STATUS_422 = json.dumps({
@@ -86,3 +86,16 @@ def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_
     world.run(edited)
     names = templates(world)
     assert names == {"support-llm-gpu-h100-1"}
+
+
+def test_an_order_no_longer_external_has_its_ingress_removed(world: World) -> None:
+    """Issue 12: switching External → ClusterLocal left the Ingress up."""
+    world.run()
+    world.cluster.put({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                       "metadata": {"name": "support-llm", "namespace": "team-a",
+                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.run()
+    assert world.cluster.owned("Ingress", "team-a", "support-llm")  # External: it stays
+    world.cluster.put(klass(exposure={"type": "ClusterLocal", "authentication": "Token"}))
+    world.run()
+    assert world.cluster.owned("Ingress", "team-a", "support-llm") == []

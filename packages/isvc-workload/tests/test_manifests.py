@@ -32,10 +32,10 @@ from isvc_workload import (
     WorkloadInputs,
     WorkloadSettings,
     auth_secret,
-    certificate,
     claim_template_name,
     deployment,
     endpoint_url,
+    external_host,
     ingress,
     model_volume_size,
     read_token,
@@ -51,10 +51,9 @@ BUILDERS: dict[str, Callable[[WorkloadInputs], dict[str, Any] | None]] = {
     "Deployment": lambda i: deployment(i, SETTINGS),
     "Service": service,
     "Ingress": lambda i: ingress(i, SETTINGS),
-    "Certificate": lambda i: certificate(i, SETTINGS),
     "Secret": lambda i: auth_secret(i.order),
 }
-NAMES = {"Certificate": "llm-a-tls", "Secret": "llm-a-auth"}
+NAMES = {"Secret": "llm-a-auth"}
 
 
 def _container(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -271,6 +270,7 @@ def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it()
     assert pod_spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template}]
     assert _container(manifest)["resources"] == {
         "requests": {"cpu": "4", "memory": "24Gi"},
+        "limits": {"memory": "24Gi"},
         "claims": [{"name": "gpu"}],
     }
     assert "tolerations" not in pod_spec
@@ -312,12 +312,36 @@ def test_the_api_key_comes_from_the_auth_secret_only_when_a_token_is_required(
     assert (env["A"], env["B"]) == ("1", "2")
 
 
-def test_the_hf_token_is_read_from_the_orders_own_secret_never_copied() -> None:
+def test_the_hf_token_reaches_the_fetch_container_only_and_is_never_copied() -> None:
+    """Issue 12: the runtime reads the model offline and needs no Hub token."""
     with_ref = make_inputs(order=make_order(auth_ref={"name": "my-hf", "key": "hf"}))
-    assert _env(deployment(with_ref, SETTINGS))["HF_TOKEN"] == {
-        "secretKeyRef": {"name": "my-hf", "key": "hf"}
-    }
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "registry/isvc/fetch@sha256:0"})
+    pod = deployment(with_ref, settings)["spec"]["template"]["spec"]
+    fetch = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["initContainers"][0]["env"]}
+    assert fetch["HF_TOKEN"] == {"secretKeyRef": {"name": "my-hf", "key": "hf"}}
+    assert "HF_TOKEN" not in _env(deployment(with_ref, settings))
     assert "HF_TOKEN" not in _env(deployment(make_inputs(), SETTINGS))
+
+
+def test_the_model_is_fetched_at_the_commit_the_plan_was_sized_for_through_the_configured_hub() -> None:
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "fetch", "huggingface_endpoint": "http://hub"})
+    inputs = make_inputs().model_copy(update={"model_commit": "0123abc"})
+    fetch = deployment(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
+    assert fetch["command"][-2:] == ["--revision", "0123abc"]
+    assert {"name": "HF_ENDPOINT", "value": "http://hub"} in fetch["env"]
+
+
+def test_inference_pods_are_hardened() -> None:
+    """Issue 12: restricted security context, no service-account token, limits from the estimate."""
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "fetch"})
+    pod = deployment(make_inputs(), settings)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"] + pod["initContainers"]:
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+        assert container["resources"]["limits"]["memory"]
 
 
 def test_the_priority_class_of_the_class_reaches_the_pod() -> None:
@@ -404,11 +428,11 @@ def test_each_auth_secret_holds_a_new_token_that_reads_back() -> None:
 @pytest.mark.parametrize(
     ("exposure", "url"),
     [
-        (ExposureType.EXTERNAL, "https://llm-a-team.example.com"),
-        (ExposureType.CLUSTER_LOCAL, "https://llm-a.team.svc"),
+        (ExposureType.EXTERNAL, "https://llm-a--team.example.com"),
+        (ExposureType.CLUSTER_LOCAL, "http://llm-a.team.svc:8000"),
     ],
 )
-def test_the_endpoint_url_is_https(exposure: ExposureType, url: str) -> None:
+def test_the_endpoint_url_is_what_listens(exposure: ExposureType, url: str) -> None:
     assert endpoint_url("llm-a", "team", exposure, SETTINGS) == url
 
 
@@ -419,13 +443,22 @@ def test_an_external_endpoint_needs_the_public_domain() -> None:
         ingress(make_inputs(), WorkloadSettings())
 
 
-def test_the_ingress_serves_the_host_with_tls_from_cert_manager() -> None:
+def test_the_ingress_serves_only_the_api_the_token_guards_with_tls_from_cert_manager() -> None:
     manifest = ingress(make_inputs(), SETTINGS)
     assert manifest["metadata"]["annotations"]["cert-manager.io/cluster-issuer"] == "letsencrypt"
-    assert manifest["spec"]["tls"] == [{"hosts": ["llm-a-team.example.com"], "secretName": "llm-a-tls"}]
+    assert manifest["spec"]["tls"] == [{"hosts": ["llm-a--team.example.com"], "secretName": "llm-a-tls"}]
     rule = manifest["spec"]["rules"][0]
-    assert rule["host"] == "llm-a-team.example.com"
+    assert rule["host"] == "llm-a--team.example.com"
+    assert [p["path"] for p in rule["http"]["paths"]] == ["/v1/"]  # not /metrics, /invocations, /score
     assert rule["http"]["paths"][0]["backend"] == {"service": {"name": "llm-a", "port": {"name": "http"}}}
+
+
+@pytest.mark.parametrize(("order", "namespace"), [("a-b", "c"), ("a", "b-c"), ("x" * 40, "y" * 40)])
+def test_hosts_are_unambiguous_across_namespaces(order: str, namespace: str) -> None:
+    """Issue 12: `<order>-<namespace>` gave a-b/c and a/b-c the same host."""
+    host = external_host(order, namespace, SETTINGS).removesuffix(".example.com")
+    assert len(host) <= 63 and host.split("--", 1)[0] == order
+    assert external_host(order, namespace, SETTINGS) != external_host(order, namespace + "z", SETTINGS)
 
 
 @pytest.mark.parametrize(
@@ -439,18 +472,6 @@ def test_the_issuer_of_the_class_wins_over_the_modules(
     settings = WorkloadSettings(public_domain_template="%s.example.com", cluster_issuer_name=module_issuer)
     annotations = ingress(make_inputs(exposure=exposure), settings)["metadata"]["annotations"]
     assert annotations.get("cert-manager.io/cluster-issuer") == expected
-    cert = certificate(make_inputs(exposure=exposure), settings)
-    assert (cert["spec"]["issuerRef"]["name"] if cert else None) == expected
-
-
-def test_a_cluster_local_endpoint_gets_a_serving_cert_for_the_service_name() -> None:
-    inputs = make_inputs(exposure=Exposure(type=ExposureType.CLUSTER_LOCAL))
-    cert = certificate(inputs, SETTINGS)
-    assert cert is not None
-    assert cert["spec"]["secretName"] == "llm-a-tls"
-    assert cert["spec"]["dnsNames"] == ["llm-a.team.svc", "llm-a.team.svc.cluster.local"]
-    volumes = deployment(inputs, SETTINGS)["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "tls", "secret": {"secretName": "llm-a-tls", "optional": True}} in volumes
 
 
 # ---------------------------------------------------------------- inputs

@@ -89,6 +89,7 @@ def _crd(
     status: type[BaseModel] | None,
     columns: list[dict[str, Any]],
     description: str,
+    rules: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "apiVersion": {"type": "string", "description": "API version of the object."},
@@ -105,14 +106,15 @@ def _crd(
     if status is not None:
         properties["status"] = _status_lenient(structural_schema(status))
         version["subresources"] = {"status": {}}
-    version["schema"] = {
-        "openAPIV3Schema": {
-            "type": "object",
-            "description": description,
-            "required": ["spec"],
-            "properties": properties,
-        }
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        "properties": properties,
     }
+    if rules:
+        root["x-kubernetes-validations"] = rules
+    version["schema"] = {"openAPIV3Schema": root}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -137,6 +139,18 @@ def _crd(
 
 
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+# Every object of an order is named after it, and its name is a label value and part of a host name:
+# `{order}-auth`, `{order}-{hash}` claim templates and pods stay within their limits, and the published
+# host `{order}--{namespace}` splits at its first `--` only.
+ORDER_NAME_MAX = 52
+ORDER_NAME_RULES = [
+    {"rule": f"size(self.metadata.name) <= {ORDER_NAME_MAX}",
+     "message": f"an order's name is at most {ORDER_NAME_MAX} characters: the objects made for it "
+                "carry it in their names and labels"},
+    {"rule": "!self.metadata.name.contains('--')",
+     "message": "an order's name may not contain '--': it separates the order from its namespace in "
+                "the published host name"},
+]
 
 
 def all_crds() -> dict[str, dict[str, Any]]:
@@ -153,6 +167,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
                 _AGE,
             ],
             "An order for LLM inference: a model and, optionally, a class.",
+            ORDER_NAME_RULES,
         ),
         "inferenceserviceclasses.yaml": _crd(
             "InferenceServiceClass", "inferenceserviceclasses", "Cluster", ["infsvcclass"],

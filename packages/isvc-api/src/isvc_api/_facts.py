@@ -24,6 +24,9 @@ class ModelFacts(Wire):
     source: ModelSource = Field(description="Where the facts came from.")
     name: str = Field(description="Model name as served (the order's reference).")
     revision: str | None = Field(default=None, description="Source revision, when pinned.")
+    commit: str | None = Field(
+        default=None, description="The commit the source resolved the reference to (what is downloaded)."
+    )
     ready: bool = Field(default=True, description="Whether the source says the model is ready.")
     format: ModelFormat | None = Field(default=None, description="Weight format.")
     architecture: str | None = Field(default=None, description="e.g. LlamaForCausalLM.")

@@ -622,6 +622,9 @@ class LaunchPlanSpec(Wire):
     inputs_hash: str | None = Field(
         default=None, description="Hash of the order and model facts the plan was computed from."
     )
+    model_commit: str | None = Field(
+        default=None, description="The model's commit the plan was sized for; the workload downloads it."
+    )
     planned_at: datetime | None = Field(default=None, description="When the plan was computed.")
 
 

@@ -347,6 +347,7 @@ class HubClient:
             source=ModelSource.HUGGING_FACE,
             name=ref.repo,
             revision=ref.revision,
+            commit=commit if isinstance(sha, str) and sha else None,
             ready=True,
             format=fmt,
             architecture=architectures[0] if isinstance(architectures, list) and architectures

@@ -133,11 +133,10 @@ class Workload:
             out = [isvc_workload.resource_claim_template(inputs),
                    isvc_workload.deployment(inputs, self.settings), isvc_workload.service(inputs)]
             if policy.exposure.type == ExposureType.EXTERNAL:
-                out.append(isvc_workload.ingress(inputs, self.settings))
-            cert = isvc_workload.certificate(inputs, self.settings) if self.cert_manager() else None
+                out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
-        return out + ([cert] if cert is not None else [])
+        return out
 
     @property
     def service_port(self) -> int:

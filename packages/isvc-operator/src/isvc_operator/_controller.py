@@ -96,7 +96,7 @@ class Controller:
                                                         obj["metadata"]["name"])))
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
-        for informer in (k.deployments, k.pods):
+        for informer in (k.deployments, k.pods, k.ingresses):
             informer.add_handler(by_label)
         k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)

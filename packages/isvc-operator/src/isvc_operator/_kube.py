@@ -193,15 +193,16 @@ class KubeCluster:
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
         self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
                                   label_selector=sel)
+        self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         self.informers = [
             self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.priority_classes,
+            self.templates, self.ingresses, self.priority_classes,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
         self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
-                       "ResourceClaimTemplate": self.templates}
+                       "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses}
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every informer and wait until each has listed once."""

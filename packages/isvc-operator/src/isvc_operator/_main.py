@@ -120,7 +120,8 @@ def build(args: argparse.Namespace) -> Controller:
     resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(args.huggingface_endpoint), catalog)
     settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
                                               cluster_issuer_name=args.cluster_issuer,
-                                              model_fetch_image=args.model_fetch_image)
+                                              model_fetch_image=args.model_fetch_image,
+                                              huggingface_endpoint=args.huggingface_endpoint)
 
     def cert_manager() -> bool:
         if args.cert_manager is not None:

@@ -13,11 +13,10 @@ from isvc_workload._deployment import (
     HF_TOKEN_ENV,
     MODEL_MOUNT_PATH,
     RUNTIME_HASH_ANNOTATION,
-    TLS_MOUNT_PATH,
     deployment,
     model_volume_size,
 )
-from isvc_workload._endpoint import ISSUER_ANNOTATION, certificate, endpoint_url, external_host, ingress
+from isvc_workload._endpoint import API_PATH, ISSUER_ANNOTATION, endpoint_url, external_host, ingress
 from isvc_workload._errors import IsvcWorkloadError, PlanNotExpressible, SettingsIncomplete
 from isvc_workload._growth import (
     EVENT_GROWTH_CLAIM_UNPLACED,
@@ -45,6 +44,7 @@ from isvc_workload._settings import WorkloadSettings
 from isvc_workload._tls import cluster_issuer, tls_secret_name
 
 __all__ = [
+    "API_PATH",
     "AUTH_SECRET_KEY",
     "CLAIM_NAME",
     "CONTAINER_NAME",
@@ -61,7 +61,6 @@ __all__ = [
     "RUNTIME_HASH_ANNOTATION",
     "SERVICE_PORT",
     "STARTUP_FAILED_WAITING",
-    "TLS_MOUNT_PATH",
     "GrowthJudgement",
     "IsvcWorkloadError",
     "LogReader",
@@ -74,7 +73,6 @@ __all__ = [
     "auth_secret",
     "auth_secret_name",
     "cel_undecidable",
-    "certificate",
     "child_labels",
     "child_metadata",
     "claim_template_name",

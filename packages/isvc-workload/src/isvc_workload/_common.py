@@ -76,6 +76,7 @@ class WorkloadInputs(BaseModel):
     exposure: Exposure = Field(default_factory=Exposure, description="How the endpoint is published.")
     update_strategy: UpdateStrategy | None = Field(default=None, description="How the workload rolls.")
     priority: int = Field(default=0, description="Value of the order's PriorityClass, for claim labels.")
+    model_commit: str | None = Field(default=None, description="The model's commit to download.")
 
     @property
     def name(self) -> str:
@@ -112,4 +113,5 @@ class WorkloadInputs(BaseModel):
             exposure=exposure or (klass.exposure if klass and klass.exposure else Exposure()),
             update_strategy=klass.update_strategy if klass else None,
             priority=priority,
+            model_commit=plan.model_commit,
         )

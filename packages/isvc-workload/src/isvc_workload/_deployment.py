@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from isvc_api import LABEL_ORDER, Authentication, ExposureType, ModelSource
+from isvc_api import LABEL_ORDER, Authentication, ModelSource
 
 from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
 from isvc_workload._settings import WorkloadSettings
-from isvc_workload._tls import tls_secret_name
 
 __all__ = [
     "CONTAINER_NAME",
@@ -19,7 +18,6 @@ __all__ = [
     "HF_TOKEN_ENV",
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
-    "TLS_MOUNT_PATH",
     "deployment",
     "model_volume_size",
 ]
@@ -27,11 +25,9 @@ __all__ = [
 CONTAINER_NAME = "server"
 FETCH_CONTAINER_NAME = "fetch-model"
 MODEL_MOUNT_PATH = "/models"
-TLS_MOUNT_PATH = "/etc/isvc/tls"  # ClusterLocal: the serving cert, for runtimes that terminate TLS
 HF_TOKEN_ENV = "HF_TOKEN"
 RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
 _MODEL_VOLUME = "models"
-_TLS_VOLUME = "tls"
 
 
 def _strategy(inputs: WorkloadInputs) -> dict[str, Any]:
@@ -42,7 +38,8 @@ def _strategy(inputs: WorkloadInputs) -> dict[str, Any]:
 
 
 def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
-    ours = _hf_token_env(inputs)
+    # The user's Hub token goes to the fetch container only: the runtime reads the model offline.
+    ours: list[dict[str, Any]] = []
     key_env = api_key_env(inputs.runtime)
     if key_env and inputs.exposure.authentication == Authentication.TOKEN:
         ours.append(
@@ -73,21 +70,35 @@ def _model_dir(inputs: WorkloadInputs) -> str:
     return f"{MODEL_MOUNT_PATH}/{inputs.order.spec.model.ref.name.split('@', 1)[0]}"
 
 
+# Restricted Pod Security: no root, no privilege escalation, no capabilities, the runtime's seccomp.
+_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                 "seccompProfile": {"type": "RuntimeDefault"}}
+_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                       "runAsNonRoot": True}
+_FETCH_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+
+
 def _fetch_container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any] | None:
+    """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token."""
     model = inputs.order.spec.model
     if settings.model_fetch_image is None or model.src != ModelSource.HUGGING_FACE:
         return None
     repo, _, revision = model.ref.name.partition("@")
     command = ["hf", "download", repo, "--local-dir", _model_dir(inputs)]
-    if revision:
-        command += ["--revision", revision]
+    commit = inputs.model_commit or revision
+    if commit:
+        command += ["--revision", commit]
+    env = [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/hf"}]
+    if settings.huggingface_endpoint:
+        env.append({"name": "HF_ENDPOINT", "value": settings.huggingface_endpoint})
     return {
         "name": FETCH_CONTAINER_NAME,
         "image": settings.model_fetch_image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": command,
-        "env": [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}, *_hf_token_env(inputs)],
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "env": env + _hf_token_env(inputs),
+        "resources": _FETCH_RESOURCES,
+        "securityContext": _CONTAINER_SECURITY,
         "volumeMounts": [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}],
     }
 
@@ -99,8 +110,6 @@ def _container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
         for p in container_ports(runtime)
     ]
     mounts: list[dict[str, Any]] = [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}]
-    if inputs.exposure.type == ExposureType.CLUSTER_LOCAL:
-        mounts.append({"name": _TLS_VOLUME, "mountPath": TLS_MOUNT_PATH, "readOnly": True})
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": runtime.image,
@@ -110,8 +119,10 @@ def _container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
         "ports": ports,
         "resources": {
             "requests": {"cpu": inputs.estimates.cpu, "memory": inputs.estimates.memory},
+            "limits": {"memory": inputs.estimates.memory},
             "claims": [{"name": CLAIM_NAME}],
         },
+        "securityContext": _CONTAINER_SECURITY,
         "readinessProbe": {
             "httpGet": {"path": runtime.health_path, "port": "http"},
             "periodSeconds": 10,
@@ -140,14 +151,13 @@ def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
     volumes: list[dict[str, Any]] = [
         {"name": _MODEL_VOLUME, "emptyDir": {"sizeLimit": inputs.estimates.model_volume}},
     ]
-    if inputs.exposure.type == ExposureType.CLUSTER_LOCAL:
-        tls = {"secretName": tls_secret_name(name), "optional": True}
-        volumes.append({"name": _TLS_VOLUME, "secret": tls})
     pod_spec: dict[str, Any] = {
         "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
         "containers": [_container(inputs, settings)],
         "volumes": volumes,
         "enableServiceLinks": False,
+        "automountServiceAccountToken": False,  # the runtime talks to no API server
+        "securityContext": _POD_SECURITY,
     }
     fetch = _fetch_container(inputs, settings)
     if fetch is not None:

@@ -1,48 +1,62 @@
-"""The published endpoint: its URL, the Ingress of External ones, the Certificate of ClusterLocal ones."""
+"""The published endpoint: its URL and the Ingress of External ones."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from isvc_api import ExposureType
 
 from isvc_workload._common import WorkloadInputs, child_metadata
 from isvc_workload._errors import SettingsIncomplete
+from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._settings import WorkloadSettings
 from isvc_workload._tls import cluster_issuer, tls_secret_name
 
-__all__ = ["ISSUER_ANNOTATION", "certificate", "endpoint_url", "external_host", "ingress"]
+__all__ = ["API_PATH", "ISSUER_ANNOTATION", "endpoint_url", "external_host", "ingress"]
 
 ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
+# The OpenAI API the runtimes guard with the endpoint's token. Nothing else is published: a runtime also
+# answers /metrics, /invocations, /pooling, /score or /tokenize, without asking for a token.
+API_PATH = "/v1/"
+_LABEL = 63  # the longest DNS label
 
 
 def external_host(order: str, namespace: str, settings: WorkloadSettings) -> str:
-    """Host name of an External endpoint: the template with %s replaced by <order>-<namespace>."""
+    """Host name of an External endpoint: the template with %s replaced by `<order>--<namespace>`.
+
+    An order's name holds no `--` (checked at write time), so the label splits at its first `--`: no two
+    orders of different namespaces share a host. A pair too long for one DNS label keeps the order's name
+    and a digest of the namespace.
+    """
     template = settings.public_domain_template
     if not template or "%s" not in template:
         raise SettingsIncomplete(
             "External exposure needs publicDomainTemplate (e.g. %s.example.com) in the module settings")
-    return template.replace("%s", f"{order}-{namespace}", 1)
+    label = f"{order}--{namespace}"
+    if len(label) > _LABEL:
+        label = f"{order}--{hashlib.sha256(namespace.encode()).hexdigest()[:_LABEL - len(order) - 2]}"
+    return template.replace("%s", label, 1)
 
 
 def endpoint_url(order: str, namespace: str, exposure: ExposureType, settings: WorkloadSettings) -> str:
-    """The HTTPS URL published in status.endpoint.url.
+    """The URL published in status.endpoint.url: what really listens there.
 
-    External: the Ingress host, TLS terminated at the ingress controller.
-    ClusterLocal: the Service's DNS name; TLS is the `{order}-tls` serving cert that cert-manager
-    issues for that name, which runtimes with an `https` port terminate themselves.
+    External: `https://` the Ingress host, TLS terminated at the ingress controller with the certificate
+    cert-manager issues for it. ClusterLocal: `http://` the Service's DNS name and port, inside the cluster.
     """
     if exposure == ExposureType.EXTERNAL:
         return f"https://{external_host(order, namespace, settings)}"
-    return f"https://{order}.{namespace}.svc"
+    return f"http://{order}.{namespace}.svc:{SERVICE_PORT}"
 
 
-def ingress(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
-    """Ingress `{order}` of an External endpoint; cert-manager issues its certificate when configured."""
+def ingress(inputs: WorkloadInputs, settings: WorkloadSettings, cert_manager: bool = True) -> dict[str, Any]:
+    """Ingress `{order}` of an External endpoint. With cert-manager installed and an issuer configured, its
+    ingress integration issues the certificate into `{order}-tls` (no Certificate object of ours)."""
     host = external_host(inputs.name, inputs.namespace, settings)
     annotations = dict(settings.ingress_annotations)
     issuer = cluster_issuer(inputs.exposure, settings)
-    if issuer:
+    if issuer and cert_manager:
         annotations[ISSUER_ANNOTATION] = issuer
     spec: dict[str, Any] = {
         "tls": [{"hosts": [host], "secretName": tls_secret_name(inputs.name)}],
@@ -52,7 +66,7 @@ def ingress(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any
                 "http": {
                     "paths": [
                         {
-                            "path": "/",
+                            "path": API_PATH,
                             "pathType": "Prefix",
                             "backend": {"service": {"name": inputs.name, "port": {"name": "http"}}},
                         }
@@ -68,26 +82,4 @@ def ingress(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any
         "kind": "Ingress",
         "metadata": child_metadata(inputs.order, inputs.name, annotations),
         "spec": spec,
-    }
-
-
-def certificate(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any] | None:
-    """cert-manager Certificate `{order}-tls` for the Service's names; None when no issuer is configured.
-
-    Apply it only when the cert-manager.io/v1 API is served.
-    """
-    issuer = cluster_issuer(inputs.exposure, settings)
-    if not issuer:
-        return None
-    name, namespace = inputs.name, inputs.namespace
-    return {
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Certificate",
-        "metadata": child_metadata(inputs.order, tls_secret_name(name)),
-        "spec": {
-            "secretName": tls_secret_name(name),
-            "dnsNames": [f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"],
-            "issuerRef": {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": issuer},
-            "privateKey": {"rotationPolicy": "Always"},
-        },
     }

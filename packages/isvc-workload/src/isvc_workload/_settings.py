@@ -46,3 +46,7 @@ class WorkloadSettings(BaseModel):
     image_pull_secrets: tuple[str, ...] = Field(
         default=(), description="Secrets in the order's namespace used to pull runtime images."
     )
+    huggingface_endpoint: str | None = Field(
+        default=None, description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
+        "Hugging Face Hub.",
+    )

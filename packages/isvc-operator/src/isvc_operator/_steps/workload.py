@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from isvc_api import ConditionType, EndpointStatus, Reason, Verdict, find_condition
+from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Verdict, find_condition
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope
@@ -98,6 +98,10 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     refused = _apply(scope, deps, manifests)
     if refused is not None:
         return refused
+    if scope.policy.exposure.type != ExposureType.EXTERNAL:  # an exposure changed: what was published goes
+        for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
+            name = published["metadata"]["name"]
+            deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy), type=scope.policy.exposure.type,
         tool_calling_supported=bool(scope.plan.runtime and scope.plan.runtime.tool_calling_supported))
