@@ -67,7 +67,8 @@ def render(lang: str) -> str:
         schema = version["schema"]["openAPIV3Schema"]
         out.append(f"{schema.get('description', '')}\n")
         rows: list[str] = []
-        rules: list[str] = []
+        rules = [f"- `metadata.name`: {rule['message']} — `{rule['rule']}`"
+                 for rule in schema.get("x-kubernetes-validations", [])]
         for part in ("spec", "status"):
             if part in schema["properties"]:
                 _walk(schema["properties"][part], part, part == "spec", lang, rows, rules)
