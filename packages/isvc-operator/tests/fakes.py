@@ -388,6 +388,15 @@ class FakeHealth:
         reason = Reason.SERVICE_UNHEALTHY if record.ever_ready else Reason.HEALTH_CHECK_FAILED
         return failed, Verdict.refuse(reason, "the inference API did not answer.")
 
+    def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+        self.records.append(record)
+        failed = HealthStatus(ever_ready=record.ever_ready,
+                              consecutive_failures=record.consecutive_failures + 1,
+                              first_failure_time=record.first_failure_time or at, last_failure=why)
+        sustained = failed.consecutive_failures >= 2
+        reason = Reason.SERVICE_UNHEALTHY.value if sustained else "Serving"
+        return failed, Verdict(status="False" if sustained else "True", reason=reason, message=why)
+
 
 class World:
     """A class, every fake, and one reconciler over them, as the controller keeps one for its life."""

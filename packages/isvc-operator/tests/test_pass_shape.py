@@ -19,7 +19,7 @@ from isvc_api import (
     StartupFailure,
     Verdict,
 )
-from isvc_operator import PlanOutcome, WorkloadUnbuildable, phase
+from isvc_operator import PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
@@ -181,3 +181,27 @@ def test_the_probe_asks_for_the_name_the_plan_in_force_serves(world: World) -> N
     world.cluster.put({**edited, "status": world.cluster.status_of("team-a", "support-llm")})
     world.run(edited)
     assert world.health.models == ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"]
+
+
+def test_a_ready_order_whose_replicas_are_all_gone_fails_once_that_is_sustained(world: World) -> None:
+    """Issue 12: a Ready order whose pods all died read Pending, not Failed."""
+    assert world.run()["phase"] == "Ready"
+    world.workload.verdict = Verdict(status="False", reason="WorkloadNotReady",
+                                     message="0 of 1 replicas ready")
+    blip = world.run()
+    assert (blip["phase"], condition(blip, "Ready")["status"]) == ("Ready", "True")  # a rollout, maybe
+    gone = world.run()
+    assert (gone["phase"], condition(gone, "Ready")["reason"]) == ("Failed", "ServiceUnhealthy")
+    assert "WorkloadNotReady" in gone["health"]["lastFailure"]
+    world.workload.verdict = Verdict(status="True", reason="WorkloadAvailable", message="1 of 1")
+    assert world.run()["phase"] == "Ready"
+
+
+def test_a_serving_order_stays_ready_while_its_model_source_does_not_answer(world: World) -> None:
+    """Issue 12: a Hub outage flipped every serving order to Pending and dropped its endpoint."""
+    ready = world.run()
+    world.models.answer = TemporaryError("the Hub did not answer")
+    status = world.run()
+    assert status["phase"] == "Ready" and status["endpoint"] == ready["endpoint"]
+    assert condition(status, "Planned")["reason"] == "LaunchPlanInForce"
+    assert status["reason"] == "ModelNotReady"  # the conditions still say what is wrong

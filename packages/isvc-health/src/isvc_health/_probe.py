@@ -29,6 +29,7 @@ class ProbeOutcome(StrEnum):
     TIMEOUT = "timeout"
     BAD_RESPONSE = "bad_response"  # 200, but not an OpenAI model list
     MODEL_NOT_LISTED = "model_not_listed"
+    NO_REPLICA = "no_replica"  # not probed: no replica of the workload is ready
 
 
 class ProbeResult(BaseModel):

@@ -185,3 +185,7 @@ class Health:
               record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
         return isvc_health.judge_health(record, result, at, self.settings)
+
+    def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+        result = isvc_health.ProbeResult(outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why)
+        return isvc_health.judge_health(record, result, at, self.settings)

@@ -184,6 +184,10 @@ class HealthPort(Protocol):
         """Probe once (asking that `model`, the served name, be listed) and judge with the record."""
         ...
 
+    def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+        """Judge a pass where no replica is ready as a failed probe: a blip, or sustained."""
+        ...
+
     @property
     def period(self) -> float: ...
 

@@ -88,9 +88,7 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     except TemporaryError as exc:
         scope.requeue(RETRY_SOON)
         if spec.runtime is not None and _serving(scope, deps):  # an outage never takes a Ready order down
-            previous = scope.previous.resolved
-            _adopt(scope, spec, previous.replan_count if previous else 0,
-                   previous.inputs_hash if previous else None)
+            _keep(scope, spec)
             return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
                 f"the order runs on the plan it holds; the planner did not answer ({exc}), so the plan is "
                 "judged and recomputed when it does."))
@@ -136,6 +134,12 @@ def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | 
         context_length=e.context_length if e else None,
         runtime=plan.runtime.recipe if plan.runtime else None, replan_count=replans, inputs_hash=inputs,
     )
+
+
+def _keep(scope: OrderScope, plan: LaunchPlanSpec) -> None:
+    """The plan stays in force as the status last counted it."""
+    previous = scope.previous.resolved
+    _adopt(scope, plan, previous.replan_count if previous else 0, previous.inputs_hash if previous else None)
 
 
 def _serving(scope: OrderScope, deps: Deps) -> bool:
@@ -214,10 +218,29 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Ver
     return Verdict.ok(StatusReason.PLANNED, _plan_message(plan))
 
 
+def _model_source_down(scope: OrderScope, deps: Deps) -> Verdict | None:
+    """A serving order whose model source does not answer for a moment keeps the plan it holds."""
+    model = scope.verdicts.get(ConditionType.MODEL_RESOLVED)
+    if scope.policy is None or model is None or model.holds or not _retried(model.reason):
+        return None
+    stored = _read(scope, deps)
+    if isinstance(stored, Verdict) or stored.spec is None or stored.spec.runtime is None \
+            or not _serving(scope, deps):
+        return None
+    _keep(scope, stored.spec)
+    return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
+        f"the order runs on the plan it holds; the model could not be resolved for now ({model.reason}), "
+        "so the plan is recomputed when it can."))
+
+
+def _retried(reason: str) -> bool:
+    return reason in {r.value for r in Reason if r.retried}
+
+
 def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Keep the stored plan while its inputs hold; otherwise compute one."""
     if scope.facts is None or scope.policy is None:
-        return scope.waits_for(ConditionType.MODEL_RESOLVED)
+        return _model_source_down(scope, deps) or scope.waits_for(ConditionType.MODEL_RESOLVED)
     stored = _read(scope, deps)
     if isinstance(stored, Verdict):
         return stored
