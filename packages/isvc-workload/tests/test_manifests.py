@@ -506,3 +506,9 @@ def test_a_plan_without_runtime_cannot_be_run() -> None:
     plan = LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates)
     with pytest.raises(PlanNotExpressible, match=r"spec\.runtime"):
         WorkloadInputs.from_plan(make_order(), plan, None)
+
+
+def test_a_rerank_endpoint_also_publishes_the_rerank_path() -> None:
+    runtime = make_inputs().runtime.model_copy(update={"endpoint_type": "Rerank"})
+    paths = ingress(make_inputs(runtime=runtime), SETTINGS)["spec"]["rules"][0]["http"]["paths"]
+    assert [(p["path"], p["pathType"]) for p in paths] == [("/v1/", "Prefix"), ("/rerank", "Exact")]

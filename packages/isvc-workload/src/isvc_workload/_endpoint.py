@@ -19,6 +19,7 @@ ISSUER_ANNOTATION = "cert-manager.io/cluster-issuer"
 # The OpenAI API the runtimes guard with the endpoint's token. Nothing else is published: a runtime also
 # answers /metrics, /invocations, /pooling, /score or /tokenize, without asking for a token.
 API_PATH = "/v1/"
+RERANK_PATH = "/rerank"
 _LABEL = 63  # the longest DNS label
 
 
@@ -58,22 +59,14 @@ def ingress(inputs: WorkloadInputs, settings: WorkloadSettings, cert_manager: bo
     issuer = cluster_issuer(inputs.exposure, settings)
     if issuer and cert_manager:
         annotations[ISSUER_ANNOTATION] = issuer
+    backend = {"service": {"name": inputs.name, "port": {"name": "http"}}}
+    paths = [{"path": API_PATH, "pathType": "Prefix", "backend": backend}]
+    if (inputs.runtime.model_extra or {}).get("endpoint_type") == "Rerank":
+        # TEI reranks at /rerank, behind the same token as the rest of its API.
+        paths.append({"path": RERANK_PATH, "pathType": "Exact", "backend": backend})
     spec: dict[str, Any] = {
         "tls": [{"hosts": [host], "secretName": tls_secret_name(inputs.name)}],
-        "rules": [
-            {
-                "host": host,
-                "http": {
-                    "paths": [
-                        {
-                            "path": API_PATH,
-                            "pathType": "Prefix",
-                            "backend": {"service": {"name": inputs.name, "port": {"name": "http"}}},
-                        }
-                    ]
-                },
-            }
-        ],
+        "rules": [{"host": host, "http": {"paths": paths}}],
     }
     if settings.ingress_class_name:
         spec = {"ingressClassName": settings.ingress_class_name, **spec}
