@@ -152,6 +152,16 @@ def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recov
         GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"] == generation
 
 
+def test_a_model_too_large_for_anything_says_so_on_a_class_that_tries_a_device_without_memory(
+        bed: Bed) -> None:
+    """Issue 16: on default-llm (which may try the GH200 that publishes no memory) a 405B model was
+    told its hardware profile was incomplete, an administrator's subject."""
+    name = bed.create("too-large-default", hf("meta-llama/Llama-3.1-405B-Instruct", bed.hf_token()),
+                      "default-llm")
+    status = bed.wait_reason(name, "Planned", "NoAcceleratorWithEnoughMemory")
+    assert_refused(status, "Planned", "NoAcceleratorWithEnoughMemory", "publishing no memory", "288 GiB")
+
+
 def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: Bed) -> None:
     """SPEC §9: a planner that fails to answer never takes a Ready order out of Ready."""
     klass = bed.klass("plan-h100-outage", selector=H100_ONLY)

@@ -312,6 +312,25 @@ def test_incomplete_memory_profile_is_told_apart(models: dict[str, ModelFacts]) 
     assert "administrator" in r.refusal.message
 
 
+def test_a_model_too_large_for_any_accelerator_made_is_too_large_even_beside_unprofiled_devices(
+    models: dict[str, ModelFacts],
+) -> None:
+    """Issue 16: on default-llm a 405B model was told its hardware profile was incomplete."""
+    huge = models["llama8b"].model_copy(update={"name": "meta-llama/Llama-3.1-405B-Instruct",
+                                                "parameter_count": 405_853_388_800, "dtype_counts": None,
+                                                "weight_bytes": None})
+    slices = [fleet_slice("h", [fleet_gpu("h", i) for i in range(2)]),
+              fleet_slice("gh", [fleet_gpu("gh", 0, memory_gi=None)])]  # one device, memory unpublished
+    r = plan(Planner(inventory(slices)), huge)
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
+    assert "publishing no memory" in r.refusal.message and "288 GiB" in r.refusal.message
+    # A model an unprofiled device could hold, were it large: its profile is the answer.
+    large = huge.model_copy(update={"parameter_count": 120_000_000_000})  # > 2 H100s, < 288 GiB
+    r = plan(Planner(inventory(slices)), large)
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_COMPATIBLE_PLACEMENT
+    assert "memory profile of the hardware is incomplete" in r.refusal.message
+
+
 def test_free_pieces_too_small_everywhere_is_no_capacity(half: ModelFacts) -> None:
     claims = [
         fleet_claim("x", "c0", "p", [("n1", "gpu-0", 70)]),

@@ -46,6 +46,10 @@ __all__ = ["Planner", "judge_plan"]
 _POLICY = "accelerator policy"
 
 
+# The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
+# vendors' data sheets). A device publishing no memory is assumed at most this large.
+PLAUSIBLE_GIB = 288
+
 @dataclass(frozen=True)
 class _Candidate:
     device_class: str
@@ -112,6 +116,7 @@ class _Findings:
 
     admitted: int = 0
     unprofiled: list[str] = field(default_factory=list)
+    unprofiled_per_pool: dict[str, int] = field(default_factory=dict)  # devices of one node: a TP group
     fits_by_size: bool = False
     any_free: bool = False
     largest: tuple[int, str] = (0, "")
@@ -507,6 +512,7 @@ class Planner:
                     f.lower.add(h.order)
             if device.memory is None:
                 f.unprofiled.append(device.ident)
+                f.unprofiled_per_pool[device.pool] = f.unprofiled_per_pool.get(device.pool, 0) + 1
                 f.any_free = f.any_free or free > 0
                 continue
             if device.memory > f.largest[0]:
@@ -529,6 +535,18 @@ class Planner:
                     break
                 count *= 2
 
+    @staticmethod
+    def _plausible(need: MemoryNeed, f: _Findings, ask_max: int) -> bool:
+        """Whether the devices publishing no memory could hold the model were each as large as the
+        largest accelerator made: then their missing profile is the answer, else the size is."""
+        for count in f.unprofiled_per_pool.values():
+            devices = 1
+            while devices * 2 <= min(count, ask_max):
+                devices *= 2
+            if need.per_device(devices) <= PLAUSIBLE_GIB * GIB:
+                return True
+        return False
+
     def _refusal(self, need: MemoryNeed, classes: list[str], f: _Findings) -> Refusal:
         required = gib(need.required)
         where = ", ".join(classes)
@@ -536,12 +554,19 @@ class Planner:
             return Refusal(reason=Reason.NO_CAPACITY, message=(
                 f"No usable device of {where} is published (none admitted, or all tainted); "
                 f"{required} GiB are needed. Replanned when capacity changes."))
-        if not f.fits_by_size and f.unprofiled:
+        if not f.fits_by_size and f.unprofiled and self._plausible(need, f, ask_max=8):
             return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
                 f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
                 f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
                 f"computed for {required} GiB. An administrator's subject; waiting will not help."))
         tensor_parallel = ", ".join(f"{gib(need.per_device(n))} GiB on each of {n}" for n in (2, 4, 8))
+        if not f.fits_by_size and f.unprofiled:  # nothing unprofiled could hold it: too large is the answer
+            return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
+                f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+                f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
+                f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
+                f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
+                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."))
         if not f.fits_by_size:
             return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
                 f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "

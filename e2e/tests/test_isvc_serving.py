@@ -1,0 +1,85 @@
+"""What a serving order publishes and runs, on a real control plane: only the token-guarded API routed,
+hosts that cannot collide, an exposure change that removes what is no longer wanted, hardened pods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from isvc_testbed.helpers import wait_for
+from isvc_testbed.orders import GROUP, VERSION, Orders, hf
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+pytestmark = pytest.mark.e2e
+
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+
+
+class Bed(Orders):
+    """Orders (as alice) and classes (as admin) made by one test, deleted after it."""
+
+    def klass(self, name: str, exposure: str) -> str:
+        self.create_class(name, {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                                 "exposure": {"type": exposure, "authentication": "Token"}})
+        return name
+
+    def ingress(self, name: str) -> Any | None:
+        try:
+            return k8s.NetworkingV1Api(self.admin_api).read_namespaced_ingress(name, self.ns)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    with Bed(module, admin_api, alice_api, team_a) as b:
+        yield b
+
+
+def test_an_external_endpoint_routes_only_the_guarded_api_to_a_host_of_its_own(bed: Bed) -> None:
+    """Issue 12: the Ingress routed `/`, and vLLM answers /metrics or /invocations without a token."""
+    klass = bed.klass("serve-external", "External")
+    name = bed.create("serve-ext", hf(QWEN), klass)
+    status = bed.wait_ready(name)
+    assert status["endpoint"]["url"] == f"https://{name}--{bed.ns}.example.test"
+    ingress = bed.ingress(name)
+    assert ingress is not None
+    [rule] = ingress.spec.rules
+    assert rule.host == f"{name}--{bed.ns}.example.test"
+    assert [(p.path, p.path_type) for p in rule.http.paths] == [("/v1/", "Prefix")]
+
+
+def test_an_exposure_changed_to_cluster_local_takes_the_ingress_down_and_says_where_it_listens(
+        bed: Bed) -> None:
+    """Issue 12: switching External → ClusterLocal left the Ingress up, and the URL named HTTPS on a port
+    where nothing terminated TLS."""
+    klass = bed.klass("serve-switch", "External")
+    name = bed.create("serve-switch", hf(QWEN), klass)
+    bed.wait_ready(name)
+    assert bed.ingress(name) is not None
+    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", klass,
+                                          {"spec": {"exposure": {"type": "ClusterLocal"}}})
+    status = bed.wait(name, lambda s: s.get("endpoint", {}).get("type") == "ClusterLocal", 60,
+                      "the endpoint republished as ClusterLocal")
+    assert status["endpoint"]["url"] == f"http://{name}.{bed.ns}.svc:8000"
+    wait_for(lambda: bed.ingress(name) is None, 30, what="the Ingress taken down")
+
+
+def test_inference_pods_run_restricted_without_a_token_of_the_cluster(bed: Bed) -> None:
+    """Issue 12: inference pods carried no securityContext, no limits, and the namespace's
+    ServiceAccount token."""
+    klass = bed.klass("serve-hardened", "ClusterLocal")
+    name = bed.create("serve-hard", hf(QWEN), klass)
+    bed.wait_ready(name)
+    pod = k8s.AppsV1Api(bed.admin_api).read_namespaced_deployment(name, bed.ns).spec.template.spec
+    assert pod.automount_service_account_token is False
+    assert pod.security_context.run_as_non_root is True
+    assert pod.security_context.seccomp_profile.type == "RuntimeDefault"
+    [server] = pod.containers
+    assert server.security_context.allow_privilege_escalation is False
+    assert server.security_context.capabilities.drop == ["ALL"]
+    assert server.resources.limits["memory"] == server.resources.requests["memory"]
