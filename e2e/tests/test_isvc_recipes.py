@@ -185,3 +185,12 @@ def test_a_recipe_the_administrator_adds_in_the_module_settings_serves_what_none
     finally:
         install_chart(module.cluster)
         module.restart_controller()
+
+
+def test_an_embedding_model_by_bare_hub_reference_on_default_llm_is_told_the_class_to_use(bed: Bed) -> None:
+    """Issue 16: it was told to ask for a recipe, while the FAQ's fix is a class naming one contract."""
+    order = bed.hf_order("bge-on-chat", "default-llm", BGE)
+    status = bed.wait_reason(order, "Planned", "NoCompatibleRuntimeAvailable")
+    assert_refused(status, "Planned", "NoCompatibleRuntimeAvailable", "as Chat", "serve(s) it as Embeddings",
+                   "allowedEndpointTypes names Embeddings alone")
+    assert status["model"]["endpointType"] == "Chat"  # the class's first contract, as the FAQ says

@@ -314,3 +314,15 @@ def test_tool_calling_follows_the_model_not_the_family_name(
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert result.tool_calling_supported == (parser is not None)
     assert (arg(result, "--tool-call-parser") if parser else None) == parser
+
+
+def test_an_embedding_model_asked_for_as_chat_is_told_the_class_that_serves_it() -> None:
+    """Issue 16: the refusal advised asking for a recipe, while the FAQ's fix is a class naming one
+    contract."""
+    bge = ModelFacts(source="HuggingFace", name="BAAI/bge-m3", format="Safetensors",
+                     architecture="XLMRobertaModel", family="xlm-roberta", parameter_count=567_754_752)
+    refused = load_recipes().requirements(bge, EndpointType.CHAT)
+    assert isinstance(refused, Refusal) and refused.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
+    assert "serve(s) it as Embeddings" in refused.message
+    assert "allowedEndpointTypes names Embeddings alone" in refused.message
+    assert "platform-side decision" not in refused.message

@@ -221,9 +221,11 @@ def _describe_model(facts: ModelFacts, endpoint: EndpointType) -> str:
 
 
 def _refusal(
-    facts: ModelFacts, endpoint: EndpointType, failures: list[_Failure], where: str = ""
+    facts: ModelFacts, endpoint: EndpointType, failures: list[_Failure], where: str = "",
+    serves_as: dict[EndpointType, list[str]] | None = None,
 ) -> Refusal:
-    """QuantizationMismatch when the quantization is as far as any recipe got, else no runtime."""
+    """QuantizationMismatch when the quantization is as far as any recipe got, else no runtime; when
+    recipes would serve the model under another contract, the fix is a class that asks for that one."""
     furthest = max((_STAGES.index(f.check) for f in failures), default=-1)
     candidates = "; ".join(str(f) for f in failures) or "none"
     model = _describe_model(facts, endpoint)
@@ -238,6 +240,14 @@ def _refusal(
                 "for this quantization, a platform-side decision for an administrator."
             ),
         )
+    if serves_as:
+        other, names = next(iter(serves_as.items()))
+        return Refusal(reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, message=(
+            f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}: the order "
+            f"was given {endpoint} as the first contract its class allows, because a bare Hugging Face "
+            f"reference says nothing of what a model serves. Order it on a class whose "
+            f"modelPolicy.allowedEndpointTypes names {other} alone (ask your administrator; the docs' "
+            f"Examples show a class for embeddings only). Candidates: {candidates}."))
     return Refusal(
         reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
         message=(
@@ -309,6 +319,16 @@ class RecipeBook:
         """The recipe of that name, if in force."""
         return next((r for r in self.recipes if r.name == name), None)
 
+    def _serves_as(self, facts: ModelFacts, asked: EndpointType) -> dict[EndpointType, list[str]]:
+        """The other contracts some recipe would serve the model under, with those recipes."""
+        found: dict[EndpointType, list[str]] = {}
+        for other in EndpointType:
+            if other != asked:
+                names = [r.name for r in self.recipes if _model_failure(r, facts, other) is None]
+                if names:
+                    found[other] = names
+        return found
+
     def requirements(
         self, facts: ModelFacts, endpoint_type: EndpointType | None
     ) -> RuntimeRequirements | Refusal:
@@ -323,7 +343,7 @@ class RecipeBook:
             else:
                 failures.append(failure)
         if not candidates:
-            return _refusal(facts, endpoint, failures)
+            return _refusal(facts, endpoint, failures, serves_as=self._serves_as(facts, endpoint))
         lowest: list[str] = []
         for recipe in candidates:
             accel = recipe.accelerator
