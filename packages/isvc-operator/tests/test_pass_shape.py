@@ -205,3 +205,15 @@ def test_a_serving_order_stays_ready_while_its_model_source_does_not_answer(worl
     assert status["phase"] == "Ready" and status["endpoint"] == ready["endpoint"]
     assert condition(status, "Planned")["reason"] == "LaunchPlanInForce"
     assert status["reason"] == "ModelNotReady"  # the conditions still say what is wrong
+
+
+def test_the_status_names_the_devices_and_what_the_plan_in_force_serves(world: World) -> None:
+    """Issue 16: co-placement could not be confirmed without reading claims, and under a plan in force
+    status.model described the new model while the old one ran."""
+    world.run()
+    world.planner.down = True
+    edited = order(model="Qwen/Qwen2.5-14B-Instruct")
+    world.cluster.put({**edited, "status": world.cluster.status_of("team-a", "support-llm")})
+    status = world.run(edited)
+    assert status["resolved"]["devices"] == ["gpu-h100-0/gpu-0"]
+    assert status["resolved"]["servedModel"] == "Qwen/Qwen2.5-7B-Instruct"

@@ -303,6 +303,15 @@ class Resolved(Wire):
     share_percent: int | None = Field(default=None, description="Percent of one device, 1..100.")
     device_count: int | None = Field(default=None, description="Devices held per replica.")
     node_name: str | None = Field(default=None, description="Node the plan placed the order on.")
+    devices: list[str] | None = Field(
+        default=None,
+        description="The devices of the plan, <pool>/<device>: orders sharing one card name the same.",
+        max_length=64,
+    )
+    served_model: str | None = Field(
+        default=None, description="The model the plan in force serves (status.model is what the order asks; "
+        "they differ while an edit waits for a new plan).",
+    )
     required_memory_gi_b: float | None = Field(
         default=None, alias="requiredMemoryGiB", description="Accelerator memory the model needs."
     )
