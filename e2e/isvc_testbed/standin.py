@@ -48,6 +48,7 @@ ServedNameSource = Callable[[str, str], str | None]
 
 # The flags the shipped recipes pass the served name with (packages/isvc-runtime-recipes/.../recipes/):
 # vllm-*.yaml and tei-*.yaml `--served-model-name {servedName}`, llamacpp-*.yaml `--alias {servedName}`.
+_STREAMED = object()  # a handler that answered itself (server-sent events)
 SERVED_NAME_FLAGS = ("--served-model-name", "--alias")
 GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
 
@@ -324,12 +325,37 @@ class _Handler(BaseHTTPRequestHandler):
         if handler is None:
             self._error(HTTPStatus.NOT_FOUND, f"no route {method} /{rest}")
             return
-        self._send(HTTPStatus.OK, handler(model))
+        answer = handler(model)
+        if answer is not _STREAMED:
+            self._send(HTTPStatus.OK, answer)
+
+    def _stream(self, model: str | None, reply: str) -> None:
+        """The reply as server-sent events, one word a chunk, as OpenAI-compatible servers stream."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        created = int(time.time())
+        words = reply.split(" ")
+        for i, word in enumerate(words):
+            delta: dict[str, str] = {"content": word if i == 0 else f" {word}"}
+            if i == 0:
+                delta["role"] = "assistant"
+            chunk = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created,
+                     "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        done = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+        self.close_connection = True
 
     def _chat(self, model: str | None) -> Any:
         body = self._body()
         messages = body.get("messages") or []
         last = str(messages[-1].get("content", "")) if messages else ""
+        if body.get("stream"):
+            self._stream(model, f"echo: {last}")
+            return _STREAMED
         return {
             "id": "chatcmpl-standin",
             "object": "chat.completion",

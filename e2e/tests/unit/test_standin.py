@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
+import openai
 import pytest
 from isvc_runtime_recipes import load_recipes
 from isvc_testbed.standin import SERVED_NAME_FLAGS, StandIn, served_name
@@ -119,3 +120,18 @@ def test_requests_are_counted_per_order(standin: StandIn) -> None:
 
 def test_url_template_names_the_port_and_placeholders(standin: StandIn) -> None:
     assert standin.url_template == f"http://127.0.0.1:{standin.port}/{{namespace}}/{{name}}"
+
+
+def test_a_chat_asked_to_stream_answers_in_events_the_openai_client_reads(standin: StandIn) -> None:
+    """Issue 16: the stand-in ignored `stream: true`, so the openai client's streaming call yielded nothing,
+    and it answered with the order's name instead of the served model's."""
+    client = openai.OpenAI(base_url=f"{standin.url_for('team-a', 'chat')}/v1", api_key="s3cret")
+    stream = client.chat.completions.create(model="Qwen/Qwen2.5-7B-Instruct", stream=True,
+                                            messages=[{"role": "user", "content": "hello there"}])
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "echo: hello there"
+    assert {c.model for c in chunks} == {"Qwen/Qwen2.5-7B-Instruct"}
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    whole = client.chat.completions.create(model="Qwen/Qwen2.5-7B-Instruct",
+                                           messages=[{"role": "user", "content": "hello"}])
+    assert (whole.model, whole.choices[0].message.content) == ("Qwen/Qwen2.5-7B-Instruct", "echo: hello")
