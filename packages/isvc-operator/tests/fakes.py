@@ -135,6 +135,9 @@ class FakeCluster:
             if k == kind and ns == namespace and (o["metadata"].get("labels") or {}).get(LABEL_ORDER) == order
         ]
 
+    def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self._get(kind, namespace, name)
+
     def apply(self, manifest: Obj) -> Obj:
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")

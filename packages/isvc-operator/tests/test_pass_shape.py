@@ -38,6 +38,7 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
 def test_a_step_that_raises_still_gets_a_status_that_says_where_to_look(world: World) -> None:
     ready = world.run()
     world.cluster.fail_kind = "Deployment"
+    world.cluster.delete("apps/v1", "Deployment", "team-a", "support-llm")  # so that it is applied again
     world.cluster.put({**order(), "metadata": {**order()["metadata"], "generation": 2}, "status": ready})
     status = world.run()
     workload = condition(status, "WorkloadReady")

@@ -99,3 +99,17 @@ def test_an_order_no_longer_external_has_its_ingress_removed(world: World) -> No
     world.cluster.put(klass(exposure={"type": "ClusterLocal", "authentication": "Token"}))
     world.run()
     assert world.cluster.owned("Ingress", "team-a", "support-llm") == []
+
+
+def test_a_pass_over_a_steady_order_applies_nothing(world: World) -> None:
+    """Issue 15: every order's children were re-applied about once a second at rest."""
+    world.run()
+    applied = len(world.cluster.applied)
+    for _ in range(3):
+        world.run()
+    assert len(world.cluster.applied) == applied
+    world.planner.outcome = PlanOutcome(placement=PLACEMENT.model_copy(update={"node_name": "gpu-h100-1"}),
+                                        estimates=ESTIMATES, refusal=None, preempt=[])
+    world.cluster.delete("", "LaunchPlan", "team-a", "support-llm")  # a new plan: its children change
+    world.run()
+    assert len(world.cluster.applied) > applied

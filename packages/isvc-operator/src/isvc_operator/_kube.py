@@ -194,15 +194,17 @@ class KubeCluster:
         self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
                                   label_selector=sel)
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
+        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         self.informers = [
             self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.ingresses, self.priority_classes,
+            self.templates, self.ingresses, self.services, self.priority_classes,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
         self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
-                       "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses}
+                       "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses,
+                       "Service": self.services}
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every informer and wait until each has listed once."""
@@ -247,6 +249,11 @@ class KubeCluster:
         """Children of an order from the cache: objects of `kind` labelled with its name."""
         return [o for o in self._owned[kind].list(namespace)
                 if (o["metadata"].get("labels") or {}).get(LABEL_ORDER) == order]
+
+    def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """A child of an order as the cache holds it (kinds the controller watches), or None."""
+        informer = self._owned.get(kind)
+        return informer.get(namespace, name) if informer is not None else None
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         """A live read; None when the object (or its kind) does not exist."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 
@@ -57,8 +58,28 @@ def _refused(scope: OrderScope, manifest: Obj, words: str) -> Verdict:
     return Verdict.refuse(Reason.WORKLOAD_ERROR, message)
 
 
+APPLIED = "ai.deckhouse.io/applied"  # the hash of the manifest last applied: equal means nothing to write
+
+
+def _stamped(manifest: Obj) -> Obj:
+    blob = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    meta = manifest["metadata"]
+    annotations = {**(meta.get("annotations") or {}), APPLIED: hashlib.sha256(blob).hexdigest()[:16]}
+    return {**manifest, "metadata": {**meta, "annotations": annotations}}
+
+
+def _unchanged(deps: Deps, manifest: Obj) -> bool:
+    """Whether the cache already holds the object as this manifest was last applied (a quiet pass)."""
+    meta = manifest["metadata"]
+    held = deps.cluster.cached(manifest["kind"], meta["namespace"], meta["name"])
+    return held is not None and (held["metadata"].get("annotations") or {}).get(APPLIED) == \
+        meta["annotations"][APPLIED]
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
-    for manifest in manifests:
+    for manifest in map(_stamped, manifests):
+        if _unchanged(deps, manifest):
+            continue
         try:
             deps.cluster.apply(manifest)
         except Exception as exc:
