@@ -74,6 +74,9 @@ def _compile(facts: ModelFacts, card: str, shares: bool) -> tuple[Placement, Est
     assert answer.placement is not None and answer.estimates is not None
     compiled = book.compile(facts, EndpointType.CHAT, answer.placement, answer.estimates, facts.name)
     assert not isinstance(compiled, Refusal), compiled.message
+    # Issue 16: the plan sized KV for 8,192 tokens while the runtime was launched with 32,768 or more.
+    launched = int(compiled.args[compiled.args.index("--max-model-len") + 1])
+    assert launched == answer.estimates.context_length
     return answer.placement, answer.estimates
 
 
