@@ -218,3 +218,11 @@ def test_the_status_names_the_devices_and_what_the_plan_in_force_serves(world: W
     status = world.run(edited)
     assert status["resolved"]["devices"] == ["gpu-h100-0/gpu-0"]
     assert status["resolved"]["servedModel"] == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_a_plan_that_cannot_be_stored_releases_what_the_planner_reserved(world: World) -> None:
+    """Issue 14: the LaunchPlan write failed after the planner reserved, and each retry renewed the hold."""
+    world.cluster.fail_kind = "LaunchPlan"
+    status = world.run()
+    assert condition(status, "Planned")["reason"] == "NotJudged"
+    assert world.planner.released == [("team-a", "support-llm")]

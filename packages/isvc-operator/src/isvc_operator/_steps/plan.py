@@ -210,7 +210,11 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Ver
         return _refused(scope, deps, stored, inputs, compiled)
     plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
                           inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit)
-    deps.cluster.apply(_launch_plan(scope, plan))
+    try:
+        deps.cluster.apply(_launch_plan(scope, plan))
+    except Exception:
+        deps.planner.release(scope.namespace, scope.name)  # the room is not held by a plan never stored
+        raise
     scope.wake.extend(outcome.preempt)  # each finds out in its own pass that it was displaced
     scope.launch_plan_name = scope.name
     previous = scope.previous.resolved
