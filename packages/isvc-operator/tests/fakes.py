@@ -320,10 +320,13 @@ class FakeWorkload:
                                       message="growth is not blocked.")
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
+        self.digests: list[str | None] = []
 
     def manifests(
-        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
+        token_digest: str | None = None,
     ) -> list[Obj]:
+        self.digests.append(token_digest)
         name, ns = order.metadata.name, order.metadata.namespace
         labels = {LABEL_ORDER: name}
         return [
@@ -343,7 +346,8 @@ class FakeWorkload:
         return {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": f"{order.metadata.name}-auth", "namespace": order.metadata.namespace},
+            "metadata": {"name": f"{order.metadata.name}-auth", "namespace": order.metadata.namespace,
+                         "ownerReferences": [order.owner_reference()]},
             "data": {"token": base64.b64encode(b"sekret").decode()},
         }
 

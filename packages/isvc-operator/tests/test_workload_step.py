@@ -113,3 +113,26 @@ def test_a_pass_over_a_steady_order_applies_nothing(world: World) -> None:
     world.cluster.delete("", "LaunchPlan", "team-a", "support-llm")  # a new plan: its children change
     world.run()
     assert len(world.cluster.applied) > applied
+
+
+def test_a_secret_of_the_auth_name_the_module_did_not_make_is_never_adopted(world: World) -> None:
+    """Issue 14: an existing `{order}-auth` (the user's Hugging Face token, say) became the bearer token."""
+    world.cluster.secret("team-a", "support-llm-auth", {"token": "hf_users_own_token"})
+    status = world.run()
+    assert workload(status)["reason"] == "WorkloadError"
+    assert "was not made by the module" in workload(status)["message"]
+    assert world.health.tokens == []  # never probed with it
+
+
+def test_a_new_token_rolls_the_pods(world: World) -> None:
+    """Issue 14: rotating `{order}-auth` left pods on the old token."""
+    world.run()
+    world.cluster.delete("v1", "Secret", "team-a", "support-llm-auth")
+    world.workload.auth_secret = lambda order: {  # type: ignore[method-assign]
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "support-llm-auth", "namespace": "team-a",
+                     "ownerReferences": [order.owner_reference()]},
+        "data": {"token": "bmV3LXRva2Vu"}}
+    world.run()
+    first, second = world.workload.digests[0], world.workload.digests[-1]
+    assert first and second and first != second

@@ -512,3 +512,10 @@ def test_a_rerank_endpoint_also_publishes_the_rerank_path() -> None:
     runtime = make_inputs().runtime.model_copy(update={"endpoint_type": "Rerank"})
     paths = ingress(make_inputs(runtime=runtime), SETTINGS)["spec"]["rules"][0]["http"]["paths"]
     assert [(p["path"], p["pathType"]) for p in paths] == [("/v1/", "Prefix"), ("/rerank", "Exact")]
+
+
+def test_the_token_digest_rolls_the_pods() -> None:
+    one = deployment(make_inputs().model_copy(update={"token_digest": "aaaa"}), SETTINGS)
+    two = deployment(make_inputs().model_copy(update={"token_digest": "bbbb"}), SETTINGS)
+    assert one["spec"]["template"]["metadata"]["annotations"]["ai.deckhouse.io/token-hash"] == "aaaa"
+    assert one["spec"]["template"] != two["spec"]["template"]

@@ -125,11 +125,11 @@ class Workload:
         self.priority_value = priority_value
 
     def manifests(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy,
-                  auth_secret: str | None) -> list[Obj]:
+                  auth_secret: str | None, token_digest: str | None = None) -> list[Obj]:
         try:
             inputs = isvc_workload.WorkloadInputs.from_plan(
                 order, plan, policy.spec, exposure=policy.exposure,
-                priority=self.priority_value(policy.priority_class_name))
+                priority=self.priority_value(policy.priority_class_name), token_digest=token_digest)
             out = [isvc_workload.resource_claim_template(inputs),
                    isvc_workload.deployment(inputs, self.settings), isvc_workload.service(inputs)]
             if policy.exposure.type == ExposureType.EXTERNAL:

@@ -151,8 +151,11 @@ class WorkloadPort(Protocol):
     that cannot be written as manifests."""
 
     def manifests(
-        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None
-    ) -> list[Obj]: ...
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
+        token_digest: str | None = None,
+    ) -> list[Obj]:
+        """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
+        ...
 
     def auth_secret(self, order: InferenceService) -> Obj: ...
 

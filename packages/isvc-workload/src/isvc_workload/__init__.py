@@ -13,6 +13,7 @@ from isvc_workload._deployment import (
     HF_TOKEN_ENV,
     MODEL_MOUNT_PATH,
     RUNTIME_HASH_ANNOTATION,
+    TOKEN_HASH_ANNOTATION,
     deployment,
     model_volume_size,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "RUNTIME_HASH_ANNOTATION",
     "SERVICE_PORT",
     "STARTUP_FAILED_WAITING",
+    "TOKEN_HASH_ANNOTATION",
     "GrowthJudgement",
     "IsvcWorkloadError",
     "LogReader",

@@ -77,6 +77,9 @@ class WorkloadInputs(BaseModel):
     update_strategy: UpdateStrategy | None = Field(default=None, description="How the workload rolls.")
     priority: int = Field(default=0, description="Value of the order's PriorityClass, for claim labels.")
     model_commit: str | None = Field(default=None, description="The model's commit to download.")
+    token_digest: str | None = Field(
+        default=None, description="Digest of the endpoint's token: the pods roll when it changes."
+    )
 
     @property
     def name(self) -> str:
@@ -97,6 +100,7 @@ class WorkloadInputs(BaseModel):
         *,
         exposure: Exposure | None = None,
         priority: int = 0,
+        token_digest: str | None = None,
     ) -> WorkloadInputs:
         """Bundle an order with its plan and class; `exposure` overrides the class's (class-less orders)."""
         if plan.estimates is None:
@@ -114,4 +118,5 @@ class WorkloadInputs(BaseModel):
             update_strategy=klass.update_strategy if klass else None,
             priority=priority,
             model_commit=plan.model_commit,
+            token_digest=token_digest,
         )

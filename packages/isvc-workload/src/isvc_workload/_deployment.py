@@ -18,6 +18,7 @@ __all__ = [
     "HF_TOKEN_ENV",
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
+    "TOKEN_HASH_ANNOTATION",
     "deployment",
     "model_volume_size",
 ]
@@ -27,6 +28,7 @@ FETCH_CONTAINER_NAME = "fetch-model"
 MODEL_MOUNT_PATH = "/models"
 HF_TOKEN_ENV = "HF_TOKEN"
 RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
+TOKEN_HASH_ANNOTATION = "ai.deckhouse.io/token-hash"
 _MODEL_VOLUME = "models"
 
 
@@ -148,6 +150,8 @@ def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
     name = inputs.name
     content_hash = inputs.runtime.content_hash
     pod_annotations = {RUNTIME_HASH_ANNOTATION: content_hash} if content_hash else {}
+    if inputs.token_digest:  # the runtime reads its API key at start: a new token needs new pods
+        pod_annotations[TOKEN_HASH_ANNOTATION] = inputs.token_digest
     volumes: list[dict[str, Any]] = [
         {"name": _MODEL_VOLUME, "emptyDir": {"sizeLimit": inputs.estimates.model_volume}},
     ]

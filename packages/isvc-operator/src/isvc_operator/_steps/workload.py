@@ -23,14 +23,25 @@ def _take_down_unplaced(scope: OrderScope, deps: Deps) -> None:
     scope.endpoint = None
 
 
+class _NotOurs(Exception):
+    """A Secret of the auth Secret's name that the module did not make for this order."""
+
+
 def _auth_secret(scope: OrderScope, deps: Deps) -> str | None:
-    """The endpoint's token Secret: made once, never rotated on a pass (read first, create when missing)."""
+    """The endpoint's token Secret: made once, never rotated on a pass (read first, create when missing).
+
+    One of that name the module did not make for this order (no controller reference to it) is never
+    adopted: its content could be anything, the user's own Hugging Face token among them.
+    """
     assert scope.policy is not None
     if not scope.policy.token_required:
         return None
     wanted = deps.workload.auth_secret(scope.order)
     secret = (deps.cluster.get_secret(scope.namespace, wanted["metadata"]["name"])
               or deps.cluster.create(wanted))
+    owners = secret["metadata"].get("ownerReferences") or []
+    if not any(o.get("uid") == scope.order.metadata.uid and o.get("controller") for o in owners):
+        raise _NotOurs(secret["metadata"]["name"])
     scope.token = deps.workload.token(secret)
     return str(secret["metadata"]["name"])
 
@@ -109,9 +120,17 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         if scope.unplaced:
             _take_down_unplaced(scope, deps)
         return scope.waits_for(ConditionType.PLANNED)
-    scope.auth_secret_name = _auth_secret(scope, deps)
     try:
-        manifests = deps.workload.manifests(scope.order, scope.plan, scope.policy, scope.auth_secret_name)
+        scope.auth_secret_name = _auth_secret(scope, deps)
+    except _NotOurs as exc:
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, (
+            f"Secret {exc} exists in namespace {scope.namespace!r} and was not made by the module for this "
+            "order, so its content is not used as the endpoint's token; rename or delete it, and the module "
+            "makes its own."))
+    digest = hashlib.sha256(scope.token.encode()).hexdigest()[:16] if scope.token else None
+    try:
+        manifests = deps.workload.manifests(scope.order, scope.plan, scope.policy, scope.auth_secret_name,
+                                            digest)
     except WorkloadUnbuildable as exc:
         return Verdict.refuse(Reason.WORKLOAD_ERROR, (
             f"the workload cannot be built from the plan: {exc}; delete the LaunchPlan if it was written "
