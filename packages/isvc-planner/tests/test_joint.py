@@ -164,3 +164,14 @@ def test_a_reservation_released_frees_its_room_for_the_next_order() -> None:
     assert planner.release("ns", "o0") is True
     assert planner.release("ns", "o0") is False  # nothing held any more: idempotent
     assert planner.plan(big[2]).placement is not None
+
+
+def test_a_thousand_orders_waiting_together_are_answered_without_running_out_of_stack() -> None:
+    """Issue 14: about 1,000 orders waiting for room raised RecursionError and stopped all planning."""
+    slices = [fleet_slice("n0", [fleet_gpu("n0", i, memory_gi=24, product="NVIDIA L4") for i in range(2)])]
+    planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
+    requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=_facts(3.0, random.Random(i)))
+                for i in range(1000)]
+    answers = planner.plan_many(requests)
+    assert len(answers) == 1000
+    assert 0 < sum(a.placement is not None for a in answers) < 1000

@@ -26,6 +26,7 @@ from isvc_operator._ports import NO_ROOM, OrderKey
 __all__ = ["PlanningClient", "WaitingRoom"]
 
 log = logging.getLogger(__name__)
+MAX_BATCH = 100  # orders sent together, the oldest waiting first: one request stays small and quick
 
 
 class PlanningClient(Protocol):
@@ -103,4 +104,4 @@ class WaitingRoom:
                         del self._waiting[other]
                 continue
             others.append(request)
-        return others
+        return others[:MAX_BATCH - 1]

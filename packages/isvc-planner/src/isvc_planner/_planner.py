@@ -49,6 +49,9 @@ _POLICY = "accelerator policy"
 # The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
 # vendors' data sheets). A device publishing no memory is assumed at most this large.
 PLAUSIBLE_GIB = 288
+# The most orders of one priority placed by the joint search (its depth is the number of orders); more
+# waiting ones are answered one at a time after it, in the order they came.
+MAX_JOINT = 200
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -176,7 +179,7 @@ class Planner:
                 several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
                 for i in alone + several:
                     answers[i] = self._place(prepared[i])
-                joint = [i for i in rest if i not in several]
+                joint = [i for i in rest if i not in several][:MAX_JOINT]  # the rest: one at a time
                 if len(joint) > 1:
                     if alone or several:  # their placements changed the stock; else the kinds stand
                         kinds, devices, stock = self._kinds([prepared[i] for i in joint])
