@@ -30,7 +30,8 @@ LOCAL_DEPS = {
     "isvc-runtime-recipes": ["isvc-api"],
     "isvc-workload": ["isvc-api"],
     "isvc-health": ["isvc-api"],
-    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],  # the planner and test support: tests
+    # the planner and test support: tests
+    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
     "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
     "kubectl-isvc": ["isvc-api"],
 }
@@ -77,7 +78,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
     session.run("isvc-crdgen", "crds", "--check")
     session.run("python", "docs/tools/crd_reference.py", "--check")
-    session.run("python", "-m", "kubectl_isvc._faq", "--check")
+    session.run("python", "-m", "kubectl_isvc._faqgen", "--check")
     session.run("pytest", "docs", "-q")
 
 

@@ -256,7 +256,7 @@ def _holders(
     devices: dict[tuple[str, str, str], _Device],
     priority_of: dict[tuple[str, str], int | None],
 ) -> list[Holder]:
-    out: list[Holder] = Field(default_factory=list)
+    out: list[Holder] = []
     allocated: set[tuple[str, str, str, str]] = set()
     for claim in claims:
         meta = claim.get("metadata") or {}
@@ -429,7 +429,7 @@ def compute(
     cards: dict[tuple[str, str, str], list[_Device]] = {}
     for d in devices:
         cards.setdefault((d.driver, d.pool, d.card_key), []).append(d)
-    out: list[Card] = Field(default_factory=list)
+    out: list[Card] = []
     for (driver, pool, key), members in cards.items():
         whole = next((d for d in members if str(d.attr("uuid")) == key), None)
         names = {f"{pool}/{d.name}" for d in members}
@@ -509,7 +509,7 @@ def _unread_admin(e: ReadFailed) -> Unread:
 def capacity(reader: Reader) -> Capacity:
     """Read the cluster-wide objects as the caller (an administrator's reads) and compute the picture; what
     could not be read is named and makes the exit code 2."""
-    failed: list[Unread] = Field(default_factory=list)
+    failed: list[Unread] = []
 
     def read(path: str, what: str) -> list[Obj]:
         try:

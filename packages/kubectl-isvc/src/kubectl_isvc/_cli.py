@@ -27,6 +27,10 @@ from kubectl_isvc._why import Diagnosis, why
 
 __all__ = ["locale_lang", "main", "run"]
 
+EXIT_CODES = """exit codes:
+  0  serving (estimate: would be planned; capacity: everything was read)
+  1  refused (why: not serving, a condition names the reason; estimate: would be refused)
+  2  could not tell (not judged yet, not found, not readable, no answer, bad usage)"""
 ReaderFactory = Callable[[argparse.Namespace], Reader]
 
 
@@ -67,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser = argparse.ArgumentParser(
         prog="kubectl isvc",
-        description="Orders for LLM inference, explained where you work. Exit codes: "
-        "0 serving (or would be planned), 1 refused, 2 could not tell.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Orders for LLM inference, explained where you work, with your own permissions.",
+        epilog=EXIT_CODES,
     )
     sub = parser.add_subparsers(dest="command", required=True)
     w = sub.add_parser(

@@ -121,9 +121,9 @@ def order_body(
 
 def read_warnings(warnings: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
     """(single keys, arg list, other warnings): the estimate's `key=value` warnings parsed, texts joined."""
-    keys: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
-    others: list[str] = Field(default_factory=list)
+    keys: dict[str, str] = {}
+    args: list[str] = []
+    others: list[str] = []
     for warning in warnings:
         if not warning.startswith(PREFIX):
             others.append(warning)

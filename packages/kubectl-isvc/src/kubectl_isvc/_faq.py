@@ -1,16 +1,14 @@
 """The FAQ's answer for each reason — whose fix it is and what to do — as shipped data.
 
 `faq.json` in this package is generated from `docs/FAQ.md` and `docs/FAQ.ru.md` by
-`python -m kubectl_isvc._faq` (`--check` fails on drift, as `nox -s lint` runs it), so the plugin
+`python -m kubectl_isvc._faqgen` (`--check` fails on drift, as `nox -s lint` runs it), so the plugin
 says the FAQ's own words in either language without the docs being installed.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -19,7 +17,7 @@ from pathlib import Path
 from isvc_api import Reason, StatusReason
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Advice", "Faq", "FaqEntry", "Lang", "StatusEntry", "Who", "build_faq", "load_faq", "main"]
+__all__ = ["Advice", "Faq", "FaqEntry", "Lang", "StatusEntry", "Who", "build_faq", "dump", "load_faq"]
 
 DATA = "faq.json"
 FAQS = {"en": "FAQ.md", "ru": "FAQ.ru.md"}
@@ -263,29 +261,3 @@ def load_faq() -> Faq:
     """The FAQ data shipped in the package."""
     text = resources.files("kubectl_isvc").joinpath(DATA).read_text(encoding="utf-8")
     return Faq.model_validate_json(text)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Regenerate faq.json from the FAQ pages, or with --check say whether it has drifted."""
-    parser = argparse.ArgumentParser(prog="python -m kubectl_isvc._faq", description=main.__doc__)
-    parser.add_argument(
-        "--docs", type=Path, default=Path("docs"), help="the docs directory (default: ./docs)"
-    )
-    parser.add_argument("--check", action="store_true", help="fail if faq.json differs from the FAQ")
-    args = parser.parse_args(argv)
-    target = Path(__file__).with_name(DATA)
-    text = dump(build_faq(args.docs))
-    if args.check:
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
-            print(
-                f"{target} has drifted from {args.docs}/FAQ*.md: run python -m kubectl_isvc._faq",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    target.write_text(text, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -36,7 +36,7 @@ KEY_FLAGS = (
 
 def key_flags(args: list[str]) -> list[str]:
     """The key flags of a runtime's arguments, each with its value (`--max-model-len 4096`)."""
-    out: list[str] = Field(default_factory=list)
+    out: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]

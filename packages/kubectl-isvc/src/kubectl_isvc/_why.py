@@ -223,7 +223,7 @@ def diagnose(order: Obj, faq: Faq, lang: Lang) -> Diagnosis:
         "generation": meta.get("generation"),
         "observed_generation": status.get("observedGeneration"),
     }
-    notes: list[str] = Field(default_factory=list)
+    notes: list[str] = []
     if (
         isinstance(base["generation"], int)
         and isinstance(base["observed_generation"], int)
@@ -429,8 +429,8 @@ def why(reader: Reader, namespace: str, name: str, faq: Faq, lang: Lang) -> Diag
             unread=[_unread(e)],
         )
     diagnosis = diagnose(order, faq, lang)
-    failed: list[Unread] = Field(default_factory=list)
-    found: dict[str, Any] = Field(default_factory=dict)
+    failed: list[Unread] = []
+    found: dict[str, Any] = {}
     status = order.get("status") or {}
     try:
         found["events"] = _events(
