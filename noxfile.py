@@ -19,6 +19,7 @@ PACKAGES = [
     "isvc-health",
     "isvc-operator",
     "isvc-testing",
+    "kubectl-isvc",
 ]
 # What each package needs from its siblings, installed from the tree (pip cannot see them on an index).
 LOCAL_DEPS = {
@@ -29,8 +30,10 @@ LOCAL_DEPS = {
     "isvc-runtime-recipes": ["isvc-api"],
     "isvc-workload": ["isvc-api"],
     "isvc-health": ["isvc-api"],
-    "isvc-operator": [p for p in PACKAGES if p != "isvc-operator"],  # the planner and test support: tests
+    # the planner and test support: tests
+    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
     "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
+    "kubectl-isvc": ["isvc-api"],
 }
 PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
@@ -75,6 +78,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
     session.run("isvc-crdgen", "crds", "--check")
     session.run("python", "docs/tools/crd_reference.py", "--check")
+    session.run("python", "-m", "kubectl_isvc._faqgen", "--check")
     session.run("pytest", "docs", "-q")
 
 

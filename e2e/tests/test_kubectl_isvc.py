@@ -1,0 +1,408 @@
+"""kubectl isvc on the test bed: the real `kubectl-isvc` entry point (and kubectl finding it as a plugin) run
+as alice, with her namespace permissions only, and as the administrator. Issue 17."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from isvc_testbed import bin_dir
+from isvc_testbed._pki import Pki
+from isvc_testbed.cluster import Cluster
+from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
+from isvc_testbed.orders import Orders, hf
+from isvc_testbed.standin import StandIn
+from kubernetes import client as k8s
+
+pytestmark = pytest.mark.e2e
+
+GPU = "gpu.nvidia.com"
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+H100_ONLY = f"device.attributes['{GPU}'].productName == 'NVIDIA H100 80GB HBM3'"
+GH200_ONLY = f"device.attributes['{GPU}'].productName == 'NVIDIA GH200 480GB'"
+PLUGIN = Path(sys.executable).parent / "kubectl-isvc"
+
+
+def plugin(kubeconfig: Path, *args: str, lang: str = "en_US.UTF-8", kubectl: bool = False) -> tuple[int, str]:
+    """Run the installed console script (or `kubectl isvc`, which finds it on PATH): (exit code, stdout)."""
+    env = {
+        **os.environ,
+        "LANG": lang,
+        "LC_ALL": "",
+        "LC_MESSAGES": "",
+        "NO_COLOR": "1",
+        "PATH": f"{PLUGIN.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    if kubectl:  # kubectl takes no flags before a plugin's name: the kubeconfig comes from KUBECONFIG
+        argv = [str(bin_dir() / "kubectl"), "isvc", *args]
+        env["KUBECONFIG"] = str(kubeconfig)
+    else:
+        argv = [str(PLUGIN), *args, "--kubeconfig", str(kubeconfig)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode in (0, 1, 2) and done.stdout, done.stderr
+    return done.returncode, done.stdout
+
+
+def plugin_json(kubeconfig: Path, *args: str, lang: str = "en_US.UTF-8") -> tuple[int, dict[str, Any]]:
+    code, out = plugin(kubeconfig, *args, "-o", "json", lang=lang)
+    return code, json.loads(out)
+
+
+class Bed(Orders):
+    def klass(self, name: str, selector: str) -> str:
+        self.create_class(
+            name,
+            {
+                "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                "acceleratorPolicy": {"deviceClassNames": [GPU], "selector": selector},
+            },
+        )
+        return name
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    with Bed(module, admin_api, alice_api, team_a) as b:
+        yield b
+
+
+# ---------------------------------------------------------------- why, a refusal of each condition
+
+
+def test_why_as_alice_names_class_not_found_as_hers_and_says_what_she_could_not_read(
+    bed: Bed, cluster: Cluster
+) -> None:
+    bed.create("why-no-class", hf(QWEN), "no-such-class")
+    bed.wait_reason("why-no-class", "ClassResolved", "ClassNotFound")
+    code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-no-class", "-n", bed.ns)
+    assert (code, d["verdict"], d["condition"], d["reason"]) == (
+        1,
+        "NotServing",
+        "ClassResolved",
+        "ClassNotFound",
+    )
+    assert (d["faq"]["who"], d["faq"]["whose"]) == ("user", "yours")
+    assert d["faq"]["link"] == "docs/FAQ.md#my-order-says-classnotfound"
+    assert [c["type"] for c in d["conditions"]] == [
+        "ClassResolved",
+        "ModelResolved",
+        "Planned",
+        "WorkloadReady",
+        "Ready",
+        "ScalingHealthy",
+    ]
+    # isvc:user reads orders, plans and events; claims and pods are the namespace view role's
+    unread = {u["what"]: u for u in d["unread"]}
+    assert set(unread) == {f"ResourceClaims of {bed.ns}/why-no-class", f"Pods of {bed.ns}/why-no-class"}
+    assert all(u["status"] == 403 and 'User "alice" cannot list' in u["why"] for u in unread.values())
+    # kubectl finds the plugin on PATH and the screen says the same to a person
+    code, text = plugin(cluster.alice_kubeconfig, "why", "why-no-class", "-n", bed.ns, kubectl=True)
+    assert code == 1
+    assert (
+        "ClassResolved is False: ClassNotFound" in text
+        and "Whose fix: yours (the order's owner) — yours" in text
+    )
+    assert "Could not read" in text and "\033[" not in text
+
+
+def test_why_a_model_refusal_speaks_russian_in_a_russian_locale(bed: Bed, cluster: Cluster) -> None:
+    bed.create("why-bad-model", hf("Qwen2.5-7B-Instruct"), "default-llm")
+    bed.wait_reason("why-bad-model", "ModelResolved", "InvalidModelSource")
+    code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-bad-model", "-n", bed.ns, lang="ru_RU.UTF-8")
+    assert (code, d["condition"], d["reason"], d["lang"]) == (1, "ModelResolved", "InvalidModelSource", "ru")
+    assert (d["faq"]["title"], d["faq"]["whose"]) == ("Заказ сообщает InvalidModelSource", "ваша")
+    assert "owner/name" in d["message"]
+
+
+def test_why_a_planned_refusal_for_an_administrator_and_capacity_lists_it_as_waiting(
+    bed: Bed, cluster: Cluster
+) -> None:
+    klass = bed.klass("kis-gh200-only", GH200_ONLY)
+    bed.create("why-no-profile", hf(QWEN), klass)
+    bed.wait_reason("why-no-profile", "Planned", "NoCompatiblePlacement")
+    code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-no-profile", "-n", bed.ns)
+    assert (code, d["condition"], d["reason"], d["faq"]["who"]) == (
+        1,
+        "Planned",
+        "NoCompatiblePlacement",
+        "depends",
+    )
+    assert "memory profile of the hardware is incomplete" in d["message"]
+    code, c = plugin_json(cluster.admin_kubeconfig, "capacity")
+    assert code == 0 and c.get("unread", []) == []
+    waiting = [(w["namespace"], w["name"], w["reason"]) for w in c["waiting"]]
+    assert (bed.ns, "why-no-profile", "NoCompatiblePlacement") in waiting
+    gh200 = next(x for x in c["cards"] if x["pool"] == "gpu-nomem-0")
+    assert ("memoryGiB" not in gh200, gh200["sharesTotal"], gh200["product"]) == (
+        True,
+        100,
+        "NVIDIA GH200 480GB",
+    )
+
+
+def test_why_a_workload_the_namespace_quota_refuses_reads_pods_where_alice_may(
+    module: Any, cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
+) -> None:
+    ns = user_namespace(admin_api, "kis-quota", user="alice", cluster_role="isvc:user")
+    rbac = k8s.RbacAuthorizationV1Api(admin_api)
+    ignore_404(lambda: rbac.delete_namespaced_role_binding("alice-view", ns))
+    rbac.create_namespaced_role_binding(
+        ns,
+        {  # type: ignore[arg-type]
+            "metadata": {"name": "alice-view"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+        },
+    )
+    core = k8s.CoreV1Api(admin_api)
+    ignore_404(lambda: core.delete_namespaced_resource_quota("no-pods", ns))
+    core.create_namespaced_resource_quota(
+        ns,
+        {
+            "metadata": {"name": "no-pods"},  # type: ignore[arg-type]
+            "spec": {"hard": {"pods": "0"}},
+        },
+    )
+    with Bed(module, admin_api, alice_api, ns) as bed:
+        klass = bed.klass("kis-h100-quota", H100_ONLY)
+        bed.create("why-quota", hf(QWEN), klass)
+        bed.wait_reason("why-quota", "WorkloadReady", "WorkloadError", timeout=90)
+        code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-quota", "-n", ns)
+        assert (code, d["condition"], d["reason"], d["faq"]["who"]) == (
+            1,
+            "WorkloadReady",
+            "WorkloadError",
+            "depends",
+        )
+        assert "exceeded quota" in d["message"] or "forbidden" in d["message"]
+        assert d.get("unread", []) == []  # with the view role she reads claims and pods too
+        assert d["plan"]["accelerator"] == "NVIDIA H100 80GB HBM3" and d["plan"]["flags"]
+        assert d.get("pods", []) == []  # the quota let none be created
+    core.delete_namespaced_resource_quota("no-pods", ns)
+
+
+def test_why_a_failing_probe_then_serving_as_alice_and_as_the_administrator(
+    bed: Bed, cluster: Cluster, standin: StandIn
+) -> None:
+    klass = bed.klass("kis-h100-probe", H100_ONLY)
+    standin.fail(bed.ns, "why-probe")
+    try:
+        bed.create("why-probe", hf(QWEN), klass)
+        bed.wait_reason("why-probe", "Ready", "HealthCheckFailed", timeout=120)
+        code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-probe", "-n", bed.ns)
+        assert (code, d["condition"], d["reason"], d["faq"]["who"]) == (
+            1,
+            "Ready",
+            "HealthCheckFailed",
+            "wait",
+        )
+        code, d = plugin_json(cluster.admin_kubeconfig, "why", "why-probe", "-n", bed.ns)
+        assert code == 1 and d.get("unread", []) == []  # the administrator reads claims and pods
+        assert [c["allocated"] for c in d["claims"]] == [True]
+        assert d["claims"][0]["devices"][0].startswith("gpu-h100-0/gpu-")
+        assert [p["phase"] for p in d["pods"]] == ["Running"]
+    finally:
+        standin.heal(bed.ns, "why-probe")
+    bed.wait_ready("why-probe")
+    code, d = plugin_json(cluster.alice_kubeconfig, "why", "why-probe", "-n", bed.ns)
+    assert (code, d["verdict"], d["reason"]) == (0, "Serving", "Serving")
+    assert d["plan"]["accelerator"] == "NVIDIA H100 80GB HBM3" and d["plan"]["runtime"]
+    # capacity: the administrator sees the share it holds, on which card, by whom
+    code, c = plugin_json(cluster.admin_kubeconfig, "capacity")
+    holders = [(h["namespace"], h["order"], h["state"], x["pool"]) for x in c["cards"] for h in x["holders"]]
+    assert code == 0 and (bed.ns, "why-probe", "Allocated", "gpu-h100-0") in holders
+    code, text = plugin(cluster.admin_kubeconfig, "capacity")
+    assert code == 0 and f"{bed.ns}/why-probe p0" in text and "gpu.nvidia.com:" in text
+
+
+def test_why_an_order_that_is_not_there_cannot_be_told(module: Any, cluster: Cluster, team_a: str) -> None:
+    code, d = plugin_json(cluster.alice_kubeconfig, "why", "no-such-order", "-n", team_a)
+    assert (code, d["verdict"], d["unread"][0]["status"]) == (2, "Unknown", 404)
+    code, _ = plugin(cluster.alice_kubeconfig, "why", "no-such-order", "-n", "kube-system")
+    assert code == 2  # not her namespace: forbidden, could not tell
+
+
+def test_capacity_as_alice_says_it_is_for_administrators(module: Any, cluster: Cluster) -> None:
+    code, c = plugin_json(cluster.alice_kubeconfig, "capacity")
+    assert code == 2
+    assert {u["what"] for u in c["unread"]} >= {"ResourceSlices", "ResourceClaims in all namespaces"}
+    assert all(u["status"] == 403 and "a command for administrators" in u["why"] for u in c["unread"])
+
+
+# ---------------------------------------------------------------- estimate through a server-side dry run
+
+
+class _Webhook(BaseHTTPRequestHandler):
+    """A stand-in for the module's estimate webhook: the contract's warnings for the model asked about."""
+
+    answers: ClassVar[dict[str, list[str]]] = {}
+    seen: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = review["request"]
+        type(self).seen.append(request)
+        model = request["object"]["spec"]["model"]["ref"]["name"]
+        warnings = [f"isvc-estimate: {w}" for w in type(self).answers.get(model, [])]
+        body = json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": True, "warnings": warnings},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def estimate_webhook(admin_api: k8s.ApiClient) -> Iterator[type[_Webhook]]:
+    """The stand-in served on 127.0.0.1 over TLS and registered as the contract says: dry runs only
+    (matchConditions), no side effects, failing open."""
+    workdir = Path(tempfile.mkdtemp(prefix="kis-webhook-"))
+    pki = Pki(workdir)
+    files = pki.serving("webhook")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(files.cert, files.key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    admission = k8s.AdmissionregistrationV1Api(admin_api)
+    name = "isvc-estimate.ai.deckhouse.io"
+    admission.create_validating_webhook_configuration(
+        {  # type: ignore[arg-type]
+            "metadata": {"name": name},
+            "webhooks": [
+                {
+                    "name": name,
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 10,
+                    "matchPolicy": "Equivalent",
+                    "matchConditions": [{"name": "dry-run-only", "expression": "request.dryRun == true"}],
+                    "rules": [
+                        {
+                            "apiGroups": ["ai.deckhouse.io"],
+                            "apiVersions": ["v1alpha1"],
+                            "operations": ["CREATE"],
+                            "resources": ["inferenceservices"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{server.server_address[1]}/estimate",
+                        "caBundle": base64.b64encode(pki.ca_pem).decode(),
+                    },
+                }
+            ],
+        }
+    )
+    _Webhook.answers, _Webhook.seen = {}, []
+    try:
+        yield _Webhook
+    finally:
+        ignore_404(lambda: admission.delete_validating_webhook_configuration(name))
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+PLANNED = [
+    "version=1",
+    "verdict=Planned",
+    "class=default-llm",
+    "endpointType=Chat",
+    "deviceClassName=gpu.nvidia.com",
+    "acceleratorProductName=NVIDIA H100 80GB HBM3",
+    "acceleratorMemoryGiB=79.65",
+    "placementMode=Shared",
+    "sharingMode=Shares",
+    "sharePercent=30",
+    "deviceCount=1",
+    "requiredMemoryGiB=23.1",
+    "weightsGiB=14.19",
+    "kvCacheGiB=1.75",
+    "overheadGiB=2.9",
+    "contextLength=32768",
+    "kvBytesPerToken=57344",
+    "runtime=vllm-chat",
+    "arg=--max-model-len",
+    "arg=32768",
+    "arg=--gpu-memory-utilization",
+    "arg=0.29",
+]
+REFUSED = [
+    "version=1",
+    "verdict=Refused",
+    "condition=Planned",
+    "reason=NoAcceleratorWithEnoughMemory",
+    "message=The model needs 812.4 GiB of accelerator memory; the largest accelerator found has 80 GiB.",
+]
+
+
+def test_estimate_without_the_webhook_is_accepted_as_a_dry_run_and_cannot_tell(
+    module: Any, cluster: Cluster, team_a: str, alice_api: k8s.ApiClient
+) -> None:
+    before = k8s.CustomObjectsApi(alice_api).list_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", team_a, "inferenceservices"
+    )["items"]
+    code, e = plugin_json(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
+    assert (code, e["verdict"]) == (2, "Unknown") and "no estimate came with it" in e["notes"][0]
+    after = k8s.CustomObjectsApi(alice_api).list_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", team_a, "inferenceservices"
+    )["items"]
+    assert len(after) == len(before)  # a dry run stores nothing
+
+
+def test_estimate_as_alice_reads_the_webhooks_warnings_through_a_server_side_dry_run(
+    module: Any, cluster: Cluster, team_a: str, estimate_webhook: type[_Webhook]
+) -> None:
+    estimate_webhook.answers = {QWEN: PLANNED, "meta-llama/Llama-3.1-405B-Instruct": REFUSED}
+
+    def answered() -> tuple[int, dict[str, Any]] | None:  # the API server learns of a new webhook in a moment
+        code, e = plugin_json(
+            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a
+        )
+        return (code, e) if code != 2 else None
+
+    code, e = wait_for(answered, 30, interval=1, what="the estimate webhook answering")
+    assert (code, e["verdict"], e["endpointType"], e["className"]) == (0, "Planned", "Chat", "default-llm")
+    assert (e["plan"]["accelerator"], e["plan"]["sharePercent"], e["plan"]["requiredMemoryGiB"]) == (
+        "NVIDIA H100 80GB HBM3",
+        30,
+        23.1,
+    )
+    assert e["plan"]["flags"] == ["--gpu-memory-utilization 0.29", "--max-model-len 32768"]
+    request = estimate_webhook.seen[-1]
+    assert (request["dryRun"], request["userInfo"]["username"], request["namespace"]) == (
+        True,
+        "alice",
+        team_a,
+    )
+    assert request["object"]["metadata"]["generateName"] == "isvc-estimate-"
+    code, e = plugin_json(
+        cluster.alice_kubeconfig, "estimate", "meta-llama/Llama-3.1-405B-Instruct", "-n", team_a
+    )
+    assert (code, e["reason"], e["faq"]["who"]) == (1, "NoAcceleratorWithEnoughMemory", "wait")
+    code, text = plugin(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
+    assert code == 0 and "Accelerator: NVIDIA H100 80GB HBM3 (gpu.nvidia.com), 30% of one card" in text
