@@ -113,7 +113,9 @@ def e2e(session: nox.Session) -> None:
     session.chdir(ROOT)
     if "--kind" in session.posargs:
         session.error("--kind is not supported yet: the scenarios run on the local control plane only")
-    session.run("pytest", "e2e/tests", "-q", "-p", "no:cacheprovider", *session.posargs)
+    # `nox -s e2e -- e2e/tests/FILE.py` runs that file alone; without a path, the whole suite.
+    paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests"]
+    session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=PYTHON)
