@@ -79,7 +79,8 @@ def test_a_gguf_model_on_a_rerank_only_class_says_no_compatible_runtime_availabl
     order = bed.hf_order("gguf-rerank", klass, GGUF)
     status = bed.wait_reason(order, "Planned", "NoCompatibleRuntimeAvailable")
     message = assert_refused(status, "Planned", "NoCompatibleRuntimeAvailable", "GGUF", "as Rerank",
-                             "tei-rerank fails format", "llamacpp-chat fails endpoint type", "platform-side")
+                             "tei-rerank fails format", "llamacpp-chat fails endpoint type",
+                             "llamacpp-chat serve(s) it as Chat", "allowedEndpointTypes names Chat alone")
     assert "another quantization" not in message
     assert status["model"]["endpointType"] == "Rerank"
 

@@ -243,11 +243,11 @@ def _refusal(
     if serves_as:
         other, names = next(iter(serves_as.items()))
         return Refusal(reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, message=(
-            f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}: the order "
-            f"was given {endpoint} as the first contract its class allows, because a bare Hugging Face "
-            f"reference says nothing of what a model serves. Order it on a class whose "
-            f"modelPolicy.allowedEndpointTypes names {other} alone (ask your administrator; the docs' "
-            f"Examples show a class for embeddings only). Candidates: {candidates}."))
+            f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}. The order got "
+            f"{endpoint}, the first contract its class allows (a bare Hugging Face reference says nothing "
+            f"of what a model serves); order it on a class whose modelPolicy.allowedEndpointTypes names "
+            f"{other} alone — ask your administrator (the docs' Examples show a class for embeddings "
+            f"only). Candidates: {candidates}."))
     return Refusal(
         reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
         message=(
