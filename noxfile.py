@@ -144,6 +144,36 @@ def down(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """A wheel per package into dist/; each, installed alone in a clean venv, imports and declares its imports."""
+    dist = ROOT / "dist"
+    for old in dist.glob("*.whl"):
+        old.unlink()
+    for package in PACKAGES:
+        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist), str(ROOT / "packages" / package),
+                    external=True)
+    venvs = Path(session.create_tmp()) / "alone"
+    for package in PACKAGES:
+        venv = venvs / package
+        python = venv / "bin" / "python"
+        session.run("uv", "venv", "--quiet", "--clear", "--python", PYTHON, str(venv), external=True)
+        # Siblings only from dist/ (pinned ==, lockstep; refreshed, since uv caches a wheel by name and
+        # version); third-party packages from the index.
+        refresh = [arg for p in PACKAGES for arg in ("--refresh-package", p)]
+        session.run("uv", "pip", "install", "--quiet", "--python", str(python), "--find-links", str(dist),
+                    *refresh, f"{package}=={_version()}", external=True)
+        session.run(str(python), str(ROOT / "tools" / "check_installed.py"), package, external=True)
+
+
+def _version() -> str:
+    """The one lockstep version of the packages and the module (module/Chart.yaml)."""
+    for line in (ROOT / "module" / "Chart.yaml").read_text().splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    raise RuntimeError("module/Chart.yaml has no version")
+
+
+@nox.session(python=PYTHON)
 def crds(session: nox.Session) -> None:
     """Regenerate module/crds/ and module/docs/CR.md from the isvc-api models."""
     _install(session, "isvc-api")
