@@ -165,6 +165,14 @@ def build(session: nox.Session) -> None:
         session.run(str(python), str(ROOT / "tools" / "check_installed.py"), package, external=True)
 
 
+@nox.session(python=PYTHON)
+def images(session: nox.Session) -> None:
+    """Build the controller, planner and model-fetcher images with buildah, no Docker daemon (cached)."""
+    build(session)
+    session.install("pip>=24")
+    session.run("bash", str(ROOT / "tools" / "build-images.sh"), env={"PYTHON": "python"}, external=True)
+
+
 def _version() -> str:
     """The one lockstep version of the packages and the module (module/Chart.yaml)."""
     for line in (ROOT / "module" / "Chart.yaml").read_text().splitlines():
