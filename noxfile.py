@@ -145,13 +145,13 @@ def down(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def build(session: nox.Session) -> None:
-    """A wheel per package into dist/; each, installed alone in a clean venv, imports and declares its imports."""
+    """Wheels into dist/; each package, installed alone in a clean venv, imports and declares its imports."""
     dist = ROOT / "dist"
     for old in dist.glob("*.whl"):
         old.unlink()
     for package in PACKAGES:
-        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist), str(ROOT / "packages" / package),
-                    external=True)
+        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist),
+                    str(ROOT / "packages" / package), external=True)
     venvs = Path(session.create_tmp()) / "alone"
     for package in PACKAGES:
         venv = venvs / package
