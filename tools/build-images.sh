@@ -25,7 +25,7 @@ if ! buildah inspect --type image "$BASE" >/dev/null 2>&1; then
   fi
   c=$(buildah from scratch)
   buildah add -q "$c" "$CACHE/base-$BASE_KEY.tar" /
-  buildah config --env PATH=/usr/bin:/bin --user 64535:64535 "$c"
+  buildah config --env PATH=/usr/bin:/bin "$c"   # the images set USER 64535 in their final stage
   buildah commit -q "$c" "$BASE" >/dev/null
   buildah rm "$c" >/dev/null
 fi
