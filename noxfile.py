@@ -70,27 +70,33 @@ def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools",
                     "pytest>=8")
     session.chdir(ROOT)
-    session.run("ruff", "check", "packages", "e2e", "noxfile.py", "docs")
+    session.run("ruff", "check", "packages", "e2e", "noxfile.py", "tests", "tools")
     session.install(f"-e{ROOT / 'e2e'}")
     for package in PACKAGES:
         session.run("mypy", "--strict", f"packages/{package}/src")
     session.run("mypy", "--strict", "e2e/isvc_testbed")
     session.run("lint-imports")
-    session.run("isvc-crdgen", "crds", "--check")
-    session.run("python", "docs/tools/crd_reference.py", "--check")
+    session.run("isvc-crdgen", "module/crds", "--check")
+    session.run("python", "tools/crd_reference.py", "--check")
     session.run("python", "-m", "kubectl_isvc._faqgen", "--check")
-    session.run("pytest", "docs", "-q")
+    session.run("pytest", "tests/docs", "-q")
 
 
 @nox.session(python=PYTHON)
 def chart(session: nox.Session) -> None:
-    """helm lint, helm-unittest suites and the settings schema cases of the module chart."""
+    """helm lint, helm-unittest suites, settings schema cases, and the rendered args against each parser."""
     session.install("pytest>=8", "pyyaml>=6", "jsonschema>=4")
+    # The binaries whose parsers read the rendered Deployment args (tests/module/test_rendered_args.py).
+    runtime = ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-runtime-recipes", "isvc-workload",
+               "isvc-health", "isvc-planner", "isvc-operator"]
+    session.install(*[f"-e{ROOT / 'packages' / p}" for p in runtime])
     binaries = _binaries(session)
     session.chdir(ROOT)
-    session.run(str(binaries / "helm"), "lint", "module", external=True)
+    for values in ("plain", "deckhouse"):
+        session.run(str(binaries / "helm"), "lint", "--strict", "module", "--values",
+                    f"module/tests/values/{values}.yaml", external=True)
     session.run(str(binaries / "untt"), "-f", "tests/*_test.yaml", "module", external=True)
-    session.run("pytest", "module/tests", "-q")
+    session.run("pytest", "tests/module", "-q")
 
 
 def _binaries(session: nox.Session) -> Path:
@@ -144,12 +150,50 @@ def down(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Wheels into dist/; each package, installed alone in a clean venv, imports and declares its imports."""
+    dist = ROOT / "dist"
+    for old in dist.glob("*.whl"):
+        old.unlink()
+    for package in PACKAGES:
+        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist),
+                    str(ROOT / "packages" / package), external=True)
+    venvs = Path(session.create_tmp()) / "alone"
+    for package in PACKAGES:
+        venv = venvs / package
+        python = venv / "bin" / "python"
+        session.run("uv", "venv", "--quiet", "--clear", "--python", PYTHON, str(venv), external=True)
+        # Siblings only from dist/ (pinned ==, lockstep; refreshed, since uv caches a wheel by name and
+        # version); third-party packages from the index.
+        refresh = [arg for p in PACKAGES for arg in ("--refresh-package", p)]
+        session.run("uv", "pip", "install", "--quiet", "--python", str(python), "--find-links", str(dist),
+                    *refresh, f"{package}=={_version()}", external=True)
+        session.run(str(python), str(ROOT / "tools" / "check_installed.py"), package, external=True)
+
+
+@nox.session(python=PYTHON)
+def images(session: nox.Session) -> None:
+    """Build the controller, planner and model-fetcher images with buildah, no Docker daemon (cached)."""
+    build(session)
+    session.install("pip>=24")
+    session.run("bash", str(ROOT / "tools" / "build-images.sh"), env={"PYTHON": "python"}, external=True)
+
+
+def _version() -> str:
+    """The one lockstep version of the packages and the module (module/Chart.yaml)."""
+    for line in (ROOT / "module" / "Chart.yaml").read_text().splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    raise RuntimeError("module/Chart.yaml has no version")
+
+
+@nox.session(python=PYTHON)
 def crds(session: nox.Session) -> None:
-    """Regenerate crds/ and docs/CR.md from the isvc-api models."""
+    """Regenerate module/crds/ and module/docs/CR.md from the isvc-api models."""
     _install(session, "isvc-api")
     session.chdir(ROOT)
-    session.run("isvc-crdgen", "crds")
-    session.run("python", "docs/tools/crd_reference.py")
+    session.run("isvc-crdgen", "module/crds")
+    session.run("python", "tools/crd_reference.py")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def up(state_dir: Path, timeout: float) -> int:
             say("fleet published: simulated GPU nodes and their ResourceSlices")
             install_chart(cluster)
             say("module chart installed: CRDs, RBAC, default-llm, controller and planner Deployments")
-            user_namespace(admin, "team-a", user="alice", cluster_role="isvc:user")
+            user_namespace(admin, "team-a", user="alice", cluster_role="d8:user-authz:isvc:editor")
             # and the usual rights of a namespace user (read Secrets, e.g. the endpoint token)
             user_namespace(admin, "team-a", user="alice", cluster_role="edit")
         logs = cluster.workdir / "module-logs"

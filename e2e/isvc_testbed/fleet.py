@@ -215,7 +215,8 @@ class Fleet:
         if spec.gpus:
             labels["nvidia.com/gpu.product"] = spec.gpus[0].product.replace(" ", "-")
         labels.update(spec.labels)
-        resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+        # Real nodes report ephemeral-storage; the module's pods request it (Deckhouse convention).
+        resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods, "ephemeral-storage": "100Gi"}
         node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",

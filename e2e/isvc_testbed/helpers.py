@@ -69,7 +69,7 @@ def namespace(api: k8s.ApiClient, name: str) -> str:
 
 
 def user_namespace(
-    api: k8s.ApiClient, name: str, user: str = "alice", cluster_role: str = "isvc:user"
+    api: k8s.ApiClient, name: str, user: str = "alice", cluster_role: str = "d8:user-authz:isvc:editor"
 ) -> str:
     """Create namespace `name` (if needed) and bind `user` to `cluster_role` in it."""
     namespace(api, name)

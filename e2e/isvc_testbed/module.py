@@ -50,19 +50,24 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What `nox -s images` tags; the chart is installed as plain Helm does it, naming its images.
+IMAGES = {"controller": "localhost/isvc/controller:0.1.0", "planner": "localhost/isvc/planner:0.1.0"}
+
+
 def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Helm values for module settings (the config-values shape, e.g. {"catalog": {"mode": "None"}}).
 
     The chart reads its settings under `.Values.isvc`, as Deckhouse passes them; settings given at the
-    top level would be ignored by every template.
+    top level would be ignored by every template. Without Deckhouse the chart needs its images named.
     """
-    return {"isvc": _deep_merge({"publicDomainTemplate": "%s.example.test"}, settings or {})}
+    base = {"publicDomainTemplate": "%s.example.test", "images": dict(IMAGES)}
+    return {"isvc": _deep_merge(base, settings or {})}
 
 
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
     """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
-        install_crds(api, sorted((ROOT / "crds").glob("*.yaml")))
+        install_crds(api, sorted((ROOT / "module" / "crds").glob("*.yaml")))
     values_file = cluster.workdir / "module-values.yaml"
     values_file.write_text(yaml.safe_dump(chart_values(values)))
     helm = bin_dir() / "helm"
@@ -124,7 +129,7 @@ class ModuleProcesses:
 
     def start_planner(self) -> None:
         """The planner service, as the chart's planner ServiceAccount."""
-        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "isvc-planner")
+        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
         self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
                                 "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig)])
         self._wait_http("planner", f"{self.planner_url}/readyz")
@@ -135,7 +140,7 @@ class ModuleProcesses:
 
     def start_controller(self, *extra: str) -> None:
         """The controller, as the chart's controller ServiceAccount."""
-        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "isvc-controller")
+        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "controller")
         self._spawn("controller", [
             sys.executable, "-m", "isvc_operator", "--kubeconfig", str(kubeconfig),
             "--namespace", NAMESPACE, "--planner-url", self.planner_url,

@@ -94,8 +94,8 @@ def standin(cluster: Cluster) -> Iterator[StandIn]:
 
 @pytest.fixture(scope="session")
 def team_a(admin_api: k8s.ApiClient) -> str:
-    """Namespace team-a with alice bound to ClusterRole isvc:user (the module ships that role)."""
-    return user_namespace(admin_api, "team-a", user="alice", cluster_role="isvc:user")
+    """Namespace team-a with alice bound to ClusterRole d8:user-authz:isvc:editor (the module ships it)."""
+    return user_namespace(admin_api, "team-a", user="alice", cluster_role="d8:user-authz:isvc:editor")
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 pytestmark = pytest.mark.e2e
 
 CATALOG_CRDS = Path(__file__).resolve().parents[1] / "crds"
-CONTROLLER_SA = "system:serviceaccount:d8-isvc:isvc-controller"
+CONTROLLER_SA = "system:serviceaccount:d8-isvc:controller"
 
 
 # ---------------------------------------------------------------- objects

@@ -95,7 +95,7 @@ def test_why_as_alice_names_class_not_found_as_hers_and_says_what_she_could_not_
         "ClassNotFound",
     )
     assert (d["faq"]["who"], d["faq"]["whose"]) == ("user", "yours")
-    assert d["faq"]["link"] == "docs/FAQ.md#my-order-says-classnotfound"
+    assert d["faq"]["link"] == "module/docs/FAQ.md#my-order-says-classnotfound"
     assert [c["type"] for c in d["conditions"]] == [
         "ClassResolved",
         "ModelResolved",

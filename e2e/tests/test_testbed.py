@@ -76,7 +76,7 @@ def test_deleting_a_deployment_garbage_collects_its_pods(admin_api: k8s.ApiClien
 def test_alice_is_forbidden_in_another_namespace_and_allowed_in_her_own(
     admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
 ) -> None:
-    # A role of the test bed's own, so the module's isvc:user role is never shadowed or deleted.
+    # A role of the test bed's own, so the module's d8:user-authz:isvc:editor is never shadowed or deleted.
     created = ensure_cluster_role(
         admin_api, "testbed:pod-reader",
         [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],

@@ -59,3 +59,128 @@ securityContext:
   seccompProfile:
     type: RuntimeDefault
 {{- end }}
+
+{{- /* Usage: {{ if include "isvc_deckhouse" . }} — non-empty when Deckhouse renders the chart (it always passes the module registry). */ -}}
+{{- define "isvc_deckhouse" -}}
+{{- if dig "modulesImages" "registry" "base" "" (.Values.global | default dict) }}true{{ end -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_image" (list . "controller") }} — the image of a component.
+Under Deckhouse: the module image helper (module registry, digest from the module build, images/<name>/).
+With plain helm: `isvc.images.<name>`, which must then be set. */ -}}
+{{- define "isvc_image" -}}
+{{- $ctx := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if include "isvc_deckhouse" $ctx -}}
+{{- include "helm_lib_module_image" (list $ctx $name) -}}
+{{- else -}}
+{{- $image := dig $name "" ($ctx.Values.isvc.images | default dict) -}}
+{{- if not $image }}{{ fail (printf "isvc.images.%s is required without Deckhouse (see module/README.md, plain Helm)" $name) }}{{ end -}}
+{{- $image -}}
+{{- end -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_kube_rbac_proxy_image" . }} — Deckhouse's common kube-rbac-proxy image, else isvc.images.kubeRbacProxy, else empty (metrics served unproxied). */ -}}
+{{- define "isvc_kube_rbac_proxy_image" -}}
+{{- if include "isvc_deckhouse" . -}}
+{{- include "helm_lib_module_common_image" (list . "kubeRbacProxy") -}}
+{{- else -}}
+{{- dig "kubeRbacProxy" "" (.Values.isvc.images | default dict) -}}
+{{- end -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_image_pull_policy" . }} */ -}}
+{{- define "isvc_image_pull_policy" -}}
+{{- dig "pullPolicy" "IfNotPresent" (.Values.isvc.images | default dict) -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_image_pull_secrets" . | nindent 6 }} — the module registry secret (registry-secret.yaml), when rendered. */ -}}
+{{- define "isvc_image_pull_secrets" -}}
+{{- if include "isvc_registry_dockercfg" . }}
+imagePullSecrets:
+  - name: registrysecret
+{{- end }}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_registry_dockercfg" . }} — the module's registry credentials (external module), else the global ones, else empty. */ -}}
+{{- define "isvc_registry_dockercfg" -}}
+{{- dig "registry" "dockercfg" "" (.Values.isvc | default dict) | default (dig "modulesImages" "registry" "dockercfg" "" (.Values.global | default dict)) -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_priority_class" . | nindent 6 }} — Deckhouse's cluster-medium under Deckhouse; isvc.priorityClassName (may be empty) with plain helm. */ -}}
+{{- define "isvc_priority_class" -}}
+{{- if include "isvc_deckhouse" . -}}
+{{- include "helm_lib_priority_class" (tuple . "cluster-medium") -}}
+{{- else if .Values.isvc.priorityClassName -}}
+priorityClassName: {{ .Values.isvc.priorityClassName }}
+{{- end -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_system_placement" . | nindent 6 }} — nodeSelector and tolerations of system components (lib-helm "system" strategy). */ -}}
+{{- define "isvc_system_placement" -}}
+{{- include "helm_lib_node_selector" (tuple . "system") }}
+{{ include "helm_lib_tolerations" (tuple . "system") }}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_kube_rbac_proxy" (list . "controller" 9090) | nindent 8 }} — the kube-rbac-proxy sidecar that serves
+/metrics of a component over HTTPS on port `https-metrics` (8443) to whoever may `get deployments/prometheus-metrics`
+of that Deployment; the component itself listens on 127.0.0.1:<port>. Renders nothing without a proxy image. */ -}}
+{{- define "isvc_kube_rbac_proxy" -}}
+{{- $ctx := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $port := index . 2 -}}
+{{- with include "isvc_kube_rbac_proxy_image" $ctx }}
+- name: kube-rbac-proxy
+  image: {{ . | quote }}
+  imagePullPolicy: {{ include "isvc_image_pull_policy" $ctx }}
+  args:
+    - --secure-listen-address=$(KUBE_RBAC_PROXY_LISTEN_ADDRESS):8443
+    - --v=2
+    - --logtostderr=true
+    - --stale-cache-interval=1h30m
+    - --livez-path=/livez
+  env:
+    - name: KUBE_RBAC_PROXY_LISTEN_ADDRESS
+      valueFrom:
+        fieldRef:
+          fieldPath: status.podIP
+    - name: KUBE_RBAC_PROXY_CONFIG
+      value: |
+        upstreams:
+          - upstream: http://127.0.0.1:{{ $port }}/metrics
+            path: /metrics
+            authorization:
+              resourceAttributes:
+                namespace: {{ include "isvc_namespace" $ctx }}
+                apiGroup: apps
+                apiVersion: v1
+                resource: deployments
+                subresource: prometheus-metrics
+                name: isvc-{{ $component }}
+  ports:
+    - name: https-metrics
+      containerPort: 8443
+      protocol: TCP
+  livenessProbe:
+    httpGet:
+      path: /livez
+      port: 8443
+      scheme: HTTPS
+  readinessProbe:
+    httpGet:
+      path: /livez
+      port: 8443
+      scheme: HTTPS
+  resources:
+    requests:
+      {{- include "helm_lib_module_ephemeral_storage_only_logs" $ctx | nindent 6 }}
+      cpu: 10m
+      memory: 25Mi
+  {{- include "isvc_container_security_context" $ctx | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- /* Usage: {{ if include "isvc_metrics_proxied" . }} — non-empty when kube-rbac-proxy fronts the metrics. */ -}}
+{{- define "isvc_metrics_proxied" -}}
+{{- if include "isvc_kube_rbac_proxy_image" . }}true{{ end -}}
+{{- end }}

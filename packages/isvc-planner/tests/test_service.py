@@ -30,6 +30,7 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
+from prometheus_client import CollectorRegistry, generate_latest
 
 
 def _free_port() -> int:
@@ -39,11 +40,12 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(inv: Inventory) -> Iterator[str]:
+def serve(inv: Inventory, registry: CollectorRegistry | None = None) -> Iterator[str]:
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(Planner(inv)), host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+            create_app(Planner(inv), registry=registry), host="127.0.0.1", port=port, log_level="warning",
+            lifespan="off",
         )
     )
     thread = threading.Thread(target=server.run, daemon=True)
@@ -130,3 +132,24 @@ def test_openapi_file_matches_the_app() -> None:
     )
     paths = json.loads(stored)["paths"]
     assert {"/v1/plan", "/v1/judge", "/healthz", "/readyz"} <= set(paths)
+
+
+# Issue 11: the module's alerts and dashboard read these series.
+def test_plans_are_counted_by_outcome_reason_and_device_class(models: dict[str, ModelFacts]) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    registry = CollectorRegistry()
+    orders = [PlanRequest(order=OrderRef(namespace="ns", name=f"m{i}"), facts=models["qwen7b"])
+              for i in range(9)]
+
+    with serve(inv, registry) as url, PlannerClient(url, timeout=5) as client:
+        for order in orders:
+            client.plan(order)
+
+    placed = registry.get_sample_value(
+        "isvc_planner_plans_total", {"outcome": "Placed", "reason": "", "device_class": "gpu.nvidia.com"})
+    refused = registry.get_sample_value(
+        "isvc_planner_plans_total", {"outcome": "Refused", "reason": "NoCapacity", "device_class": ""})
+    assert placed is not None and refused is not None
+    assert placed + refused == 9
+    assert registry.get_sample_value("isvc_planner_inventory_synced") == 1.0
+    assert b"isvc_planner_plan_duration_seconds_bucket" in generate_latest(registry)

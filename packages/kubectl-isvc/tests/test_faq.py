@@ -1,4 +1,4 @@
-"""The shipped FAQ data is the FAQ: generated from docs/FAQ.md and docs/FAQ.ru.md, checked for drift."""
+"""The shipped FAQ data is the FAQ: generated from module/docs/FAQ.md and FAQ.ru.md, checked for drift."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from isvc_api import Reason, StatusReason
 from kubectl_isvc import Lang, Who, build_faq, load_faq
 from kubectl_isvc._faq import dump
 
-DOCS = Path(__file__).resolve().parents[3] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "module" / "docs"
 
 
 def test_the_shipped_data_is_what_the_faq_says_now() -> None:

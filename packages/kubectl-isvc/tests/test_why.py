@@ -57,7 +57,7 @@ def test_a_planned_refusal_names_the_reason_whose_fix_and_the_faqs_words(recorde
         "NoCapacity",
     )
     assert d.faq is not None and d.faq.who == Who.WAIT and d.faq.whose == "nobody: wait"
-    assert d.faq.link == "docs/FAQ.md#my-order-says-nocapacity"
+    assert d.faq.link == "module/docs/FAQ.md#my-order-says-nocapacity"
     assert d.faq.paragraphs[0].startswith("Nothing the order is allowed to use is free right now.")
     assert [e.reason for e in d.events] == ["Resolved", "NoCapacity"]  # oldest first
     assert (
@@ -172,7 +172,7 @@ def test_the_faqs_words_come_in_russian_for_a_russian_locale(recorded: Any, data
     assert (d.faq.title, d.faq.whose, d.faq.link) == (
         "Заказ сообщает NoCapacity",
         "ничья: ждать",
-        "docs/FAQ.ru.md#заказ-сообщает-nocapacity",
+        "module/docs/FAQ.ru.md#заказ-сообщает-nocapacity",
     )
     text = render_why(d, Style(False), 110, NOW)
     assert "Чья забота: ничья: ждать — ничья: ждать" in text

@@ -1,7 +1,7 @@
 """Accelerator memory of one runtime on one card: the one model the planner and the recipes share.
 
 Pure arithmetic on ModelFacts; every constant names the public measurement or source it comes from
-(source keys as in docs/FAQ.md, "How the memory estimate is made"):
+(source keys as in module/docs/FAQ.md, "How the memory estimate is made"):
 
     LLMD   llm-d/llm-d-benchmark @0fa12aa config_explorer/empirical-vllm-memory-results.md
            (vLLM v0.11.0 on H100, the version the shipped recipes run)

@@ -3,7 +3,7 @@
 The wire contract, the client and the selector language are in `isvc_planner_client`.
 """
 
-from isvc_planner._app import create_app
+from isvc_planner._app import PlannerMetrics, create_app
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
 from isvc_planner._planner import Planner, judge_plan
@@ -16,6 +16,7 @@ __all__ = [
     "Inventory",
     "MemoryNeed",
     "Planner",
+    "PlannerMetrics",
     "SelectorFault",
     "create_app",
     "estimate",

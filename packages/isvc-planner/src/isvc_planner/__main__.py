@@ -1,4 +1,4 @@
-"""`python -m isvc_planner serve --port P [--kubeconfig K]`."""
+"""`python -m isvc_planner serve [--port P] [--metrics-port M] [--kubeconfig K]`."""
 
 from isvc_planner._cli import main
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fastapi import FastAPI, Response
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
@@ -12,33 +14,81 @@ from isvc_planner_client import (
     PlanResponse,
     Released,
 )
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner, judge_plan
 
-__all__ = ["create_app"]
+__all__ = ["PlannerMetrics", "create_app"]
 
 
-def create_app(planner: Planner) -> FastAPI:
-    """The ASGI app serving one planner and its inventory."""
+class PlannerMetrics:
+    """What the planner answers: each plan's outcome, reason and device class, and how long it took.
+
+    The module's alerts and dashboard read these (module/monitoring/): the share of refused plans, the
+    device classes orders are planned on.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.plans = Counter(
+            "isvc_planner_plans",
+            "Plan answers, by outcome (Placed or Refused), refusal reason and device class.",
+            ["outcome", "reason", "device_class"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "isvc_planner_plan_duration_seconds",
+            "Time one plan request took, by endpoint (plan or plans).",
+            ["endpoint"],
+            registry=registry,
+        )
+        self.synced = Gauge(
+            "isvc_planner_inventory_synced",
+            "1 once the inventory has listed every kind it watches, else 0.",
+            registry=registry,
+        )
+
+    def answered(self, response: PlanResponse) -> None:
+        """Count one answer."""
+        if response.placement is not None:
+            self.plans.labels(outcome="Placed", reason="",
+                              device_class=response.placement.device_class_name or "").inc()
+        else:
+            reason = response.refusal.reason.value if response.refusal is not None else ""
+            self.plans.labels(outcome="Refused", reason=reason, device_class="").inc()
+
+
+def create_app(planner: Planner, registry: CollectorRegistry | None = None) -> FastAPI:
+    """The ASGI app serving one planner and its inventory; metrics go to `registry` (fresh if absent)."""
     app = FastAPI(
         title="isvc resource planner",
         version="0.1.0",
         description="Places inference orders on DRA devices and estimates what they need.",
     )
     inventory: Inventory = planner.inventory
+    metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
+    metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
 
     @app.post("/v1/plan", response_model=PlanResponse, response_model_exclude_none=True,
               response_model_by_alias=True)
     def plan(request: PlanRequest) -> PlanResponse:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
-        return planner.plan(request)
+        started = time.monotonic()
+        response = planner.plan(request)
+        metrics.duration.labels(endpoint="plan").observe(time.monotonic() - started)
+        metrics.answered(response)
+        return response
 
     @app.post("/v1/plans", response_model=PlanManyResponse, response_model_exclude_none=True,
               response_model_by_alias=True)
     def plan_many(request: PlanManyRequest) -> PlanManyResponse:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
-        return PlanManyResponse(answers=planner.plan_many(request.orders))
+        started = time.monotonic()
+        answers = planner.plan_many(request.orders)
+        metrics.duration.labels(endpoint="plans").observe(time.monotonic() - started)
+        for answer in answers:
+            metrics.answered(answer)
+        return PlanManyResponse(answers=answers)
 
     @app.post("/v1/release", response_model=Released, response_model_by_alias=True)
     def release(order: OrderRef) -> Released:

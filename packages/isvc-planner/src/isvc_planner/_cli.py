@@ -1,4 +1,8 @@
-"""Command line: `python -m isvc_planner serve --port P [--kubeconfig K]` and `openapi`."""
+"""Command line: `isvc-planner serve [--port P] [--metrics-port M] [--log-level L]`, `openapi`.
+
+The module chart starts `isvc-planner serve --port=8080 --metrics-port=9090 --log-level=info`
+(module/templates/planner/deployment.yaml); a test parses the rendered arguments with `parser()`.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,15 @@ import json
 import logging
 import sys
 
+from prometheus_client import CollectorRegistry, start_http_server
+
 from isvc_planner._app import create_app
 from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner
 
-__all__ = ["main", "openapi_document"]
+__all__ = ["main", "openapi_document", "parser"]
+
+_LOG_LEVELS = ("debug", "info", "warn", "error")
 
 
 def openapi_document() -> str:
@@ -20,18 +28,36 @@ def openapi_document() -> str:
     return json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the service, or print its OpenAPI description."""
-    parser = argparse.ArgumentParser(prog="isvc-planner", description="isvc resource planner")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _log_level(text: str) -> str:
+    """Debug|Info|Warn|Error in any case (the module setting is capitalised, the chart lowers it)."""
+    level = text.lower()
+    if level not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(_LOG_LEVELS)}")
+    return level
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line; the module chart passes `serve` and its flags."""
+    p = argparse.ArgumentParser(prog="isvc-planner", description="isvc resource planner")
+    sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="watch the cluster and serve the planner API")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--port", type=int, default=8080, help="planner API, /healthz and /readyz")
     serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--metrics-port", type=int, default=9090,
+                       help="Prometheus /metrics on its own port; 0 turns it off")
+    serve.add_argument("--metrics-host", default="0.0.0.0",
+                       help="address of /metrics; 127.0.0.1 when kube-rbac-proxy fronts it")
+    serve.add_argument("--log-level", type=_log_level, default="info", help="debug, info, warn or error")
     serve.add_argument("--kubeconfig", default=None, help="kubeconfig file; in-cluster config if absent")
     serve.add_argument("--reservation-ttl", type=float, default=120.0,
                        help="seconds a plan holds its devices before a claim shows them")
     sub.add_parser("openapi", help="print the OpenAPI description")
-    args = parser.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the service, or print its OpenAPI description."""
+    args = parser().parse_args(argv)
     if args.command == "openapi":
         sys.stdout.write(openapi_document())
         return 0
@@ -39,13 +65,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from isvc_planner._kube import KubeSync, load_api
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    level = "warning" if args.log_level == "warn" else args.log_level
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    registry = CollectorRegistry()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
     inventory = Inventory()
     sync = KubeSync(inventory, load_api(args.kubeconfig))
     sync.start()
-    app = create_app(Planner(inventory, reservation_ttl=args.reservation_ttl))
+    app = create_app(Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        uvicorn.run(app, host=args.host, port=args.port, log_level=level)
     finally:
         sync.stop()
     return 0

@@ -1,6 +1,6 @@
 """The FAQ's answer for each reason — whose fix it is and what to do — as shipped data.
 
-`faq.json` in this package is generated from `docs/FAQ.md` and `docs/FAQ.ru.md` by
+`faq.json` in this package is generated from `module/docs/FAQ.md` and `module/docs/FAQ.ru.md` by
 `python -m kubectl_isvc._faqgen` (`--check` fails on drift, as `nox -s lint` runs it), so the plugin
 says the FAQ's own words in either language without the docs being installed.
 """
@@ -247,7 +247,8 @@ def build_faq(docs: Path) -> Faq:
         for r in StatusReason
     }
     return Faq(
-        docs={lang: f"docs/{FAQS[lang]}" for lang in Lang}, reasons=reasons, status_reasons=status_reasons
+        docs={lang: f"module/docs/{FAQS[lang]}" for lang in Lang}, reasons=reasons,
+        status_reasons=status_reasons
     )
 
 

@@ -1,4 +1,4 @@
-"""Regenerate `faq.json` from docs/FAQ.md and docs/FAQ.ru.md: `python -m kubectl_isvc._faqgen [--check]`."""
+"""Regenerate `faq.json` from module/docs/FAQ.md and FAQ.ru.md: `python -m kubectl_isvc._faqgen [--check]`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     """Regenerate faq.json from the FAQ pages, or with --check say whether it has drifted."""
     parser = argparse.ArgumentParser(prog="python -m kubectl_isvc._faqgen", description=main.__doc__)
     parser.add_argument(
-        "--docs", type=Path, default=Path("docs"), help="the docs directory (default: ./docs)"
+        "--docs", type=Path, default=Path("module/docs"), help="the docs directory (default: ./module/docs)"
     )
     parser.add_argument("--check", action="store_true", help="fail if faq.json differs from the FAQ")
     args = parser.parse_args(argv)

@@ -1,0 +1,85 @@
+"""Each Deployment's arguments, as the chart renders them, parse with that binary's own parser (issue 11).
+
+The shipped planner used to exit 2 on the chart's arguments; the test bed ran it with its own. Here the
+rendered `args` go through `isvc_planner`'s and `isvc_operator`'s argparse parsers, so a flag the chart
+passes and the binary lacks (or a value it refuses) fails CI, in every rendering that changes the args.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import isvc_operator
+import pytest
+from isvc_planner._cli import parser as planner_parser
+
+VALUES = Path(__file__).resolve().parents[2] / "module" / "tests" / "values"
+PLAIN = VALUES / "plain.yaml"
+DECKHOUSE = VALUES / "deckhouse.yaml"
+
+PARSERS = {"controller": isvc_operator.parser, "planner": planner_parser}
+RENDERINGS = {
+    "plain defaults": ((), PLAIN),
+    "Deckhouse, every optional API": ((), DECKHOUSE),
+    "catalog off, own domain, fetch image, Warn": (
+        ('isvc.catalog={"mode":"None"}', 'isvc.publicDomainTemplate="%s.ai.example.com"',
+         'isvc.modelFetchImage="registry.example.com/isvc/model-fetcher@sha256:0"', 'isvc.logLevel="Warn"'),
+        PLAIN,
+    ),
+    "Debug, health tuned": (('isvc.logLevel="Debug"', 'isvc.health={"periodSeconds":5,"failureThreshold":7}'),
+                            PLAIN),
+}
+APIS = ("cert-manager.io/v1/Certificate", "monitoring.coreos.com/v1/ServiceMonitor")
+
+
+def _containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Component → its own container (named after the component), over every Deployment."""
+    found = {}
+    for doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            if container["name"] in PARSERS:
+                found[container["name"]] = container
+    return found
+
+
+def _parse(component: str, args: list[str]) -> argparse.Namespace:
+    try:
+        return PARSERS[component]().parse_args(args)
+    except SystemExit as exc:  # argparse exits 2 on an unknown flag or a refused value
+        pytest.fail(f"isvc-{component} refuses the chart's arguments {args}: exit {exc.code}")
+
+
+@pytest.mark.parametrize("rendering", list(RENDERINGS), ids=str)
+def test_every_deployment_has_arguments_its_binary_parses(render: Any, rendering: str) -> None:
+    sets, values = RENDERINGS[rendering]
+    containers = _containers(render(*sets, values=values, api_versions=APIS))
+
+    assert set(containers) == set(PARSERS)
+    for component, container in containers.items():
+        _parse(component, container.get("args", []))
+
+
+def test_the_planner_serves_on_the_ports_its_service_and_probes_name(render: Any) -> None:
+    docs = render(values=DECKHOUSE)
+    planner = _containers(docs)["planner"]
+    args = _parse("planner", planner["args"])
+    ports = {p["name"]: p["containerPort"] for p in planner["ports"]}
+
+    assert (args.command, args.port, args.metrics_host) == ("serve", ports["http"], "127.0.0.1")
+    proxy = next(c for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "isvc-planner"
+                 for c in d["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-rbac-proxy")
+    upstream = next(e["value"] for e in proxy["env"] if e["name"] == "KUBE_RBAC_PROXY_CONFIG")
+    assert f"http://127.0.0.1:{args.metrics_port}/metrics" in upstream
+
+
+def test_the_controller_gets_the_settings_it_is_rendered_with(render: Any) -> None:
+    sets, values = RENDERINGS["catalog off, own domain, fetch image, Warn"]
+    args = _parse("controller", _containers(render(*sets, values=values))["controller"]["args"])
+
+    actual = (args.catalog_mode, args.public_domain_template, args.log_level, args.model_fetch_image)
+    assert actual == ("None", "%s.ai.example.com", "warn", "registry.example.com/isvc/model-fetcher@sha256:0")
+    assert args.leader_elect is True

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build the module images without a Docker daemon: a Debian bookworm base made locally with mmdebstrap
+# from Debian's packages, then buildah (vfs storage, chroot isolation) over module/images/*/Dockerfile.
+# Needs: mmdebstrap buildah (apt-get install mmdebstrap buildah), the wheels of `nox -s build` in dist/,
+# and a python with pip (to download the dependency wheels on the host: the build itself is offline).
+# Images are saved as OCI archives under $ISVC_CACHE_DIR/images and rebuilt only when their inputs change.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}/images
+PY=${PYTHON:-python3}
+export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
+mkdir -p "$CACHE"
+log() { echo "[build-images +${SECONDS}s] $*"; }
+
+# libstdc++6: cel-expr-python (the planner client) is a C++ extension.
+BASE_PKGS=python3.11-minimal,libpython3.11-stdlib,python3.11-venv,ca-certificates,libstdc++6
+BASE_KEY=$(echo "$BASE_PKGS" | sha256sum | cut -c1-8)
+BASE=localhost/isvc/python-base:bookworm-$BASE_KEY
+if ! buildah inspect --type image "$BASE" >/dev/null 2>&1; then
+  if [ ! -f "$CACHE/base-$BASE_KEY.tar" ]; then
+    log "base: mmdebstrap bookworm ($BASE_PKGS)"
+    mmdebstrap --quiet --variant=essential --include="$BASE_PKGS" --format=tar bookworm "$CACHE/base.tar.part" \
+      http://deb.debian.org/debian
+    mv "$CACHE/base.tar.part" "$CACHE/base-$BASE_KEY.tar"
+  fi
+  c=$(buildah from scratch)
+  buildah add -q "$c" "$CACHE/base-$BASE_KEY.tar" /
+  buildah config --env PATH=/usr/bin:/bin "$c"   # the images set USER 64535 in their final stage
+  buildah commit -q "$c" "$BASE" >/dev/null
+  buildah rm "$c" >/dev/null
+fi
+log "base $BASE: $(buildah inspect --type image --format '{{.FromImageDigest}}' "$BASE")"
+
+log "wheelhouse: dependency wheels for Python 3.11, glibc <= 2.36 (bookworm), x86_64, into dist/"
+declare -A WANT=([controller]="isvc-operator==0.1.0" [planner]="isvc-planner==0.1.0"
+                 [modelFetcher]="huggingface_hub[cli]>=0.34,<1")
+for name in controller planner modelFetcher; do
+  "$PY" -m pip download --quiet --disable-pip-version-check --dest "$ROOT/dist" --find-links "$ROOT/dist" \
+    --only-binary=:all: --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_36_x86_64 \
+    "${WANT[$name]}"
+done
+
+for name in controller planner modelFetcher; do
+  tag=localhost/isvc/$(echo "$name" | sed 's/F/-f/'):0.1.0
+  key=$( (echo "$BASE_KEY"; cat "$ROOT/module/images/$name/Dockerfile" "$ROOT"/dist/*.whl) | sha256sum | cut -c1-16)
+  if [ -f "$CACHE/$name-$key.oci.tar" ]; then log "$tag: cached ($key)"; continue; fi
+  log "$tag: buildah bud"
+  buildah bud -q --layers --build-arg "BASE=$BASE" -f "$ROOT/module/images/$name/Dockerfile" -t "$tag" "$ROOT" \
+    >/dev/null
+  buildah push -q "$tag" "oci-archive:$CACHE/$name-$key.oci.tar:$tag"
+  log "$tag: $(du -h "$CACHE/$name-$key.oci.tar" | cut -f1) → $CACHE/$name-$key.oci.tar"
+done
