@@ -304,12 +304,18 @@ class Planner:
 
     def _take(self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]],
               choice: tuple[int, int]) -> PlanResponse:
-        """Reserve the device `most_placed` chose: the first of its kind with that many units free."""
+        """Reserve the device `most_placed` chose: the first of its kind with that many units free.
+
+        The search sees devices one by one; partitions of one GPU draw on shared counters, so an earlier
+        choice of the batch can leave none of the kind with that room: then the one-order answer.
+        """
         k, free = choice
         fit = kinds[k].fits[j]
         assert fit is not None
         device = min((d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
-                     key=lambda d: d.sort_key())
+                     key=lambda d: d.sort_key(), default=None)
+        if device is None:
+            return self._place(o)
         found = self._fit(device, o.ask)
         assert found is not None
         units, mode, sharing = found
@@ -481,7 +487,13 @@ class Planner:
                      if group.devices[sk].key not in own and self._passes(group.devices[sk], ask)]
             if len(mine) + len(avail) < count:
                 continue
-            chosen = tuple((mine + avail)[:count])
+            picked: list[Device] = []
+            for device in mine + avail:  # partitions of one GPU must fit its counters together
+                if len(picked) < count and inv.counters_fit([d.key for d in picked] + [device.key]):
+                    picked.append(device)
+            if len(picked) < count:
+                continue
+            chosen = tuple(picked)
             nodes = {d.node for d in chosen}
             if len(nodes) != 1:
                 continue
