@@ -6,6 +6,12 @@ visible as claims. Every device is counted in 100 units: a shareable device (all
 with a `shares` capacity of 100) gives one unit per share, any other device is taken whole (100).
 A holding on a device that is no longer published consumes nothing that exists and frees nothing.
 
+A claim of one of our orders that is not allocated yet but pinned to devices by their uuid (the
+claims the operator builds from a plan) holds those devices too, for as long as it exists: the
+scheduler will allocate exactly them, so the room is promised even after the plan's reservation
+has expired (a pod that waits long for the scheduler, under load, outlived the reservation and its
+device was planned a second time).
+
 Partitionable devices (KEP-4815) draw on counter sets their pool publishes (`sharedCounters`): a
 full GPU and its MIG-like partitions are separate devices that consume the same counters, so taking
 one can leave the others without room although nobody holds them. As kube-scheduler's allocator does
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -41,6 +48,9 @@ UNITS = 100
 SHARES = "shares"
 MEMORY = "memory"
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+# How the operator pins a claim to planned devices: `…uuid == 'U'` or `…uuid in ['U1', 'U2']`.
+_PINNED = re.compile(r"\.uuid\s*(?:==\s*'([^']*)'|in\s*\[([^\]]*)\])")
+_QUOTED = re.compile(r"'([^']*)'")
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 OrderKey = tuple[str, str]  # (namespace, order name)
@@ -203,6 +213,9 @@ class Inventory:
         self._counters: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._consumed: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._blocked: set[DeviceKey] = set()
+        # Pending pinned claims: uid -> (order, priority, [(driver, uuid, shares or None)]).
+        self._pending: dict[str, tuple[OrderKey, int, list[tuple[str, str, int | None]]]] = {}
+        self._uuids: dict[tuple[str, str], DeviceKey] = {}
         self.version = 0
 
     # ------------------------------------------------------------------ construction
@@ -320,6 +333,8 @@ class Inventory:
         for key in self._pool_devices.pop(pool, set()):
             self._blocked.discard(key)
             old = self.devices.pop(key, None)
+            if old is not None and old.uuid is not None:
+                self._uuids.pop((old.driver, old.uuid), None)
             if old is not None:
                 self._unindex(old)
                 for faults in self.class_faults.values():
@@ -330,6 +345,8 @@ class Inventory:
         for key, device in published.items():
             self._judge_classes(device)
             self.devices[key] = device
+            if device.uuid is not None:
+                self._uuids[(device.driver, device.uuid)] = key
             self._recount(key)
         if published:
             self._pool_devices[pool] = set(published)
@@ -337,6 +354,8 @@ class Inventory:
         for device in published.values():
             self._index_device(device)
         self.version += 1
+        for uid in [u for u, (_, _, pins) in self._pending.items() if any(d == pool[0] for d, _, _ in pins)]:
+            self._set_claim(uid, self._pinned_holdings(uid))  # the uuids may name other devices now
 
     def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
         spec = sl["spec"]
@@ -376,8 +395,8 @@ class Inventory:
             priority = int(labels.get(LABEL_PRIORITY, 0))
         except ValueError:
             priority = 0
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-            "results") or []
+        allocation = (claim.get("status") or {}).get("allocation")
+        results = ((allocation or {}).get("devices") or {}).get("results") or []
         holdings = []
         for r in results:
             if r.get("adminAccess"):
@@ -391,7 +410,15 @@ class Inventory:
                     units = None
             holdings.append(Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order,
                                     priority, units))
+        pins = _pins(claim) if allocation is None and order is not None and not meta.get(
+            "deletionTimestamp") else []
         with self.lock:
+            if pins:
+                assert order is not None
+                self._pending[uid] = (order, priority, pins)
+                holdings = self._pinned_holdings(uid)
+            else:
+                self._pending.pop(uid, None)
             self._set_claim(uid, holdings)
             if order is not None and order in self._reservations:
                 held = {h.device for u in self._order_claims.get(order, ()) for h in self._claims[u]}
@@ -403,7 +430,19 @@ class Inventory:
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         with self.lock:
+            self._pending.pop(uid, None)
             self._set_claim(uid, [])
+
+    def _pinned_holdings(self, uid: str) -> list[Holding]:
+        order, priority, pins = self._pending[uid]
+        return [Holding(f"claim:{uid}", self._uuids[(driver, uuid)], order, priority, units)
+                for driver, uuid, units in pins if (driver, uuid) in self._uuids]
+
+    def pending(self, order: OrderKey) -> list[DeviceKey]:
+        """Devices the order's claims are pinned to and the scheduler has not allocated yet."""
+        with self.lock:
+            return sorted({h.device for uid, (o, _, _) in self._pending.items() if o == order
+                           for h in self._claims.get(uid, [])})
 
     def _set_claim(self, uid: str, holdings: list[Holding]) -> None:
         old = self._claims.pop(uid, [])
@@ -616,6 +655,24 @@ class Inventory:
             group = self._index.get(name, {}).get(device.group)
             if group is not None:
                 group.remove(device, free)
+
+
+def _pins(claim: Mapping[str, Any]) -> list[tuple[str, str, int | None]]:
+    """(driver, uuid, shares or None) for each device a claim's requests are pinned to by uuid."""
+    out: list[tuple[str, str, int | None]] = []
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        exactly = request.get("exactly") or {}
+        shares = ((exactly.get("capacity") or {}).get("requests") or {}).get(SHARES)
+        units = _amount(shares) if shares is not None else None
+        for selector in exactly.get("selectors") or []:
+            expression = (selector.get("cel") or {}).get("expression") or ""
+            driver = re.search(r"device\.driver\s*==\s*'([^']*)'", expression)
+            match = _PINNED.search(expression)
+            if driver is None or match is None:
+                continue
+            uuids = [match.group(1)] if match.group(1) is not None else _QUOTED.findall(match.group(2))
+            out += [(driver.group(1), u, units) for u in uuids]
+    return out
 
 
 def _amount(counter: Any) -> int:
