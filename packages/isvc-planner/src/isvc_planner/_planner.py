@@ -41,9 +41,46 @@ from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
 
-__all__ = ["Planner", "judge_plan"]
+__all__ = ["ClaimShape", "Planner", "judge_plan"]
 
 _POLICY = "accelerator policy"
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """One kind of device claim the order could be given: a class, devices of one profile, units.
+
+    Built for asking the scheduler directly whether a refusal is true: where the planner said no,
+    a claim of each shape should find no room either.
+    """
+
+    device_class_name: str
+    selectors: tuple[str, ...]
+    count: int
+    shares: int | None  # None: whole devices
+
+    def claim_spec(self) -> dict[str, object]:
+        """The resource.k8s.io/v1 ResourceClaimSpec of one request named `gpu`."""
+        exactly: dict[str, object] = {
+            "deviceClassName": self.device_class_name, "allocationMode": "ExactCount", "count": self.count,
+            "selectors": [{"cel": {"expression": e}} for e in self.selectors]}
+        if self.shares is not None:
+            exactly["capacity"] = {"requests": {"shares": str(self.shares)}}
+        return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def _profile_selector(device: Device) -> str:
+    """CEL admitting the devices of `device`'s profile: driver, type, product, memory, sharing."""
+    d = device.driver
+    caps, attrs = f"device.capacity['{d}']", f"device.attributes['{d}']"
+    parts = [f"device.driver == '{d}'", f"'memory' in {caps}",
+             f"{caps}.memory.compareTo(quantity('{device.memory}')) == 0",
+             f"{'' if device.shareable else '!'}('shares' in {caps})"]
+    if device.type is not None:
+        parts.append(f"'type' in {attrs} && {attrs}.type == '{device.type}'")
+    if device.product is not None:
+        parts.append(f"'productName' in {attrs} && {attrs}.productName == '{device.product}'")
+    return " && ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -186,6 +223,40 @@ class Planner:
         for i, request in enumerate(requests):
             answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
+
+    def shapes(self, request: PlanRequest) -> list[ClaimShape]:
+        """Every claim shape the order could take on an empty fleet: per allowed class and device profile,
+        the share or whole devices (tensor parallel: the count) the planner would give it there."""
+        inv = self.inventory
+        with inv.lock:
+            prepared = self._prepare(request)
+            if isinstance(prepared, PlanResponse):
+                return []
+            ask = prepared.ask
+            out: dict[tuple[str, str, int, int | None], ClaimShape] = {}
+            for cls in prepared.classes:
+                for device in inv.class_devices(cls):
+                    if device.tainted or device.memory is None or not self._passes(device, ask):
+                        continue
+                    selector = _profile_selector(device)
+                    fit = self._fit(device, ask)
+                    if fit is not None:
+                        shares = fit[0] if fit[2] == SharingMode.SHARES else None
+                        extra = (ask.selector,) if ask.selector else ()
+                        out.setdefault((cls, selector, 1, shares),
+                                       ClaimShape(cls, (selector, *extra), 1, shares))
+                        continue
+                    usable = ask.usable(device.memory)
+                    for count in (2, 4, 8):
+                        if count <= ask.max_devices and ask.need.per_device(count) <= usable:
+                            mode_sharing = SharingMode.SHARES if device.shareable else SharingMode.NONE
+                            if ask.allows(PlacementMode.MULTI_DEVICE, mode_sharing):
+                                shares = UNITS if device.shareable else None
+                                extra = (ask.selector,) if ask.selector else ()
+                                out.setdefault((cls, selector, count, shares),
+                                               ClaimShape(cls, (selector, *extra), count, shares))
+                            break
+            return list(out.values())
 
     def release(self, namespace: str, name: str) -> bool:
         """Drop what was reserved for an order that will not take it (gone, or its plan refused)."""
