@@ -182,7 +182,7 @@ def _where(answer: PlanResponse) -> str:
     p = answer.placement
     assert p is not None
     share = f" {p.share_percent}%" if p.share_percent is not None else ""
-    return f"{p.device_class_name} {p.pool}/{','.join(p.devices)}{share}"
+    return f"{p.device_class_name} {p.pool}/{','.join(p.devices or [])}{share}"
 
 
 def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_orders: int = 400,
@@ -222,7 +222,7 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                     continue
                 p = answer.placement
                 assert p is not None
-                if sorted(allocated) != sorted((p.pool or "", d) for d in p.devices):
+                if sorted(allocated) != sorted((p.pool or "", d) for d in p.devices or []):
                     report.disagreements.append(f"{name} planned on {_where(answer)}, allocated {allocated}")
                 report.allocated += 1
             in_flight.clear()
