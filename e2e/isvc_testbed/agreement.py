@@ -227,28 +227,35 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                 report.allocated += 1
             in_flight.clear()
 
-        def probe(name: str, request: PlanRequest, answer: PlanResponse) -> None:
-            shapes = planner.shapes(request)
-            names = [f"{name}-probe-{i}" for i in range(len(shapes))]
-            for probe_name, shape in zip(names, shapes, strict=True):
-                bed.create(probe_name, shape.claim_spec(), {"agreement": "probe"})
-            report.probes += len(shapes)
-            uids = set()
-            for probe_name, shape in zip(names, shapes, strict=True):
-                allocated, _ = bed.settle(probe_name)
-                uids.add(f"claim:{(bed.claim(probe_name) or {}).get('metadata', {}).get('uid')}")
-                if allocated is not None:
-                    assert answer.refusal is not None
-                    report.false_refusals.append(
-                        f"{name} refused ({answer.refusal.reason.value}: {answer.refusal.message}) but the "
-                        f"scheduler allocated {allocated} for {shape}")
+        def forget(names: list[str]) -> None:
+            """Delete claims and wait until the planner's ledger has seen them go, as it will in time."""
+            uids = {f"claim:{(bed.claim(n) or {}).get('metadata', {}).get('uid')}" for n in names}
             bed.delete(names)
 
             def forgotten() -> bool:
                 with inventory.lock:
                     return not any(h.source in uids for key in list(inventory.devices)
                                    for h in inventory.holdings_on(key))
-            wait_for(forgotten, 30, what="the planner's ledger without the probes")
+            wait_for(forgotten, 30, what=f"the planner's ledger without {names}")
+
+        def probe(name: str, request: PlanRequest, answer: PlanResponse) -> None:
+            shapes = planner.shapes(request)
+            with inventory.lock:
+                before = {k: (inventory.used(k), [h.source for h in inventory.holdings_on(k)])
+                          for k in inventory.devices}
+            names = [f"{name}-probe-{i}" for i in range(len(shapes))]
+            for probe_name, shape in zip(names, shapes, strict=True):
+                bed.create(probe_name, shape.claim_spec(), {"agreement": "probe"})
+            report.probes += len(shapes)
+            for probe_name, shape in zip(names, shapes, strict=True):
+                allocated, _ = bed.settle(probe_name)
+                if allocated is not None:
+                    assert answer.refusal is not None
+                    seen = {d: before.get((DRIVER, pool, d)) for pool, d in allocated}
+                    report.false_refusals.append(
+                        f"{name} refused ({answer.refusal.reason.value}: {answer.refusal.message}) but the "
+                        f"scheduler allocated {allocated} for {shape}; the ledger now: {seen}")
+            forget(names)
 
         while report.orders < max_orders and report.refusals < refusals:
             request = _order(rng, report.orders, products, confine)
@@ -264,7 +271,7 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
             if answer.preempt:
                 settle()
                 victims = [v.name for v in answer.preempt if v.name in live]
-                bed.delete(victims)
+                forget(victims)
                 for v in victims:
                     live.pop(v, None)
                     planner.release(ns, v)

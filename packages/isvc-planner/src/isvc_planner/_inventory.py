@@ -216,6 +216,8 @@ class Inventory:
         # Pending pinned claims: uid -> (order, priority, [(driver, uuid, shares or None)]).
         self._pending: dict[str, tuple[OrderKey, int, list[tuple[str, str, int | None]]]] = {}
         self._uuids: dict[tuple[str, str], DeviceKey] = {}
+        # Refused by the scheduler although the ledger saw room: device -> (until, order, view then).
+        self._distrust: dict[DeviceKey, tuple[float, OrderKey | None, tuple[object, ...]]] = {}
         self.version = 0
 
     # ------------------------------------------------------------------ construction
@@ -584,6 +586,45 @@ class Inventory:
         if key in self._blocked:
             return UNITS
         return self._used.get(key, 0)
+
+    def distrust(self, keys: Iterable[DeviceKey], ttl: float, order: OrderKey | None = None) -> None:
+        """The scheduler refused a claim (of `order`) pinned to these devices while the ledger saw room:
+        offer them to nobody until the ledger's view of them changes (the pool, or who else holds them or
+        the partitions they share counters with) or `ttl` passes."""
+        until = time.monotonic() + ttl
+        with self.lock:
+            for key in keys:
+                self._distrust[key] = (until, order, self._view(key, order))
+
+    def distrusted(self) -> set[DeviceKey]:
+        """Devices whose refusal by the scheduler still stands."""
+        now = time.monotonic()
+        with self.lock:
+            for key, (until, order, view) in list(self._distrust.items()):
+                if until <= now or self._view(key, order) != view:
+                    del self._distrust[key]
+            return set(self._distrust)
+
+    def _view(self, key: DeviceKey, order: OrderKey | None) -> tuple[object, ...]:
+        """What the ledger knows of a device, leaving out the holdings of `order` itself."""
+        device = self.devices.get(key)
+        if device is None:
+            return ()
+        near = [key]
+        if device.consumes:
+            near = sorted(k for k in self._pool_devices.get((key[0], key[1]), ()) if self.devices[k].consumes)
+        held = tuple(sorted(h.source for k in near for h in (self._holdings.get(k) or {}).values()
+                            if order is None or h.order != order))
+        return (id(device), held)
+
+    def generation(self, key: DeviceKey) -> int:
+        """The generation of the pool a device is published in (-1: not published)."""
+        with self.lock:
+            if key not in self.devices:
+                return -1
+            names = self._pool_slices.get((key[0], key[1]), ())
+            members = [self._slices[n] for n in names if n in self._slices]
+            return max((int(s["spec"]["pool"].get("generation", 0)) for s in members), default=-1)
 
     def blocked(self, key: DeviceKey) -> bool:
         """Whether a device nobody holds has no room left in the counters it draws on."""
