@@ -254,7 +254,8 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                     seen = {d: before.get((DRIVER, pool, d)) for pool, d in allocated}
                     report.false_refusals.append(
                         f"{name} refused ({answer.refusal.reason.value}: {answer.refusal.message}) but the "
-                        f"scheduler allocated {allocated} for {shape}; the ledger now: {seen}")
+                        f"scheduler allocated {allocated} for {shape}; the ledger saw them (used, holders): "
+                        f"{seen}")
             forget(names)
 
         while report.orders < max_orders and report.refusals < refusals:
