@@ -133,6 +133,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def agreement(session: nox.Session) -> None:
+    """Planner vs kube-scheduler on both fleets, longer than CI: `-- --seed N --refusals R`."""
+    _e2e_env(session)
+    session.chdir(ROOT)
+    session.run("python", "-m", "isvc_testbed.agreement", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def up(session: nox.Session) -> None:
     """Bring up the local cluster, install the module, and show the README order reaching Ready."""
     _e2e_env(session)

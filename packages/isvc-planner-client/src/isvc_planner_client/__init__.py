@@ -16,6 +16,7 @@ from isvc_planner_client._models import (
     PlanRequest,
     PlanResponse,
     Released,
+    SchedulerRefusal,
     Victim,
 )
 from isvc_planner_client._quantity import GIB, format_gib, gib, parse_quantity, quantity_bytes
@@ -34,6 +35,7 @@ __all__ = [
     "PlannerUnavailableError",
     "QuantityError",
     "Released",
+    "SchedulerRefusal",
     "SelectorError",
     "Victim",
     "device_activation",

@@ -14,7 +14,7 @@ from isvc_api import (
 from pydantic import Field
 
 __all__ = ["OrderRef", "PlanManyRequest", "PlanManyResponse", "PlanRequest", "PlanResponse", "Released",
-           "Victim"]
+           "SchedulerRefusal", "Victim"]
 
 
 class OrderRef(Wire):
@@ -32,6 +32,16 @@ class Victim(Wire):
     name: str = Field(description="Name of the order to release.")
 
 
+class SchedulerRefusal(Wire):
+    """kube-scheduler could not allocate the claim of the order's plan: the pod's PodScheduled=False,
+    reason Unschedulable, message with "cannot allocate all claims". The planner avoids those devices for
+    this order (and distrusts them for a while for everyone) and plans it elsewhere; ResourceClaimExhausted,
+    with the scheduler's words, once no other device of any allowed class has room."""
+
+    placement: Placement = Field(description="The placement the refused claim was pinned to (the plan).")
+    message: str = Field(description="The scheduler's words: the pod's PodScheduled message.")
+
+
 class PlanRequest(Wire):
     """Plan one order: its model facts, the class's accelerator policy and what it holds now."""
 
@@ -41,6 +51,8 @@ class PlanRequest(Wire):
     priority_class_name: str | None = Field(default=None, description="From the class.")
     requirements: RuntimeRequirements | None = Field(default=None, description="From the recipes.")
     holding: Placement | None = Field(default=None, description="The placement the order holds now.")
+    refused: SchedulerRefusal | None = Field(
+        default=None, description="Set when the scheduler refused to allocate the claim of `holding`.")
 
 
 class PlanResponse(Wire):

@@ -6,14 +6,17 @@ The wire contract, the client and the selector language are in `isvc_planner_cli
 from isvc_planner._app import PlannerMetrics, create_app
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
-from isvc_planner._planner import Planner, judge_plan
+from isvc_planner._kube import KubeSync, load_api
+from isvc_planner._planner import ClaimShape, Planner, judge_plan
 
 __all__ = [
     "DEFAULT_CONTEXT",
     "UNITS",
+    "ClaimShape",
     "Device",
     "Holding",
     "Inventory",
+    "KubeSync",
     "MemoryNeed",
     "Planner",
     "PlannerMetrics",
@@ -21,5 +24,6 @@ __all__ = [
     "create_app",
     "estimate",
     "judge_plan",
+    "load_api",
     "memory_need",
 ]

@@ -5,12 +5,26 @@ ResourceClaim's allocation (admin access excepted) and from short-lived reservat
 visible as claims. Every device is counted in 100 units: a shareable device (allowMultipleAllocations
 with a `shares` capacity of 100) gives one unit per share, any other device is taken whole (100).
 A holding on a device that is no longer published consumes nothing that exists and frees nothing.
+
+A claim of one of our orders that is not allocated yet but pinned to devices by their uuid (the
+claims the operator builds from a plan) holds those devices too, for as long as it exists: the
+scheduler will allocate exactly them, so the room is promised even after the plan's reservation
+has expired (a pod that waits long for the scheduler, under load, outlived the reservation and its
+device was planned a second time).
+
+Partitionable devices (KEP-4815) draw on counter sets their pool publishes (`sharedCounters`): a
+full GPU and its MIG-like partitions are separate devices that consume the same counters, so taking
+one can leave the others without room although nobody holds them. As kube-scheduler's allocator does
+(`checkAvailableCounters`), every held device of the pool consumes its counters, and a device that is
+not held is free only while its own consumption still fits what is left of every counter it names;
+otherwise it counts as fully used ("blocked").
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -34,6 +48,9 @@ UNITS = 100
 SHARES = "shares"
 MEMORY = "memory"
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+# How the operator pins a claim to planned devices: `…uuid == 'U'` or `…uuid in ['U1', 'U2']`.
+_PINNED = re.compile(r"\.uuid\s*(?:==\s*'([^']*)'|in\s*\[([^\]]*)\])")
+_QUOTED = re.compile(r"'([^']*)'")
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 OrderKey = tuple[str, str]  # (namespace, order name)
@@ -69,6 +86,7 @@ class Device:
     shareable: bool
     tainted: bool
     compute_capability: str | None
+    consumes: tuple[tuple[str, str, int], ...] = ()  # (counter set, counter, amount) it draws on
     classes: frozenset[str] = frozenset()
     selector_cache: dict[str, bool | SelectorError] = field(default_factory=dict)
 
@@ -190,6 +208,16 @@ class Inventory:
         self._deadlines: list[tuple[float, OrderKey]] = []
         self._order_claims: dict[OrderKey, set[str]] = {}
         self._index: dict[str, dict[GroupKey, _Group]] = {}
+        self._indexed: dict[DeviceKey, int] = {}  # free units a device was indexed with
+        # Counter sets per pool: (set, counter) -> published value; and what held devices consume of them.
+        self._counters: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
+        self._consumed: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
+        self._blocked: set[DeviceKey] = set()
+        # Pending pinned claims: uid -> (order, priority, [(driver, uuid, shares or None)]).
+        self._pending: dict[str, tuple[OrderKey, int, list[tuple[str, str, int | None]]]] = {}
+        self._uuids: dict[tuple[str, str], DeviceKey] = {}
+        # Refused by the scheduler although the ledger saw room: device -> (until, order, view then).
+        self._distrust: dict[DeviceKey, tuple[float, OrderKey | None, tuple[object, ...]]] = {}
         self.version = 0
 
     # ------------------------------------------------------------------ construction
@@ -291,29 +319,45 @@ class Inventory:
     def _refresh_pool(self, pool: tuple[str, str]) -> None:
         members = [self._slices[n] for n in sorted(self._pool_slices.get(pool, ())) if n in self._slices]
         published: dict[DeviceKey, Device] = {}
+        counters: dict[tuple[str, str], int] = {}
         if members:
             top = max(int(s["spec"]["pool"].get("generation", 0)) for s in members)
             latest = [s for s in members if int(s["spec"]["pool"].get("generation", 0)) == top]
             expected = max(int(s["spec"]["pool"].get("resourceSliceCount", 1)) for s in latest)
             if len(latest) == expected:
                 for sl in latest:
+                    for cs in sl["spec"].get("sharedCounters") or []:
+                        for counter, value in (cs.get("counters") or {}).items():
+                            counters[(cs["name"], counter)] = _amount(value)
                     for raw in sl["spec"].get("devices") or []:
                         device = self._make_device(sl, raw)
                         published[device.key] = device
         for key in self._pool_devices.pop(pool, set()):
+            self._blocked.discard(key)
             old = self.devices.pop(key, None)
+            if old is not None and old.uuid is not None:
+                self._uuids.pop((old.driver, old.uuid), None)
             if old is not None:
                 self._unindex(old)
                 for faults in self.class_faults.values():
                     faults.pop(key, None)
+        self._counters.pop(pool, None)
+        if counters:
+            self._counters[pool] = counters
         for key, device in published.items():
             self._judge_classes(device)
             self.devices[key] = device
+            if device.uuid is not None:
+                self._uuids[(device.driver, device.uuid)] = key
             self._recount(key)
-            self._index_device(device)
         if published:
             self._pool_devices[pool] = set(published)
+        self._recount_counters(pool)
+        for device in published.values():
+            self._index_device(device)
         self.version += 1
+        for uid in [u for u, (_, _, pins) in self._pending.items() if any(d == pool[0] for d, _, _ in pins)]:
+            self._set_claim(uid, self._pinned_holdings(uid))  # the uuids may name other devices now
 
     def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
         spec = sl["spec"]
@@ -334,6 +378,9 @@ class Inventory:
             shareable=allow and _bytes(shares) == UNITS,
             tainted=any(t.get("effect") in _BLOCKING for t in taints),
             compute_capability=str(cc) if cc is not None else None,
+            consumes=tuple(sorted((str(c.get("counterSet")), name, _amount(v))
+                                  for c in raw.get("consumesCounters") or []
+                                  for name, v in (c.get("counters") or {}).items())),
         )
 
     # ------------------------------------------------------------------ holdings
@@ -350,8 +397,8 @@ class Inventory:
             priority = int(labels.get(LABEL_PRIORITY, 0))
         except ValueError:
             priority = 0
-        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-            "results") or []
+        allocation = (claim.get("status") or {}).get("allocation")
+        results = ((allocation or {}).get("devices") or {}).get("results") or []
         holdings = []
         for r in results:
             if r.get("adminAccess"):
@@ -365,7 +412,15 @@ class Inventory:
                     units = None
             holdings.append(Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order,
                                     priority, units))
+        pins = _pins(claim) if allocation is None and order is not None and not meta.get(
+            "deletionTimestamp") else []
         with self.lock:
+            if pins:
+                assert order is not None
+                self._pending[uid] = (order, priority, pins)
+                holdings = self._pinned_holdings(uid)
+            else:
+                self._pending.pop(uid, None)
             self._set_claim(uid, holdings)
             if order is not None and order in self._reservations:
                 held = {h.device for u in self._order_claims.get(order, ()) for h in self._claims[u]}
@@ -377,7 +432,19 @@ class Inventory:
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         with self.lock:
+            self._pending.pop(uid, None)
             self._set_claim(uid, [])
+
+    def _pinned_holdings(self, uid: str) -> list[Holding]:
+        order, priority, pins = self._pending[uid]
+        return [Holding(f"claim:{uid}", self._uuids[(driver, uuid)], order, priority, units)
+                for driver, uuid, units in pins if (driver, uuid) in self._uuids]
+
+    def pending(self, order: OrderKey) -> list[DeviceKey]:
+        """Devices the order's claims are pinned to and the scheduler has not allocated yet."""
+        with self.lock:
+            return sorted({h.device for uid, (o, _, _) in self._pending.items() if o == order
+                           for h in self._claims.get(uid, [])})
 
     def _set_claim(self, uid: str, holdings: list[Holding]) -> None:
         old = self._claims.pop(uid, [])
@@ -435,13 +502,21 @@ class Inventory:
             if prev is not None and prev.units is not None and h.units is not None:
                 h = Holding(source, h.device, h.order, h.priority, prev.units + h.units)
             slot[source] = h
+        # A device drawing on counters changes what its siblings have left: they are re-indexed too.
+        pools = {(k[0], k[1]) for k in touched
+                 if (d := self.devices.get(k)) is not None and d.consumes}
+        affected = set(touched)
+        for pool in pools:
+            affected |= {k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes}
+        devices = [d for k in sorted(affected) if (d := self.devices.get(k)) is not None]
+        for device in devices:
+            self._unindex(device)
         for key in touched:
-            device = self.devices.get(key)
-            if device is not None:
-                self._unindex(device)
             self._recount(key)
-            if device is not None:
-                self._index_device(device)
+        for pool in pools:
+            self._recount_counters(pool)
+        for device in devices:
+            self._index_device(device)
         self.version += 1
 
     def holding_units(self, h: Holding, device: Device) -> int:
@@ -464,11 +539,96 @@ class Inventory:
         # reservation overlap, and a victim that counts its own claim as free must still see no room.
         self._used[key] = sum(self.holding_units(h, device) for h in holds.values())
 
+    def _recount_counters(self, pool: tuple[str, str]) -> None:
+        """What the pool's held devices consume of its counter sets, and which devices that blocks."""
+        keys = [k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes]
+        self._blocked.difference_update(keys)
+        consumed: dict[tuple[str, str], int] = {}
+        for key in keys:
+            if self._holdings.get(key):
+                for counter_set, counter, amount in self.devices[key].consumes:
+                    consumed[(counter_set, counter)] = consumed.get((counter_set, counter), 0) + amount
+        self._consumed[pool] = consumed
+        if not consumed:
+            self._consumed.pop(pool, None)
+        published = self._counters.get(pool, {})
+        for key in keys:
+            if self._holdings.get(key):
+                continue
+            for counter_set, counter, amount in self.devices[key].consumes:
+                left = published.get((counter_set, counter), 0) - consumed.get((counter_set, counter), 0)
+                if amount > left:  # a counter the pool does not publish has nothing left
+                    self._blocked.add(key)
+                    break
+
+    def counters_fit(self, keys: Iterable[DeviceKey]) -> bool:
+        """Whether devices not held yet could all be taken together without overdrawing a counter."""
+        extra: dict[tuple[tuple[str, str], tuple[str, str]], int] = {}
+        for key in keys:
+            device = self.devices.get(key)
+            if device is None or self._holdings.get(key):
+                continue
+            pool = (key[0], key[1])
+            for counter_set, counter, amount in device.consumes:
+                slot = (pool, (counter_set, counter))
+                extra[slot] = extra.get(slot, 0) + amount
+        for (pool_id, name), amount in extra.items():
+            left = self._counters.get(pool_id, {}).get(name, 0) - self._consumed.get(pool_id, {}).get(name, 0)
+            if amount > left:
+                return False
+        return True
+
     # ------------------------------------------------------------------ reading
 
     def used(self, key: DeviceKey) -> int:
-        """Units of a published device held by anyone (above UNITS while a preemption is under way)."""
+        """Units of a published device held by anyone (above UNITS while a preemption is under way);
+        UNITS for a device nobody holds whose counters its partitioned siblings have drawn down."""
+        if key in self._blocked:
+            return UNITS
         return self._used.get(key, 0)
+
+    def distrust(self, keys: Iterable[DeviceKey], ttl: float, order: OrderKey | None = None) -> None:
+        """The scheduler refused a claim (of `order`) pinned to these devices while the ledger saw room:
+        offer them to nobody until the ledger's view of them changes (the pool, or who else holds them or
+        the partitions they share counters with) or `ttl` passes."""
+        until = time.monotonic() + ttl
+        with self.lock:
+            for key in keys:
+                self._distrust[key] = (until, order, self._view(key, order))
+
+    def distrusted(self) -> set[DeviceKey]:
+        """Devices whose refusal by the scheduler still stands."""
+        now = time.monotonic()
+        with self.lock:
+            for key, (until, order, view) in list(self._distrust.items()):
+                if until <= now or self._view(key, order) != view:
+                    del self._distrust[key]
+            return set(self._distrust)
+
+    def _view(self, key: DeviceKey, order: OrderKey | None) -> tuple[object, ...]:
+        """What the ledger knows of a device, leaving out the holdings of `order` itself."""
+        device = self.devices.get(key)
+        if device is None:
+            return ()
+        near = [key]
+        if device.consumes:
+            near = sorted(k for k in self._pool_devices.get((key[0], key[1]), ()) if self.devices[k].consumes)
+        held = tuple(sorted(h.source for k in near for h in (self._holdings.get(k) or {}).values()
+                            if order is None or h.order != order))
+        return (id(device), held)
+
+    def generation(self, key: DeviceKey) -> int:
+        """The generation of the pool a device is published in (-1: not published)."""
+        with self.lock:
+            if key not in self.devices:
+                return -1
+            names = self._pool_slices.get((key[0], key[1]), ())
+            members = [self._slices[n] for n in names if n in self._slices]
+            return max((int(s["spec"]["pool"].get("generation", 0)) for s in members), default=-1)
+
+    def blocked(self, key: DeviceKey) -> bool:
+        """Whether a device nobody holds has no room left in the counters it draws on."""
+        return key in self._blocked
 
     def holdings_on(self, key: DeviceKey) -> list[Holding]:
         """Every holding on a device, published or not, in a stable order."""
@@ -523,16 +683,46 @@ class Inventory:
     def _index_device(self, device: Device) -> None:
         if device.tainted:
             return
-        free = UNITS - self._used.get(device.key, 0)
+        free = UNITS - self.used(device.key)
+        self._indexed[device.key] = free
         for name in device.classes:
             self._index.setdefault(name, {}).setdefault(device.group, _Group()).add(device, free)
 
     def _unindex(self, device: Device) -> None:
-        free = UNITS - self._used.get(device.key, 0)
+        free = self._indexed.pop(device.key, None)
+        if free is None:
+            return
         for name in device.classes:
             group = self._index.get(name, {}).get(device.group)
             if group is not None:
                 group.remove(device, free)
+
+
+def _pins(claim: Mapping[str, Any]) -> list[tuple[str, str, int | None]]:
+    """(driver, uuid, shares or None) for each device a claim's requests are pinned to by uuid."""
+    out: list[tuple[str, str, int | None]] = []
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        exactly = request.get("exactly") or {}
+        shares = ((exactly.get("capacity") or {}).get("requests") or {}).get(SHARES)
+        units = _amount(shares) if shares is not None else None
+        for selector in exactly.get("selectors") or []:
+            expression = (selector.get("cel") or {}).get("expression") or ""
+            driver = re.search(r"device\.driver\s*==\s*'([^']*)'", expression)
+            match = _PINNED.search(expression)
+            if driver is None or match is None:
+                continue
+            uuids = [match.group(1)] if match.group(1) is not None else _QUOTED.findall(match.group(2))
+            out += [(driver.group(1), u, units) for u in uuids]
+    return out
+
+
+def _amount(counter: Any) -> int:
+    """A counter's value ({"value": "40Gi"}) in base units; 0 when it cannot be read."""
+    value = counter.get("value") if isinstance(counter, Mapping) else counter
+    try:
+        return quantity_bytes(str(value))
+    except ValueError:
+        return 0
 
 
 def _pool_id(sl: Mapping[str, Any]) -> tuple[str, str]:

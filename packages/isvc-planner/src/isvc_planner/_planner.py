@@ -18,7 +18,9 @@ search of `_joint`, each on a device its class and policy admit (first classes t
 from __future__ import annotations
 
 import bisect
+import logging
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -35,15 +37,53 @@ from isvc_api import (
     share_in_range,
     visible_bytes,
 )
-from isvc_planner_client import GIB, PlanRequest, PlanResponse, SelectorError, Victim, gib
+from isvc_planner_client import GIB, PlanRequest, PlanResponse, SchedulerRefusal, SelectorError, Victim, gib
 
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
 
-__all__ = ["Planner", "judge_plan"]
+__all__ = ["ClaimShape", "Planner", "judge_plan"]
 
 _POLICY = "accelerator policy"
+log = logging.getLogger("isvc_planner")
+
+
+@dataclass(frozen=True)
+class ClaimShape:
+    """One kind of device claim the order could be given: a class, devices of one profile, units.
+
+    Built for asking the scheduler directly whether a refusal is true: where the planner said no,
+    a claim of each shape should find no room either.
+    """
+
+    device_class_name: str
+    selectors: tuple[str, ...]
+    count: int
+    shares: int | None  # None: whole devices
+
+    def claim_spec(self) -> dict[str, object]:
+        """The resource.k8s.io/v1 ResourceClaimSpec of one request named `gpu`."""
+        exactly: dict[str, object] = {
+            "deviceClassName": self.device_class_name, "allocationMode": "ExactCount", "count": self.count,
+            "selectors": [{"cel": {"expression": e}} for e in self.selectors]}
+        if self.shares is not None:
+            exactly["capacity"] = {"requests": {"shares": str(self.shares)}}
+        return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def _profile_selector(device: Device) -> str:
+    """CEL admitting the devices of `device`'s profile: driver, type, product, memory, sharing."""
+    d = device.driver
+    caps, attrs = f"device.capacity['{d}']", f"device.attributes['{d}']"
+    parts = [f"device.driver == '{d}'", f"'memory' in {caps}",
+             f"{caps}.memory.compareTo(quantity('{device.memory}')) == 0",
+             f"{'' if device.shareable else '!'}('shares' in {caps})"]
+    if device.type is not None:
+        parts.append(f"'type' in {attrs} && {attrs}.type == '{device.type}'")
+    if device.product is not None:
+        parts.append(f"'productName' in {attrs} && {attrs}.productName == '{device.product}'")
+    return " && ".join(parts)
 
 
 # The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
@@ -74,6 +114,8 @@ class _Ask:
     own: dict[DeviceKey, int]
     prefer: set[DeviceKey]
     margin: int = 0
+    avoid: frozenset[DeviceKey] = frozenset()  # refused by the scheduler: for this order, or for all
+    refused: tuple[str, str] | None = None  # (devices, the scheduler's words) of the last refusal
 
     def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
         return (mode, sharing) in self.modes
@@ -135,10 +177,15 @@ class Planner:
     """Plans orders against one Inventory; remembers plans briefly as reservations."""
 
     def __init__(self, inventory: Inventory, *, reservation_ttl: float = 120.0,
-                 context: int | None = None) -> None:
+                 context: int | None = None, avoid_ttl: float = 600.0, distrust_ttl: float = 60.0) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
         self.context = context
+        self.avoid_ttl = avoid_ttl
+        self.distrust_ttl = distrust_ttl
+        # Devices the scheduler refused a claim of the order on: order -> device -> (until, pool generation).
+        self._avoid: dict[OrderKey, dict[DeviceKey, tuple[float, int]]] = {}
+        self._refused: dict[OrderKey, tuple[str, str]] = {}  # order -> (devices, the scheduler's words)
 
     # ------------------------------------------------------------------ entry point
 
@@ -173,7 +220,8 @@ class Planner:
                     prepared[i] = p
             for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
                 level = [i for i, o in prepared.items() if o.priority == priority]
-                alone = [i for i in level if prepared[i].ask.prefer or self._undecidable_any(prepared[i])]
+                alone = [i for i in level if prepared[i].ask.prefer or prepared[i].ask.refused
+                         or self._undecidable_any(prepared[i])]
                 rest = [i for i in level if i not in alone]
                 kinds, devices, stock = self._kinds([prepared[i] for i in rest])
                 several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
@@ -194,6 +242,43 @@ class Planner:
         for i, request in enumerate(requests):
             answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
+
+    def shapes(self, request: PlanRequest) -> list[ClaimShape]:
+        """Every claim shape the order could take on an empty fleet: per allowed class and device profile,
+        the share or whole devices (tensor parallel: the count) the planner would give it there."""
+        inv = self.inventory
+        with inv.lock:
+            prepared = self._prepare(request)
+            if isinstance(prepared, PlanResponse):
+                return []
+            ask = prepared.ask
+            out: dict[tuple[str, str, int, int | None], ClaimShape] = {}
+            for cls in prepared.classes:
+                alone = ask.holds(max(0, self._largest(inv.groups(cls), ask)))
+                for device in inv.class_devices(cls):
+                    if device.tainted or device.memory is None or not self._passes(device, ask):
+                        continue
+                    selector = _profile_selector(device)
+                    fit = self._fit(device, ask)
+                    if fit is not None:
+                        shares = fit[0] if fit[2] == SharingMode.SHARES else None
+                        extra = (ask.selector,) if ask.selector else ()
+                        out.setdefault((cls, selector, 1, shares),
+                                       ClaimShape(cls, (selector, *extra), 1, shares))
+                        continue
+                    if alone:  # a model one device of the class holds never spans several
+                        continue
+                    usable = ask.usable(device.memory)
+                    for count in (2, 4, 8):
+                        if count <= ask.max_devices and ask.need.per_device(count) <= usable:
+                            mode_sharing = SharingMode.SHARES if device.shareable else SharingMode.NONE
+                            if ask.allows(PlacementMode.MULTI_DEVICE, mode_sharing):
+                                shares = UNITS if device.shareable else None
+                                extra = (ask.selector,) if ask.selector else ()
+                                out.setdefault((cls, selector, count, shares),
+                                               ClaimShape(cls, (selector, *extra), count, shares))
+                            break
+            return list(out.values())
 
     def release(self, namespace: str, name: str) -> bool:
         """Drop what was reserved for an order that will not take it (gone, or its plan refused)."""
@@ -221,6 +306,8 @@ class Planner:
                            f"PriorityClass {request.priority_class_name!r} named by the class does not "
                            "exist in the cluster; an administrator must create it or change the class.")
         policy = request.accelerator_policy or AcceleratorPolicy()
+        if request.refused is not None:
+            self._learn(order, request.refused)
         ask, refusal = self._ask(request, need, policy, order)
         if refusal is not None:
             return PlanResponse(refusal=refusal)
@@ -253,10 +340,17 @@ class Planner:
                 hit = self._preempt(cls, ask, priority, order)
                 if hit is not None:
                     return self._answer(request, order, priority, need, hit[0], hit[1])
-            return _refuse(Reason.PLANNING_PREEMPTION_FAILED,
-                           f"Releasing every lower-priority holding ({len(findings.lower)} orders) on "
-                           f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
-                           f"retried. Before preemption: {refusal.message}")
+            refusal = Refusal(reason=Reason.PLANNING_PREEMPTION_FAILED, message=(
+                f"Releasing every lower-priority holding ({len(findings.lower)} orders) on "
+                f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
+                f"retried. Before preemption: {refusal.message}"))
+        if ask.refused is not None and refusal.reason in (
+                Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED):
+            devices, words = ask.refused
+            refusal = Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED, message=(
+                f"The scheduler could not allocate the claim planned on {devices}: {words.rstrip('.')}. "
+                f"Every device class the order may use was tried ({', '.join(known)}) and none has room "
+                f"elsewhere: {refusal.message}"))
         return PlanResponse(refusal=refusal)
 
     # ------------------------------------------------------------------ joint placement
@@ -312,12 +406,18 @@ class Planner:
 
     def _take(self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]],
               choice: tuple[int, int]) -> PlanResponse:
-        """Reserve the device `most_placed` chose: the first of its kind with that many units free."""
+        """Reserve the device `most_placed` chose: the first of its kind with that many units free.
+
+        The search sees devices one by one; partitions of one GPU draw on shared counters, so an earlier
+        choice of the batch can leave none of the kind with that room: then the one-order answer.
+        """
         k, free = choice
         fit = kinds[k].fits[j]
         assert fit is not None
         device = min((d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
-                     key=lambda d: d.sort_key())
+                     key=lambda d: d.sort_key(), default=None)
+        if device is None:
+            return self._place(o)
         found = self._fit(device, o.ask)
         assert found is not None
         units, mode, sharing = found
@@ -341,18 +441,52 @@ class Planner:
                 return None, Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
                     f"The accelerator policy's selector {policy.selector!r} cannot be judged: {error}. "
                     "The class needs an administrator's eye; waiting will not help."))
-        own = dict(inv.held_by(order))
+        avoid = self._avoided(order) | inv.distrusted()
+        own = {k: u for k, u in inv.held_by(order).items() if k not in avoid}
         prefer = set(own)
         holding = request.holding
         if holding is not None and holding.driver and holding.pool and holding.devices:
             prefer |= {(holding.driver, holding.pool, d) for d in holding.devices}
         return _Ask(need=need, shares=shares, modes=modes, max_devices=reqs.max_devices or 8,
                     selector=policy.selector or None, min_cc=reqs.min_compute_capability,
-                    own=own, prefer=prefer, margin=reqs.memory_margin_percent), None
+                    own=own, prefer=prefer - avoid, margin=reqs.memory_margin_percent,
+                    avoid=frozenset(avoid), refused=self._refused.get(order) if avoid else None), None
+
+    def _learn(self, order: OrderKey, refused: SchedulerRefusal) -> None:
+        """The scheduler refused the claim pinned to these devices: this order avoids them while their pool
+        stays as it is (`avoid_ttl` at most), and nobody gets them until the ledger sees them change."""
+        p, inv = refused.placement, self.inventory
+        if not (p.driver and p.pool and p.devices):
+            return
+        keys = [(p.driver, p.pool, d) for d in p.devices]
+        until = time.monotonic() + self.avoid_ttl
+        slot = self._avoid.setdefault(order, {})
+        for key in keys:
+            slot[key] = (until, inv.generation(key))
+        inv.distrust(keys, self.distrust_ttl, order)
+        where = f"{', '.join(f'{p.pool}/{d}' for d in p.devices)} ({p.device_class_name})"
+        self._refused[order] = (where, refused.message)
+        log.warning("the scheduler refused the claim of %s/%s on %s although the ledger saw room "
+                    "(used %s): %s", order[0], order[1], where, [inv.used(k) for k in keys], refused.message)
+
+    def _avoided(self, order: OrderKey) -> set[DeviceKey]:
+        slot = self._avoid.get(order)
+        if not slot:
+            return set()
+        now, inv = time.monotonic(), self.inventory
+        for key, (until, generation) in list(slot.items()):
+            if until <= now or inv.generation(key) != generation:
+                del slot[key]
+        if not slot:
+            del self._avoid[order]
+            self._refused.pop(order, None)
+        return set(slot)
 
     # ------------------------------------------------------------------ filters
 
     def _passes(self, device: Device, ask: _Ask) -> bool:
+        if device.key in ask.avoid:
+            return False
         if ask.min_cc and (device.compute_capability is None
                            or _semver(device.compute_capability) < _semver(ask.min_cc)):
             return False
@@ -397,7 +531,7 @@ class Planner:
         own = ask.own if own_adjusted else {}
         need = ask.need
         best: _Candidate | None = None
-        largest = max((g[0] for g, grp in groups.items() if grp.devices), default=-1)
+        largest = self._largest(groups, ask)
         own_devices = [inv.devices[k] for k in sorted(own) if k in inv.devices
                        and cls in inv.devices[k].classes and not inv.devices[k].tainted]
 
@@ -448,6 +582,16 @@ class Planner:
             consider(self._multi(cls, gkey, groups[gkey], ask, own, own_devices))
         return best
 
+    def _largest(self, groups: dict[tuple[int, bool, str, str], _Group], ask: _Ask) -> int:
+        """The memory of the largest device of the class the order may use at all, free or not.
+
+        Only devices the order's filters admit count: a larger card its selector excludes must not stop
+        it from spanning the devices it may use (issue 18: refused while the scheduler could allocate).
+        """
+        filtered = ask.selector is not None or ask.min_cc is not None or bool(ask.avoid)
+        return max((g[0] for g, grp in groups.items() if grp.devices and (
+            not filtered or any(self._passes(d, ask) for d in grp.devices.values()))), default=-1)
+
     def _single(self, cls: str, device: Device, free: int, units: int, mode: PlacementMode,
                 sharing: SharingMode, ask: _Ask) -> _Candidate:
         memory = device.memory or 0
@@ -489,7 +633,13 @@ class Planner:
                      if group.devices[sk].key not in own and self._passes(group.devices[sk], ask)]
             if len(mine) + len(avail) < count:
                 continue
-            chosen = tuple((mine + avail)[:count])
+            picked: list[Device] = []
+            for device in mine + avail:  # partitions of one GPU must fit its counters together
+                if len(picked) < count and inv.counters_fit([d.key for d in picked] + [device.key]):
+                    picked.append(device)
+            if len(picked) < count:
+                continue
+            chosen = tuple(picked)
             nodes = {d.node for d in chosen}
             if len(nodes) != 1:
                 continue

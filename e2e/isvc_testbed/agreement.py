@@ -1,0 +1,330 @@
+"""Does kube-scheduler allocate what the planner places, and find no room where the planner says no?
+
+Random orders (seeded: sizes, classes, selectors, share steps, priorities) are planned one by one by an
+in-process planner kept current from the cluster exactly as the service is (`KubeSync`). Each placement
+becomes a claim pinned to the planned devices, as the operator's claim template pins it, and a pod on
+it; the scheduler must allocate it (else a *disagreement*, with the scheduler's words). Each refusal is
+checked by asking the scheduler for every shape the planner could have given the order (`Planner.shapes`):
+none may be allocated (else a *false refusal*). Orders go on until `refusals` refusals were checked.
+
+Placements are not waited for one by one: up to `batch` of them are in flight, as orders arrive under
+load, so the ledger must count plans whose claims it has not seen allocated yet. A refusal, a preemption
+or a full batch first waits for every claim in flight to be settled by the scheduler.
+
+`python -m isvc_testbed.agreement --seed N` (`nox -s agreement -- --seed N`) starts its own control
+plane, publishes the default and the partition-heavy fleets and runs both; the e2e test runs a short
+seeded round of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from isvc_api import LABEL_ORDER, LABEL_PRIORITY, AcceleratorPolicy, ModelFacts
+from isvc_planner import Inventory, KubeSync, Planner
+from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from isvc_testbed.fleet import DRIVER, Fleet
+from isvc_testbed.helpers import namespace, wait_for
+
+__all__ = ["FLEETS", "Report", "main", "products", "publish", "run"]
+
+E2E = Path(__file__).resolve().parents[1]
+FLEETS = {"default": E2E / "fleets" / "default.yaml", "partitioned": E2E / "fleets" / "partitioned.yaml"}
+GIB = 1 << 30
+_PRIORITIES = {"agree-low": 100, "agree-high": 1000}
+_CANNOT = "cannot allocate all claims"
+
+
+@dataclass
+class Report:
+    """What one run saw."""
+
+    fleet: str
+    seed: int
+    orders: int = 0
+    placed: int = 0
+    allocated: int = 0
+    refusals: int = 0
+    probes: int = 0
+    preempted: int = 0
+    disagreements: list[str] = field(default_factory=list)
+    false_refusals: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """One line of figures."""
+        return (f"{self.fleet} seed {self.seed}: {self.orders} orders, {self.placed} placed, "
+                f"{self.allocated} allocated, {len(self.disagreements)} disagreements, "
+                f"{self.refusals} refusals checked by {self.probes} probes, "
+                f"{len(self.false_refusals)} false, {self.preempted} preempted, {self.seconds:.0f} s")
+
+
+def _facts(need_gib: float, name: str) -> ModelFacts:
+    """A model whose whole need is about `need_gib`: weights only, KV and overhead estimated."""
+    weights = max(0.2, (need_gib - 1) / 1.2)
+    return ModelFacts.model_validate({"source": "HuggingFace", "name": name,
+                                      "parameter_count": int(weights * GIB / 2), "dtype": "bfloat16"})
+
+
+def _order(rng: random.Random, i: int, products: list[str], confine: list[str] | None) -> PlanRequest:
+    """One random order: size log-uniform in [2, 90] GiB, a random class policy and priority."""
+    need = math.exp(rng.uniform(math.log(2), math.log(90)))
+    classes = rng.choice([None, ["gpu.nvidia.com"], ["mig.nvidia.com"], ["mig.nvidia.com", "gpu.nvidia.com"]])
+    chosen = sorted(rng.sample(products, rng.randint(1, len(products)))) if rng.random() < 0.3 else None
+    allowed = confine if chosen is None else [p for p in chosen if confine is None or p in confine] or confine
+    selector = None
+    if allowed is not None:
+        names = ", ".join(f"'{p}'" for p in allowed)
+        selector = f"device.attributes['{DRIVER}'].productName in [{names}]"
+    shares = rng.choice([None, None, [25, 50, 75, 100], [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]])
+    policy = AcceleratorPolicy(device_class_names=classes, selector=selector, allowed_share_percents=shares)
+    priority = rng.choice([None, None, "agree-low", "agree-high"])
+    return PlanRequest(order=OrderRef(namespace="", name=f"o{i:03d}"), facts=_facts(need, f"agree/m{i}"),
+                       accelerator_policy=policy, priority_class_name=priority)
+
+
+class _Bed:
+    """The cluster side of one run: pinned claims and pods in one namespace."""
+
+    def __init__(self, api: k8s.ApiClient, ns: str) -> None:
+        self.ns = ns
+        self.core = k8s.CoreV1Api(api)
+        self.custom = k8s.CustomObjectsApi(api)
+
+    def create(self, name: str, spec: dict[str, Any], labels: dict[str, str]) -> None:
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": name, "labels": labels}, "spec": spec}
+        self.custom.create_namespaced_custom_object("resource.k8s.io", "v1", self.ns, "resourceclaims", claim)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+               "spec": {"containers": [{"name": "c", "image": "agreement:none",
+                                        "resources": {"claims": [{"name": "gpu"}]}}],
+                        "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                        "terminationGracePeriodSeconds": 0}}
+        self.core.create_namespaced_pod(self.ns, cast(Any, pod))
+
+    def claim(self, name: str) -> dict[str, Any] | None:
+        try:
+            return cast(dict[str, Any], self.custom.get_namespaced_custom_object(
+                "resource.k8s.io", "v1", self.ns, "resourceclaims", name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def refused(self, name: str) -> str | None:
+        """The scheduler's words when it found no room for the pod's claim, else None."""
+        try:
+            pod = self.core.read_namespaced_pod(name, self.ns)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        for c in (pod.status.conditions if pod.status else None) or []:
+            if c.type == "PodScheduled" and c.status == "False" and _CANNOT in (c.message or ""):
+                return str(c.message)
+        return None
+
+    def settle(self, name: str, timeout: float = 30.0) -> tuple[list[tuple[str, str]] | None, str | None]:
+        """(allocated (pool, device) pairs, None) or (None, the scheduler's refusal or a timeout note)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            claim = self.claim(name) or {}
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                return [(r["pool"], r["device"]) for r in allocation["devices"]["results"]], None
+            words = self.refused(name)
+            if words is not None:
+                return None, words
+            if time.monotonic() > deadline:
+                return None, f"neither allocated nor refused after {timeout:.0f} s"
+            time.sleep(0.2)
+
+    def delete(self, names: Sequence[str]) -> None:
+        for name in names:
+            for call in (lambda n=name: self.core.delete_namespaced_pod(n, self.ns, grace_period_seconds=0),
+                         lambda n=name: self.custom.delete_namespaced_custom_object(
+                             "resource.k8s.io", "v1", self.ns, "resourceclaims", n)):
+                try:
+                    call()
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+        wait_for(lambda: all(self.claim(n) is None for n in names), 60, what=f"claims {list(names)} gone")
+
+
+def _pin(placement: Any) -> dict[str, Any]:
+    """The claim spec the operator's template builds for a placement (isvc_workload `_claim_spec`)."""
+    uuids = placement.device_uuids
+    test = f"== '{uuids[0]}'" if len(uuids) == 1 else "in [" + ", ".join(f"'{u}'" for u in uuids) + "]"
+    exactly: dict[str, Any] = {
+        "deviceClassName": placement.device_class_name, "allocationMode": "ExactCount",
+        "count": placement.device_count,
+        "selectors": [{"cel": {"expression":
+                               f"device.driver == '{placement.driver}' && "
+                               f"device.attributes['{placement.driver}'].uuid {test}"}}]}
+    if placement.share_percent is not None:
+        exactly["capacity"] = {"requests": {"shares": str(placement.share_percent)}}
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def _where(answer: PlanResponse) -> str:
+    p = answer.placement
+    assert p is not None
+    share = f" {p.share_percent}%" if p.share_percent is not None else ""
+    return f"{p.device_class_name} {p.pool}/{','.join(p.devices or [])}{share}"
+
+
+def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_orders: int = 400,
+        batch: int = 6, confine: list[str] | None = None, ns: str | None = None) -> Report:
+    """One seeded run against the fleets published on the cluster (see the module docstring)."""
+    started = time.monotonic()
+    report = Report(fleet, seed)
+    ns = namespace(api, ns or f"agree-{fleet}-{seed}")
+    scheduling = k8s.SchedulingV1Api(api)
+    for name, value in _PRIORITIES.items():
+        try:
+            body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value)
+            scheduling.create_priority_class(body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    inventory = Inventory()
+    sync = KubeSync(inventory, api)
+    sync.start()
+    bed = _Bed(api, ns)
+    live: dict[str, str] = {}  # order -> where it was placed
+    try:
+        wait_for(lambda: inventory.synced and all(p in {d.product for d in inventory.devices.values()}
+                                                  for p in confine or []), 60, what="the planner's inventory")
+        wait_for(lambda: all(inventory.priority_of(p) is not None for p in _PRIORITIES), 30,
+                 what="the priority classes in the inventory")
+        planner = Planner(inventory)
+        products = sorted({d.product for d in inventory.devices.values() if d.product})
+        rng = random.Random(seed)
+        in_flight: list[tuple[str, PlanResponse]] = []
+
+        def settle() -> None:
+            for name, answer in in_flight:
+                allocated, words = bed.settle(name)
+                if allocated is None:
+                    report.disagreements.append(f"{name} planned on {_where(answer)}: {words}")
+                    continue
+                p = answer.placement
+                assert p is not None
+                if sorted(allocated) != sorted((p.pool or "", d) for d in p.devices or []):
+                    report.disagreements.append(f"{name} planned on {_where(answer)}, allocated {allocated}")
+                report.allocated += 1
+            in_flight.clear()
+
+        def forget(names: list[str]) -> None:
+            """Delete claims and wait until the planner's ledger has seen them go, as it will in time."""
+            uids = {f"claim:{(bed.claim(n) or {}).get('metadata', {}).get('uid')}" for n in names}
+            bed.delete(names)
+
+            def forgotten() -> bool:
+                with inventory.lock:
+                    return not any(h.source in uids for key in list(inventory.devices)
+                                   for h in inventory.holdings_on(key))
+            wait_for(forgotten, 30, what=f"the planner's ledger without {names}")
+
+        def probe(name: str, request: PlanRequest, answer: PlanResponse) -> None:
+            shapes = planner.shapes(request)
+            with inventory.lock:
+                before = {k: (inventory.used(k), [h.source for h in inventory.holdings_on(k)])
+                          for k in inventory.devices}
+            names = [f"{name}-probe-{i}" for i in range(len(shapes))]
+            for probe_name, shape in zip(names, shapes, strict=True):
+                bed.create(probe_name, shape.claim_spec(), {"agreement": "probe"})
+            report.probes += len(shapes)
+            for probe_name, shape in zip(names, shapes, strict=True):
+                allocated, _ = bed.settle(probe_name)
+                if allocated is not None:
+                    assert answer.refusal is not None
+                    seen = {d: before.get((DRIVER, pool, d)) for pool, d in allocated}
+                    report.false_refusals.append(
+                        f"{name} refused ({answer.refusal.reason.value}: {answer.refusal.message}) but the "
+                        f"scheduler allocated {allocated} for {shape}; the ledger saw them (used, holders): "
+                        f"{seen}")
+            forget(names)
+
+        while report.orders < max_orders and report.refusals < refusals:
+            request = _order(rng, report.orders, products, confine)
+            request = request.model_copy(update={"order": OrderRef(namespace=ns, name=request.order.name)})
+            name = request.order.name
+            report.orders += 1
+            answer = planner.plan(request)
+            if answer.placement is None:
+                settle()
+                report.refusals += 1
+                probe(name, request, answer)
+                continue
+            if answer.preempt:
+                settle()
+                victims = [v.name for v in answer.preempt if v.name in live]
+                forget(victims)
+                for v in victims:
+                    live.pop(v, None)
+                    planner.release(ns, v)
+                report.preempted += len(victims)
+            priority = inventory.priority_of(request.priority_class_name) or 0
+            bed.create(name, _pin(answer.placement), {LABEL_ORDER: name, LABEL_PRIORITY: str(priority)})
+            report.placed += 1
+            live[name] = _where(answer)
+            in_flight.append((name, answer))
+            if len(in_flight) >= batch:
+                settle()
+        settle()
+    finally:
+        sync.stop()
+        k8s.CoreV1Api(api).delete_namespace(ns)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def products(fleet: str) -> list[str]:
+    """The products of one fleet, to keep a run's orders on it while others are published too."""
+    return sorted({g.product for n in Fleet.load(FLEETS[fleet]).nodes for g in n.gpus})
+
+
+def publish(api: k8s.ApiClient, *names: str) -> None:
+    """Publish fleets (pods per node raised: the agreement is about devices, not the pod limit)."""
+    for name in names:
+        f = Fleet.load(FLEETS[name])
+        f.nodes = [replace(n, pods="1000") for n in f.nodes]
+        f.publish(api)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: a longer seeded run on its own control plane; exits 1 on any disagreement or false refusal."""
+    p = argparse.ArgumentParser(prog="python -m isvc_testbed.agreement", description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=20260818)
+    p.add_argument("--refusals", type=int, default=25, help="refusals to check per fleet")
+    p.add_argument("--fleet", choices=sorted(FLEETS), action="append", help="default: both")
+    args = p.parse_args(argv)
+    from isvc_testbed.cluster import Cluster
+
+    failed = False
+    with Cluster() as cluster, cluster.api_client("admin") as api:
+        publish(api, "default", "partitioned")
+        for name in args.fleet or sorted(FLEETS):
+            report = run(api, name, args.seed, refusals=args.refusals, confine=products(name))
+            print(report.line(), flush=True)
+            for line in report.disagreements + report.false_refusals:
+                print("  " + line, flush=True)
+            failed = failed or bool(report.disagreements or report.false_refusals)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
