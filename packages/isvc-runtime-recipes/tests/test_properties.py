@@ -294,7 +294,7 @@ def test_the_compiled_context_fits_what_the_placement_leaves() -> None:
 
     check()
     _reached(hits, "compiled")
-    assert hits["checked against the geometry"] >= 0.4 * hits["examples"], dict(hits)  # layers: 3 in 4 known
+    assert hits["checked against the geometry"] >= 0.3 * hits["examples"], dict(hits)  # vLLM, layers known
 
 
 @settings(max_examples=200, deadline=None)
