@@ -276,6 +276,7 @@ class FakePlanner:
     def __init__(self) -> None:
         self.outcome = PlanOutcome(placement=PLACEMENT, estimates=ESTIMATES, refusal=None, preempt=[])
         self.asked: list[tuple[str, str]] = []
+        self.refused: list[str | None] = []
         self.down = False
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
@@ -288,7 +289,9 @@ class FakePlanner:
         policy: EffectivePolicy,
         requirements: RuntimeRequirements | None,
         holding: Placement | None,
+        refused: str | None = None,
     ) -> PlanOutcome:
+        self.refused.append(refused)
         if self.down:
             raise TemporaryError("connection refused")
         self.holdings.append(holding)

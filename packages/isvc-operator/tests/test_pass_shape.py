@@ -226,3 +226,41 @@ def test_a_plan_that_cannot_be_stored_releases_what_the_planner_reserved(world: 
     status = world.run()
     assert condition(status, "Planned")["reason"] == "NotJudged"
     assert world.planner.released == [("team-a", "support-llm")]
+
+
+EXHAUSTED = ("The search for a device happened and found no room on device class mig.nvidia.com (pod p1): "
+             "0/5 nodes are available: 1 cannot allocate all claims. This is capacity.")
+
+
+def _exhausted(world: World) -> None:
+    status = world.cluster.status_of("team-a", "support-llm")
+    for c in status["conditions"]:
+        if c["type"] == "WorkloadReady":
+            c.update(status="False", reason="ResourceClaimExhausted", message=EXHAUSTED)
+    world.cluster.put({**order(), "status": status})
+
+
+def test_a_claim_the_scheduler_refuses_is_planned_again_elsewhere(world: World) -> None:
+    """Issue 18: a planned claim the scheduler could not allocate stayed ResourceClaimExhausted forever."""
+    world.run()
+    _exhausted(world)
+    moved = PLACEMENT.model_copy(update={"node_name": "gpu-h100-1", "pool": "gpu-h100-1"})
+    world.planner.outcome = PlanOutcome(placement=moved, estimates=ESTIMATES, refusal=None, preempt=[])
+    status = world.run()
+    assert world.planner.refused[-1] == EXHAUSTED and world.planner.holdings[-1] == PLACEMENT
+    assert world.cluster.launch_plan("team-a", "support-llm")["spec"]["placement"]["nodeName"] == "gpu-h100-1"
+    assert status["resolved"]["replanCount"] == 1
+    world.run()
+    assert world.planner.refused == [None, EXHAUSTED]  # asked again once, not on every pass
+
+
+def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world: World) -> None:
+    world.run()
+    _exhausted(world)
+    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
+                                                            message="every allowed class was tried"), [])
+    status = world.run()
+    planned = condition(status, "Planned")
+    assert (planned["status"], planned["reason"]) == ("True", "Planned")
+    assert "every allowed class was tried" in planned["message"]
+    assert world.cluster.launch_plan("team-a", "support-llm") is not None

@@ -86,13 +86,16 @@ class PlannerService:
 
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
-        requirements: RuntimeRequirements | None, holding: Placement | None,
+        requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
     ) -> PlanOutcome:
+        scheduler = (isvc_planner_client.SchedulerRefusal(placement=holding, message=refused)
+                     if refused is not None and holding is not None else None)
         request = isvc_planner_client.PlanRequest(
             order=isvc_planner_client.OrderRef(namespace=order.metadata.namespace or "",
                                                name=order.metadata.name, uid=order.metadata.uid),
             facts=facts, accelerator_policy=policy.accelerator,
             priority_class_name=policy.priority_class_name, requirements=requirements, holding=holding,
+            refused=scheduler,
         )
         try:
             answer, placed = self.room.plan(request)

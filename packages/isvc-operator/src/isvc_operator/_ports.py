@@ -136,8 +136,11 @@ class PlannerPort(Protocol):
 
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
-        requirements: RuntimeRequirements | None, holding: Placement | None,
-    ) -> PlanOutcome: ...
+        requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
+    ) -> PlanOutcome:
+        """Plan the order; `refused` is the scheduler's words when it could not allocate the claim of
+        `holding` (the planner then plans it elsewhere, or says no other device has room)."""
+        ...
 
     def judge(self, placement: Placement) -> Refusal | None: ...
 

@@ -26,6 +26,7 @@ from isvc_api import (
     Resolved,
     StatusReason,
     Verdict,
+    find_condition,
 )
 from pydantic import ValidationError
 
@@ -184,7 +185,16 @@ def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
     }
 
 
-def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
+def _scheduler_refused(scope: OrderScope) -> str | None:
+    """The scheduler's words when, on the last pass, it could not allocate the claim of the plan held."""
+    last = find_condition(scope.previous.conditions, ConditionType.WORKLOAD_READY.value)
+    if last is None or last.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
+        return None
+    return last.message if "cannot allocate all claims" in last.message else None
+
+
+def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
+             refused: str | None = None) -> Verdict:
     """Ask the planner (with what the order holds), compile the recipe, and store the plan."""
     assert scope.facts is not None and scope.policy is not None
     requirements = deps.recipes.requirements(scope.facts, scope.endpoint_type)
@@ -192,11 +202,18 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Ver
         return _refused(scope, deps, stored, inputs, requirements)
     holding = stored.spec.placement if stored.spec is not None else None
     try:
-        outcome = deps.planner.plan(scope.order, scope.facts, scope.policy, requirements, holding)
+        outcome = deps.planner.plan(scope.order, scope.facts, scope.policy, requirements, holding, refused)
     except TemporaryError as exc:
         return _refused(scope, deps, stored, inputs, Refusal(
             reason=Reason.PLANNER_REQUEST_FAILED, message=f"the planner did not answer ({exc}); retried."))
     scope.wake.extend(outcome.placed_together)
+    if refused is not None and outcome.placement is None and stored.spec is not None:
+        # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted).
+        _keep(scope, stored.spec)
+        scope.requeue(RETRY_CAPACITY)
+        why = outcome.refusal.message if outcome.refusal else "no answer"
+        return Verdict.ok(StatusReason.PLANNED, f"{_plan_message(stored.spec)} No other device has room for "
+                          f"the claim the scheduler could not allocate: {why}")
     if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
         return _refused(scope, deps, stored, inputs, outcome.refusal or Refusal(
             reason=Reason.PLANNER_REQUEST_FAILED,
@@ -252,6 +269,9 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return stored
     inputs = _inputs_hash(scope, deps)
     existing = stored.spec
+    refused = _scheduler_refused(scope) if existing is not None else None
+    if refused is not None:  # the scheduler could not allocate the plan's claim: the planner plans again
+        return _compute(scope, deps, stored, inputs, refused)
     if existing is not None and existing.inputs_hash == inputs and existing.runtime is not None:
         previous = scope.previous.resolved
         _adopt(scope, existing, previous.replan_count if previous else 0, inputs)

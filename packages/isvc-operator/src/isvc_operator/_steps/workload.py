@@ -114,6 +114,12 @@ def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
             deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace, name)
 
 
+def _of_plan(pod: Obj, templates: set[str]) -> bool:
+    """Whether a pod claims its device through the plan in force (not one of a plan being replaced)."""
+    claims = [c.get("resourceClaimTemplateName") for c in (pod.get("spec") or {}).get("resourceClaims") or []]
+    return not templates or not claims or any(c in templates for c in claims)
+
+
 def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Apply the children of the plan in force, publish the endpoint, and judge the replicas."""
     if scope.plan is None or scope.policy is None:
@@ -146,9 +152,13 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         url=deps.workload.endpoint(scope.order, scope.policy), type=scope.policy.exposure.type,
         tool_calling_supported=bool(scope.plan.runtime and scope.plan.runtime.tool_calling_supported))
     deployments = deps.cluster.owned("Deployment", scope.namespace, scope.name)
-    children = Children(deployments[0] if deployments else None,
-                        deps.cluster.owned("Pod", scope.namespace, scope.name),
-                        deps.cluster.owned("ResourceClaim", scope.namespace, scope.name))
+    templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
+    pods = [p for p in deps.cluster.owned("Pod", scope.namespace, scope.name) if _of_plan(p, templates)]
+    names = {p["metadata"]["name"] for p in pods}
+    claims = [c for c in deps.cluster.owned("ResourceClaim", scope.namespace, scope.name)
+              if not (owners := c["metadata"].get("ownerReferences"))
+              or any(o.get("name") in names for o in owners)]
+    children = Children(deployments[0] if deployments else None, pods, claims)
     scope.children = children
     verdict, failure = deps.workload.judge(
         children.deployment, children.pods, children.claims, scope.previous.startup_failure,
