@@ -51,7 +51,8 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 # What `nox -s images` tags; the chart is installed as plain Helm does it, naming its images.
-IMAGES = {"controller": "localhost/isvc/controller:0.1.0", "planner": "localhost/isvc/planner:0.1.0"}
+IMAGES = {"controller": "localhost/isvc/controller:0.1.0", "planner": "localhost/isvc/planner:0.1.0",
+          "modelFetcher": "localhost/isvc/model-fetcher:0.1.0"}
 
 
 def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:

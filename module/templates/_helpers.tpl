@@ -80,6 +80,19 @@ With plain helm: `isvc.images.<name>`, which must then be set. */ -}}
 {{- end -}}
 {{- end }}
 
+{{- /* Usage: {{ include "isvc_model_fetch_image" . }} — the image whose init container downloads Hugging Face
+models: the setting modelFetchImage, else the module's own modelFetcher image (under Deckhouse, or
+isvc.images.modelFetcher with plain helm), else empty (no download step). */ -}}
+{{- define "isvc_model_fetch_image" -}}
+{{- if .Values.isvc.modelFetchImage -}}
+{{- .Values.isvc.modelFetchImage -}}
+{{- else if include "isvc_deckhouse" . -}}
+{{- include "helm_lib_module_image" (list . "modelFetcher") -}}
+{{- else -}}
+{{- dig "modelFetcher" "" (.Values.isvc.images | default dict) -}}
+{{- end -}}
+{{- end }}
+
 {{- /* Usage: {{ include "isvc_kube_rbac_proxy_image" . }} — Deckhouse's common kube-rbac-proxy image, else isvc.images.kubeRbacProxy, else empty (metrics served unproxied). */ -}}
 {{- define "isvc_kube_rbac_proxy_image" -}}
 {{- if include "isvc_deckhouse" . -}}

@@ -64,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
                    "onto the model volume before the runtime starts")
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
+    p.add_argument("--metrics-host", default="0.0.0.0",
+                   help="address /metrics binds to; 127.0.0.1 behind kube-rbac-proxy in the same pod")
     p.add_argument("--health-port", type=int, default=8081)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--log-level", default="Info")
@@ -98,7 +100,8 @@ def _health(args: argparse.Namespace) -> Health:
     settings = isvc_health.HealthSettings(
         failure_threshold=args.health_failure_threshold,
         sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))
-    return Health(prober=isvc_health.Prober(seam), settings=settings, period=args.health_period_seconds)
+    prober = isvc_health.Prober(seam, metrics=isvc_health.ProbeMetrics(REGISTRY))
+    return Health(prober=prober, settings=settings, period=args.health_period_seconds)
 
 
 def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str | None]:
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ready = threading.Event()
     health_server = _serve_health(args.health_port, ready) if args.health_port else None
     if args.metrics_port:
-        start_http_server(args.metrics_port)
+        start_http_server(args.metrics_port, addr=args.metrics_host)
     controller = build(args)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
