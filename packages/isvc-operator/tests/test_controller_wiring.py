@@ -69,3 +69,16 @@ def test_orders_and_classes_wait_in_queues_of_their_own() -> None:
     kube.orders.emit("ADDED", {"metadata": {"namespace": "ns", "name": "chat"}})
     assert c.class_queue.get(timeout=0.2) == "default-llm"
     assert drain(c, 0.2) == {("ns", "chat")}
+
+
+def test_a_new_order_is_passed_before_the_retries_already_waiting() -> None:
+    """Issue 18: with 130 orders waiting for room a new order got its answer after 15.5 s, queued behind
+    every waiting order's pass."""
+    c, kube = controller([])
+    for i in range(200):
+        c.order_queue.add(("ns", f"waiting-{i}"))
+    kube.orders.emit("ADDED", {"metadata": {"namespace": "ns", "name": "new", "generation": 1}})
+    kube.orders.emit("MODIFIED", {"metadata": {"namespace": "ns", "name": "waiting-7", "generation": 1},
+                                  "status": {"observedGeneration": 1}})  # a status write: not urgent
+    assert c.order_queue.get(timeout=0.1) == ("ns", "new")
+    assert c.order_queue.get(timeout=0.1) == ("ns", "waiting-0")

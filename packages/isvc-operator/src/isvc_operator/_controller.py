@@ -92,8 +92,13 @@ class Controller:
                 if (klass.get("spec") or {}).get("priorityClassName") == obj["metadata"]["name"]:
                     on_class("SYNC", klass)
 
-        k.orders.add_handler(lambda _, obj: orders.add((obj["metadata"].get("namespace", ""),
-                                                        obj["metadata"]["name"])))
+        def on_order(_: str, obj: Obj) -> None:
+            meta, status = obj["metadata"], obj.get("status") or {}
+            # A new or edited order goes before the timed retries of orders waiting for room.
+            urgent = status.get("observedGeneration") != meta.get("generation")
+            orders.add((meta.get("namespace", ""), meta["name"]), urgent=urgent)
+
+        k.orders.add_handler(on_order)
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
         for informer in (k.deployments, k.pods, k.ingresses):

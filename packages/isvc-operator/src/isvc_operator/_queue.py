@@ -41,16 +41,37 @@ class WorkQueue(Generic[K]):
         self._max = max_delay
         self._clock = clock
         self._shut = False
+        self._urgent: set[K] = set()
 
-    def add(self, key: K) -> None:
-        """Queue a key unless it already waits."""
+    def add(self, key: K, urgent: bool = False) -> None:
+        """Queue a key unless it already waits; an urgent key (a new or edited object) is handed out
+        before the ones already waiting, so it is not answered after every timed retry in the queue."""
         with self._cond:
-            if self._shut or key in self._dirty:
+            if self._shut:
+                return
+            if key in self._dirty:
+                if urgent and key in self._queue:
+                    self._queue.remove(key)
+                    self._queue.insert(self._urgent_end(), key)
+                    self._urgent.add(key)
                 return
             self._dirty.add(key)
             if key not in self._processing:
-                self._queue.append(key)
+                if urgent:
+                    self._queue.insert(self._urgent_end(), key)
+                    self._urgent.add(key)
+                else:
+                    self._queue.append(key)
                 self._cond.notify()
+
+    def _urgent_end(self) -> int:
+        """The place after the urgent keys already waiting (first come, first served among them)."""
+        count = 0
+        for key in self._queue:
+            if key not in self._urgent:
+                break
+            count += 1
+        return count
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue a key after a delay; an earlier add wins."""
@@ -101,6 +122,7 @@ class WorkQueue(Generic[K]):
                 wait = self._promote_due()
                 if self._queue:
                     key = self._queue.pop(0)
+                    self._urgent.discard(key)
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
