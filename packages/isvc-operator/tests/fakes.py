@@ -324,12 +324,14 @@ class FakeWorkload:
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
         self.digests: list[str | None] = []
+        self.plans: list[LaunchPlanSpec] = []
 
     def manifests(
         self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
         token_digest: str | None = None,
     ) -> list[Obj]:
         self.digests.append(token_digest)
+        self.plans.append(plan)
         name, ns = order.metadata.name, order.metadata.namespace
         labels = {LABEL_ORDER: name}
         return [

@@ -264,3 +264,31 @@ def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world:
     assert (planned["status"], planned["reason"]) == ("True", "Planned")
     assert "every allowed class was tried" in planned["message"]
     assert world.cluster.launch_plan("team-a", "support-llm") is not None
+
+
+def _forged(world: World, **placement: Any) -> None:
+    """The order's LaunchPlan rewritten by hand: the module's inputs hash copied in, another container."""
+    plan = world.cluster.launch_plan("team-a", "support-llm")
+    plan["spec"]["runtime"] = {"recipe": "vllm", "image": "evil/miner:latest", "args": ["--mine"]}
+    plan["spec"]["placement"].update(placement)
+    del plan["metadata"]["annotations"]
+    world.cluster.put(plan)
+
+
+def test_a_hand_written_plan_never_brings_its_own_container(world: World) -> None:
+    """Issue 14: a plan with the current inputsHash copied in was adopted and its runtime applied."""
+    world.run()
+    _forged(world)
+    world.run()
+    assert world.workload.plans[-1].runtime is not None
+    assert world.workload.plans[-1].runtime.image == "vllm/vllm-openai:v0.11.0"  # compiled from the recipes
+
+
+def test_a_hand_written_plan_outside_the_class_policy_is_not_a_placement(world: World) -> None:
+    world.cluster.put(klass(acceleratorPolicy={"deviceClassNames": ["gpu.nvidia.com"]}))
+    world.run()
+    _forged(world, deviceClassName="mig.nvidia.com")
+    status = world.run()
+    planned = condition(status, "Planned")
+    assert (planned["reason"], "deviceClassName='mig.nvidia.com'" in planned["message"]) == (
+        "LaunchPlanNotAPlacement", True)

@@ -19,8 +19,10 @@ from isvc_api import (
     LABEL_ORDER,
     MANAGER,
     VERSION,
+    CompiledRuntime,
     ConditionType,
     LaunchPlanSpec,
+    Placement,
     Reason,
     Refusal,
     Resolved,
@@ -97,10 +99,49 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     if bad is not None:
         return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
                               f"LaunchPlan {scope.name!r}: {bad.message}; {whose}.")
+    outside = _outside_policy(scope, spec.placement)
+    if outside is not None:
+        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                              f"LaunchPlan {scope.name!r}: {outside}; {whose}.")
     if by_module and displaced(deps.cluster, scope.key, raw):
         _take_down(scope, deps)
         return _Stored(None, None)
-    return _Stored(raw, spec)
+    if scope.facts is not None:
+        runtime = _recompiled(scope, deps, spec)
+    else:  # the model source is down: only the module's own runtime is kept until it answers
+        runtime = spec.runtime if by_module else None
+    if isinstance(runtime, Verdict):
+        return runtime
+    return _Stored(raw, spec.model_copy(update={"runtime": runtime}))
+
+
+def _outside_policy(scope: OrderScope, placement: Placement) -> str | None:
+    """What of a stored placement the order's class does not let it use (a plan may be written by hand)."""
+    accelerator = scope.policy.accelerator if scope.policy is not None else None
+    if accelerator is None:
+        return None
+    classes = accelerator.device_class_names
+    if classes and placement.device_class_name not in classes:
+        return (f"deviceClassName={placement.device_class_name!r} is not among the device classes the "
+                f"order's class lets it use ({', '.join(classes)})")
+    shares = accelerator.allowed_share_percents
+    if shares and placement.share_percent is not None and placement.share_percent not in shares:
+        return f"sharePercent={placement.share_percent} is not a share the order's class permits ({shares})"
+    return None
+
+
+def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> CompiledRuntime | Verdict | None:
+    """The runtime of a stored placement, always compiled from the recipes: a plan may fix a placement,
+    never a container (image, command and arguments are never read from the plan)."""
+    assert scope.facts is not None
+    if spec.estimates is None:
+        return None
+    served_name = scope.order.spec.model.ref.name.split("@", 1)[0]
+    compiled = deps.recipes.compile(scope.facts, scope.endpoint_type, spec.placement, spec.estimates,
+                                    served_name)
+    if isinstance(compiled, Refusal):
+        return Verdict.refuse(compiled.reason, compiled.message)
+    return compiled
 
 
 def _take_down(scope: OrderScope, deps: Deps) -> None:
