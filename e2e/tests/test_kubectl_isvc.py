@@ -104,7 +104,7 @@ def test_why_as_alice_names_class_not_found_as_hers_and_says_what_she_could_not_
         "Ready",
         "ScalingHealthy",
     ]
-    # isvc:user reads orders, plans and events; claims and pods are the namespace view role's
+    # d8:user-authz:isvc:editor reads orders, plans and events; claims and pods are the namespace view role's
     unread = {u["what"]: u for u in d["unread"]}
     assert set(unread) == {f"ResourceClaims of {bed.ns}/why-no-class", f"Pods of {bed.ns}/why-no-class"}
     assert all(u["status"] == 403 and 'User "alice" cannot list' in u["why"] for u in unread.values())
@@ -156,7 +156,7 @@ def test_why_a_planned_refusal_for_an_administrator_and_capacity_lists_it_as_wai
 def test_why_a_workload_the_namespace_quota_refuses_reads_pods_where_alice_may(
     module: Any, cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
 ) -> None:
-    ns = user_namespace(admin_api, "kis-quota", user="alice", cluster_role="isvc:user")
+    ns = user_namespace(admin_api, "kis-quota", user="alice", cluster_role="d8:user-authz:isvc:editor")
     rbac = k8s.RbacAuthorizationV1Api(admin_api)
     ignore_404(lambda: rbac.delete_namespaced_role_binding("alice-view", ns))
     rbac.create_namespaced_role_binding(

@@ -36,7 +36,7 @@ def _objects(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_alice(recorded: Any, case: dict[str, Any]) -> Any:
-    """Alice with the module's isvc:user role alone: orders, plans and events, but no claims and no pods."""
+    """Alice with the module's editor role alone: orders, plans and events, but no claims and no pods."""
     return recorded(
         _objects(case),
         denied={

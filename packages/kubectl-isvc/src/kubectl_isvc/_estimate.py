@@ -165,7 +165,7 @@ def _plan(keys: dict[str, str], args: list[str]) -> PlanSummary | None:
 
 _HINT = (
     "a dry run needs the same permission as creating the order: create on inferenceservices in the "
-    "namespace (the module's isvc:user role grants it)"
+    "namespace (the module's d8:user-authz:isvc:editor role grants it)"
 )
 
 

@@ -401,7 +401,7 @@ def _failing(container: ContainerEvidence) -> bool:
 
 NAMESPACE_HINT = (
     "your role in the namespace does not grant this read; the namespace's view (or edit) role "
-    "does, the module's isvc:user role alone does not"
+    "does, the module's d8:user-authz:isvc:editor role alone does not"
 )
 
 
