@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from isvc_api import LABEL_ORDER
-from isvc_operator import ClassReconciler, Controller, KubeCluster, OrderReconciler
+from isvc_operator import ClassReconciler, Controller, KubeCluster, OrderReconciler, OrdersByPhase
 from prometheus_client import CollectorRegistry
 
 Obj = dict[str, Any]
@@ -82,3 +82,18 @@ def test_a_new_order_is_passed_before_the_retries_already_waiting() -> None:
                                   "status": {"observedGeneration": 1}})  # a status write: not urgent
     assert c.order_queue.get(timeout=0.1) == ("ns", "new")
     assert c.order_queue.get(timeout=0.1) == ("ns", "waiting-0")
+
+
+def test_orders_are_counted_by_phase_and_reason_from_the_cache() -> None:
+    _, kube = controller([])
+    kube.orders.items = [
+        {"metadata": {"name": "a"}, "status": {"phase": "Ready"}},
+        {"metadata": {"name": "b"}, "status": {"phase": "Pending", "reason": "NoCapacity"}},
+        {"metadata": {"name": "c"}, "status": {"phase": "Pending", "reason": "NoCapacity"}},
+        {"metadata": {"name": "d"}},
+    ]
+    registry = CollectorRegistry()
+    registry.register(OrdersByPhase(kube.orders.list))
+    assert registry.get_sample_value("isvc_orders", {"phase": "Pending", "reason": "NoCapacity"}) == 2
+    assert registry.get_sample_value("isvc_orders", {"phase": "Ready", "reason": ""}) == 1
+    assert registry.get_sample_value("isvc_orders", {"phase": "Pending", "reason": ""}) == 1

@@ -2,7 +2,7 @@
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
 from isvc_operator._class import ClassReconciler
-from isvc_operator._controller import Controller, order_of_plan
+from isvc_operator._controller import Controller, OrdersByPhase, order_of_plan
 from isvc_operator._kube import Informer, KubeCluster, api_client
 from isvc_operator._main import build, main, parser
 from isvc_operator._order import OrderReconciler, PassResult
@@ -40,6 +40,7 @@ __all__ = [
     "ModelPort",
     "OrderReconciler",
     "OrderScope",
+    "OrdersByPhase",
     "PassResult",
     "PlanOutcome",
     "PlannerPort",

@@ -10,13 +10,15 @@ from typing import Any, TypeVar
 
 from isvc_api import LABEL_ORDER
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from isvc_operator._class import ClassReconciler
 from isvc_operator._kube import KubeCluster
 from isvc_operator._order import OrderReconciler
 from isvc_operator._queue import ShutDownError, WorkQueue
 
-__all__ = ["Controller", "order_of_plan"]
+__all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class Controller:
                               registry=registry)
         self.latency = Histogram("isvc_reconcile_seconds", "Reconcile pass duration", ["kind"],
                                  registry=registry)
+        registry.register(OrdersByPhase(lambda: kube.orders.list()))
         self._wire()
 
     def _wire(self) -> None:
@@ -162,6 +165,26 @@ class Controller:
             finally:
                 self.latency.labels(kind).observe(time.monotonic() - started)
                 queue.done(key)
+
+
+class OrdersByPhase(Collector):
+    """`isvc_orders{phase,reason}`: the orders the cache holds, by phase and the reason of their first
+    condition that is not True — counted when scraped, from the cache (no API call)."""
+
+    def __init__(self, orders: Callable[[], list[Obj]]) -> None:
+        self.orders = orders
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily("isvc_orders", "Orders by phase and by the reason of the first condition "
+                                   "that is not True", labels=["phase", "reason"])
+        counts: dict[tuple[str, str], int] = {}
+        for order in self.orders():
+            status = order.get("status") or {}
+            key = (str(status.get("phase") or "Pending"), str(status.get("reason") or ""))
+            counts[key] = counts.get(key, 0) + 1
+        for (phase, reason), count in sorted(counts.items()):
+            family.add_metric([phase, reason], count)
+        yield family
 
 
 class _PassFailed(Exception):
