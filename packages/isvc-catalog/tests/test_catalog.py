@@ -143,6 +143,12 @@ class FakeApi:
     def __init__(self, answer: dict[str, Any] | Absent | Exception) -> None:
         self.answer = answer
         self.calls: list[tuple[CatalogKind, str, str | None]] = []
+        self.reviews: list[tuple[str, str]] = []
+        self.readable: set[str] = {"shared"}
+
+    def namespace_may_read(self, reader: str, kind: CatalogKind, name: str, namespace: str) -> bool:
+        self.reviews.append((reader, namespace))
+        return namespace in self.readable
 
     def get(self, kind: CatalogKind, name: str, namespace: str | None) -> dict[str, Any] | Absent:
         self.calls.append((kind, name, namespace))
@@ -165,6 +171,19 @@ def test_a_model_is_looked_up_in_its_namespace_and_a_cluster_model_in_none(
     api = FakeApi(READY)
     assert isinstance(CatalogReader(api).read(ref, "orders"), ModelFacts)
     assert [expected_call] == api.calls
+
+
+def test_a_model_of_another_namespace_is_read_only_where_the_orders_namespace_may_read_it() -> None:
+    """Issue 14: cross-namespace Models were read with the controller's rights and echoed into status."""
+    api = FakeApi(READY)
+    private = ModelRef(name="m", kind=CatalogKind.MODEL, namespace="private")
+    refused = CatalogReader(api).read(private, "orders")
+    assert isinstance(refused, Refusal) and refused.reason == Reason.MODEL_NOT_FOUND
+    assert "ServiceAccounts of 'orders' may get it" in refused.message
+    assert api.calls == []  # not even read
+    assert api.reviews == [("orders", "private")]
+    own = CatalogReader(api).read(ModelRef(name="m", kind=CatalogKind.MODEL), "orders")
+    assert isinstance(own, ModelFacts) and api.reviews == [("orders", "private")]  # no review at home
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,10 @@ class CatalogApi(Protocol):
         """The object as the API server returns it, or why there is none."""
         ...
 
+    def namespace_may_read(self, reader: str, kind: CatalogKind, name: str, namespace: str) -> bool:
+        """Whether the ServiceAccounts of namespace `reader` may get that object (an access review)."""
+        ...
+
 
 class _Shape(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -221,8 +225,16 @@ class CatalogReader:
                 message="An ai-models source needs spec.model.ref.kind: Model or ClusterModel. Add it.",
             )
         ns = (ref.namespace or namespace) if ref.kind == CatalogKind.MODEL else None
-        answer = self._api.get(ref.kind, ref.name, ns)
         title = _title(ref.kind, ref.name, ns)
+        if ns is not None and ns != namespace and not self._api.namespace_may_read(namespace, ref.kind,
+                                                                                  ref.name, ns):
+            # Read with the controller's rights only what the order's namespace could read itself; the
+            # refusal does not tell a Model that exists from one that does not.
+            return Refusal(reason=Reason.MODEL_NOT_FOUND, message=(
+                f"{title} cannot be read from namespace {namespace!r}: a Model of another namespace is used "
+                f"only when the ServiceAccounts of {namespace!r} may get it (an administrator grants that "
+                f"with a RoleBinding in {ns!r}). Check spec.model.ref, or ask for that grant."))
+        answer = self._api.get(ref.kind, ref.name, ns)
         if answer is Absent.KIND:
             return Refusal(
                 reason=Reason.CATALOG_KIND_NOT_SERVED,

@@ -36,7 +36,23 @@ class KubeCatalogApi:
 
     def __init__(self, api_client: client.ApiClient, *, timeout: float = 10.0) -> None:
         self._api = client.CustomObjectsApi(api_client)
+        self._auth = client.AuthorizationV1Api(api_client)
         self._timeout = timeout
+
+    def namespace_may_read(self, reader: str, kind: CatalogKind, name: str, namespace: str) -> bool:
+        """A SubjectAccessReview for the ServiceAccounts of namespace `reader`; failures are temporary."""
+        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{reader}:default",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{reader}", "system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(
+                group=CATALOG_GROUP, resource=PLURALS[kind], verb="get", namespace=namespace, name=name)))
+        try:
+            answer = self._auth.create_subject_access_review(review, _request_timeout=self._timeout)
+        except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise CatalogLookupError(
+                f"Asking whether namespace {reader} may read {PLURALS[kind]} {namespace}/{name} failed "
+                f"({type(exc).__name__}); the next pass asks again.") from None
+        return bool(answer.status and answer.status.allowed)
 
     def __repr__(self) -> str:
         return "KubeCatalogApi()"
