@@ -31,7 +31,8 @@ class Informer:
 
 
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
-    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "priority_classes")
+    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
+             "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
                    registry=CollectorRegistry(), waiting=lambda: list(waiting))
@@ -97,3 +98,16 @@ def test_orders_are_counted_by_phase_and_reason_from_the_cache() -> None:
     assert registry.get_sample_value("isvc_orders", {"phase": "Pending", "reason": "NoCapacity"}) == 2
     assert registry.get_sample_value("isvc_orders", {"phase": "Ready", "reason": ""}) == 1
     assert registry.get_sample_value("isvc_orders", {"phase": "Pending", "reason": ""}) == 1
+
+
+def test_the_queues_report_their_depth_and_passes_their_duration() -> None:
+    registry = CollectorRegistry()
+    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
+             "priority_classes")
+    kube = SimpleNamespace(**{n: Informer() for n in names})
+    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
+                   registry=registry)
+    c.order_queue.add(("ns", "a"))
+    c.order_queue.add(("ns", "b"))
+    assert registry.get_sample_value("isvc_workqueue_depth", {"kind": "order"}) == 2
+    assert registry.get_sample_value("isvc_reconcile_duration_seconds_count", {"kind": "order"}) is None

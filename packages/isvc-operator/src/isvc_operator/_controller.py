@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from isvc_api import LABEL_ORDER
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -63,8 +63,15 @@ class Controller:
         registry = registry or CollectorRegistry()
         self.passes = Counter("isvc_reconcile_total", "Reconcile passes", ["kind", "result"],
                               registry=registry)
-        self.latency = Histogram("isvc_reconcile_seconds", "Reconcile pass duration", ["kind"],
+        self.latency = Histogram("isvc_reconcile_duration_seconds", "Reconcile pass duration", ["kind"],
                                  registry=registry)
+        self.adds = Counter("isvc_workqueue_adds_total", "Keys handed to a worker", ["kind"],
+                            registry=registry)
+        self.retries = Counter("isvc_workqueue_retries_total", "Keys requeued after a failed pass", ["kind"],
+                               registry=registry)
+        depth = Gauge("isvc_workqueue_depth", "Keys waiting in a work queue", ["kind"], registry=registry)
+        depth.labels("order").set_function(lambda: len(self.order_queue))
+        depth.labels("class").set_function(lambda: len(self.class_queue))
         registry.register(OrdersByPhase(lambda: kube.orders.list()))
         self._wire()
 
@@ -104,7 +111,7 @@ class Controller:
         k.orders.add_handler(on_order)
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
-        for informer in (k.deployments, k.pods, k.ingresses):
+        for informer in (k.deployments, k.pods, k.ingresses, k.services):
             informer.add_handler(by_label)
         k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)
@@ -148,6 +155,7 @@ class Controller:
             if key is None:
                 continue
             started = time.monotonic()
+            self.adds.labels(kind).inc()
             try:
                 one(key)
                 queue.forget(key)
@@ -155,6 +163,7 @@ class Controller:
             except _PassFailed:
                 queue.add_rate_limited(key)  # the step that failed logged why and said so in status
                 self.passes.labels(kind, "error").inc()
+                self.retries.labels(kind).inc()
             except Exception as exc:
                 if getattr(exc, "status", None) == 404:  # deleted while the pass ran: the next pass says done
                     queue.add(key)
@@ -162,6 +171,7 @@ class Controller:
                 backoff = queue.add_rate_limited(key)
                 log.exception("%s %s failed; retry in %.1fs", kind, key, backoff)
                 self.passes.labels(kind, "error").inc()
+                self.retries.labels(kind).inc()
             finally:
                 self.latency.labels(kind).observe(time.monotonic() - started)
                 queue.done(key)

@@ -180,9 +180,12 @@ class KubeCluster:
     """The operator's view of the cluster (the Cluster port): cached reads through informers where one
     holds the kind, live reads of orders, plans and Secrets, writes by server-side apply."""
 
-    def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True) -> None:
+    def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True,
+                 requests: Callable[[str, str], None] | None = None) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
+        if requests is not None:
+            self._count(requests)
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
         self.orders = Informer(self.dyn, GV, "InferenceService")
@@ -219,6 +222,22 @@ class KubeCluster:
         """Stop every informer."""
         for informer in self.informers:
             informer.stop()
+
+    def _count(self, requests: Callable[[str, str], None]) -> None:
+        """Count every request of the dynamic client by verb and answer code (watches included)."""
+        original = self.dyn.request
+
+        def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            verb = "watch" if kwargs.get("watch") else method.lower()
+            try:
+                answer = original(method, path, *args, **kwargs)
+            except ApiException as exc:
+                requests(verb, str(exc.status))
+                raise
+            requests(verb, "2xx")
+            return answer
+
+        self.dyn.request = counted
 
     # ---- reads (the Cluster port)
 

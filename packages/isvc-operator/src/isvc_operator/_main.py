@@ -19,7 +19,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
-from prometheus_client import REGISTRY, Gauge, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
 from isvc_operator._class import ClassReconciler
@@ -116,7 +116,10 @@ def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str 
 
 def build(args: argparse.Namespace) -> Controller:
     """Wire the controller from flags."""
-    kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None")
+    requests = Counter("isvc_api_requests_total", "Requests to the Kubernetes API by verb and answer code",
+                       ["verb", "code"], registry=REGISTRY)
+    kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None",
+                       requests=lambda verb, code: requests.labels(verb, code).inc())
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
