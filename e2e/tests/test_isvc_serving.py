@@ -83,3 +83,23 @@ def test_inference_pods_run_restricted_without_a_token_of_the_cluster(bed: Bed) 
     assert server.security_context.allow_privilege_escalation is False
     assert server.security_context.capabilities.drop == ["ALL"]
     assert server.resources.limits["memory"] == server.resources.requests["memory"]
+
+
+def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(bed: Bed) -> None:
+    """ScaleUpBlocked and GrowthClaimUnplaced from a real order: the class asks for two replicas of a
+    model that takes most of an L4, so the second replica's claim finds no room on the planned card."""
+    gpu = "gpu.nvidia.com"
+    bed.create_class("serve-grow", {
+        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+        "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
+        "acceleratorPolicy": {"deviceClassNames": [gpu],
+                              "selector": f"device.attributes['{gpu}'].productName == 'NVIDIA L4'"}})
+    name = bed.create("serve-grow", hf(QWEN), "serve-grow")
+    status = bed.wait(name, lambda s: s.get("phase") == "Degraded", 120, "Degraded: serving, growth blocked")
+    scaling = next(c for c in status["conditions"] if c["type"] == "ScalingHealthy")
+    assert (scaling["status"], scaling["reason"]) == ("False", "ScaleUpBlocked")
+    assert "the class asks for 2" in scaling["message"]
+    assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "True"
+    wait_for(lambda: [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"], 30,
+             what="a GrowthClaimUnplaced event")
