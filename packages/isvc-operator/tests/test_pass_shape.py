@@ -244,6 +244,7 @@ def test_a_claim_the_scheduler_refuses_is_planned_again_elsewhere(world: World) 
     """Issue 18: a planned claim the scheduler could not allocate stayed ResourceClaimExhausted forever."""
     world.run()
     _exhausted(world)
+    world.clock_offset = timedelta(minutes=2)
     moved = PLACEMENT.model_copy(update={"node_name": "gpu-h100-1", "pool": "gpu-h100-1"})
     world.planner.outcome = PlanOutcome(placement=moved, estimates=ESTIMATES, refusal=None, preempt=[])
     status = world.run()
@@ -257,6 +258,7 @@ def test_a_claim_the_scheduler_refuses_is_planned_again_elsewhere(world: World) 
 def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world: World) -> None:
     world.run()
     _exhausted(world)
+    world.clock_offset = timedelta(minutes=2)
     world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
                                                             message="every allowed class was tried"), [])
     status = world.run()
@@ -292,3 +294,13 @@ def test_a_hand_written_plan_outside_the_class_policy_is_not_a_placement(world: 
     planned = condition(status, "Planned")
     assert (planned["reason"], "deviceClassName='mig.nvidia.com'" in planned["message"]) == (
         "LaunchPlanNotAPlacement", True)
+
+
+def test_a_claim_unallocated_for_a_moment_is_not_reported_as_refused(world: World) -> None:
+    """A plan that preempted waits a few seconds for the displaced claim to go: the scheduler says
+    "cannot allocate all claims" meanwhile, and that is no disagreement to report."""
+    world.run()
+    _exhausted(world)
+    world.clock_offset = timedelta(seconds=10)
+    world.run()
+    assert world.planner.refused == [None]  # the planner was not asked again

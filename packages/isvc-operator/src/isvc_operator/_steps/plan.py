@@ -40,6 +40,7 @@ __all__ = ["step"]
 
 log = logging.getLogger(__name__)
 GV = f"{GROUP}/{VERSION}"
+REFUSED_AFTER = 45.0  # seconds a planned claim stays unallocated before the planner hears it was refused
 
 
 @attrs.frozen
@@ -106,9 +107,9 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     if by_module and displaced(deps.cluster, scope.key, raw):
         _take_down(scope, deps)
         return _Stored(None, None)
-    if scope.facts is not None:
+    if scope.facts is not None and spec.inputs_hash == _inputs_hash(scope, deps):
         runtime = _recompiled(scope, deps, spec)
-    else:  # the model source is down: only the module's own runtime is kept until it answers
+    else:  # an edit waits for a new plan, or the model source is down: only the module's own runtime stays
         runtime = spec.runtime if by_module else None
     if isinstance(runtime, Verdict):
         return runtime
@@ -226,10 +227,17 @@ def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
     }
 
 
-def _scheduler_refused(scope: OrderScope) -> str | None:
-    """The scheduler's words when, on the last pass, it could not allocate the claim of the plan held."""
+def _scheduler_refused(scope: OrderScope, plan: LaunchPlanSpec) -> str | None:
+    """The scheduler's words when it has not allocated the claim of the plan held for a while.
+
+    Not at once: a plan that preempted waits a few seconds for the displaced order's claim to go, and
+    the scheduler says the same meanwhile.
+    """
     last = find_condition(scope.previous.conditions, ConditionType.WORKLOAD_READY.value)
     if last is None or last.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
+        return None
+    times = [t for t in (last.last_transition_time, plan.planned_at) if t is not None]
+    if not times or (scope.now - max(times)).total_seconds() < REFUSED_AFTER:
         return None
     return last.message if "cannot allocate all claims" in last.message else None
 
@@ -310,7 +318,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return stored
     inputs = _inputs_hash(scope, deps)
     existing = stored.spec
-    refused = _scheduler_refused(scope) if existing is not None else None
+    refused = _scheduler_refused(scope, existing) if existing is not None else None
     if refused is not None:  # the scheduler could not allocate the plan's claim: the planner plans again
         return _compute(scope, deps, stored, inputs, refused)
     if existing is not None and existing.inputs_hash == inputs and existing.runtime is not None:
