@@ -107,27 +107,14 @@ def test_an_order_larger_than_any_device_goes_tensor_parallel_before_the_joint_s
                                          for d in a.placement.devices or ()}
 
 
-def test_the_search_finds_the_exact_optimum_on_random_small_instances() -> None:
-    rng = random.Random(11)
-    for _ in range(300):
-        layout, sizes = instance(rng)
-        devices = [(m * GIB, s) for devs in layout for m, s in devs]
-        needs = [need_of(s) for s in sizes]
-        kinds: dict[tuple[int, bool], int] = {}
-        for d in devices:
-            kinds[d] = kinds.get(d, 0) + 1
-        table = [Kind(memory=m, shareable=s, fits=tuple(
-            None if u is None else (0, u) for u in (units_for(n, m, s) for n in needs))) for (m, s) in kinds]
-        stock = [{100: c} for c in kinds.values()]
-        assert most_placed(needs, table, stock).placed == optimum(devices, needs, in_sequence=False)
+Instance = tuple[list[tuple[int, bool]], list[int], list[Kind], list[dict[int, int]]]
 
 
-def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
-    """Out of budget at once, the answer is the smallest-first floor; with budget, the search beats it
-    where the floor is not optimal (found among random small instances)."""
-    rng = random.Random(5)
-    improved = 0
-    for _ in range(300):
+def _instances(seed: int, count: int = 300) -> list[Instance]:
+    """Random small instances of the packing bench as the search sees them: devices, needs, kinds, stock."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
         layout, sizes = instance(rng)
         devices = [(m * GIB, s) for devs in layout for m, s in devs]
         needs = [need_of(s) for s in sizes]
@@ -137,7 +124,20 @@ def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
         table = [Kind(memory=m, shareable=sh, fits=tuple(
             None if u is None else (0, u) for u in (units_for(n, m, sh) for n in needs)))
             for (m, sh) in kinds]
-        stock = [{100: c} for c in kinds.values()]
+        out.append((devices, needs, table, [{100: c} for c in kinds.values()]))
+    return out
+
+
+def test_the_search_finds_the_exact_optimum_on_random_small_instances() -> None:
+    for devices, needs, table, stock in _instances(11):
+        assert most_placed(needs, table, stock).placed == optimum(devices, needs, in_sequence=False)
+
+
+def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
+    """Out of budget at once, the answer is the smallest-first floor; with budget, the search beats it
+    where the floor is not optimal (found among random small instances)."""
+    improved = 0
+    for devices, needs, table, stock in _instances(5):
         floor, searched = most_placed(needs, table, stock, budget=1), most_placed(needs, table, stock)
         assert floor.placed <= searched.placed == optimum(devices, needs, in_sequence=False)
         assert floor.order == sorted(range(len(needs)), key=lambda i: (needs[i], i))
