@@ -72,11 +72,10 @@ class OrderState:
     requests: int = 0
 
 
-class SecretTokens:
-    """Reads `{name}-auth`.data.token through the API server, caching answers (also misses) briefly."""
+class _Cached:
+    """An answer per order read through the API server, cached (misses too) for `ttl` seconds."""
 
-    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
-        self._core = k8s.CoreV1Api(api)
+    def __init__(self, ttl: float) -> None:
         self._ttl = ttl
         self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
         self._lock = threading.Lock()
@@ -88,44 +87,43 @@ class SecretTokens:
             if hit is not None and time.monotonic() - hit[0] < self._ttl:
                 return hit[1]
             try:
-                secret = self._core.read_namespaced_secret(f"{name}-auth", namespace)
-                raw = (secret.data or {}).get("token")
-                token = base64.b64decode(raw).decode() if raw else None
+                answer = self._read(namespace, name)
             except ApiException as e:
                 if e.status not in (403, 404):
                     raise
-                token = None
-            self._cache[key] = (time.monotonic(), token)
-            return token
+                answer = None
+            self._cache[key] = (time.monotonic(), answer)
+            return answer
+
+    def _read(self, namespace: str, name: str) -> str | None:
+        raise NotImplementedError
 
 
-class LaunchPlanNames:
+class SecretTokens(_Cached):
+    """Reads `{name}-auth`.data.token through the API server, caching answers (also misses) briefly."""
+
+    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
+        super().__init__(ttl)
+        self._core = k8s.CoreV1Api(api)
+
+    def _read(self, namespace: str, name: str) -> str | None:
+        secret = self._core.read_namespaced_secret(f"{name}-auth", namespace)
+        raw = (secret.data or {}).get("token")
+        return base64.b64decode(raw).decode() if raw else None
+
+
+class LaunchPlanNames(_Cached):
     """Reads the served name from LaunchPlan `{name}`.spec.runtime.args, caching answers (also misses)
     briefly, as a replanned order's runtime may change."""
 
     def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
+        super().__init__(ttl)
         self._custom = k8s.CustomObjectsApi(api)
-        self._ttl = ttl
-        self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
-        self._lock = threading.Lock()
 
-    def __call__(self, namespace: str, name: str) -> str | None:
-        key = (namespace, name)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and time.monotonic() - hit[0] < self._ttl:
-                return hit[1]
-            try:
-                plan: Any = self._custom.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, "launchplans", name)
-                runtime = (plan.get("spec") or {}).get("runtime") or {}
-                served = served_name([str(a) for a in runtime.get("args") or []])
-            except ApiException as e:
-                if e.status not in (403, 404):
-                    raise
-                served = None
-            self._cache[key] = (time.monotonic(), served)
-            return served
+    def _read(self, namespace: str, name: str) -> str | None:
+        plan: Any = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "launchplans", name)
+        runtime = (plan.get("spec") or {}).get("runtime") or {}
+        return served_name([str(a) for a in runtime.get("args") or []])
 
 
 def _vector(text: str, dim: int = 8) -> list[float]:
