@@ -111,3 +111,21 @@ def test_the_queues_report_their_depth_and_passes_their_duration() -> None:
     c.order_queue.add(("ns", "b"))
     assert registry.get_sample_value("isvc_workqueue_depth", {"kind": "order"}) == 2
     assert registry.get_sample_value("isvc_reconcile_duration_seconds_count", {"kind": "order"}) is None
+
+
+def test_a_catalog_model_that_changes_passes_the_orders_that_name_it() -> None:
+    """Issue 12: ModelNotReady lifted on a 15 s retry, ModelNotFound only on the 5-minute resync."""
+    c, kube = controller([])
+    kube.catalog = [Informer()]
+    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
+                   registry=CollectorRegistry())
+    kube.orders.items = [
+        {"metadata": {"namespace": "ns", "name": "uses-it"},
+         "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}}},
+        {"metadata": {"namespace": "other", "name": "same-name-elsewhere"},
+         "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}}},
+        {"metadata": {"namespace": "ns", "name": "hub"}, "spec": {"model": {"src": "HuggingFace", "ref": {
+            "name": "qwen"}}}},
+    ]
+    kube.catalog[0].emit("MODIFIED", {"kind": "Model", "metadata": {"namespace": "ns", "name": "qwen"}})
+    assert drain(c, 0.2) == {("ns", "uses-it")}

@@ -97,6 +97,18 @@ class Controller:
                 if (order.get("spec") or {}).get("inferenceServiceClassName") == name:
                     orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
 
+        def on_catalog(_: str, obj: Obj) -> None:
+            meta = obj["metadata"]
+            kind, name, home = obj.get("kind"), meta["name"], meta.get("namespace")
+            for order in k.orders.list():
+                model = (order.get("spec") or {}).get("model") or {}
+                ref = model.get("ref") or {}
+                here = order["metadata"].get("namespace")
+                where = (ref.get("namespace") or here) if kind == "Model" else None
+                if model.get("src") == "AIModels" and ref.get("kind") == kind and ref.get("name") == name \
+                        and where == home:
+                    orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
+
         def on_priority(_: str, obj: Obj) -> None:
             for klass in k.classes.list():
                 if (klass.get("spec") or {}).get("priorityClassName") == obj["metadata"]["name"]:
@@ -115,6 +127,8 @@ class Controller:
             informer.add_handler(by_label)
         k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)
+        for informer in getattr(k, "catalog", []):
+            informer.add_handler(on_catalog)
 
     def start(self) -> None:
         """Start the informers, then the workers: `workers` for orders, one for classes."""

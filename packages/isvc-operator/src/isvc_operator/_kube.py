@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import isvc_catalog
 from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -199,9 +200,13 @@ class KubeCluster:
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
+        catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
+        # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
+        self.catalog = [Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel")
+                        if catalog_enabled]
         self.informers = [
             self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.ingresses, self.services, self.priority_classes,
+            self.templates, self.ingresses, self.services, self.priority_classes, *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
