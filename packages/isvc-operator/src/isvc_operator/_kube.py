@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 GV = f"{GROUP}/{VERSION}"
+REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read: seconds
+WATCH_TIMEOUT = (5.0, 90.0)  # the server ends a watch after 60 s and sends bookmarks meanwhile
 Handler = Callable[[str, Obj], None]
 
 
@@ -185,8 +187,7 @@ class KubeCluster:
                  requests: Callable[[str, str], None] | None = None) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
-        if requests is not None:
-            self._count(requests)
+        self._count(requests or (lambda verb, code: None))
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
         self.orders = Informer(self.dyn, GV, "InferenceService")
@@ -229,11 +230,13 @@ class KubeCluster:
             informer.stop()
 
     def _count(self, requests: Callable[[str, str], None]) -> None:
-        """Count every request of the dynamic client by verb and answer code (watches included)."""
+        """Count every request of the dynamic client by verb and answer code (watches included), and give
+        each a timeout: a request never hangs a worker, a dead watch connection is noticed."""
         original = self.dyn.request
 
         def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
             verb = "watch" if kwargs.get("watch") else method.lower()
+            kwargs.setdefault("_request_timeout", WATCH_TIMEOUT if verb == "watch" else REQUEST_TIMEOUT)
             try:
                 answer = original(method, path, *args, **kwargs)
             except ApiException as exc:
@@ -314,7 +317,8 @@ class KubeCluster:
         for previous in (True, False):
             try:
                 text: str = self.core.read_namespaced_pod_log(
-                    pod, namespace, container=container, tail_lines=lines, previous=previous
+                    pod, namespace, container=container, tail_lines=lines, previous=previous,
+                    _request_timeout=REQUEST_TIMEOUT,
                 )
                 if text:
                     return text
@@ -379,6 +383,7 @@ class KubeCluster:
             source=k8s.V1EventSource(component=MANAGER),
         )
         try:
-            self.core.create_namespaced_event(meta.get("namespace") or "default", body)
+            self.core.create_namespaced_event(meta.get("namespace") or "default", body,
+                                              _request_timeout=REQUEST_TIMEOUT)
         except ApiException as exc:
             log.warning("event %s on %s not recorded: %s", reason, meta["name"], exc.reason)
