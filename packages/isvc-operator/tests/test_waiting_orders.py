@@ -200,3 +200,21 @@ def test_after_a_restart_the_waiting_orders_rejoin_on_their_next_pass_and_are_pl
     inv.delete_claim(fleet_claim("ns", "big-gpu", "big", []))
     assert ask(fresh, 5).placement is not None
     assert sorted(fresh.queued) == [("ns", f"o{i}") for i in (0, 1, 3, 4)]  # the same decision as before
+
+
+def test_a_placement_judged_a_moment_ago_is_not_sent_to_the_planner_again() -> None:
+    """Issue 15: every pass of every steady order asked the planner to judge its plan."""
+    calls: list[str] = []
+
+    def judge(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        return httpx.Response(200, json=None)
+
+    client = PlannerClient("http://planner", transport=httpx.MockTransport(judge))
+    service = PlannerService(client, WaitingRoom(client))
+    held = Placement(device_class_name="gpu.nvidia.com", pool="n0", devices=["gpu-0"],
+                     placement_mode=PlacementMode.SHARED, share_percent=50)
+    assert service.judge(held) is None and service.judge(held) is None
+    assert calls == ["/v1/judge"]
+    service.judge(held.model_copy(update={"share_percent": 60}))
+    assert calls == ["/v1/judge", "/v1/judge"]

@@ -11,6 +11,7 @@ import isvc_health
 import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
+from cachetools import TTLCache
 from isvc_api import (
     CompiledRuntime,
     EndpointType,
@@ -80,9 +81,12 @@ class PlannerService:
     """PlannerPort over the planner client, through the waiting room; a planner that does not answer is
     temporary."""
 
-    def __init__(self, client: isvc_planner_client.PlannerClient, room: WaitingRoom) -> None:
+    def __init__(self, client: isvc_planner_client.PlannerClient, room: WaitingRoom,
+                 judged: TTLCache[str, Refusal | None] | None = None) -> None:
         self.client = client
         self.room = room
+        # A placement judged a minute ago is judged the same now: a steady order asks the planner nothing.
+        self.judged: TTLCache[str, Refusal | None] = judged if judged is not None else TTLCache(10_000, 60.0)
 
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
@@ -112,10 +116,15 @@ class PlannerService:
             return
 
     def judge(self, placement: Placement) -> Refusal | None:
+        key = placement.model_dump_json(by_alias=True)
+        if key in self.judged:
+            return self.judged[key]
         try:
-            return self.client.judge(placement)
+            verdict = self.client.judge(placement)
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
+        self.judged[key] = verdict
+        return verdict
 
 
 class Workload:
