@@ -208,7 +208,7 @@ def test_a_placement_judged_a_moment_ago_is_not_sent_to_the_planner_again() -> N
 
     def judge(request: httpx.Request) -> httpx.Response:
         calls.append(request.url.path)
-        return httpx.Response(200, json=None)
+        return httpx.Response(200, content=b"null", headers={"content-type": "application/json"})
 
     client = PlannerClient("http://planner", transport=httpx.MockTransport(judge))
     service = PlannerService(client, WaitingRoom(client))
