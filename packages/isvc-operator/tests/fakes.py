@@ -277,6 +277,7 @@ class FakePlanner:
         self.outcome = PlanOutcome(placement=PLACEMENT, estimates=ESTIMATES, refusal=None, preempt=[])
         self.asked: list[tuple[str, str]] = []
         self.refused: list[str | None] = []
+        self.dry_runs: list[bool] = []
         self.down = False
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
@@ -290,8 +291,10 @@ class FakePlanner:
         requirements: RuntimeRequirements | None,
         holding: Placement | None,
         refused: str | None = None,
+        dry_run: bool = False,
     ) -> PlanOutcome:
         self.refused.append(refused)
+        self.dry_runs.append(dry_run)
         if self.down:
             raise TemporaryError("connection refused")
         self.holdings.append(holding)

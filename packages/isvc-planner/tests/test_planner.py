@@ -483,3 +483,12 @@ def test_the_placement_carries_the_compute_capability_as_cuda_names_it(half: Mod
     planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0, compute_capability="8.9.0")])]))
     placed = plan(planner, half).placement
     assert placed is not None and placed.accelerator_compute_capability == "8.9"
+
+
+def test_a_dry_run_answers_without_reserving(models: dict[str, ModelFacts]) -> None:
+    """Issue 17: an estimate before ordering must hold no room."""
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    ask = PlanRequest(order=OrderRef(namespace="ns", name="would-be"), facts=models["qwen7b"], dry_run=True)
+    answer = planner.plan(ask)
+    assert answer.placement is not None
+    assert not planner.inventory.reserved_by(("ns", "would-be"))

@@ -3,6 +3,7 @@
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller, OrdersByPhase, order_of_plan
+from isvc_operator._estimate import Estimator
 from isvc_operator._kube import Informer, KubeCluster, api_client
 from isvc_operator._main import build, main, parser
 from isvc_operator._order import OrderReconciler, PassResult
@@ -33,6 +34,7 @@ __all__ = [
     "Controller",
     "Deps",
     "EffectivePolicy",
+    "Estimator",
     "Health",
     "HealthPort",
     "Informer",

@@ -91,6 +91,7 @@ class PlannerService:
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
         requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
+        dry_run: bool = False,
     ) -> PlanOutcome:
         scheduler = (isvc_planner_client.SchedulerRefusal(placement=holding, message=refused)
                      if refused is not None and holding is not None else None)
@@ -99,10 +100,11 @@ class PlannerService:
                                                name=order.metadata.name, uid=order.metadata.uid),
             facts=facts, accelerator_policy=policy.accelerator,
             priority_class_name=policy.priority_class_name, requirements=requirements, holding=holding,
-            refused=scheduler,
+            refused=scheduler, dry_run=dry_run,
         )
         try:
-            answer, placed = self.room.plan(request)
+            # An estimate reserves nothing and never joins the waiting room.
+            answer, placed = (self.client.plan(request), []) if dry_run else self.room.plan(request)
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
         return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,

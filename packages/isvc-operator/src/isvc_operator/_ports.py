@@ -137,9 +137,11 @@ class PlannerPort(Protocol):
     def plan(
         self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
         requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
+        dry_run: bool = False,
     ) -> PlanOutcome:
         """Plan the order; `refused` is the scheduler's words when it could not allocate the claim of
-        `holding` (the planner then plans it elsewhere, or says no other device has room)."""
+        `holding` (the planner then plans it elsewhere, or says no other device has room); `dry_run`
+        answers what the order would get, reserving nothing."""
         ...
 
     def judge(self, placement: Placement) -> Refusal | None: ...

@@ -810,7 +810,8 @@ class Planner:
             device_count=len(found.devices),
             memory_gi_b=gib(per_device),
         )
-        self._reserve(order, priority, found)
+        if not request.dry_run:
+            self._reserve(order, priority, found)
         launch = need.launch(memory, found.units if found.mode == PlacementMode.SHARED else UNITS,
                              len(found.devices)) if memory else None
         est = estimate(request.facts, need, len(found.devices), launch if isinstance(launch, Fit) else None)
