@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client as k8s
 
 from isvc_testbed._bins import bin_dir
+from isvc_testbed._pki import Pki
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 
@@ -65,12 +66,39 @@ def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"isvc": _deep_merge(base, settings or {})}
 
 
+def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
+    """The loopback port and certificate directory of this test bed's estimate webhook, made once.
+
+    The controller runs here, not in a pod: the chart is told (internal values) to send estimate reviews
+    to https://127.0.0.1:<port>/estimate with a certificate of the test bed's own authority.
+    """
+    directory = cluster.workdir / "estimate-webhook"
+    port_file = directory / "port"
+    if not port_file.exists():
+        directory.mkdir(exist_ok=True)
+        pki = Pki(directory / "pki")  # an authority of its own: the webhook is not the API server
+        files = pki.serving("webhook")
+        (directory / "tls.crt").write_bytes(files.cert.read_bytes())
+        (directory / "tls.key").write_bytes(files.key.read_bytes())
+        (directory / "tls.key").chmod(0o600)
+        (directory / "ca.crt").write_bytes(pki.ca_pem)
+        port_file.write_text(str(_free_port()))
+    return int(port_file.read_text()), directory
+
+
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
     """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
         install_crds(api, sorted((ROOT / "module" / "crds").glob("*.yaml")))
+    port, certs = estimate_webhook(cluster)
+    chart = chart_values(values)
+    chart["isvc"]["internal"] = {
+        "estimateWebhookURL": f"https://127.0.0.1:{port}/estimate",
+        "webhookCert": {"crt": (certs / "tls.crt").read_text(), "key": (certs / "tls.key").read_text(),
+                        "ca": (certs / "ca.crt").read_text()},
+    }
     values_file = cluster.workdir / "module-values.yaml"
-    values_file.write_text(yaml.safe_dump(chart_values(values)))
+    values_file.write_text(yaml.safe_dump(chart))
     helm = bin_dir() / "helm"
     env = {**os.environ, "HELM_CACHE_HOME": str(cluster.workdir / "helm-cache"),
            "HELM_CONFIG_HOME": str(cluster.workdir / "helm-config"),
@@ -150,11 +178,15 @@ class ModuleProcesses:
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
             "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
-            "--leader-elect", "true",
+            "--leader-elect", "true", *self._webhook_flags(),
             "--log-level", "Info", *extra,
         ])
         time.sleep(1.0)
         self.check("controller")
+
+    def _webhook_flags(self) -> list[str]:
+        port, certs = estimate_webhook(self.cluster)
+        return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
 
     def start(self) -> ModuleProcesses:
         self.start_hub()

@@ -3,23 +3,16 @@ as alice, with her namespace permissions only, and as the administrator. Issue 1
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import shutil
-import ssl
 import subprocess
 import sys
-import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from isvc_testbed import bin_dir
-from isvc_testbed._pki import Pki
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
 from isvc_testbed.orders import Orders, hf
@@ -245,164 +238,72 @@ def test_capacity_as_alice_says_it_is_for_administrators(module: Any, cluster: C
 # ---------------------------------------------------------------- estimate through a server-side dry run
 
 
-class _Webhook(BaseHTTPRequestHandler):
-    """A stand-in for the module's estimate webhook: the contract's warnings for the model asked about."""
-
-    answers: ClassVar[dict[str, list[str]]] = {}
-    seen: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        request = review["request"]
-        type(self).seen.append(request)
-        model = request["object"]["spec"]["model"]["ref"]["name"]
-        warnings = [f"isvc-estimate: {w}" for w in type(self).answers.get(model, [])]
-        body = json.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": request["uid"], "allowed": True, "warnings": warnings},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+NAME = "isvc-estimate.ai.deckhouse.io"
 
 
 @pytest.fixture
-def estimate_webhook(admin_api: k8s.ApiClient) -> Iterator[type[_Webhook]]:
-    """The stand-in served on 127.0.0.1 over TLS and registered as the contract says: dry runs only
-    (matchConditions), no side effects, failing open."""
-    workdir = Path(tempfile.mkdtemp(prefix="kis-webhook-"))
-    pki = Pki(workdir)
-    files = pki.serving("webhook")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(files.cert, files.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def without_estimates(module: Any, admin_api: k8s.ApiClient) -> Iterator[None]:
+    """The chart's estimate webhook configuration taken away for one test, then put back as it was."""
     admission = k8s.AdmissionregistrationV1Api(admin_api)
-    name = "isvc-estimate.ai.deckhouse.io"
-    admission.create_validating_webhook_configuration(
-        {  # type: ignore[arg-type]
-            "metadata": {"name": name},
-            "webhooks": [
-                {
-                    "name": name,
-                    "admissionReviewVersions": ["v1"],
-                    "sideEffects": "None",
-                    "failurePolicy": "Ignore",
-                    "timeoutSeconds": 10,
-                    "matchPolicy": "Equivalent",
-                    "matchConditions": [{"name": "dry-run-only", "expression": "request.dryRun == true"}],
-                    "rules": [
-                        {
-                            "apiGroups": ["ai.deckhouse.io"],
-                            "apiVersions": ["v1alpha1"],
-                            "operations": ["CREATE"],
-                            "resources": ["inferenceservices"],
-                            "scope": "Namespaced",
-                        }
-                    ],
-                    "clientConfig": {
-                        "url": f"https://127.0.0.1:{server.server_address[1]}/estimate",
-                        "caBundle": base64.b64encode(pki.ca_pem).decode(),
-                    },
-                }
-            ],
-        }
-    )
-    _Webhook.answers, _Webhook.seen = {}, []
+    saved = admin_api.sanitize_for_serialization(admission.read_validating_webhook_configuration(NAME))
+    admission.delete_validating_webhook_configuration(NAME)
     try:
-        yield _Webhook
+        yield
     finally:
-        ignore_404(lambda: admission.delete_validating_webhook_configuration(name))
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        meta = saved["metadata"]
+        saved["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+        admission.create_validating_webhook_configuration(saved)
 
 
-PLANNED = [
-    "version=1",
-    "verdict=Planned",
-    "class=default-llm",
-    "endpointType=Chat",
-    "deviceClassName=gpu.nvidia.com",
-    "acceleratorProductName=NVIDIA H100 80GB HBM3",
-    "acceleratorMemoryGiB=79.65",
-    "placementMode=Shared",
-    "sharingMode=Shares",
-    "sharePercent=30",
-    "deviceCount=1",
-    "requiredMemoryGiB=23.1",
-    "weightsGiB=14.19",
-    "kvCacheGiB=1.75",
-    "overheadGiB=2.9",
-    "contextLength=32768",
-    "kvBytesPerToken=57344",
-    "runtime=vllm-chat",
-    "arg=--max-model-len",
-    "arg=32768",
-    "arg=--gpu-memory-utilization",
-    "arg=0.29",
-]
-REFUSED = [
-    "version=1",
-    "verdict=Refused",
-    "condition=Planned",
-    "reason=NoAcceleratorWithEnoughMemory",
-    "message=The model needs 812.4 GiB of accelerator memory; the largest accelerator found has 80 GiB.",
-]
+def _stored(api: k8s.ApiClient, namespace: str, plural: str) -> int:
+    return len(k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", namespace, plural)["items"])
 
 
 def test_estimate_without_the_webhook_is_accepted_as_a_dry_run_and_cannot_tell(
-    module: Any, cluster: Cluster, team_a: str, alice_api: k8s.ApiClient
+    cluster: Cluster, team_a: str, alice_api: k8s.ApiClient, without_estimates: None
 ) -> None:
-    before = k8s.CustomObjectsApi(alice_api).list_namespaced_custom_object(
-        "ai.deckhouse.io", "v1alpha1", team_a, "inferenceservices"
-    )["items"]
-    code, e = plugin_json(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
-    assert (code, e["verdict"]) == (2, "Unknown") and "no estimate came with it" in e["notes"][0]
-    after = k8s.CustomObjectsApi(alice_api).list_namespaced_custom_object(
-        "ai.deckhouse.io", "v1alpha1", team_a, "inferenceservices"
-    )["items"]
-    assert len(after) == len(before)  # a dry run stores nothing
+    before = _stored(alice_api, team_a, "inferenceservices")
 
-
-def test_estimate_as_alice_reads_the_webhooks_warnings_through_a_server_side_dry_run(
-    module: Any, cluster: Cluster, team_a: str, estimate_webhook: type[_Webhook]
-) -> None:
-    estimate_webhook.answers = {QWEN: PLANNED, "meta-llama/Llama-3.1-405B-Instruct": REFUSED}
-
-    def answered() -> tuple[int, dict[str, Any]] | None:  # the API server learns of a new webhook in a moment
+    def unanswered() -> dict[str, Any] | None:  # the API server forgets a deleted webhook in a moment
         code, e = plugin_json(
-            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a
-        )
+            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
+        return e if (code, e["verdict"]) == (2, "Unknown") else None
+
+    e = wait_for(unanswered, 30, interval=1, what="the dry run answered without an estimate")
+    assert "no estimate came with it" in e["notes"][0]
+    assert _stored(alice_api, team_a, "inferenceservices") == before  # a dry run stores nothing
+
+
+def test_estimate_as_alice_is_what_the_order_then_gets_and_the_estimate_writes_nothing(
+    bed: Bed, cluster: Cluster, alice_api: k8s.ApiClient
+) -> None:
+    """The module's own webhook, reached by the API server: the dry run's warnings are the planner's answer
+    for alice's namespace, and creating the order for real gets the placement it was told."""
+    orders, plans = _stored(alice_api, bed.ns, "inferenceservices"), _stored(alice_api, bed.ns, "launchplans")
+
+    def answered() -> tuple[int, dict[str, Any]] | None:  # the API server learns of a webhook in a moment
+        code, e = plugin_json(
+            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
         return (code, e) if code != 2 else None
 
-    code, e = wait_for(answered, 30, interval=1, what="the estimate webhook answering")
+    code, e = wait_for(answered, 60, interval=1, what="the estimate webhook answering")
     assert (code, e["verdict"], e["endpointType"], e["className"]) == (0, "Planned", "Chat", "default-llm")
+    assert (_stored(alice_api, bed.ns, "inferenceservices"), _stored(alice_api, bed.ns, "launchplans")) == (
+        orders, plans)
+
+    bed.create("kis-estimated", hf(QWEN), "default-llm")
+    plan = wait_for(lambda: bed.plan("kis-estimated"), 90, what="the order's LaunchPlan")["spec"]
     assert (e["plan"]["accelerator"], e["plan"]["sharePercent"], e["plan"]["requiredMemoryGiB"]) == (
-        "NVIDIA H100 80GB HBM3",
-        30,
-        23.1,
+        plan["placement"]["acceleratorProductName"],
+        plan["placement"].get("sharePercent"),
+        plan["estimates"]["requiredMemoryGiB"],
     )
-    assert e["plan"]["flags"] == ["--gpu-memory-utilization 0.29", "--max-model-len 32768"]
-    request = estimate_webhook.seen[-1]
-    assert (request["dryRun"], request["userInfo"]["username"], request["namespace"]) == (
-        True,
-        "alice",
-        team_a,
-    )
-    assert request["object"]["metadata"]["generateName"] == "isvc-estimate-"
+    args = " ".join(plan["runtime"]["args"])
+    assert e["plan"]["flags"] and all(flag in args for flag in e["plan"]["flags"])
+
     code, e = plugin_json(
-        cluster.alice_kubeconfig, "estimate", "meta-llama/Llama-3.1-405B-Instruct", "-n", team_a
-    )
-    assert (code, e["reason"], e["faq"]["who"]) == (1, "NoAcceleratorWithEnoughMemory", "wait")
-    code, text = plugin(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
-    assert code == 0 and "Accelerator: NVIDIA H100 80GB HBM3 (gpu.nvidia.com), 30% of one card" in text
+        cluster.alice_kubeconfig, "estimate", QWEN, "--class", "no-such-class", "-n", bed.ns)
+    assert (code, e["verdict"], e["reason"], e["faq"]["who"]) == (1, "Refused", "ClassNotFound", "user")
+    code, text = plugin(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
+    assert code == 0 and f"Accelerator: {plan['placement']['acceleratorProductName']}" in text

@@ -83,3 +83,15 @@ def test_the_controller_gets_the_settings_it_is_rendered_with(render: Any) -> No
     actual = (args.catalog_mode, args.public_domain_template, args.log_level, args.model_fetch_image)
     assert actual == ("None", "%s.ai.example.com", "warn", "registry.example.com/isvc/model-fetcher@sha256:0")
     assert args.leader_elect is True
+
+
+def test_the_controller_serves_estimates_where_the_webhook_service_points(render: Any) -> None:
+    docs = render(values=PLAIN)
+    controller = _containers(docs)["controller"]
+    args = _parse("controller", controller["args"])
+    ports = {p["name"]: p["containerPort"] for p in controller["ports"]}
+    mounts = {m["name"]: m["mountPath"] for m in controller["volumeMounts"]}
+    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-controller-webhook")
+
+    assert args.webhook_port == ports["webhook"] and service["spec"]["ports"][0]["targetPort"] == "webhook"
+    assert str(args.webhook_cert_dir) == mounts["webhook-tls"]

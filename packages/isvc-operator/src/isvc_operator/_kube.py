@@ -254,7 +254,9 @@ class KubeCluster:
         return self.get(GV, "InferenceService", namespace, name)
 
     def klass(self, name: str) -> Obj | None:
-        """A class from the cache."""
+        """A class from the cache; read live until the cache has synced (a standby answering estimates)."""
+        if not self.classes.synced.is_set():
+            return self.get(GV, "InferenceServiceClass", None, name)
         return self.classes.get(None, name)
 
     def priority_class_exists(self, name: str) -> bool:

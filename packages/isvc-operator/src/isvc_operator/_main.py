@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller
+from isvc_operator._estimate import Estimator
 from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
@@ -67,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-host", default="0.0.0.0",
                    help="address /metrics binds to; 127.0.0.1 behind kube-rbac-proxy in the same pod")
     p.add_argument("--health-port", type=int, default=8081)
+    p.add_argument("--webhook-port", type=int, default=0,
+                   help="HTTPS port of the estimate webhook (POST /estimate); 0: not served")
+    p.add_argument("--webhook-host", default="0.0.0.0")
+    p.add_argument("--webhook-cert-dir", type=Path, default=Path("/etc/isvc/webhook"),
+                   help="directory with tls.crt and tls.key the estimate webhook serves")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--log-level", default="Info")
     return p
@@ -85,6 +92,41 @@ def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
 
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+_MAX_REVIEW = 1 << 20  # bytes of one AdmissionReview; the API server's own request limit is larger
+
+
+def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator) -> ThreadingHTTPServer:
+    """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if self.path.split("?", 1)[0] != "/estimate" or not 0 < length <= _MAX_REVIEW:
+                self.send_error(404 if self.path.split("?", 1)[0] != "/estimate" else 413)
+                return
+            try:
+                review = json.loads(self.rfile.read(length))
+            except ValueError:
+                self.send_error(400, "not an AdmissionReview")
+                return
+            body = json.dumps(estimator.review(review)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, name="estimate-webhook", daemon=True).start()
     return server
 
 
@@ -114,8 +156,8 @@ def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str 
     return error
 
 
-def build(args: argparse.Namespace) -> Controller:
-    """Wire the controller from flags."""
+def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
+    """Wire the controller from flags; the dependencies are shared with the estimate webhook."""
     requests = Counter("isvc_api_requests_total", "Requests to the Kubernetes API by verb and answer code",
                        ["verb", "code"], registry=REGISTRY)
     kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None",
@@ -151,7 +193,7 @@ def build(args: argparse.Namespace) -> Controller:
                             waiting=room.waiting)
     Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
           registry=REGISTRY).set_function(lambda: len(room.waiting()))
-    return controller
+    return controller, deps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     health_server = _serve_health(args.health_port, ready) if args.health_port else None
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host)
-    controller = build(args)
+    controller, deps = build(args)
+    # Every replica answers estimates (the Service picks any): a standby reads classes live.
+    webhook = (_serve_estimates(args.webhook_host, args.webhook_port, args.webhook_cert_dir, Estimator(deps))
+               if args.webhook_port else None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -180,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     controller.stop()
     if elector is not None:
         elector.stop()
-    if health_server is not None:
-        health_server.shutdown()
+    for server in (health_server, webhook):
+        if server is not None:
+            server.shutdown()
     return 0
