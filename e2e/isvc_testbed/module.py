@@ -132,7 +132,8 @@ class ModuleProcesses:
         """The planner service, as the chart's planner ServiceAccount."""
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
         self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
-                                "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig)])
+                                "--port", str(self.planner_port), "--metrics-port", "0",
+                                "--kubeconfig", str(kubeconfig)])
         self._wait_http("planner", f"{self.planner_url}/readyz")
 
     def stop_planner(self) -> None:
