@@ -157,7 +157,7 @@ class Cluster:
     kubeconfigs: dict[str, Path] = field(init=False, default_factory=dict)
     startup_seconds: float = field(init=False, default=0.0)
     _components: list[_Component] = field(init=False, default_factory=list)
-    _pki: Pki = field(init=False)
+    _pki: Pki = field(init=False, repr=False)
     _attached: bool = field(init=False, default=False)
     _server: str = field(init=False, default="")
 
@@ -314,6 +314,10 @@ class Cluster:
             if self.kwok:
                 self._argv = {"kwok": self._kwok_argv()}
                 self._start("kwok")
+                with self.api_client() as api:
+                    stale = _drop_stale_fake_pods(api)
+                if stale:
+                    self.log(f"isvc-testbed: deleted {stale} pods an earlier KWOK left not ready")
         except BaseException:
             self.stop()
             raise
@@ -518,6 +522,30 @@ def install_crds(api: k8s.ApiClient, paths: Sequence[str | Path], timeout: float
                 raise StartTimeout(f"CRD {name} not Established after {timeout:.0f}s")
             time.sleep(0.1)
     return names
+
+
+def _drop_stale_fake_pods(api: k8s.ApiClient) -> int:
+    """Delete the running pods on fake nodes that are not Ready; return how many.
+
+    While no KWOK ran (between two sessions on a cluster you bring), the node controller marked the fake
+    nodes' pods not Ready; KWOK readies only Pending pods, so their owners must make them anew.
+    """
+    core = k8s.CoreV1Api(api)
+    key, value = KWOK_NODE_SELECTOR.split("=", 1)
+    nodes: Any = core.list_node()
+    pods: Any = core.list_pod_for_all_namespaces()
+    fake = {n.metadata.name for n in nodes.items if (n.metadata.annotations or {}).get(key) == value}
+    deleted = 0
+    for pod in pods.items:
+        if pod.spec.node_name not in fake or pod.metadata.deletion_timestamp is not None:
+            continue
+        conditions = (pod.status.conditions if pod.status else None) or []
+        if pod.status.phase == "Running" and not any(c.type == "Ready" and c.status == "True"
+                                                     for c in conditions):
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0)
+                deleted += 1
+    return deleted
 
 
 def _request_client_cert(
