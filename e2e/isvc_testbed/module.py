@@ -68,7 +68,9 @@ def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
     """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
-        install_crds(api, sorted((ROOT / "module" / "crds").glob("*.yaml")))
+        # doc-ru-*.yaml are Deckhouse's Russian description twins, not objects
+        crds = [p for p in (ROOT / "module" / "crds").glob("*.yaml") if not p.name.startswith("doc-ru-")]
+        install_crds(api, sorted(crds))
     values_file = cluster.workdir / "module-values.yaml"
     values_file.write_text(yaml.safe_dump(chart_values(values)))
     helm = bin_dir() / "helm"
