@@ -203,6 +203,8 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
 
     wait_for(children_gone, 90, what="children of support-llm garbage-collected")
     assert core.read_namespaced_secret("hf-token", team_a).data["token"]
+    core.delete_namespaced_secret("hf-token", team_a)  # the user's, not the order's: gone only now, so the
+    # test runs again on a cluster that outlives the session (--kubeconfig)
 
 
 def test_the_controller_leads_through_its_lease_with_the_charts_permissions(
