@@ -114,12 +114,14 @@ def _e2e_env(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """End-to-end tests against a real local control plane (etcd, apiserver, kcm, scheduler, KWOK)."""
+    """End-to-end tests on a local control plane, or on your cluster with `-- --kubeconfig PATH`."""
     _e2e_env(session)
     session.chdir(ROOT)
     if "--kind" in session.posargs:
-        session.error("--kind is not supported yet: the scenarios run on the local control plane only")
+        session.error("--kind is not supported: create a kind cluster and pass `--kubeconfig PATH` "
+                      "(e2e/README.md, Bring your own cluster)")
     # `nox -s e2e -- e2e/tests/FILE.py` runs that file alone; without a path, the whole suite.
+    # `-- --kubeconfig PATH [--no-kwok]`: against that cluster, not one started here (e2e/tests/conftest.py).
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests"]
     session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", *session.posargs)
 

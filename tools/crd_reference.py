@@ -1,4 +1,6 @@
-"""Generate docs/CR.md and docs/CR.ru.md, the custom resources reference, from crds/*.yaml."""
+"""Generate docs/CR.md and docs/CR.ru.md, the custom resources reference, from crds/*.yaml.
+
+The Russian page takes its descriptions from the CRDs' doc-ru twins (crds/doc-ru-*.yaml)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ HEADERS = {
            "description. Validation rules the API server enforces at write time are listed under the object "
            "that carries them.\n"),
     "ru": ("# Пользовательские ресурсы\n\nСправочник создан из `crds/` командой `nox -s crds`: каждое поле с "
-           "типом и описанием (описания полей — на английском, как в самих CRD). Правила проверки, которые "
-           "сервер API применяет при записи, перечислены у объекта, к которому относятся.\n"),
+           "типом и описанием (описания — из `crds/doc-ru-*.yaml`). Правила проверки, которые сервер API "
+           "применяет при записи, перечислены у объекта, к которому относятся (их сообщения — на английском, "
+           "как их возвращает сервер API).\n"),
 }
 WORDS = {
     "en": {"scope": "Scope", "short": "Short names", "field": "Field", "type": "Type",
@@ -54,13 +57,29 @@ def _walk(node: dict[str, Any], path: str, required: bool, lang: str, rows: list
             _walk(child, f"{path}[].{name}", name in set(items.get("required", [])), lang, rows, rules)
 
 
+def _translate(node: dict[str, Any], twin: dict[str, Any]) -> None:
+    """Put the twin's descriptions into the schema, in place."""
+    if "description" in twin:
+        node["description"] = twin["description"]
+    for name, child in (twin.get("properties") or {}).items():
+        if name in (node.get("properties") or {}):
+            _translate(node["properties"][name], child)
+    if "items" in twin and isinstance(node.get("items"), dict):
+        _translate(node["items"], twin["items"])
+
+
 def render(lang: str) -> str:
     out = [HEADERS[lang]]
     words = WORDS[lang]
-    for path in sorted((ROOT / "module" / "crds").glob("*.yaml")):
+    crds = ROOT / "module" / "crds"
+    for path in sorted(p for p in crds.glob("*.yaml") if not p.name.startswith("doc-ru-")):
         crd = yaml.safe_load(path.read_text())
         spec = crd["spec"]
         version = spec["versions"][0]
+        if lang == "ru":
+            twin = yaml.safe_load((crds / f"doc-ru-{path.name}").read_text())
+            _translate(version["schema"]["openAPIV3Schema"],
+                       twin["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
         out.append(f"\n## {spec['names']['kind']} ({spec['group']}/{version['name']})\n")
         out.append(f"{words['scope']}: {spec['scope']}. {words['short']}: "
                    f"{', '.join(spec['names'].get('shortNames', []))}.\n")

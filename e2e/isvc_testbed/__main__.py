@@ -14,14 +14,14 @@ from isvc_testbed.cluster import Cluster, ClusterState, stop_recorded
 STATE_FILE = "state.json"
 
 
-def _up(state_dir: Path, fleet: str | None) -> int:
+def _up(state_dir: Path, fleet: str | None, kwok: bool = True) -> int:
     state_file = state_dir / STATE_FILE
     if state_file.exists():
         print(f"a cluster is already recorded in {state_file}; run `down` first", file=sys.stderr)
         return 1
     state_dir.mkdir(parents=True, exist_ok=True)
     # the processes must outlive this command: no parent-death signal
-    cluster = Cluster(die_with_parent=False).start()
+    cluster = Cluster(die_with_parent=False, kwok=kwok).start()
     try:
         kubeconfigs = {}
         for ident, path in cluster.kubeconfigs.items():
@@ -61,11 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     up = sub.add_parser("up", help="start a cluster in the background and record it in the state dir")
     up.add_argument("--state-dir", required=True, type=Path)
     up.add_argument("--fleet", help="also publish this fleet file, e.g. e2e/fleets/default.yaml")
+    up.add_argument("--no-kwok", dest="kwok", action="store_false",
+                    help="no KWOK: a bare control plane, like a cluster you bring (the suite's --kubeconfig "
+                         "then runs KWOK itself)")
     down = sub.add_parser("down", help="stop the cluster recorded in the state dir")
     down.add_argument("--state-dir", required=True, type=Path)
     args = p.parse_args(argv)
     if args.command == "up":
-        return _up(args.state_dir, args.fleet)
+        return _up(args.state_dir, args.fleet, args.kwok)
     return _down(args.state_dir)
 
 

@@ -174,3 +174,34 @@ def write_kubeconfig(path: Path, config: dict[str, Any]) -> Path:
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
     return path
+
+
+def client_request(directory: Path, stem: str, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, bytes]:
+    """A new client key (written to `<stem>.key`) and the PEM certificate signing request for it.
+
+    For a cluster whose CA key we do not hold: the request goes to the certificates API
+    (signer `kubernetes.io/kube-apiserver-client`); CN is the user name, O the groups.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_file = directory / f"{stem}.key"
+    key_file.write_bytes(_key_pem(key))
+    key_file.chmod(0o600)
+    csr = x509.CertificateSigningRequestBuilder().subject_name(_name(user, groups)).sign(key, hashes.SHA256())
+    return key_file, csr.public_bytes(serialization.Encoding.PEM)
+
+
+def cluster_of(kubeconfig_file: Path) -> tuple[str, bytes]:
+    """The server URL and CA certificate (PEM) of a kubeconfig's current context."""
+    config = yaml.safe_load(kubeconfig_file.read_text())
+    current = config.get("current-context")
+    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+    clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
+    context = contexts.get(current) or next(iter(contexts.values()))
+    cluster = clusters[context["cluster"]]
+    if "certificate-authority-data" in cluster:
+        ca = base64.b64decode(cluster["certificate-authority-data"])
+    else:
+        ca_path = Path(cluster["certificate-authority"])
+        ca = (ca_path if ca_path.is_absolute() else kubeconfig_file.parent / ca_path).read_bytes()
+    return str(cluster["server"]), ca

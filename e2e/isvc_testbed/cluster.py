@@ -2,10 +2,14 @@
 
 Every component runs as a subprocess in its own process group, in a temporary directory (on /dev/shm when
 there is one). `stop()` ends exactly the process groups it started and removes the directory.
+
+`Cluster(existing=KUBECONFIG)` brings no control plane: it uses the cluster that kubeconfig names (as its
+administrator), makes alice there through the certificates API and runs only KWOK for the fake nodes.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import json
@@ -32,7 +36,8 @@ from kubernetes.client.exceptions import ApiException
 from isvc_testbed._bins import require_bins
 from isvc_testbed._errors import ComponentDied, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
-from isvc_testbed._pki import Pki, kubeconfig, write_kubeconfig
+from isvc_testbed._pki import CertFiles, Pki, client_request, cluster_of, kubeconfig, write_kubeconfig
+from isvc_testbed.helpers import wait_for
 
 __all__ = ["Cluster", "ClusterState", "install_crds", "stop_recorded"]
 
@@ -131,9 +136,16 @@ class ClusterState:
 
 @dataclass
 class Cluster:
-    """One throw-away control plane. Use as a context manager, or call start() and stop()."""
+    """One throw-away control plane. Use as a context manager, or call start() and stop().
+
+    With `existing` (an administrator's kubeconfig) it starts no control plane: start() makes alice in that
+    cluster and, unless `kwok` is False, runs KWOK for the fake nodes; stop() ends KWOK and leaves the
+    cluster running. `kwok=False` on a cluster of our own gives a bare control plane, like one you bring.
+    """
 
     bin_dir: Path | None = None
+    existing: Path | None = None
+    kwok: bool = True
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     workdir_parent: str | None = None
     timeout: float = 120.0
@@ -145,15 +157,16 @@ class Cluster:
     kubeconfigs: dict[str, Path] = field(init=False, default_factory=dict)
     startup_seconds: float = field(init=False, default=0.0)
     _components: list[_Component] = field(init=False, default_factory=list)
-    _pki: Pki = field(init=False)
+    _pki: Pki = field(init=False, repr=False)
     _attached: bool = field(init=False, default=False)
+    _server: str = field(init=False, default="")
 
     # ---- public surface -------------------------------------------------------------------------------
 
     @property
     def server(self) -> str:
         """The API server URL."""
-        return f"https://127.0.0.1:{self.ports['apiserver']}"
+        return self._server or f"https://127.0.0.1:{self.ports['apiserver']}"
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -184,8 +197,10 @@ class Cluster:
     ) -> Path:
         """Write a kubeconfig that authenticates as ServiceAccount namespace/name (TokenRequest API)."""
         with self.api_client() as api:
+            # a cluster we did not start: its API server's own audiences (the default when none is named)
+            audiences = [SA_ISSUER] if self.existing is None else None
             req = k8s.AuthenticationV1TokenRequest(
-                spec=k8s.V1TokenRequestSpec(audiences=[SA_ISSUER], expiration_seconds=expiration_seconds)
+                spec=k8s.V1TokenRequestSpec(audiences=audiences, expiration_seconds=expiration_seconds)
             )
             resp = k8s.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, req)
         identity = f"sa-{namespace}-{name}"
@@ -235,6 +250,8 @@ class Cluster:
 
     def start(self) -> Cluster:
         """Start every component, wait until the API is ready and the default ServiceAccount exists."""
+        if self.existing is not None:
+            return self._start_on_existing(self.existing)
         t0 = time.monotonic()
         self.bin_dir = require_bins(self.bin_dir)
         self.workdir = Path(
@@ -247,7 +264,8 @@ class Cluster:
             self._start("kube-apiserver")
             self._wait("kube-apiserver", self._apiserver_ready)
             for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
-                self._start(name)
+                if name != "kwok" or self.kwok:
+                    self._start(name)
             self._wait("kube-controller-manager", self._default_sa_exists)
         except BaseException:
             self.stop()
@@ -273,6 +291,54 @@ class Cluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ---- internals ------------------------------------------------------------------------------------
+
+    def _start_on_existing(self, admin: Path) -> Cluster:
+        t0 = time.monotonic()
+        if self.kwok:
+            self.bin_dir = require_bins(self.bin_dir)
+        self.workdir = Path(
+            tempfile.mkdtemp(prefix="isvc-testbed-byo-", dir=self.workdir_parent or _work_parent())
+        )
+        try:
+            (self.workdir / "logs").mkdir()
+            self._server, ca = cluster_of(admin)
+            (self.workdir / "pki").mkdir()
+            (self.workdir / "pki" / "ca.crt").write_bytes(ca)
+            self.kubeconfigs["admin"] = admin
+            with self.api_client() as api:
+                version = k8s.VersionApi(api).get_code()
+                cert = _request_client_cert(api, self.workdir / "pki", ALICE[0], ALICE[1])
+            self.kubeconfigs["alice"] = write_kubeconfig(
+                self.workdir / "alice.kubeconfig", kubeconfig(self.server, ca, "alice", cert=cert)
+            )
+            if self.kwok:
+                self._argv = {"kwok": self._kwok_argv()}
+                self._start("kwok")
+                with self.api_client() as api:
+                    stale = _drop_stale_fake_pods(api)
+                if stale:
+                    self.log(f"isvc-testbed: deleted {stale} pods an earlier KWOK left not ready")
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        self.log(f"isvc-testbed: using the cluster at {self.server} (Kubernetes {version.git_version}), "
+                 f"KWOK {'started' if self.kwok else 'not started'} ({self.workdir})")
+        return self
+
+    def _kwok_argv(self) -> list[str]:
+        b = self.bin_dir
+        assert b is not None
+        return [
+            str(b / "kwok"),
+            f"--kubeconfig={self.kubeconfigs['admin']}",
+            f"--config={b / 'kwok-stages.yaml'}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
+            "--node-lease-duration-seconds=40",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=127.0.0.1",
+        ]
 
     def _prepare(self) -> None:
         d = self.workdir
@@ -379,16 +445,7 @@ class Cluster:
                 "--v=0",
                 *gate_args,
             ],
-            "kwok": [
-                str(b / "kwok"),
-                f"--kubeconfig={self.kubeconfigs['admin']}",
-                f"--config={b / 'kwok-stages.yaml'}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
-                "--node-lease-duration-seconds=40",
-                f"--cidr={POD_CIDR}",
-                "--node-ip=127.0.0.1",
-            ],
+            "kwok": self._kwok_argv(),
         }
         self._argv = argv
 
@@ -465,6 +522,74 @@ def install_crds(api: k8s.ApiClient, paths: Sequence[str | Path], timeout: float
                 raise StartTimeout(f"CRD {name} not Established after {timeout:.0f}s")
             time.sleep(0.1)
     return names
+
+
+def _drop_stale_fake_pods(api: k8s.ApiClient) -> int:
+    """Delete the running pods on fake nodes that are not Ready; return how many.
+
+    While no KWOK ran (between two sessions on a cluster you bring), the node controller marked the fake
+    nodes' pods not Ready; KWOK readies only Pending pods, so their owners must make them anew.
+    """
+    core = k8s.CoreV1Api(api)
+    key, value = KWOK_NODE_SELECTOR.split("=", 1)
+    nodes: Any = core.list_node()
+    pods: Any = core.list_pod_for_all_namespaces()
+    fake = {n.metadata.name for n in nodes.items if (n.metadata.annotations or {}).get(key) == value}
+    deleted = 0
+    for pod in pods.items:
+        if pod.spec.node_name not in fake or pod.metadata.deletion_timestamp is not None:
+            continue
+        conditions = (pod.status.conditions if pod.status else None) or []
+        if pod.status.phase == "Running" and not any(c.type == "Ready" and c.status == "True"
+                                                     for c in conditions):
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0)
+                deleted += 1
+    return deleted
+
+
+def _request_client_cert(
+    api: k8s.ApiClient, directory: Path, user: str, groups: tuple[str, ...]
+) -> CertFiles:
+    """A client certificate for `user` in `groups`, signed by the cluster through the certificates API.
+
+    The request is approved as the administrator and deleted once its certificate is issued.
+    """
+    key, request = client_request(directory, user, user, groups)
+    certs = k8s.CertificatesV1Api(api)
+    name = f"isvc-testbed-{user}-{os.getpid()}-{int(time.time())}"
+    body = {
+        "metadata": {"name": name},
+        "spec": {
+            "request": base64.b64encode(request).decode(),
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["client auth"],
+            "expirationSeconds": 24 * 3600,
+        },
+    }
+    certs.create_certificate_signing_request(cast(Any, body))
+    try:
+        csr: Any = certs.read_certificate_signing_request(name)
+        csr.status.conditions = [
+            k8s.V1CertificateSigningRequestCondition(
+                type="Approved", status="True", reason="IsvcTestbed",
+                message=f"the isvc test bed's user {user}",
+            )
+        ]
+        certs.replace_certificate_signing_request_approval(name, csr)
+
+        def issued() -> str | None:
+            status = certs.read_certificate_signing_request(name).status
+            issued_cert = status.certificate if status is not None else None
+            return issued_cert if isinstance(issued_cert, str) else None
+
+        pem = base64.b64decode(wait_for(issued, 60, what=f"the certificate of {user} (CSR {name})"))
+    finally:
+        with contextlib.suppress(ApiException):
+            certs.delete_certificate_signing_request(name)
+    cert = directory / f"{user}.crt"
+    cert.write_bytes(pem)
+    return CertFiles(cert, key)
 
 
 def _token(resp: k8s.AuthenticationV1TokenRequest) -> str:

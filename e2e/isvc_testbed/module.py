@@ -89,7 +89,9 @@ def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
     """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
-        install_crds(api, sorted((ROOT / "module" / "crds").glob("*.yaml")))
+        # doc-ru-*.yaml are Deckhouse's Russian description twins, not objects
+        crds = [p for p in (ROOT / "module" / "crds").glob("*.yaml") if not p.name.startswith("doc-ru-")]
+        install_crds(api, sorted(crds))
     port, certs = estimate_webhook(cluster)
     chart = chart_values(values)
     chart["isvc"]["internal"] = {

@@ -2,6 +2,11 @@
 
 Set ISVC_TESTBED_STATE=<dir> to run against a cluster started by `python -m isvc_testbed up --state-dir <dir>`
 (`nox -s up`) instead of starting one per session.
+
+`--kubeconfig PATH` (an administrator's kubeconfig) runs the suite against a cluster you bring: the test bed
+starts no control plane, makes alice there through the certificates API, runs KWOK for the fake nodes
+(`--no-kwok` when the cluster already runs a KWOK for nodes annotated `kwok.x-k8s.io/node: fake`), and the
+fixtures install the fleet, its DeviceClasses and ResourceSlices, the CRDs and the chart there.
 """
 
 from __future__ import annotations
@@ -24,15 +29,25 @@ DEFAULT_FLEET = E2E / "fleets" / "default.yaml"
 CATALOG_CRDS = sorted((E2E / "crds").glob("*.yaml"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("isvc-testbed")
+    group.addoption("--kubeconfig", metavar="PATH", type=Path,
+                    help="run against the cluster this administrator's kubeconfig names (bring your own)")
+    group.addoption("--no-kwok", dest="kwok", action="store_false",
+                    help="with --kubeconfig: the cluster already runs KWOK for the fake nodes; start none")
+
+
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The session's control plane (fails, never skips, when the binaries are missing)."""
     state_dir = os.environ.get("ISVC_TESTBED_STATE")
     if state_dir:
         yield Cluster.attach(Path(state_dir) / "state.json")
         return
+    existing: Path | None = request.config.getoption("kubeconfig")
     try:
-        c = Cluster().start()
+        c = Cluster(existing=existing.resolve() if existing else None,
+                    kwok=request.config.getoption("kwok")).start()
     except BinariesMissing as e:
         pytest.fail(str(e), pytrace=False)
     try:

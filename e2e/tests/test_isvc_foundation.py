@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import ssl
 from typing import Any
 
 import httpx
@@ -71,6 +72,39 @@ def test_a_launch_plan_with_share_150_is_stored(module: Any, admin_api: k8s.ApiC
     finally:
         k8s.CustomObjectsApi(admin_api).delete_namespaced_custom_object(
             GROUP, VERSION, team_a, "launchplans", obj["metadata"]["name"])
+
+
+def test_a_launch_plans_in_force_condition_is_written_on_status_alone_and_shown_in_its_column(
+    module: Any, admin_api: k8s.ApiClient, team_a: str
+) -> None:
+    """Issue 11 item 7: the LaunchPlan CRD has a status subresource; InForce is its printer column."""
+    obj = next(c["object"] for c in CASES if "share 150" in c["name"])
+    obj = {**obj, "metadata": {"name": "in-force"}, "status": {"conditions": [{"type": "Ignored"}]}}
+    custom = k8s.CustomObjectsApi(admin_api)
+    stored = _create(admin_api, obj, team_a, dry_run=False)
+    try:
+        assert "status" not in stored  # the main resource drops status: only /status writes it
+        generation = stored["metadata"]["generation"]
+        condition = {"type": "InForce", "status": "True", "reason": "Planned",
+                     "message": "the order runs on this plan.", "observedGeneration": generation,
+                     "lastTransitionTime": "2026-11-30T08:00:00Z"}
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, team_a, "launchplans", "in-force",
+            {"status": {"observedGeneration": generation, "conditions": [condition]}})
+        read = custom.get_namespaced_custom_object(GROUP, VERSION, team_a, "launchplans", "in-force")
+        assert read["status"]["conditions"] == [condition]
+        assert read["metadata"]["generation"] == generation  # a status write is not a new plan
+        cfg = admin_api.configuration  # the columns as kubectl reads them: the Table API
+        tls = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        tls.load_cert_chain(cfg.cert_file, cfg.key_file)
+        table = httpx.get(f"{cfg.host}/apis/{GROUP}/{VERSION}/namespaces/{team_a}/launchplans/in-force",
+                          headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+                          verify=tls, timeout=10).json()
+        columns = [c["name"] for c in table["columnDefinitions"]]
+        assert table["rows"][0]["cells"][columns.index("InForce")] == "True"
+        assert all(c["description"] for c in table["columnDefinitions"])
+    finally:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, team_a, "launchplans", "in-force")
 
 
 def test_alice_manages_orders_in_her_namespace_and_nothing_else(
@@ -169,6 +203,8 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
 
     wait_for(children_gone, 90, what="children of support-llm garbage-collected")
     assert core.read_namespaced_secret("hf-token", team_a).data["token"]
+    core.delete_namespaced_secret("hf-token", team_a)  # the user's, not the order's: gone only now, so the
+    # test runs again on a cluster that outlives the session (--kubeconfig)
 
 
 def test_the_controller_leads_through_its_lease_with_the_charts_permissions(

@@ -2,7 +2,7 @@
 
 from isvc_api._base import Wire
 from isvc_api._conditions import Condition, find_condition, now, set_condition
-from isvc_api._crdgen import all_crds, crd_documents, structural_schema
+from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._memory import (
@@ -22,7 +22,7 @@ from isvc_api._memory import (
     runtime_for,
     visible_bytes,
 )
-from isvc_api._reasons import ClassReason, ConditionType, Phase, Reason, StatusReason
+from isvc_api._reasons import ClassReason, ConditionType, LaunchPlanConditionType, Phase, Reason, StatusReason
 from isvc_api._types import (
     GROUP,
     LABEL_MANAGED_BY,
@@ -52,6 +52,7 @@ from isvc_api._types import (
     InferenceServiceStatus,
     LaunchPlan,
     LaunchPlanSpec,
+    LaunchPlanStatus,
     ModelFormat,
     ModelPolicy,
     ModelRef,
@@ -111,8 +112,11 @@ __all__ = [
     "InferenceServiceStatus",
     "KvLayout",
     "LaunchPlan",
+    "LaunchPlanConditionType",
     "LaunchPlanSpec",
+    "LaunchPlanStatus",
     "MemoryRuntime",
+    "MissingTranslations",
     "ModelFacts",
     "ModelFormat",
     "ModelPolicy",
@@ -141,6 +145,7 @@ __all__ = [
     "all_crds",
     "checkpoint_weights",
     "crd_documents",
+    "doc_ru",
     "example_cases",
     "find_condition",
     "fit_launch",

@@ -1,10 +1,16 @@
-"""Generate the CustomResourceDefinitions from the pydantic models: one schema, never two copies."""
+"""Generate the CustomResourceDefinitions from the pydantic models: one schema, never two copies.
+
+Beside each CRD goes its Deckhouse twin `doc-ru-<file>`: the same schema tree holding only Russian
+descriptions, taken from `crd_descriptions.ru.yaml` (English description → Russian). A description without
+a translation, or a translation no description uses, fails generation and the drift check.
+"""
 
 from __future__ import annotations
 
 import argparse
 import copy
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +25,11 @@ from isvc_api._types import (
     InferenceServiceSpec,
     InferenceServiceStatus,
     LaunchPlanSpec,
+    LaunchPlanStatus,
 )
 
-__all__ = ["all_crds", "crd_documents", "main", "structural_schema"]
+__all__ = ["MissingTranslations", "all_crds", "crd_documents", "doc_ru", "main", "structural_schema"]
+RU_TABLE = "crd_descriptions.ru.yaml"
 
 _DROP = {"title", "additionalProperties_false"}
 
@@ -90,6 +98,7 @@ def _crd(
     columns: list[dict[str, Any]],
     description: str,
     rules: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "apiVersion": {"type": "string", "description": "API version of the object."},
@@ -120,7 +129,7 @@ def _crd(
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{plural}.{GROUP}",
-            "labels": {"heritage": "deckhouse", "module": "isvc"},
+            "labels": {"heritage": "deckhouse", "module": "isvc", **(labels or {})},
         },
         "spec": {
             "group": GROUP,
@@ -138,7 +147,10 @@ def _crd(
     }
 
 
-_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp",
+        "description": "When the object was created."}
+# Deckhouse backs up the cluster's configuration objects labelled so (its own CRDs of cluster-wide policy).
+BACKUP_LABEL = {"backup.deckhouse.io/cluster-config": "true"}
 # Every object of an order is named after it, and its name is a label value and part of a host name:
 # `{order}-auth`, `{order}-{hash}` claim templates and pods stay within their limits, and the published
 # host `{order}--{namespace}` splits at its first `--` only.
@@ -160,10 +172,15 @@ def all_crds() -> dict[str, dict[str, Any]]:
             "InferenceService", "inferenceservices", "Namespaced", ["infsvc"],
             InferenceServiceSpec, InferenceServiceStatus,
             [
-                {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                {"name": "Type", "type": "string", "jsonPath": ".status.model.endpointType"},
-                {"name": "URL", "type": "string", "jsonPath": ".status.endpoint.url"},
-                {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
+                {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
+                 "description": "Pending, Ready, Degraded or Failed."},
+                {"name": "Type", "type": "string", "jsonPath": ".status.model.endpointType",
+                 "description": "The API contract the endpoint serves: Chat, Embeddings or Rerank."},
+                {"name": "URL", "type": "string", "jsonPath": ".status.endpoint.url",
+                 "description": "Where to call the model."},
+                {"name": "Reason", "type": "string", "jsonPath": ".status.reason",
+                 "description": "Why the order is not Ready: the reason of its first condition that does "
+                                "not hold (kubectl isvc why explains it)."},
                 _AGE,
             ],
             "An order for LLM inference: a model and, optionally, a class.",
@@ -174,21 +191,31 @@ def all_crds() -> dict[str, dict[str, Any]]:
             InferenceServiceClassSpec, InferenceServiceClassStatus,
             [
                 {"name": "Ready", "type": "string",
-                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
+                 "description": "Whether orders may use the class: True, False or Unknown."},
                 {"name": "Reason", "type": "string",
-                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"},
+                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason",
+                 "description": "Why the class holds or does not."},
                 _AGE,
             ],
             "Policy for orders, published by a cluster administrator.",
+            labels=BACKUP_LABEL,
         ),
         "launchplans.yaml": _crd(
             "LaunchPlan", "launchplans", "Namespaced", ["lplan"],
-            LaunchPlanSpec, None,
+            LaunchPlanSpec, LaunchPlanStatus,
             [
-                {"name": "Class", "type": "string", "jsonPath": ".spec.placement.deviceClassName"},
-                {"name": "Mode", "type": "string", "jsonPath": ".spec.placement.placementMode"},
-                {"name": "Share", "type": "integer", "jsonPath": ".spec.placement.sharePercent"},
-                {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime.recipe"},
+                {"name": "Class", "type": "string", "jsonPath": ".spec.placement.deviceClassName",
+                 "description": "The DRA DeviceClass of the devices the order runs on."},
+                {"name": "Mode", "type": "string", "jsonPath": ".spec.placement.placementMode",
+                 "description": "How the order holds its devices: a whole device, a share, a partition."},
+                {"name": "Share", "type": "integer", "jsonPath": ".spec.placement.sharePercent",
+                 "description": "Percent of the device held, when it is shared."},
+                {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime.recipe",
+                 "description": "The runtime recipe compiled for the placement."},
+                {"name": "InForce", "type": "string",
+                 "jsonPath": ".status.conditions[?(@.type==\"InForce\")].status",
+                 "description": "Whether the order runs on this plan: True, False or Unknown."},
                 _AGE,
             ],
             "The launch configuration of one order: placement and compiled runtime.",
@@ -196,12 +223,70 @@ def all_crds() -> dict[str, dict[str, Any]]:
     }
 
 
+class MissingTranslations(ValueError):
+    """Descriptions without a Russian twin in crd_descriptions.ru.yaml, or twins nothing uses."""
+
+    def __init__(self, missing: list[str], unused: list[str]) -> None:
+        self.missing, self.unused = missing, unused
+        lines = [f"add to {RU_TABLE}: {m!r}" for m in missing]
+        lines += [f"remove from {RU_TABLE} (no description uses it): {u!r}" for u in unused]
+        super().__init__("\n".join(lines))
+
+
+def _ru_table() -> dict[str, str]:
+    text = resources.files("isvc_api").joinpath(RU_TABLE).read_text(encoding="utf-8")
+    return {str(k): str(v) for k, v in (yaml.safe_load(text) or {}).items()}
+
+
+def _descriptions(node: Any, table: dict[str, str], used: set[str], missing: list[str]) -> dict[str, Any]:
+    """The schema tree reduced to its descriptions (translated) and the branches that hold some."""
+    out: dict[str, Any] = {}
+    if not isinstance(node, dict):
+        return out
+    if "description" in node:
+        english = node["description"]
+        if english in table:
+            used.add(english)
+            out["description"] = table[english]
+        elif english not in missing:
+            missing.append(english)
+    children = {name: _descriptions(child, table, used, missing)
+                for name, child in (node.get("properties") or {}).items()}
+    children = {name: tree for name, tree in children.items() if tree}
+    if children:
+        out["properties"] = children
+    items = _descriptions(node.get("items"), table, used, missing)
+    if items:
+        out["items"] = items
+    return out
+
+
+def doc_ru(crds: dict[str, dict[str, Any]], table: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """`doc-ru-<file>` → the Russian twin of each CRD (Deckhouse's shape); raises MissingTranslations."""
+    table = _ru_table() if table is None else table
+    used: set[str] = set()
+    missing: list[str] = []
+    twins: dict[str, dict[str, Any]] = {}
+    for name, crd in crds.items():
+        versions = [{"name": v["name"],
+                     "schema": {"openAPIV3Schema": _descriptions(v["schema"]["openAPIV3Schema"], table, used,
+                                                                 missing)}}
+                    for v in crd["spec"]["versions"]]
+        twins[f"doc-ru-{name}"] = {"spec": {"versions": versions}}
+    unused = sorted(set(table) - used)
+    if missing or unused:
+        raise MissingTranslations(missing, unused)
+    return twins
+
+
 def crd_documents() -> dict[str, str]:
-    """File name → YAML text, as committed under crds/."""
+    """File name → YAML text, as committed under crds/: each CRD and its doc-ru twin."""
     header = "# Generated from isvc-api by `isvc-crdgen`; do not edit by hand.\n"
+    crds = all_crds()
+    documents = {**crds, **doc_ru(crds)}
     return {
-        name: header + yaml.safe_dump(crd, sort_keys=False, allow_unicode=True, width=100)
-        for name, crd in all_crds().items()
+        name: header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+        for name, doc in sorted(documents.items())
     }
 
 
@@ -212,7 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     drift = []
-    for name, text in crd_documents().items():
+    try:
+        documents = crd_documents()
+    except MissingTranslations as exc:
+        print(f"CRD descriptions without their Russian twin (packages/isvc-api/src/isvc_api/{RU_TABLE}):",
+              exc, sep="\n", file=sys.stderr)
+        return 1
+    for name, text in documents.items():
         path = args.directory / name
         if args.check:
             if not path.exists() or path.read_text() != text:

@@ -7,6 +7,7 @@ from enum import StrEnum
 __all__ = [
     "ClassReason",
     "ConditionType",
+    "LaunchPlanConditionType",
     "Phase",
     "Reason",
     "StatusReason",
@@ -22,6 +23,15 @@ class ConditionType(StrEnum):
     WORKLOAD_READY = "WorkloadReady"
     READY = "Ready"
     SCALING_HEALTHY = "ScalingHealthy"  # growth, not readiness: True means healthy
+
+
+class LaunchPlanConditionType(StrEnum):
+    """Conditions of a LaunchPlan."""
+
+    # True: the order runs on this plan (its Planned holds with this plan); False: the order refuses it
+    # or could not replace it; Unknown: the order's Planned was not judged. Reason and message are the
+    # order's Planned condition's.
+    IN_FORCE = "InForce"
 
 
 class Phase(StrEnum):

@@ -40,6 +40,7 @@ __all__ = [
     "InferenceServiceStatus",
     "LaunchPlan",
     "LaunchPlanSpec",
+    "LaunchPlanStatus",
     "ModelFormat",
     "ModelPolicy",
     "ModelRef",
@@ -637,6 +638,20 @@ class LaunchPlanSpec(Wire):
     planned_at: datetime | None = Field(default=None, description="When the plan was computed.")
 
 
+class LaunchPlanStatus(Wire):
+    """Whether the order runs on this plan; the controller writes it after each pass of the order."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The LaunchPlan's .metadata.generation the controller last judged."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="InForce: whether the order runs on this plan, and why not.",
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+
 class LaunchPlan(Wire):
     """The launch configuration of one order, owned by it."""
 
@@ -647,6 +662,7 @@ class LaunchPlan(Wire):
     kind: str = Field(default="LaunchPlan", description="Kind.")
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: LaunchPlanSpec = Field(description="The plan.")
+    status: LaunchPlanStatus | None = Field(default=None, description="Whether the plan is in force.")
 
 
 def parse(obj: dict[str, Any]) -> InferenceService | InferenceServiceClass | LaunchPlan:
