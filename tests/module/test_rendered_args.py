@@ -91,7 +91,8 @@ def test_the_controller_serves_estimates_where_the_webhook_service_points(render
     args = _parse("controller", controller["args"])
     ports = {p["name"]: p["containerPort"] for p in controller["ports"]}
     mounts = {m["name"]: m["mountPath"] for m in controller["volumeMounts"]}
-    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-controller-webhook")
+    service = next(d for d in docs
+                   if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-controller-webhook")
 
     assert args.webhook_port == ports["webhook"] and service["spec"]["ports"][0]["targetPort"] == "webhook"
     assert str(args.webhook_cert_dir) == mounts["webhook-tls"]
