@@ -299,6 +299,9 @@ def test_estimate_as_alice_is_what_the_order_then_gets_and_the_estimate_writes_n
         plan["placement"].get("sharePercent"),
         plan["estimates"]["requiredMemoryGiB"],
     )
+    in_force = wait_for(lambda: next((c for c in (bed.plan("kis-estimated") or {}).get("status", {}).get(
+        "conditions", []) if c["type"] == "InForce" and c["status"] == "True"), None), 60, what="InForce")
+    assert in_force["reason"] == "Planned"  # the controller mirrors the order's Planned onto its plan
     args = " ".join(plan["runtime"]["args"])
     assert e["plan"]["flags"] and all(flag in args for flag in e["plan"]["flags"])
 

@@ -69,7 +69,18 @@ def test_a_pass_that_changes_nothing_writes_nothing(world: World) -> None:
     world.run()
     world.restart()
     world.run()
-    assert len(world.cluster.statuses) == 1
+    assert [s["kind"] for s in world.cluster.statuses] == ["InferenceService", "LaunchPlan"]
+
+
+def test_the_launch_plan_says_in_force_as_the_orders_planned_says(world: World) -> None:
+    world.run()
+    plan = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]
+    condition = plan["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("InForce", "True", "Planned")
+    plan["spec"]["placement"] = {"deviceCount": "many"}  # a hand edit that is not a placement
+    world.run()
+    condition = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["status"]["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "LaunchPlanNotAPlacement")
 
 
 def test_the_startup_failure_read_once_is_handed_back_from_status_after_a_restart(world: World) -> None:

@@ -49,7 +49,7 @@ def test_the_readme_order_reaches_ready_in_one_pass(world: World) -> None:
 
 def test_the_status_is_written_once_per_pass(world: World) -> None:
     world.run()
-    assert len(world.cluster.statuses) == 1
+    assert [s["kind"] for s in world.cluster.statuses] == ["InferenceService", "LaunchPlan"]
 
 
 def test_a_missing_class_says_class_not_found_and_echoes_the_name(world: World) -> None:

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from isvc_api._conditions import Condition
-from isvc_api._reasons import ConditionType, Reason, StatusReason
+from isvc_api._reasons import ConditionType, LaunchPlanConditionType, Reason, StatusReason
 
 __all__ = ["SHARE_RANGE", "Verdict", "share_in_range"]
 
@@ -49,7 +49,8 @@ class Verdict(BaseModel):
         """Whether the status is True."""
         return self.status == "True"
 
-    def condition(self, type_: ConditionType, observed_generation: int | None = None) -> Condition:
-        """The verdict as the condition `type_` of an order."""
+    def condition(self, type_: ConditionType | LaunchPlanConditionType,
+                  observed_generation: int | None = None) -> Condition:
+        """The verdict as the condition `type_` of an order (or of its LaunchPlan)."""
         return Condition(type=type_.value, status=self.status, reason=self.reason, message=self.message,
                          observed_generation=observed_generation)

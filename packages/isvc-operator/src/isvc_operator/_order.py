@@ -57,6 +57,7 @@ class OrderReconciler:
                 scope.verdicts[type_] = self._run(type_, step, scope)
         finally:
             _status.write(scope, self.d.cluster)
+            _status.write_plan(scope, self.d.cluster)
             for type_event, reason, message in _status.changes(scope) + scope.events:
                 self.d.cluster.event(raw, type_event, reason, message)
         return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),

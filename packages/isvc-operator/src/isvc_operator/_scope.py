@@ -75,6 +75,7 @@ class OrderScope:
     plan: LaunchPlanSpec | None = None
     resolved: Resolved | Keep | None = KEEP
     launch_plan_name: str | Keep | None = KEEP
+    launch_plan_obj: dict[str, Any] | None = None  # the LaunchPlan as read or applied in this pass
     unplaced: bool = False  # no plan, and the planner found no room: a workload left behind must go
     # WorkloadReady: the endpoint, its token, the children read, a failing container.
     endpoint: EndpointStatus | Keep | None = KEEP

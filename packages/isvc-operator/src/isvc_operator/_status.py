@@ -11,6 +11,8 @@ from isvc_api import (
     Condition,
     ConditionType,
     InferenceServiceStatus,
+    LaunchPlanConditionType,
+    LaunchPlanStatus,
     Phase,
     Reason,
     StatusReason,
@@ -22,7 +24,7 @@ from isvc_api import (
 from isvc_operator._ports import Cluster
 from isvc_operator._scope import OrderScope, kept
 
-__all__ = ["ORDERED", "build", "changes", "first_not_true", "phase", "write"]
+__all__ = ["ORDERED", "build", "changes", "first_not_true", "phase", "write", "write_plan"]
 
 ORDERED = [
     ConditionType.CLASS_RESOLVED,
@@ -97,6 +99,27 @@ def write(scope: OrderScope, cluster: Cluster) -> bool:
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
         "metadata": {"name": scope.name, "namespace": scope.namespace},
         "status": status,
+    })
+    return True
+
+
+def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
+    """Mirror the order's Planned onto its LaunchPlan as InForce, written only when it changed (a write
+    wakes the order again through the LaunchPlan watch); True when it was written."""
+    obj, verdict = scope.launch_plan_obj, scope.verdicts.get(ConditionType.PLANNED)
+    if obj is None or scope.launch_plan_name is None or verdict is None:
+        return False
+    generation = obj["metadata"].get("generation")
+    previous = LaunchPlanStatus.model_validate(obj.get("status") or {})
+    condition = verdict.condition(LaunchPlanConditionType.IN_FORCE, generation)
+    status = LaunchPlanStatus(observed_generation=generation,
+                              conditions=set_condition(previous.conditions, condition, at=scope.now))
+    if status.to_wire() == previous.to_wire():
+        return False
+    cluster.apply_status({
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "LaunchPlan",
+        "metadata": {"name": obj["metadata"]["name"], "namespace": scope.namespace},
+        "status": status.to_wire(),
     })
     return True
 

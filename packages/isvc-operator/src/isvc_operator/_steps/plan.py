@@ -77,6 +77,7 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     """The stored LaunchPlan, judged: a refusal when it is not a placement (or the planner is down)."""
     raw = deps.cluster.launch_plan(scope.namespace, scope.name)
     scope.launch_plan_name = scope.name if raw is not None else None
+    scope.launch_plan_obj = raw
     if raw is None:
         return _Stored(None, None)
     by_module = (raw["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION) == MANAGER
@@ -151,6 +152,7 @@ def _take_down(scope: OrderScope, deps: Deps) -> None:
     for deployment in deps.cluster.owned("Deployment", scope.namespace, scope.name):
         deps.cluster.delete("apps/v1", "Deployment", scope.namespace, deployment["metadata"]["name"])
     scope.launch_plan_name = None
+    scope.launch_plan_obj = None
     scope.event("Warning", "Preempted", "An order of higher priority took the device this order held; its "
                 "workload is taken down and it is planned again, waiting for room if there is none.")
 
@@ -277,7 +279,7 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
     plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
                           inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit)
     try:
-        deps.cluster.apply(_launch_plan(scope, plan))
+        scope.launch_plan_obj = deps.cluster.apply(_launch_plan(scope, plan))
     except Exception:
         deps.planner.release(scope.namespace, scope.name)  # the room is not held by a plan never stored
         raise
