@@ -169,7 +169,8 @@ def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: 
     before = bed.wait_ready(order)
     bed.module.stop_planner()
     try:
-        status = bed.wait_reason(order, "Planned", "LaunchPlanInForce")
+        # the controller keeps a plan's judgement for a minute: the outage shows once that has run out
+        status = bed.wait_reason(order, "Planned", "LaunchPlanInForce", timeout=150)
         assert "the planner did not answer" in condition(status, "Planned")["message"]
         assert status["phase"] == "Ready" and status["endpoint"] == before["endpoint"]
         assert status["launchPlanName"] == order and status["resolved"] == before["resolved"]
