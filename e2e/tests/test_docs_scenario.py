@@ -125,8 +125,8 @@ def support(module: Any, admin_api: k8s.ApiClient) -> Iterator[str]:
     user_namespace(admin_api, "support", user="alice", cluster_role="edit")
     yield "support"
     custom = k8s.CustomObjectsApi(admin_api)
-    listed: dict[str, Any] = cast(dict[str, Any], custom.list_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", "support",
-                                                                  "inferenceservices"))
+    listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
+        "ai.deckhouse.io", "v1alpha1", "support", "inferenceservices"))
     for item in listed["items"]:
         custom.delete_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", "support", "inferenceservices",
                                                item["metadata"]["name"])
