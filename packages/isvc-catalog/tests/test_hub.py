@@ -269,3 +269,25 @@ def test_the_token_is_never_shown(
     assert lost.value.__cause__ is None and lost.value.__suppress_context__  # no httpx request chained
     shown += [str(lost.value), repr(lost.value), caplog.text]
     assert not [text for text in shown if secret in text]
+
+
+@pytest.mark.parametrize(
+    ("repo", "token", "tools"),
+    [
+        (GATED, "hf_test_token", True),  # tokenizer_config.json chat_template names tools
+        ("Qwen/Qwen2.5-7B-Instruct", None, True),
+        ("acme/template-file", None, False),  # chat_template.jinja wins over tokenizer_config.json
+        ("acme/template-list", None, False),  # the `default` of named templates
+        ("acme/single-file", None, None),  # no template: not read
+    ],
+)
+def test_tool_calling_is_read_from_the_chat_template_issue_10(
+    client: HubClient, repo: str, token: str | None, tools: bool | None
+) -> None:
+    assert facts(client.resolve(repo, token)).chat_template_tools is tools
+
+
+def test_a_repository_in_mistral_format_says_so_issue_10(client: HubClient) -> None:
+    native = facts(client.resolve("acme/mistral-native"))
+    assert (native.mistral_format, native.chat_template_tools) == (True, True)
+    assert facts(client.resolve("Qwen/Qwen2.5-7B-Instruct")).mistral_format is False

@@ -4,6 +4,8 @@ Routes used (the Hub's own; a mirror serves the same):
   GET {endpoint}/api/models/{repo}[/revision/{rev}]?blobs=true   model info, file list with sizes
   GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true      file list, when sizes are missing
   GET {endpoint}/{repo}/resolve/{rev}/config.json                 architecture numbers
+  GET {endpoint}/{repo}/resolve/{rev}/chat_template.jinja         the chat template, else the
+  GET {endpoint}/{repo}/resolve/{rev}/tokenizer_config.json       `chat_template` of the tokenizer
   GET {endpoint}/{repo}/resolve/{rev}/{file} with Range           safetensors headers
 """
 
@@ -47,6 +49,8 @@ _GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")
 _GGUF_BITS = re.compile(r"(?:^|[-_.])(?:i?q(\d)|f(16|32)|bf(16))", re.IGNORECASE)
 _PREFERRED_GGUF = "q4_k_m"  # the variant llama.cpp-based runtimes are usually handed
 _NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
+# A chat template that renders tools names the `tools` variable the chat API passes it (Jinja).
+_TEMPLATE_TOOLS = re.compile(r"\btools\b")
 
 
 class _Refused(Exception):
@@ -342,6 +346,7 @@ class HubClient:
         if kv_heads is None and heads is not None:
             kv_heads = 1 if config.get("multi_query") is True else heads
         architectures = config.get("architectures")
+        template = self._chat_template(ref, token, commit, root)
         window, window_layers = _sliding_window(config, _pick(config, "num_hidden_layers", "n_layer"))
         return ModelFacts(
             source=ModelSource.HUGGING_FACE,
@@ -376,6 +381,9 @@ class HubClient:
             sliding_window_layers=window_layers,
             kv_lora_rank=_pick(config, "kv_lora_rank"),
             qk_rope_head_dim=_pick(config, "qk_rope_head_dim"),
+            chat_template_tools=None if template is None else bool(_TEMPLATE_TOOLS.search(template)),
+            mistral_format="params.json" in root
+            and any(n.startswith("consolidated") and n.endswith(".safetensors") for n in root),
             endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
         )
 
@@ -432,6 +440,27 @@ class HubClient:
                 return config
         summary = info.get("config")
         return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
+
+    def _chat_template(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]
+    ) -> str | None:
+        """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
+        or a list of named templates, the `default` one or the first); None when neither holds one."""
+        if "chat_template.jinja" in root:
+            resp = self._request(self._file(ref, commit, "chat_template.jinja"), ref, token, missing_ok=True)
+            if resp is not None:
+                return resp.text
+        if "tokenizer_config.json" not in root:
+            return None
+        resp = self._request(self._file(ref, commit, "tokenizer_config.json"), ref, token, missing_ok=True)
+        try:
+            template = resp.json().get("chat_template") if resp is not None else None
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(template, list):
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default", next(iter(named.values()), None))
+        return template if isinstance(template, str) else None
 
     def _weights(
         self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]

@@ -66,6 +66,10 @@ class FixtureModel(BaseModel):
     config: dict[str, Any] | None = Field(default=None, description="config.json; None: absent.")
     gguf: GgufSpec | None = None
     extra_files: dict[str, int] = Field(default_factory=dict, description="Other files, sizes.")
+    texts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Small files served in full (tokenizer_config.json, chat_template.jinja), by name.",
+    )
 
     @property
     def commit(self) -> str:
@@ -147,6 +151,9 @@ def build_repo(model: FixtureModel) -> _Repo:
             files[name] = _File(size, b"GGUF\x03\x00\x00\x00", lfs=True)
     for name, size in model.extra_files.items():
         files[name] = _File(size, lfs=size > 10 * 1024 * 1024)
+    for name, text in model.texts.items():
+        raw = text.encode()
+        files[name] = _File(len(raw), raw)
     return repo
 
 
