@@ -57,6 +57,8 @@ EXTRA_MODELS = [
     FixtureModel(repo="acme/template-list", parameters=1_235_814_400, config=_LLAMA_LIKE,
                  texts={"tokenizer_config.json": '{"chat_template": [{"name": "tool_use", "template": '
                         '"{{ tools }}"}, {"name": "default", "template": "{{ messages }}"}]}'}),
+    FixtureModel(repo="acme/not-gguf", parameters=1_000_000, format="gguf",
+                 gguf={"architecture": "llama", "context_length": 4096, "files": {"m.gguf": 4096}}),
     FixtureModel(repo="acme/vlm", parameters=3_000_000_000,
                  config={"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
                          "text_config": {"hidden_size": 2560, "num_attention_heads": 8,
