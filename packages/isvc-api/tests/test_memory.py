@@ -184,3 +184,75 @@ def test_utilization_never_exceeds_the_share() -> None:
     result = fit_launch(facts("qwen2.5-7b-instruct"), MemoryRuntime.VLLM, quantity("46068Mi"), 60)
     assert isinstance(result, Fit) and result.utilization is not None
     assert result.utilization <= Decimal("0.60")
+
+
+# ------------------------------------------------------------------ TEI and llama.cpp launches (issue 10)
+
+ENCODERS = sorted(k for k, m in MODELS.items() if m["runtime"] == "tei")
+GGUF = sorted(k for k, m in MODELS.items() if m["runtime"] == "llamacpp")
+CUDA_CONTEXT_BYTES = 0.3 * 1e9  # "~300MB" with lazy loading (pytorch issue #107667)
+
+
+def _published_compute(heads: int, context: int) -> float:
+    """llama.cpp's compute buffer by the published log (LCPP-LOG): the two points fitted as
+    ub × c × (heads + 1) × 4 B + rest, scaled to this model's heads."""
+    table = TABLE["llamacpp_compute"]
+    low, high = table["points"]
+    per = (high["mib"] - low["mib"]) * 1024**2 / (high["context"] - low["context"])
+    rest = low["mib"] * 1024**2 - per * low["context"]
+    return per * (heads + 1) / (table["heads"] + 1) * context + rest
+
+
+def test_the_llamacpp_compute_buffer_is_never_below_the_published_log() -> None:
+    """At both published points (flash attention off), the model's compute buffer covers llama.cpp's."""
+    table = TABLE["llamacpp_compute"]
+    model = ModelFacts(source="HuggingFace", name="x", format="GGUF", quantization="GGUF", family="llama",
+                       num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
+                       intermediate_size=14336, vocab_size=32000, context_length=32768, weight_bytes=4 * GIB)
+    for point in table["points"]:
+        need = need_per_device(model, MemoryRuntime.LLAMACPP, context=point["context"])
+        assert need is not None
+        kv = 2 * 32 * 8 * 128 * 2 * point["context"]
+        compute = need[0] - 4 * GIB - kv - 512 * 1024**2  # less weights, KV and the CUDA context
+        assert point["mib"] * 1024**2 <= compute <= point["mib"] * 1024**2 + 256 * 1024**2, need[1]
+
+
+@pytest.mark.parametrize("card", sorted(CARDS))
+@pytest.mark.parametrize("key", GGUF)
+def test_every_llamacpp_launch_the_model_sizes_starts(key: str, card: str) -> None:
+    """-c from the memory model, then what llama.cpp would allocate by published figures — the GGUF
+    tensors, the f16 KV cache of -c cells, the compute buffer of the log, the CUDA context — fits the
+    share; at the smallest share the planner would size and at the whole card."""
+    row, model = MODELS[key], facts(key)
+    published = quantity(CARDS[card]["published"])
+    seen = float(CARDS[card]["seen_gib"]) * GIB if "seen_gib" in CARDS[card] else visible_bytes(published)
+    need = need_per_device(model, MemoryRuntime.LLAMACPP)
+    assert need is not None
+    share = -(-need[0] * 100 // visible_bytes(published)) + 2
+    if share > 100:
+        pytest.skip(f"{key} does not fit one {card}")
+    for percent in sorted({share, 100}):
+        result = fit_launch(model, MemoryRuntime.LLAMACPP, published, percent)
+        assert isinstance(result, Fit), f"{percent}%: {result}"
+        f = row["facts"]
+        kv = 2 * f["num_layers"] * f["num_kv_heads"] * f["head_dim"] * 2 * result.context
+        used = truth_bytes(row) + kv + _published_compute(f["num_attention_heads"], result.context)
+        assert used + CUDA_CONTEXT_BYTES <= seen * percent / 100, result.words()
+        assert result.context >= min(MIN_CONTEXT, model.context_length or MIN_CONTEXT)
+
+
+@pytest.mark.parametrize("card", sorted(CARDS))
+@pytest.mark.parametrize("key", ENCODERS)
+def test_every_tei_launch_starts_and_covers_what_tei_was_seen_to_hold(key: str, card: str) -> None:
+    """The weights and TEI's overhead fit the smallest share the planner would size; where TEI's memory
+    at rest is published (TEI-280), the estimate is not below it."""
+    row, model = MODELS[key], facts(key)
+    published = quantity(CARDS[card]["published"])
+    need = need_per_device(model, MemoryRuntime.TEI)
+    assert need is not None
+    share = -(-need[0] * 100 // visible_bytes(published)) + 2
+    result = fit_launch(model, MemoryRuntime.TEI, published, share)
+    assert isinstance(result, Fit), result
+    assert truth_bytes(row) + result.overhead <= visible_bytes(published) * share / 100
+    if "measured_at_rest_gb" in row:
+        assert result.weights + result.overhead >= row["measured_at_rest_gb"] * 1e9, result.words()

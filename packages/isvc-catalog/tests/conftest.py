@@ -43,6 +43,22 @@ EXTRA_MODELS = [
                                                                          "BF16": 1_030_261_248},
                  config={**_LLAMA_LIKE, "torch_dtype": "bfloat16",
                          "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}),
+    # Mistral's own format beside the transformers one (as mistralai/Mistral-7B-Instruct-v0.3 holds it)
+    FixtureModel(repo="acme/mistral-native", parameters=1_235_814_400,
+                 config={**_LLAMA_LIKE, "architectures": ["MistralForCausalLM"], "model_type": "mistral"},
+                 extra_files={"params.json": 202, "consolidated.safetensors": 2_471_628_800,
+                              "tokenizer.model.v3": 587_404},
+                 texts={"tokenizer_config.json": '{"chat_template": "{%- if tools is not none %}'
+                        '[AVAILABLE_TOOLS]{{ tools|tojson }}[/AVAILABLE_TOOLS]{%- endif %}"}'}),
+    # a template in chat_template.jinja that renders no tools; one named in a list
+    FixtureModel(repo="acme/template-file", parameters=1_235_814_400, config=_LLAMA_LIKE,
+                 texts={"chat_template.jinja": "{% for m in messages %}{{ m.content }}{% endfor %}",
+                        "tokenizer_config.json": '{"chat_template": "{{ tools }}"}'}),
+    FixtureModel(repo="acme/template-list", parameters=1_235_814_400, config=_LLAMA_LIKE,
+                 texts={"tokenizer_config.json": '{"chat_template": [{"name": "tool_use", "template": '
+                        '"{{ tools }}"}, {"name": "default", "template": "{{ messages }}"}]}'}),
+    FixtureModel(repo="acme/not-gguf", parameters=1_000_000, format="gguf",
+                 gguf={"architecture": "llama", "context_length": 4096, "files": {"m.gguf": 4096}}),
     FixtureModel(repo="acme/vlm", parameters=3_000_000_000,
                  config={"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
                          "text_config": {"hidden_size": 2560, "num_attention_heads": 8,

@@ -4,7 +4,17 @@ import logging
 import socket
 
 import pytest
-from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
+from isvc_api import (
+    Fit,
+    MemoryRuntime,
+    ModelFacts,
+    ModelFormat,
+    ModelSource,
+    Quantization,
+    Reason,
+    Refusal,
+    fit_launch,
+)
 from isvc_catalog import HubClient, SettingsError, SourceUnavailableError
 from isvc_testing.standin_hub import StandinHub
 
@@ -35,7 +45,7 @@ SHIPPED = [
     ("BAAI/bge-m3", None, ModelFormat.SAFETENSORS, "XLMRobertaModel", "xlm-roberta",
      567_754_752, "float32", Quantization.NONE, None, 8194, 24, 16, 16, 64, 1024),
     ("Qwen/Qwen2.5-7B-Instruct-GGUF", None, ModelFormat.GGUF, None, "qwen2",
-     7_615_616_512, None, Quantization.GGUF, 4, 32768, None, None, None, None, None),
+     7_615_616_512, None, Quantization.GGUF, 4, 32768, 28, 28, 4, 128, 3584),  # geometry: the header
     ("meta-llama/Llama-3.1-405B-Instruct", "hf_test_token", ModelFormat.SAFETENSORS, "LlamaForCausalLM",
      "llama", 405_853_388_800, "bfloat16", Quantization.NONE, None, 131072, 126, 128, 8, 128, 16384),
 ]
@@ -72,8 +82,28 @@ def test_weight_bytes_sum_the_weight_files_and_nothing_else(
 
 
 def test_a_gguf_repository_is_sized_by_one_variant_preferring_q4_k_m(client: HubClient) -> None:
+    """The tensors of both Q4_K_M files, as their headers list them (the stand-in writes them as Q4_K:
+    144 bytes per 256 weights), not the other variants."""
     got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
-    assert got.weight_bytes == 3_993_201_344 + 689_872_288
+    assert got.weight_bytes == 7_615_616_512 * 144 // 256
+
+
+def test_the_gguf_header_gives_geometry_vocabulary_and_template_issue_10(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
+    got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
+    assert (got.intermediate_size, got.vocab_size, got.chat_template_tools) == (18944, 152064, True)
+    # the header of the first Q4_K_M file is past the first MiB (its vocabulary): read in two steps
+    reads = [r for r in standin[0].requests if r[1].endswith("q4_k_m-00001-of-00002.gguf")]
+    assert [r[2] for r in reads][:2] == ["bytes=0-1048575", "bytes=1048576-2097151"]
+
+
+def test_a_file_named_gguf_that_is_not_gguf_is_refused(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
+    standin[0].repos["acme/not-gguf"].files["m.gguf"].prefix = b"PK\x03\x04 not a gguf file"
+    got = refusal(client.resolve("acme/not-gguf"))
+    assert got.reason == Reason.INVALID_MODEL_SOURCE and "not a valid GGUF file" in got.message
 
 
 def test_a_pytorch_only_repository_estimates_parameters_from_bytes(client: HubClient) -> None:
@@ -269,3 +299,36 @@ def test_the_token_is_never_shown(
     assert lost.value.__cause__ is None and lost.value.__suppress_context__  # no httpx request chained
     shown += [str(lost.value), repr(lost.value), caplog.text]
     assert not [text for text in shown if secret in text]
+
+
+@pytest.mark.parametrize(
+    ("repo", "token", "tools"),
+    [
+        (GATED, "hf_test_token", True),  # tokenizer_config.json chat_template names tools
+        ("Qwen/Qwen2.5-7B-Instruct", None, True),
+        ("acme/template-file", None, False),  # chat_template.jinja wins over tokenizer_config.json
+        ("acme/template-list", None, False),  # the `default` of named templates
+        ("acme/single-file", None, None),  # no template: not read
+    ],
+)
+def test_tool_calling_is_read_from_the_chat_template_issue_10(
+    client: HubClient, repo: str, token: str | None, tools: bool | None
+) -> None:
+    assert facts(client.resolve(repo, token)).chat_template_tools is tools
+
+
+def test_a_repository_in_mistral_format_says_so_issue_10(client: HubClient) -> None:
+    native = facts(client.resolve("acme/mistral-native"))
+    assert (native.mistral_format, native.chat_template_tools) == (True, True)
+    assert facts(client.resolve("Qwen/Qwen2.5-7B-Instruct")).mistral_format is False
+
+
+def test_llama_cpp_context_follows_the_gguf_header_geometry_issue_10(client: HubClient) -> None:
+    """Layers, KV heads and head size from the header give llama.cpp's KV bytes per token (f16 cache:
+    2 × 28 × 4 × 128 × 2 B), so -c is what the card holds after the header's tensors."""
+    got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
+    whole_l4 = fit_launch(got, MemoryRuntime.LLAMACPP, 23034 * 1024**2)
+    assert isinstance(whole_l4, Fit)
+    assert whole_l4.kv.per_token == 2 * 28 * 4 * 128 * 2
+    assert whole_l4.weights == got.weight_bytes
+    assert whole_l4.context == min(32768, whole_l4.kv_room // whole_l4.kv.per_token // 256 * 256)

@@ -246,6 +246,7 @@ class FakeRecipes:
     def __init__(self) -> None:
         self.refusal: Refusal | None = None
         self.compile_refusal: Refusal | None = None
+        self.parsers: tuple[str | None, str | None] = (None, None)  # tool-call, reasoning
 
     def requirements(
         self, facts: ModelFacts, endpoint_type: EndpointType | None
@@ -268,6 +269,8 @@ class FakeRecipes:
             args=["serve", served_name],
             served_name=served_name,
             tool_calling_supported=True,
+            tool_call_parser=self.parsers[0],
+            reasoning_parser=self.parsers[1],
             content_hash="abc",
         )
 

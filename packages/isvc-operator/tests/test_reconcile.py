@@ -47,6 +47,13 @@ def test_the_readme_order_reaches_ready_in_one_pass(world: World) -> None:
     assert "reason" not in status
 
 
+def test_the_endpoint_names_the_parsers_the_runtime_starts_with_issue_10(world: World) -> None:
+    world.recipes.parsers = ("hermes", "qwen3")
+    status = world.run()
+    assert status["endpoint"]["toolCallParser"] == "hermes"
+    assert status["endpoint"]["reasoningParser"] == "qwen3"
+
+
 def test_the_status_is_written_once_per_pass(world: World) -> None:
     world.run()
     assert [s["kind"] for s in world.cluster.statuses] == ["InferenceService", "LaunchPlan"]

@@ -11,40 +11,47 @@ from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
 
 _GIB = 1024**3
 
-# Facts as the Hugging Face config.json of each model states them.
+# Facts as the Hugging Face config.json of each model states them; chat_template_tools as its chat
+# template (tokenizer_config.json, or the GGUF header) says, mistral_format as its file list shows.
 MODELS: dict[str, dict[str, Any]] = {
     "llama-3.1-8b-instruct": dict(
         name="meta-llama/Llama-3.1-8B-Instruct", architecture="LlamaForCausalLM", family="llama",
         parameter_count=8_030_000_000, context_length=131072, num_layers=32,
         num_attention_heads=32, num_kv_heads=8, hidden_size=4096,
+        chat_template_tools=True,
     ),
     "llama-2-7b-chat": dict(
         name="meta-llama/Llama-2-7b-chat-hf", architecture="LlamaForCausalLM", family="llama",
         parameter_count=6_740_000_000, context_length=4096, num_layers=32,
         num_attention_heads=32, num_kv_heads=32, hidden_size=4096,
+        chat_template_tools=False,
     ),
     "qwen2.5-7b-instruct-awq": dict(
         name="Qwen/Qwen2.5-7B-Instruct-AWQ", architecture="Qwen2ForCausalLM", family="qwen2",
         parameter_count=7_620_000_000, quantization=Quantization.AWQ, quantization_bits=4,
         context_length=32768, num_layers=28, num_attention_heads=28, num_kv_heads=4,
         hidden_size=3584,
+        chat_template_tools=True,
     ),
     "mistral-7b-instruct-v0.3": dict(
         name="mistralai/Mistral-7B-Instruct-v0.3", architecture="MistralForCausalLM",
         family="mistral", parameter_count=7_250_000_000, context_length=32768, num_layers=32,
         num_attention_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
+        chat_template_tools=True, mistral_format=True,
     ),
     "llama-3.1-70b-instruct-fp8": dict(
         name="neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8", architecture="LlamaForCausalLM",
         family="llama", parameter_count=70_600_000_000, quantization=Quantization.FP8,
         quantization_bits=8, context_length=131072, num_layers=80, num_attention_heads=64,
         num_kv_heads=8, hidden_size=8192,
+        chat_template_tools=True,
     ),
     "llama-3.1-8b-instruct-bnb": dict(
         name="unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit", architecture="LlamaForCausalLM",
         family="llama", parameter_count=8_030_000_000, quantization=Quantization.BITSANDBYTES,
         quantization_bits=4, context_length=131072, num_layers=32, num_attention_heads=32,
         num_kv_heads=8, hidden_size=4096,
+        chat_template_tools=True,
     ),
     "bge-m3": dict(
         name="BAAI/bge-m3", architecture="XLMRobertaModel", family="xlm-roberta",
@@ -67,6 +74,7 @@ MODELS: dict[str, dict[str, Any]] = {
         parameter_count=7_620_000_000, quantization=Quantization.GGUF, quantization_bits=5,
         context_length=32768, num_layers=28, num_attention_heads=28, num_kv_heads=4,
         hidden_size=3584,
+        chat_template_tools=True,
     ),
     "phi-3-mini-bnb-unknown-arch": dict(
         name="someone/model-without-facts",

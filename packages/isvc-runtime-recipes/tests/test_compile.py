@@ -16,7 +16,7 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
 )
-from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
+from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, content_hash, load_recipes
 
 Facts = Callable[[str], ModelFacts]
 Hardware = Callable[[str], tuple[Placement, AcceleratorFacts]]
@@ -297,9 +297,10 @@ def test_the_hash_changes_with_the_plan_and_the_recipe(
 @pytest.mark.parametrize(
     ("name", "family", "template_tools", "parser"),
     [
-        ("Qwen/Qwen3-30B-A3B", "qwen3_moe", None, "hermes"),  # a MoE Qwen3 gets its parser (issue 10)
-        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2", None, None),  # a reasoning distill: none
+        ("Qwen/Qwen3-30B-A3B", "qwen3_moe", True, "hermes"),  # a MoE Qwen3 gets its parser (issue 10)
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2", True, None),  # a reasoning distill: none
         ("Qwen/Qwen2.5-7B-Instruct", "qwen2", False, None),  # a template without tools: none
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2", None, None),  # a template not read: none (issue 10)
         ("Qwen/Qwen2.5-7B-Instruct", "qwen2", True, "hermes"),
     ],
 )
@@ -314,6 +315,67 @@ def test_tool_calling_follows_the_model_not_the_family_name(
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert result.tool_calling_supported == (parser is not None)
     assert (arg(result, "--tool-call-parser") if parser else None) == parser
+    assert result.tool_call_parser == parser
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "parser"),
+    [
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "qwen2", "deepseek_r1"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "llama", "deepseek_r1"),
+        ("Qwen/QwQ-32B", "qwen2", "deepseek_r1"),
+        ("Qwen/Qwen3-8B", "qwen3", "qwen3"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3_moe", "qwen3"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3_moe", None),  # non-thinking only
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2", None),
+    ],
+)
+def test_a_reasoning_model_gets_the_parser_vllm_documents_for_it_issue_10(
+    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
+    name: str, family: str, parser: str | None,
+) -> None:
+    model = ModelFacts(source="HuggingFace", name=name, architecture="Qwen2ForCausalLM", family=family,
+                       parameter_count=7_615_616_512, num_layers=28, num_attention_heads=28,
+                       num_kv_heads=4, hidden_size=3584, context_length=32768, chat_template_tools=True)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.reasoning_parser == parser
+    assert (arg(result, "--reasoning-parser") if parser else None) == parser
+    assert ("--reasoning-parser" in result.args) == (parser is not None)
+
+
+@pytest.mark.parametrize("mistral_format", [True, False, None])
+def test_the_mistral_parser_comes_with_mistral_tokenizer_config_and_load_format_issue_10(
+    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates], mistral_format: bool | None,
+) -> None:
+    """vLLM's mistral tool parser expects Mistral's own tokenizer and format (docs/features/tool_calling.md);
+    a repository without params.json and consolidated weights cannot load that way, so it gets no parser."""
+    model = ModelFacts(source="HuggingFace", name="mistralai/Mistral-7B-Instruct-v0.3",
+                       architecture="MistralForCausalLM", family="mistral", parameter_count=7_248_023_552,
+                       num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                       hidden_size=4096, context_length=32768, chat_template_tools=True,
+                       mistral_format=mistral_format)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    if mistral_format:
+        assert result.tool_call_parser == "mistral"
+        assert [arg(result, f) for f in ("--tokenizer-mode", "--config-format", "--load-format")] == [
+            "mistral"] * 3
+    else:
+        assert result.tool_call_parser is None and not result.tool_calling_supported
+        assert "--tokenizer-mode" not in result.args
+
+
+def test_echoing_the_parsers_leaves_the_content_hash_alone(
+    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
+) -> None:
+    """The parsers are in args already: naming them beside does not roll a running workload."""
+    model = ModelFacts(source="HuggingFace", name="Qwen/Qwen3-8B", architecture="Qwen3ForCausalLM",
+                       family="qwen3", parameter_count=8_190_735_360, num_layers=36, num_attention_heads=32,
+                       num_kv_heads=8, head_dim=128, hidden_size=4096, context_length=40960,
+                       chat_template_tools=True)
+    result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
+    assert result.reasoning_parser == "qwen3" and result.tool_call_parser == "hermes"
+    bare = result.model_copy(update={"reasoning_parser": None, "tool_call_parser": None})
+    assert content_hash(bare) == result.content_hash
 
 
 def test_an_embedding_model_asked_for_as_chat_is_told_the_class_that_serves_it() -> None:

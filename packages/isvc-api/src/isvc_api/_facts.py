@@ -60,6 +60,12 @@ class ModelFacts(Wire):
     chat_template_tools: bool | None = Field(
         default=None, description="Whether the chat template renders tools; None when not read."
     )
+    mistral_format: bool | None = Field(
+        default=None,
+        description="Whether the repository holds Mistral's own format (params.json and consolidated "
+        "weights), which vLLM's mistral tool parser loads with --tokenizer-mode/--config-format/"
+        "--load-format mistral; None when not read.",
+    )
     endpoint_types: list[EndpointType] | None = Field(
         default=None,
         description="API contracts the model serves; None when the source carries no such facts.",

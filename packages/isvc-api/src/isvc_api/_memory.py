@@ -76,9 +76,17 @@ NON_TORCH_TP = 615 * MIB
 MIN_CONTEXT = 4096  # the shortest context worth starting a chat runtime for (or the model's own, if less)
 MAX_UTILIZATION = Decimal("0.97")
 UNKNOWN_CONTEXT = 8192  # the longest context set for a model that states none
-# TEI warms up one batch of --max-batch-tokens (default 16384; TEI router/src/main.rs:62-74).
+# TEI warms up one batch of --max-batch-tokens (default 16384; TEI router/src/main.rs:62-74). At rest
+# after warm-up, bge-reranker-v2-m3 (568M parameters, 1.06 GiB in fp16) held "about 1.5G" of GPU memory
+# under TEI's defaults (TEI issue #280): 0.3-0.45 GiB beside the weights. No warm-up peak is published,
+# so the estimate keeps the forward of a whole batch (more than that at-rest figure; the table checks it).
 TEI_BATCH_TOKENS = 16384
-# llama.cpp compute buffer: logits of one micro-batch (-ub 512) in f32 plus its activations.
+# llama.cpp compute buffer: logits of one micro-batch (-ub 512) in f32 plus its activations, and, without
+# flash attention, the f32 attention scores and mask of the micro-batch against the whole context,
+# -ub × -c × (heads + 1) × 4 B. Published log (fedora-copr/logdetective PR #106; flash_attn = 0, -ub 512,
+# 32 heads, KV 128 KiB/token): "CUDA0 compute buffer size" 164 MiB at -c 2048 and 2144 MiB at -c 32768,
+# i.e. 512 × c × 33 × 4 B + 32 MiB. The image's -fa auto turns flash attention on where the card and model
+# support it, which needs less; the scores are charged all the same, so a launch starts either way.
 LLAMACPP_UBATCH = 512
 _DEFAULT_VOCAB = 152064
 _GROUP = 128  # AWQ/GPTQ group size when the checkpoint does not say
@@ -345,6 +353,14 @@ def _overhead(facts: ModelFacts, runtime: MemoryRuntime, tp: int, batch: Batch |
     return 0, CUDA_CONTEXT + compute
 
 
+def _scores_per_token(facts: ModelFacts, runtime: MemoryRuntime) -> int:
+    """llama.cpp's compute-buffer bytes per token of context: attention scores and mask of one micro-batch
+    in f32 (flash attention off; see LLAMACPP_UBATCH). Other runtimes: 0."""
+    if runtime != MemoryRuntime.LLAMACPP:
+        return 0
+    return 4 * LLAMACPP_UBATCH * ((facts.num_attention_heads or 32) + 1)
+
+
 def _min_context(facts: ModelFacts, floor: int = MIN_CONTEXT) -> int:
     return min(facts.context_length or floor, floor)
 
@@ -367,6 +383,7 @@ def need_per_device(facts: ModelFacts, runtime: MemoryRuntime, tp: int = 1, batc
         kv_bytes = kv.bytes_for(ctx, batched) if kv.per_token else 0
         kv_words = f"KV {kv.per_token:,} B/token ({kv.words}) × {ctx:,} tokens"
     per_weights = math.ceil(w.total / tp)
+    outside += _scores_per_token(facts, runtime) * ctx
     total = per_weights + inside + outside + kv_bytes
     where = f" on each of {tp} GPUs" if tp > 1 else ""
     batch_words = f" at {b.words()}" if b else ""
@@ -416,12 +433,18 @@ def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_
         room = budget - per_weights - inside
         batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
         layout = kv or KvLayout(0, words="KV geometry unknown")
+        scores = _scores_per_token(facts, runtime)
         if kv is None or not layout.per_token:
             context = cap if room >= 0 else 0
         else:
-            context = min(layout.tokens_in(room, batched), cap)
+            # llama.cpp's compute buffer grows with the context too: the two share the room per token
+            sized = KvLayout(layout.full + scores, layout.window_layers, layout.window)
+            context = min(sized.tokens_in(room, batched), cap)
             if context >= granularity:
                 context -= context % granularity
+        if scores and context:
+            outside += scores * context
+            room -= scores * context
         if room >= 0 and context >= floor:
             return Fit(runtime, tp, util, per_weights, inside, outside, layout, room, context, batch)
         how = f" at {batch.words()}" if batch else ""

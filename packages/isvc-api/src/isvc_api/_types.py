@@ -258,6 +258,16 @@ class EndpointStatus(Wire):
         description="True when the resolved recipe carries the runtime flag enabling tool "
         "calling; absent until a plan is resolved.",
     )
+    tool_call_parser: str | None = Field(
+        default=None,
+        description="The runtime's tool-call parser in force (vLLM --tool-call-parser); absent when tool "
+        "calling is off or the runtime names none.",
+    )
+    reasoning_parser: str | None = Field(
+        default=None,
+        description="The runtime's reasoning parser in force (vLLM --reasoning-parser): the reply carries "
+        "the model's reasoning apart from its answer; absent when none is enabled.",
+    )
 
 
 class ModelStatus(Wire):
@@ -618,6 +628,12 @@ class CompiledRuntime(Wire):
         default=None, description="The model name the runtime serves, which clients (and the probe) send."
     )
     tool_calling_supported: bool = Field(default=False, description="Tool-call flags present.")
+    tool_call_parser: str | None = Field(
+        default=None, description="The tool-call parser the args enable, when the runtime names one."
+    )
+    reasoning_parser: str | None = Field(
+        default=None, description="The reasoning parser the args enable (vLLM --reasoning-parser)."
+    )
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 
 

@@ -4,7 +4,9 @@ Routes used (the Hub's own; a mirror serves the same):
   GET {endpoint}/api/models/{repo}[/revision/{rev}]?blobs=true   model info, file list with sizes
   GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true      file list, when sizes are missing
   GET {endpoint}/{repo}/resolve/{rev}/config.json                 architecture numbers
-  GET {endpoint}/{repo}/resolve/{rev}/{file} with Range           safetensors headers
+  GET {endpoint}/{repo}/resolve/{rev}/chat_template.jinja         the chat template, else the
+  GET {endpoint}/{repo}/resolve/{rev}/tokenizer_config.json       `chat_template` of the tokenizer
+  GET {endpoint}/{repo}/resolve/{rev}/{file} with Range           safetensors and GGUF headers
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cachetools import TTLCache
 from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
 
 from isvc_catalog._errors import SettingsError, SourceUnavailableError
+from isvc_catalog._gguf import GgufHeader, GgufHeaderError, TruncatedHeader, read_gguf_header
 from isvc_catalog._refs import RepoRef, parse_repo_ref
 from isvc_catalog._safetensors import (
     DTYPE_BYTES,
@@ -42,11 +45,16 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _log = logging.getLogger("isvc_catalog.hub")
 
 _FIRST_READ = 64 * 1024  # one Range request covers the header of a typical shard
+# A GGUF header holds the vocabulary: ~9 MB for a 128k-token model; read from 1 MiB, doubling, to 64 MiB.
+_GGUF_FIRST_READ = 1024 * 1024
+_GGUF_MAX_HEADER = 64 * 1024 * 1024
 _MAX_TREE_PAGES = 100
 _GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")
 _GGUF_BITS = re.compile(r"(?:^|[-_.])(?:i?q(\d)|f(16|32)|bf(16))", re.IGNORECASE)
 _PREFERRED_GGUF = "q4_k_m"  # the variant llama.cpp-based runtimes are usually handed
 _NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
+# A chat template that renders tools names the `tools` variable the chat API passes it (Jinja).
+_TEMPLATE_TOOLS = re.compile(r"\btools\b")
 
 
 class _Refused(Exception):
@@ -320,6 +328,7 @@ class HubClient:
 
         dtype = _str(config.get("torch_dtype")) or _str(config.get("dtype"))
         params: int | None = None
+        header: GgufHeader | None = None
         bits = quant.bits
         dtype_counts: dict[str, int] | None = None
         if fmt == ModelFormat.SAFETENSORS:
@@ -328,9 +337,17 @@ class HubClient:
             params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
             dtype = dtype or _dominant_float(counts)
         elif fmt == ModelFormat.GGUF:
+            headers = [self._gguf_header(ref, token, commit, name, root.get(name)) for name in weights]
+            read = [h for h in headers if h is not None]
+            header = headers[0] if headers else None
             params = _int(gguf_info.get("total"))
+            if read and len(read) == len(headers):
+                params = sum(h.parameters for h in read) or params
+                weight_bytes = sum(h.tensor_bytes for h in read) or weight_bytes
             quant = _Quant(Quantization.GGUF)
             bits = _gguf_bits(weights[0]) if weights else None
+            if bits is None and params and weight_bytes:
+                bits = max(1, weight_bytes * 8 // params)
         elif weight_bytes is not None and dtype:
             per = DTYPE_BYTES.get(_safetensors_code(dtype) or "", 0)
             params = int(weight_bytes / per) if per else None
@@ -342,8 +359,11 @@ class HubClient:
         if kv_heads is None and heads is not None:
             kv_heads = 1 if config.get("multi_query") is True else heads
         architectures = config.get("architectures")
+        template = self._chat_template(ref, token, commit, root)
+        if template is None and header is not None:
+            template = _str(header.values.get("tokenizer.chat_template"))
         window, window_layers = _sliding_window(config, _pick(config, "num_hidden_layers", "n_layer"))
-        return ModelFacts(
+        facts = ModelFacts(
             source=ModelSource.HUGGING_FACE,
             name=ref.repo,
             revision=ref.revision,
@@ -376,8 +396,16 @@ class HubClient:
             sliding_window_layers=window_layers,
             kv_lora_rank=_pick(config, "kv_lora_rank"),
             qk_rope_head_dim=_pick(config, "qk_rope_head_dim"),
+            chat_template_tools=None if template is None else bool(_TEMPLATE_TOOLS.search(template)),
+            mistral_format="params.json" in root
+            and any(n.startswith("consolidated") and n.endswith(".safetensors") for n in root),
             endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
         )
+        if header is None:
+            return facts
+        # config.json, when a GGUF repository has one, speaks first; the header fills what it left out
+        geometry = {k: v for k, v in _gguf_geometry(header).items() if getattr(facts, k) is None}
+        return facts.model_copy(update=geometry)
 
     def _files(
         self, info: Mapping[str, Any], ref: RepoRef, token: str | None, commit: str
@@ -432,6 +460,58 @@ class HubClient:
                 return config
         summary = info.get("config")
         return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
+
+    def _gguf_header(
+        self, ref: RepoRef, token: str | None, commit: str, name: str, size: int | None
+    ) -> GgufHeader | None:
+        """The header of one GGUF file, read by Range requests of growing length; None when it runs past
+        _GGUF_MAX_HEADER (the facts then come from the file sizes). A file that is not GGUF is refused."""
+        url = self._file(ref, commit, name)
+        head, end = b"", _GGUF_FIRST_READ
+        while True:
+            if size is not None:
+                end = min(end, size)
+            head += self._read_prefix(url, ref, token, len(head), end - 1)
+            try:
+                return read_gguf_header(head)
+            except TruncatedHeader:
+                if len(head) < end or end >= _GGUF_MAX_HEADER or end == size:
+                    if len(head) < end or end == size:  # the file ended inside its header
+                        raise _refuse(
+                            Reason.INVALID_MODEL_SOURCE,
+                            f"{name} of {ref} ends inside its GGUF header. Name another repository or "
+                            "revision in spec.model.ref.name.",
+                        ) from None
+                    _log.info("GGUF header of %s in %s runs past %d bytes: sized by its file", name, ref, end)
+                    return None
+                end *= 2
+            except GgufHeaderError as exc:
+                raise _refuse(
+                    Reason.INVALID_MODEL_SOURCE,
+                    f"{name} of {ref} is not a valid GGUF file ({exc}). Name another repository or "
+                    "revision in spec.model.ref.name.",
+                ) from None
+
+    def _chat_template(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]
+    ) -> str | None:
+        """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
+        or a list of named templates, the `default` one or the first); None when neither holds one."""
+        if "chat_template.jinja" in root:
+            resp = self._request(self._file(ref, commit, "chat_template.jinja"), ref, token, missing_ok=True)
+            if resp is not None:
+                return resp.text
+        if "tokenizer_config.json" not in root:
+            return None
+        resp = self._request(self._file(ref, commit, "tokenizer_config.json"), ref, token, missing_ok=True)
+        try:
+            template = resp.json().get("chat_template") if resp is not None else None
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(template, list):
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default", next(iter(named.values()), None))
+        return template if isinstance(template, str) else None
 
     def _weights(
         self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]
@@ -591,6 +671,36 @@ def _gguf_variant(files: list[str], root: Mapping[str, int | None]) -> list[str]
     if preferred:
         return variants[preferred[0]]
     return max(variants.values(), key=lambda group: sum(root.get(n) or 0 for n in group))
+
+
+def _gguf_geometry(header: GgufHeader) -> dict[str, Any]:
+    """ModelFacts fields from the standardized keys of a GGUF header (ggml docs/gguf.md)."""
+    heads = header.arch_int("attention.head_count")
+    hidden = header.arch_int("embedding_length")
+    layers = header.arch_int("block_count")
+    vocab = header.arch_int("vocab_size") or header.array_lengths.get("tokenizer.ggml.tokens")
+    window = header.arch_int("attention.sliding_window")
+    window_layers = layers // 2 if window and layers and header.architecture == "gemma2" else None
+    geometry: dict[str, Any] = {
+        "family": header.architecture,
+        "context_length": header.arch_int("context_length"),
+        "num_layers": layers,
+        "num_attention_heads": heads,
+        # absent: no grouped-query attention (as many KV heads as heads)
+        "num_kv_heads": header.arch_int("attention.head_count_kv") or heads,
+        "head_dim": header.arch_int("attention.key_length")
+        or (hidden // heads if hidden and heads else None),
+        "hidden_size": hidden,
+        "intermediate_size": header.arch_int("feed_forward_length"),
+        "vocab_size": vocab,
+        "num_experts": header.arch_int("expert_count"),
+        "sliding_window": window if window_layers else None,
+        "sliding_window_layers": window_layers,
+        "kv_lora_rank": header.arch_int("attention.kv_lora_rank"),
+        "qk_rope_head_dim": header.arch_int("rope.dimension_count") if header.arch_int(
+            "attention.kv_lora_rank") else None,
+    }
+    return {k: v for k, v in geometry.items() if v is not None}
 
 
 def _gguf_bits(name: str) -> int | None:

@@ -39,6 +39,7 @@ from isvc_runtime_recipes._derive import (
     max_context_length,
     memory_utilization,
     model_dir,
+    reasoning_parser,
     tool_call_parser,
 )
 from isvc_runtime_recipes._errors import InvalidRecipe
@@ -262,7 +263,9 @@ def _refusal(
 
 def content_hash(compiled: CompiledRuntime) -> str:
     """sha256 of the canonical JSON of everything in the compiled runtime but the hash itself."""
-    payload = compiled.model_dump(mode="json", by_alias=True, exclude={"content_hash"})
+    # The parsers are named in args already; left out, so that echoing them rolls no workload.
+    payload = compiled.model_dump(mode="json", by_alias=True,
+                                  exclude={"content_hash", "tool_call_parser", "reasoning_parser"})
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -280,6 +283,7 @@ def _render(groups: list[list[str]], values: Mapping[str, str | None]) -> list[s
 
 def _uses(recipe: Recipe, name: str) -> bool:
     groups = recipe.args + (recipe.tool_calling.args if recipe.tool_calling else [])
+    groups = groups + (recipe.reasoning.args if recipe.reasoning else [])
     return any(name in placeholders(group) for group in groups)
 
 
@@ -444,7 +448,11 @@ class RecipeBook:
             )
             if context is None:
                 return _Failure(recipe.name, "memory", why)
-        parser = tool_call_parser(recipe, facts) if endpoint == EndpointType.CHAT else None
+        chat = endpoint == EndpointType.CHAT
+        tool_rule = tool_call_parser(recipe, facts) if chat else None
+        reasoning_rule = reasoning_parser(recipe, facts) if chat else None
+        parser = tool_rule.parser if tool_rule else None
+        thinking = reasoning_rule.parser if reasoning_rule else None
         values: dict[str, str | None] = {
             "modelPath": path,
             "servedName": served_name,
@@ -455,6 +463,7 @@ class RecipeBook:
             "maxContextLength": None if context is None else str(context),
             "quantization": recipe.quantization_values.get(facts.quantization),
             "toolCallParser": parser,
+            "reasoningParser": thinking,
             "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
             "maxNumBatchedTokens": (
                 str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None),
@@ -462,8 +471,11 @@ class RecipeBook:
         }
         args = _render(recipe.args, values)
         tool_args: list[str] = []
-        if parser is not None and recipe.tool_calling is not None:
-            tool_args = _render(recipe.tool_calling.args, values)
+        if tool_rule is not None and recipe.tool_calling is not None:
+            tool_args = _render(recipe.tool_calling.args + tool_rule.args, values)
+        reasoning_args: list[str] = []
+        if reasoning_rule is not None and recipe.reasoning is not None:
+            reasoning_args = _render(recipe.reasoning.args + reasoning_rule.args, values)
         image = recipe.image
         cc = hw.compute_capability
         if recipe.image_by_compute_capability and cc in recipe.image_by_compute_capability:
@@ -472,7 +484,7 @@ class RecipeBook:
             recipe=recipe.name,
             image=image,
             command=list(recipe.command),
-            args=args + tool_args,
+            args=args + tool_args + reasoning_args,
             env=dict(sorted(recipe.env.items())),
             ports=[
                 Port(name="http", container_port=recipe.ports.http),
@@ -481,6 +493,9 @@ class RecipeBook:
             health_path=recipe.health_path,
             served_name=served_name,
             tool_calling_supported=bool(tool_args),
+            # named only where the runtime's flag names it (llama.cpp's --jinja names no parser)
+            tool_call_parser=parser if tool_args and _uses(recipe, "toolCallParser") else None,
+            reasoning_parser=thinking if reasoning_args else None,
             api_key_env=recipe.api_key_env,
             model_path=path,
             model_dir=directory,

@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 
 from isvc_api import EndpointType, Estimates, ModelFacts, Placement, SharingMode
 
-from isvc_runtime_recipes._model import AcceleratorFacts, MemoryPolicy, Recipe
+from isvc_runtime_recipes._model import AcceleratorFacts, MemoryPolicy, Recipe, ToolParserRule
 
 __all__ = [
     "MODELS_ROOT",
@@ -18,6 +18,7 @@ __all__ = [
     "max_context_length",
     "memory_utilization",
     "model_dir",
+    "reasoning_parser",
     "tool_call_parser",
 ]
 
@@ -117,12 +118,9 @@ def max_context_length(
     return length, ""
 
 
-def tool_call_parser(recipe: Recipe, facts: ModelFacts) -> str | None:
-    """The parser the recipe knows for this model's family, or None: then no tool-call flags."""
-    if recipe.tool_calling is None or facts.chat_template_tools is False:
-        return None  # a chat template that renders no tools cannot take tool calls
+def _matching(rules: list[ToolParserRule], facts: ModelFacts) -> ToolParserRule | None:
     family = (facts.family or "").lower()
-    for rule in recipe.tool_calling.parsers:
+    for rule in rules:
         if rule.families is not None and family not in {f.lower() for f in rule.families}:
             continue
         if rule.architectures is not None and not any(
@@ -131,5 +129,25 @@ def tool_call_parser(recipe: Recipe, facts: ModelFacts) -> str | None:
             continue
         if rule.name_pattern is not None and not re.search(rule.name_pattern, facts.name):
             continue
-        return rule.parser
+        if rule.mistral_format is not None and facts.mistral_format is not rule.mistral_format:
+            continue
+        return rule
     return None
+
+
+def tool_call_parser(recipe: Recipe, facts: ModelFacts) -> ToolParserRule | None:
+    """The tool-call parser the recipe knows for this model, or None: then no tool-call flags.
+
+    Only a model whose chat template renders tools takes tool calls (issue 10): a template that was
+    not read (None) or renders none (False) gets no tool-call flags, whatever its family.
+    """
+    if recipe.tool_calling is None or facts.chat_template_tools is not True:
+        return None
+    return _matching(recipe.tool_calling.parsers, facts)
+
+
+def reasoning_parser(recipe: Recipe, facts: ModelFacts) -> ToolParserRule | None:
+    """The reasoning parser the recipe knows for this model, or None: then no reasoning flags."""
+    if recipe.reasoning is None:
+        return None
+    return _matching(recipe.reasoning.parsers, facts)

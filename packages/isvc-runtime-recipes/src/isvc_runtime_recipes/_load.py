@@ -65,7 +65,10 @@ def validate_recipe(data: Any, origin: str, flags: dict[str, RuntimeFlags]) -> R
             f"recipe {recipe.name} names runtime {recipe.runtime!r}, which has no accepted-flag list "
             f"(known: {', '.join(sorted(flags))})"
         )
-    groups = recipe.args + (recipe.tool_calling.args if recipe.tool_calling else [])
+    groups = list(recipe.args)
+    for section in (recipe.tool_calling, recipe.reasoning):
+        if section is not None:
+            groups += section.args + [group for rule in section.parsers for group in rule.args]
     for group in groups:
         positional = accepted.positional_model and group == ["{modelPath}"]
         if not positional and flag_of(group[0]) is None:

@@ -15,6 +15,7 @@ __all__ = [
     "AcceleratorFacts",
     "MemoryPolicy",
     "PlacementConstraints",
+    "Reasoning",
     "Recipe",
     "RecipePorts",
     "RuntimeFlags",
@@ -36,7 +37,8 @@ PLACEHOLDERS = frozenset(
         "gpuMemoryUtilization",  # fraction of the card the runtime may claim
         "maxContextLength",  # tokens that fit the memory left after the weights
         "quantization",  # the runtime's value for the model's quantization; None when native
-        "toolCallParser",  # the parser chosen for the model family; only in toolCalling.args
+        "toolCallParser",  # the parser chosen for the model; only in toolCalling.args
+        "reasoningParser",  # the reasoning parser chosen for the model; only in reasoning.args
         "maxNumSeqs",  # vLLM --max-num-seqs of the batch setting the memory model chose
         "maxNumBatchedTokens",  # vLLM --max-num-batched-tokens of that setting
         "enforceEager",  # "" (the group's flag alone) when that setting captures no graphs, else dropped
@@ -129,12 +131,24 @@ class MemoryPolicy(Wire):
 
 
 class ToolParserRule(Wire):
-    """Which tool-call parser suits which models; every given field must match."""
+    """Which parser suits which models; every given field must match."""
 
-    parser: Token = Field(description="The runtime's parser name, filled into {toolCallParser}.")
+    parser: Token = Field(
+        description="The runtime's parser name, filled into {toolCallParser} or {reasoningParser}."
+    )
     families: list[Token] | None = Field(default=None, description="config.json model_type values.")
     architectures: list[Token] | None = Field(default=None, description="Glob patterns.")
     name_pattern: str | None = Field(default=None, description="Regular expression over the model name.")
+    mistral_format: bool | None = Field(
+        default=None,
+        description="Match only a repository that does (true) or does not (false) hold Mistral's own "
+        "format (params.json, consolidated weights); unknown never matches a stated value.",
+    )
+    args: list[list[Token]] = Field(
+        default_factory=list,
+        description="Argument groups this parser needs besides the section's own (e.g. vLLM's mistral "
+        "parser: --tokenizer-mode, --config-format and --load-format mistral).",
+    )
 
     @field_validator("name_pattern")
     @classmethod
@@ -148,6 +162,13 @@ class ToolCalling(Wire):
     """The flags that enable tool calling, added only for a model whose family has a known parser."""
 
     args: list[list[Token]] = Field(min_length=1, description="Argument groups enabling tool calls.")
+    parsers: list[ToolParserRule] = Field(min_length=1, description="First matching rule wins.")
+
+
+class Reasoning(Wire):
+    """The flags that separate a reasoning model's thinking from its answer, for models with a parser."""
+
+    args: list[list[Token]] = Field(min_length=1, description="Argument groups enabling the parser.")
     parsers: list[ToolParserRule] = Field(min_length=1, description="First matching rule wins.")
 
 
@@ -184,18 +205,22 @@ class Recipe(Wire):
     )
     args: list[list[Token]] = Field(min_length=1, description="Argument groups, with {placeholders}.")
     tool_calling: ToolCalling | None = Field(default=None, description="Flags enabling tool calls.")
+    reasoning: Reasoning | None = Field(default=None, description="Flags enabling a reasoning parser.")
 
     @model_validator(mode="after")
     def _templates(self) -> Recipe:
-        """Every placeholder is one compile() fills, and the parser only where tool calling is."""
-        for group in self.args:
-            for name in placeholders(group):
-                if name not in PLACEHOLDERS or name == "toolCallParser":
-                    raise ValueError(f"recipe {self.name}: unknown placeholder {{{name}}} in {group}")
-        for group in self.tool_calling.args if self.tool_calling else []:
-            for name in placeholders(group):
-                if name not in PLACEHOLDERS:
-                    raise ValueError(f"recipe {self.name}: unknown placeholder {{{name}}} in {group}")
+        """Every placeholder is one compile() fills, and each parser only in its own section."""
+        parsers = {"toolCallParser", "reasoningParser"}
+        sections: list[tuple[list[list[str]], set[str]]] = [(self.args, parsers)]
+        for section, own in ((self.tool_calling, "toolCallParser"), (self.reasoning, "reasoningParser")):
+            if section is not None:
+                sections.append((section.args, parsers - {own}))
+                sections += [(rule.args, parsers - {own}) for rule in section.parsers]
+        for groups, refused in sections:
+            for group in groups:
+                for name in placeholders(group):
+                    if name not in PLACEHOLDERS or name in refused:
+                        raise ValueError(f"recipe {self.name}: unknown placeholder {{{name}}} in {group}")
         for env_name in self.env:
             if env_name == self.api_key_env:
                 raise ValueError(f"recipe {self.name}: {env_name} comes from the auth Secret, not env")

@@ -2,7 +2,7 @@
 
 It answers the routes HubClient uses (model info with ?blobs=true, the tree API with paging,
 resolve with Range and HEAD), gates and private repositories like the Hub does (401/403 with
-X-Error-Code), and serves weight files as their real safetensors header followed by zeros; a
+X-Error-Code), and serves weight files as their real safetensors or GGUF header followed by zeros; a
 request reaching more than 1 MiB into the zeros gets 416, so nothing large is ever written or sent.
 """
 
@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import numpy as np
 import yaml
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
 from isvc_catalog import DTYPE_BYTES, TORCH_DTYPES, build_header
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,12 +36,24 @@ _LFS_POINTER = 135
 
 
 class GgufSpec(BaseModel):
-    """The `gguf` block of model info and the GGUF files of the repository."""
+    """The `gguf` block of model info, the GGUF files of the repository and what their headers say."""
 
     model_config = ConfigDict(extra="forbid")
     architecture: str
     context_length: int
     files: dict[str, int] = Field(description="File name -> size in bytes.")
+    block_count: int | None = None
+    head_count: int | None = None
+    head_count_kv: int | None = None
+    embedding_length: int | None = None
+    feed_forward_length: int | None = None
+    vocab_size: int | None = Field(default=None, description="Entries of tokenizer.ggml.tokens.")
+    chat_template: str | None = None
+
+
+# The ggml type a variant's tensors are written as, by the variant's name (one type for the whole file).
+_GGUF_TYPES = {"q2_k": "Q2_K", "q4_0": "Q4_0", "q4_k_m": "Q4_K", "q8_0": "Q8_0", "fp16": "F16", "f16": "F16"}
+_GGUF_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})(?=\.gguf$)")
 
 
 class FixtureModel(BaseModel):
@@ -66,6 +81,10 @@ class FixtureModel(BaseModel):
     config: dict[str, Any] | None = Field(default=None, description="config.json; None: absent.")
     gguf: GgufSpec | None = None
     extra_files: dict[str, int] = Field(default_factory=dict, description="Other files, sizes.")
+    texts: dict[str, str] = Field(
+        default_factory=dict,
+        description="Small files served in full (tokenizer_config.json, chat_template.jinja), by name.",
+    )
 
     @property
     def commit(self) -> str:
@@ -143,11 +162,72 @@ def build_repo(model: FixtureModel) -> _Repo:
                                 "weight_map": {f"t{i}": n for i, n in enumerate(names)}}).encode()
             files["pytorch_model.bin.index.json"] = _File(len(index), index)
     elif model.gguf is not None:
-        for name, size in model.gguf.files.items():
-            files[name] = _File(size, b"GGUF\x03\x00\x00\x00", lfs=True)
+        for name, (size, header) in _gguf_files(model, model.gguf).items():
+            files[name] = _File(max(size, len(header)), header, lfs=True)
     for name, size in model.extra_files.items():
         files[name] = _File(size, lfs=size > 10 * 1024 * 1024)
+    for name, text in model.texts.items():
+        raw = text.encode()
+        files[name] = _File(len(raw), raw)
     return repo
+
+
+def _gguf_files(model: FixtureModel, spec: GgufSpec) -> dict[str, tuple[int, bytes]]:
+    """Each GGUF file with a real header (gguf.GGUFWriter): the key/values in the first file of a
+    variant (split files: the split.* keys in the rest, as gguf-split writes them), and tensor records
+    of the variant's type whose elements add up to the model's parameters across the variant's files."""
+    variants: dict[str, list[str]] = {}
+    for name in spec.files:
+        variants.setdefault(_GGUF_SPLIT.sub("", name), []).append(name)
+    out: dict[str, tuple[int, bytes]] = {}
+    for stem, names in variants.items():
+        names.sort()
+        key = next((k for k in _GGUF_TYPES if f"-{k}" in stem.lower()), "q4_k_m")
+        kind = GGMLQuantizationType[_GGUF_TYPES[key]]
+        block, type_size = GGML_QUANT_SIZES[kind]
+        total = sum(spec.files[n] for n in names)
+        left = model.parameters // block * block
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            share = left if last else model.parameters * spec.files[name] // total // block * block
+            left -= share
+            header = _gguf_header(spec, kind, share * type_size // block, i, len(names))
+            out[name] = (spec.files[name], header)
+    return out
+
+
+def _gguf_header(spec: GgufSpec, kind: GGMLQuantizationType, nbytes: int, index: int, count: int) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="standin-gguf-") as scratch:
+        path = Path(scratch) / "header.gguf"
+        writer = GGUFWriter(path, spec.architecture)
+        if count > 1:
+            writer.add_uint16("split.no", index)
+            writer.add_uint16("split.count", count)
+            writer.add_int32("split.tensors.count", count)
+        if index == 0:
+            writer.add_context_length(spec.context_length)
+            for key, value in (("block_count", spec.block_count), ("attention.head_count", spec.head_count),
+                               ("attention.head_count_kv", spec.head_count_kv),
+                               ("embedding_length", spec.embedding_length),
+                               ("feed_forward_length", spec.feed_forward_length)):
+                if value is not None:
+                    writer.add_uint32(f"{spec.architecture}.{key}", value)
+            if spec.chat_template is not None:
+                writer.add_chat_template(spec.chat_template)
+            if spec.vocab_size:
+                # short stand-in tokens keep the header under 2 MiB, still past the reader's first MiB
+                writer.add_token_list([_token(i) for i in range(spec.vocab_size)])
+        # a quantized tensor's shape is given in bytes per row (gguf quant_shape_from_byte_shape)
+        writer.add_tensor_info(f"blk.{index}.weight", (nbytes,), np.dtype(np.uint8), nbytes, raw_dtype=kind)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        writer.close()
+        return path.read_bytes()
+
+
+def _token(index: int) -> str:
+    return "".join(chr(33 + (index // 94**k) % 94) for k in range(3))
 
 
 def _info(repo: _Repo, blobs: bool) -> dict[str, Any]:
@@ -374,7 +454,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"", headers, head=True, length=f.size)
             return
         start, end = wanted if wanted else (0, f.size - 1)
-        if end - start + 1 > _SERVE_LIMIT and end >= len(f.prefix):
+        if end + 1 - max(start, len(f.prefix)) > _SERVE_LIMIT:  # more than 1 MiB of the zeros
             self._send(416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"},
                        head)
             return

@@ -148,9 +148,12 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
+    runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy), type=scope.policy.exposure.type,
-        tool_calling_supported=bool(scope.plan.runtime and scope.plan.runtime.tool_calling_supported))
+        tool_calling_supported=bool(runtime and runtime.tool_calling_supported),
+        tool_call_parser=runtime.tool_call_parser if runtime else None,
+        reasoning_parser=runtime.reasoning_parser if runtime else None)
     deployments = deps.cluster.owned("Deployment", scope.namespace, scope.name)
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     pods = [p for p in deps.cluster.owned("Pod", scope.namespace, scope.name) if _of_plan(p, templates)]
