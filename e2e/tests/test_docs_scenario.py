@@ -115,6 +115,8 @@ class Person:
         finally:
             proc.kill()
             proc.wait(5)
+            if proc.stdout is not None:
+                proc.stdout.close()
         raise AssertionError(f"{command!r} never showed Ready:\n{''.join(seen)}")
 
 
