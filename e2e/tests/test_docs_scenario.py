@@ -1,5 +1,5 @@
-"""module/docs/SCENARIO.md run as written: each step's kubectl commands, by the person the step names, against
-the test bed, with the output its comments show (issue 16).
+"""module/docs/SCENARIO.md and EXAMPLES.md run as written: each kubectl command, by the person who would run
+it, against the test bed, with the output its comments show (issue 16).
 
 Alice (the administrator) runs as the test bed's administrator; Bob (a user of the namespace `support`) runs
 as the test bed's namespace user, bound there to the module's editor role and Kubernetes' own `edit` role,
@@ -23,13 +23,17 @@ import pytest
 import yaml
 from isvc_testbed import bin_dir
 from isvc_testbed.cluster import Cluster
-from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
 from isvc_testbed.module import ROOT
 from kubernetes import client as k8s
 
 pytestmark = pytest.mark.e2e
 
 SCENARIO = ROOT / "module" / "docs" / "SCENARIO.md"
+EXAMPLES = ROOT / "module" / "docs" / "EXAMPLES.md"
+# What the examples take as given: their namespaces, and the PriorityClass a class names ("it must exist").
+EXAMPLE_NAMESPACES = ("support", "research", "search", "backend")
+PLACEHOLDERS = {"<your Hugging Face token>": "hf_example"}
 IN_CLUSTER = ("curl ", "kubectl run ")
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 _HEADING = re.compile(r"^## \d+\. (\w+)", re.M)
@@ -120,24 +124,59 @@ class Person:
         raise AssertionError(f"{command!r} never showed Ready:\n{''.join(seen)}")
 
 
+def _users_namespace(admin_api: k8s.ApiClient, name: str) -> None:
+    """A namespace of the user: the module's editor role and Kubernetes' `edit` role for alice."""
+    user_namespace(admin_api, name, user="alice", cluster_role="d8:user-authz:isvc:editor")
+    user_namespace(admin_api, name, user="alice", cluster_role="edit")
+
+
+def _clean(admin_api: k8s.ApiClient, namespaces: tuple[str, ...], classes: tuple[str, ...]) -> None:
+    """Delete the orders and classes a document made, and wait until no LaunchPlan holds room for them."""
+    custom = k8s.CustomObjectsApi(admin_api)
+
+    def items(namespace: str, plural: str) -> list[Any]:
+        listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
+            "ai.deckhouse.io", "v1alpha1", namespace, plural))
+        return list(listed["items"])
+
+    for namespace in namespaces:
+        for item in items(namespace, "inferenceservices"):
+            custom.delete_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", namespace,
+                                                   "inferenceservices", item["metadata"]["name"])
+    for name in classes:
+        try:
+            custom.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses",
+                                                name)
+        except k8s.ApiException as exc:
+            if exc.status != 404:
+                raise
+    wait_for(lambda: not any(items(ns, "launchplans") for ns in namespaces), 120,
+             what="the documents' LaunchPlans gone")
+
+
 @pytest.fixture
 def support(module: Any, admin_api: k8s.ApiClient) -> Iterator[str]:
-    """Namespace `support`, Bob's: the module's editor role and Kubernetes' `edit` role for alice."""
-    user_namespace(admin_api, "support", user="alice", cluster_role="d8:user-authz:isvc:editor")
-    user_namespace(admin_api, "support", user="alice", cluster_role="edit")
+    """Namespace `support`, Bob's."""
+    _users_namespace(admin_api, "support")
     yield "support"
-    custom = k8s.CustomObjectsApi(admin_api)
-    listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
-        "ai.deckhouse.io", "v1alpha1", "support", "inferenceservices"))
-    for item in listed["items"]:
-        custom.delete_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", "support", "inferenceservices",
-                                               item["metadata"]["name"])
+    _clean(admin_api, ("support",), ("support-chat",))
+
+
+@pytest.fixture
+def example_namespaces(module: Any, admin_api: k8s.ApiClient) -> Iterator[tuple[str, ...]]:
+    """The namespaces the examples name, and the PriorityClass `inference-high` research-h100 names."""
+    for name in EXAMPLE_NAMESPACES:
+        _users_namespace(admin_api, name)
+    scheduling = k8s.SchedulingV1Api(admin_api)
     try:
-        custom.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses",
-                                            "support-chat")
+        scheduling.create_priority_class(cast(Any, {"metadata": {"name": "inference-high"}, "value": 1000}))
     except k8s.ApiException as exc:
-        if exc.status != 404:
+        if exc.status != 409:
             raise
+    yield EXAMPLE_NAMESPACES
+    _clean(admin_api, EXAMPLE_NAMESPACES, ("embeddings", "internal-chat", "research-h100"))
+    scheduling.delete_priority_class("inference-high")
+    ignore_404(lambda: k8s.CoreV1Api(admin_api).delete_namespaced_secret("hf-token", "support"))
 
 
 def test_every_command_of_the_scenario_runs_as_written_by_the_person_it_names(
@@ -170,6 +209,47 @@ def test_every_command_of_the_scenario_runs_as_written_by_the_person_it_names(
                 replans.append(_replans(who))
     assert len(ran) >= 12, ran  # every step's commands ran, not a parse that found none
     assert replans and replans[0] >= 1, replans
+
+
+def test_every_example_is_accepted_as_written_and_its_commands_show_what_they_say(
+    cluster: Cluster, example_namespaces: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Manifests to copy: each whole manifest applied as is, by an administrator for a class and by the
+    namespace user for an order; then the example's commands (placeholders filled in)."""
+    admin, user = Person(cluster.admin_kubeconfig, tmp_path), Person(cluster.alice_kubeconfig, tmp_path)
+    applied: list[str] = []
+    ran: list[str] = []
+    for _, language, body in _steps(EXAMPLES.read_text(encoding="utf-8")):
+        if language == "yaml":
+            doc = yaml.safe_load(body)
+            if "apiVersion" not in doc:
+                continue  # a fragment of the manifest above it
+            name = doc["metadata"]["name"]
+            (tmp_path / f"{name}.yaml").write_text(body)
+            who = admin if doc["kind"] == "InferenceServiceClass" else user
+            code, out = who.run(f"kubectl apply -f {name}.yaml")
+            assert code == 0, f"{doc['kind']} {name} as written is refused: {out}"
+            applied.append(name)
+            continue
+        if language != "bash":
+            continue
+        for command, expected in _commands(body):
+            if command.startswith(IN_CLUSTER) or "$URL" in command or "$(" in command:
+                continue
+            for placeholder, value in PLACEHOLDERS.items():
+                command = command.replace(placeholder, value)
+            who = admin if "infsvcclass" in command else user
+            if command.startswith("kubectl apply -f") and command.split()[-1][:-5] in applied:
+                continue  # the manifest above, already applied by its author
+            if " -w" in command:
+                who.watch_until_ready(command, 180)
+            elif expected:
+                _until_shown(who, "", command, expected)
+            else:
+                code, out = who.run(command)
+                assert code == 0, f"{command!r} exited {code}: {out}"
+            ran.append(command)
+    assert len(applied) >= 8 and len(ran) >= 3, (applied, ran)
 
 
 def _until_shown(who: Person, person: str, command: str, expected: list[str]) -> None:
