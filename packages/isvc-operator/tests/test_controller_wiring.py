@@ -32,7 +32,7 @@ class Informer:
 
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
     names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
-             "priority_classes")
+             "autoscalers", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
                    registry=CollectorRegistry(), waiting=lambda: list(waiting))
@@ -103,7 +103,7 @@ def test_orders_are_counted_by_phase_and_reason_from_the_cache() -> None:
 def test_the_queues_report_their_depth_and_passes_their_duration() -> None:
     registry = CollectorRegistry()
     names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
-             "priority_classes")
+             "autoscalers", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
                    registry=registry)

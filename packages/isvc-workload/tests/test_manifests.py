@@ -26,12 +26,14 @@ from isvc_api import (
     UpdateStrategy,
 )
 from isvc_workload import (
+    CPU_TARGET_PERCENT,
     RUNTIME_HASH_ANNOTATION,
     PlanNotExpressible,
     SettingsIncomplete,
     WorkloadInputs,
     WorkloadSettings,
     auth_secret,
+    autoscaler,
     claim_template_name,
     deployment,
     endpoint_url,
@@ -254,12 +256,27 @@ def test_uuids_are_quoted_as_cel_strings() -> None:
         (None, 1),
         (Constraints(min_replicas=2, max_replicas=4), 2),
         (Constraints(min_replicas=1, max_replicas=4, autoscaler=True), None),
+        (Constraints(min_replicas=2, max_replicas=2, autoscaler=True), 2),
     ],
-    ids=["no scaling policy: one", "minReplicas", "autoscaler owns the count"],
+    ids=["no scaling policy: one", "minReplicas", "autoscaler owns the count", "no room to scale: min"],
 )
 def test_replicas_come_from_the_constraints(constraints: Constraints | None, replicas: int | None) -> None:
     spec = deployment(make_inputs(constraints=constraints), SETTINGS)["spec"]
     assert spec.get("replicas") == replicas
+    hpa = autoscaler(make_inputs(constraints=constraints))
+    assert (hpa is None) == (replicas is not None)  # exactly one of them owns the count
+
+
+def test_the_autoscaler_scales_the_orders_deployment_within_the_class_bounds() -> None:
+    inputs = make_inputs(constraints=Constraints(min_replicas=1, max_replicas=3, autoscaler=True))
+    hpa = autoscaler(inputs)
+    assert hpa is not None and hpa["apiVersion"] == "autoscaling/v2"
+    spec = hpa["spec"]
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                      "name": deployment(inputs, SETTINGS)["metadata"]["name"]}
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 3)
+    assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == CPU_TARGET_PERCENT
+    assert hpa["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
 
 
 def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it() -> None:

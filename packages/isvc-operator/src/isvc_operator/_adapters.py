@@ -148,6 +148,9 @@ class Workload:
                    isvc_workload.deployment(inputs, self.settings), isvc_workload.service(inputs)]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
+            hpa = isvc_workload.autoscaler(inputs)
+            if hpa is not None:
+                out.append(hpa)
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out

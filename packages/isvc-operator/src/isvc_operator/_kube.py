@@ -200,6 +200,7 @@ class KubeCluster:
                                   label_selector=sel)
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
+        self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
@@ -207,12 +208,14 @@ class KubeCluster:
                         if catalog_enabled]
         self.informers = [
             self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.ingresses, self.services, self.priority_classes, *self.catalog,
+            self.templates, self.ingresses, self.services, self.autoscalers, self.priority_classes,
+            *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
         self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
                        "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses,
+                       "HorizontalPodAutoscaler": self.autoscalers,
                        "Service": self.services}
 
     def start(self, timeout: float = 60.0) -> None:

@@ -1,5 +1,6 @@
 """isvc workload: the manifests of an order's children, and judges of what the cluster made of them."""
 
+from isvc_workload._autoscaler import CPU_TARGET_PERCENT, SCALE_DOWN_WINDOW_SECONDS, autoscaler
 from isvc_workload._claim_template import (
     CLAIM_NAME,
     claim_template_name,
@@ -49,6 +50,7 @@ __all__ = [
     "AUTH_SECRET_KEY",
     "CLAIM_NAME",
     "CONTAINER_NAME",
+    "CPU_TARGET_PERCENT",
     "EVENT_GROWTH_CLAIM_UNPLACED",
     "EVENT_SETTLED_REGION_TOO_SMALL",
     "FETCH_CONTAINER_NAME",
@@ -60,6 +62,7 @@ __all__ = [
     "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
+    "SCALE_DOWN_WINDOW_SECONDS",
     "SERVICE_PORT",
     "STARTUP_FAILED_WAITING",
     "TOKEN_HASH_ANNOTATION",
@@ -74,6 +77,7 @@ __all__ = [
     "WorkloadSettings",
     "auth_secret",
     "auth_secret_name",
+    "autoscaler",
     "cel_undecidable",
     "child_labels",
     "child_metadata",

@@ -141,8 +141,9 @@ def _replicas(inputs: WorkloadInputs) -> int | None:
     constraints = inputs.constraints
     if constraints is None:
         return 1
-    # An autoscaler owns the count; applying one here would fight it on every pass.
-    return None if constraints.autoscaler else constraints.min_replicas
+    # An autoscaler (made when the bounds leave it room) owns the count; applying one here would fight it.
+    owned = constraints.autoscaler and constraints.max_replicas > constraints.min_replicas
+    return None if owned else constraints.min_replicas
 
 
 def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:

@@ -148,6 +148,10 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
+    if not any(m["kind"] == "HorizontalPodAutoscaler" for m in manifests):  # the class dropped its autoscaler
+        for hpa in deps.cluster.owned("HorizontalPodAutoscaler", scope.namespace, scope.name):
+            deps.cluster.delete("autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace,
+                                hpa["metadata"]["name"])
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy), type=scope.policy.exposure.type,
