@@ -14,9 +14,10 @@ from typing import Any, cast
 
 from kubernetes import client, config, watch
 
+from isvc_planner._auth import ReviewFailed, TokenReviewer
 from isvc_planner._inventory import Inventory
 
-__all__ = ["KubeSync", "load_api"]
+__all__ = ["KubeSync", "load_api", "token_reviewer"]
 
 _config: Any = config  # the client ships partial hints; these calls are untyped
 _watch: Any = watch
@@ -43,6 +44,24 @@ def load_api(kubeconfig: str | None = None) -> client.ApiClient:
         return cast(client.ApiClient, _config.new_client_from_config(config_file=kubeconfig))
     _config.load_incluster_config()
     return client.ApiClient()
+
+
+def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenReviewer:
+    """Asks the API server whose a bearer token is (TokenReview; the planner's RBAC allows create)."""
+    auth = client.AuthenticationV1Api(api)
+
+    def review(token: str) -> str | None:
+        body = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        try:
+            answer: Any = auth.create_token_review(body, _request_timeout=timeout)
+        except Exception as error:  # unreachable, forbidden, timed out: the caller retries later
+            raise ReviewFailed(str(error).splitlines()[0] if str(error) else type(error).__name__) from error
+        status = answer.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        return cast(str | None, status.user.username)
+
+    return review
 
 
 def _key(obj: Mapping[str, Any]) -> str:
