@@ -142,6 +142,7 @@ class ModuleProcesses:
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
         self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
                                 "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig),
+                                "--metrics-port", "0",
                                 "--allowed-caller", f"system:serviceaccount:{NAMESPACE}:controller"])
         self._wait_http("planner", f"{self.planner_url}/readyz")
 
