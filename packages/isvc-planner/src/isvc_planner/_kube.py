@@ -36,6 +36,9 @@ DEVICE_CLASSES = _Kind("resource.k8s.io", "v1", "deviceclasses")
 SLICES = _Kind("resource.k8s.io", "v1", "resourceslices")
 CLAIMS = _Kind("resource.k8s.io", "v1", "resourceclaims")
 PRIORITY_CLASSES = _Kind("scheduling.k8s.io", "v1", "priorityclasses")
+# Whose a claim is and at what priority: order -> class -> priorityClassName (issue 14; never claim labels).
+ORDERS = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceservices")
+SERVICE_CLASSES = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses")
 
 
 def load_api(kubeconfig: str | None = None) -> client.ApiClient:
@@ -70,9 +73,12 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 class KubeSync:
-    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses."""
+    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses, and the
+    orders and their classes (for the priority of what each claim holds); `orders=False` leaves those
+    to the caller (a test bench without the module's CRDs)."""
 
-    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0) -> None:
+    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0,
+                 orders: bool = True) -> None:
         self.inventory = inventory
         self.objects = client.CustomObjectsApi(api)
         self.backoff = backoff
@@ -89,6 +95,10 @@ class KubeSync:
             PRIORITY_CLASSES: (inv.upsert_priority_class,
                                lambda o: inv.delete_priority_class(o["metadata"]["name"])),
         }
+        if orders:
+            self._handlers[ORDERS] = (inv.upsert_order, inv.delete_order)
+            self._handlers[SERVICE_CLASSES] = (inv.upsert_service_class,
+                                               lambda o: inv.delete_service_class(o["metadata"]["name"]))
 
     def start(self) -> None:
         """Start one watch thread per kind."""
