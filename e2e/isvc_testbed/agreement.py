@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from isvc_api import LABEL_ORDER, LABEL_PRIORITY, AcceleratorPolicy, ModelFacts
+from isvc_api import LABEL_ORDER, AcceleratorPolicy, ModelFacts
 from isvc_planner import Inventory, KubeSync, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 from kubernetes import client as k8s
@@ -200,7 +200,7 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
             if e.status != 409:
                 raise
     inventory = Inventory()
-    sync = KubeSync(inventory, api)
+    sync = KubeSync(inventory, api, orders=False)  # no orders here: their classes are told below
     sync.start()
     bed = _Bed(api, ns)
     live: dict[str, str] = {}  # order -> where it was placed
@@ -277,8 +277,13 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                     live.pop(v, None)
                     planner.release(ns, v)
                 report.preempted += len(victims)
-            priority = inventory.priority_of(request.priority_class_name) or 0
-            bed.create(name, _pin(answer.placement), {LABEL_ORDER: name, LABEL_PRIORITY: str(priority)})
+            # A claim's priority is its order's class's (issue 14): the bench tells the planner both.
+            klass = f"agree-{request.priority_class_name or 'none'}"
+            inventory.upsert_service_class({"metadata": {"name": klass},
+                                            "spec": {"priorityClassName": request.priority_class_name}})
+            inventory.upsert_order({"metadata": {"namespace": ns, "name": name},
+                                    "spec": {"inferenceServiceClassName": klass}})
+            bed.create(name, _pin(answer.placement), {LABEL_ORDER: name})
             report.placed += 1
             live[name] = _where(answer)
             in_flight.append((name, answer))

@@ -115,6 +115,15 @@ def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> Non
         raise RuntimeError(f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
+def token_file(kubeconfig: Path) -> Path:
+    """The bearer token of a kubeconfig's user, written beside it (as a pod's ServiceAccount token is)."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    path = kubeconfig.with_suffix(".token")
+    path.write_text(config["users"][0]["user"]["token"])
+    path.chmod(0o600)
+    return path
+
+
 class ModuleProcesses:
     """The controller, the planner and the stand-in hub as local processes, stopped by their pids."""
 
@@ -163,7 +172,8 @@ class ModuleProcesses:
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
         self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
                                 "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig),
-                                "--metrics-port", "0"])  # several test beds may run at once: no fixed port
+                                "--metrics-port", "0",
+                                "--allowed-caller", f"system:serviceaccount:{NAMESPACE}:controller"])
         self._wait_http("planner", f"{self.planner_url}/readyz")
 
     def stop_planner(self) -> None:
@@ -176,6 +186,7 @@ class ModuleProcesses:
         self._spawn("controller", [
             sys.executable, "-m", "isvc_operator", "--kubeconfig", str(kubeconfig),
             "--namespace", NAMESPACE, "--planner-url", self.planner_url,
+            "--planner-token-file", str(token_file(kubeconfig)),
             "--huggingface-endpoint", self.hub_url, "--catalog-mode", self.catalog_mode,
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",

@@ -18,6 +18,7 @@ DOCS = Path(__file__).resolve().parents[2] / "module" / "docs"
 FAQS = ("FAQ.md", "FAQ.ru.md")
 PAGES = (
     "README", "USER_GUIDE", "FAQ", "CONFIGURATION", "RECIPES", "EXAMPLES", "SCENARIO", "RELEASE_NOTES",
+    "SECURITY",
 )
 
 _FENCE = re.compile(r"^\s*(```|~~~)")

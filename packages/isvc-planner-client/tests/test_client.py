@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
 from isvc_api import ModelFacts, ModelSource
 from isvc_planner_client import (
+    SERVICE_ACCOUNT_TOKEN,
     CelJudge,
     OrderRef,
     PlannerClient,
@@ -83,3 +86,37 @@ def test_a_selector_that_does_not_compile_is_told_apart() -> None:
     judge.check("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA')")
     with pytest.raises(SelectorError):
         judge.check("device.attributes[")
+
+
+# Issue 14: the planner answers only its allowed caller; the client sends the ServiceAccount token.
+def test_each_call_carries_the_token_file_as_a_bearer_token_and_follows_its_rotation(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    seen: list[str | None] = []
+
+    def planner(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Authorization"))
+        return httpx.Response(200, json={"released": False})
+
+    transport = httpx.MockTransport(planner)
+    with PlannerClient("http://127.0.0.1:1", transport=transport, token_file=token) as client:
+        client.release(OrderRef(namespace="ns", name="a"))
+        replaced = tmp_path / "token.new"
+        replaced.write_text("second")
+        os.replace(replaced, token)  # as the kubelet rotates a projected token: a new file in its place
+        client.release(OrderRef(namespace="ns", name="a"))
+
+    assert seen == ["Bearer first", "Bearer second"]
+
+
+def test_an_unreadable_token_file_is_temporary(tmp_path: Path) -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=None))
+    with (
+        PlannerClient("http://127.0.0.1:1", transport=transport, token_file=tmp_path / "absent") as client,
+        pytest.raises(PlannerUnavailableError, match="token file"),
+    ):
+        client.plan(REQUEST)
+
+
+def test_the_default_token_file_is_the_pods_service_account_token() -> None:
+    assert Path("/var/run/secrets/kubernetes.io/serviceaccount/token") == SERVICE_ACCOUNT_TOKEN

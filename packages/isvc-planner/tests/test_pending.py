@@ -25,7 +25,7 @@ def pinned_claim(order: str, uuids: list[str], shares: int | None = None, *, nam
                                "selectors": [{"cel": {"expression": expression}}]}
     if shares is not None:
         exactly["capacity"] = {"requests": {"shares": str(shares), "memory": "1024Mi"}}
-    claim = fleet_claim("ns", name, order, allocated or [], priority=5)
+    claim = fleet_claim("ns", name, order, allocated or [])
     claim["spec"] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
     if allocated is None:
         del claim["status"]

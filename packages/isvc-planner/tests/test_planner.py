@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from isvc_api import (
+    LABEL_PRIORITY,
     AcceleratorPolicy,
     ModelFacts,
     Placement,
@@ -30,7 +31,9 @@ from isvc_testing import (
     fleet_device_classes,
     fleet_gpu,
     fleet_mig,
+    fleet_order,
     fleet_priority_class,
+    fleet_service_class,
     fleet_slice,
 )
 
@@ -61,8 +64,17 @@ def inventory(
     claims: list[dict[str, Any]] | None = None,
     priority: list[dict[str, Any]] | None = None,
     classes: list[dict[str, Any]] | None = None,
+    ranked: list[tuple[str, str, int]] | None = None,
 ) -> Inventory:
-    return Inventory.from_objects(classes or fleet_device_classes(), slices, claims or [], priority or [])
+    """`ranked`: (namespace, order, priority value) of orders holding claims; each gets a class whose
+    PriorityClass has that value, as the planner learns it (issue 14: never from claim labels)."""
+    values = sorted({v for _, _, v in ranked or []})
+    return Inventory.from_objects(
+        classes or fleet_device_classes(), slices, claims or [],
+        [*(priority or []), *(fleet_priority_class(f"p{v}", v) for v in values)],
+        orders=[fleet_order(ns, name, f"c{v}") for ns, name, v in ranked or []],
+        service_classes=[fleet_service_class(f"c{v}", f"p{v}") for v in values],
+    )
 
 
 @pytest.fixture
@@ -398,14 +410,15 @@ def test_missing_priority_class(models: dict[str, ModelFacts]) -> None:
 
 def test_higher_priority_preempts_the_fewest_lower_orders(half: ModelFacts) -> None:
     claims = [
-        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 80)], priority=10),
-        fleet_claim("y", "c1", "lower", [("n1", "gpu-1", 30)], priority=5),
-        fleet_claim("y", "c2", "lowest", [("n1", "gpu-1", 40)], priority=1),
+        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 80)]),
+        fleet_claim("y", "c1", "lower", [("n1", "gpu-1", 30)]),
+        fleet_claim("y", "c2", "lowest", [("n1", "gpu-1", 40)]),
     ]
     inv = inventory(
         [fleet_slice("n1", [fleet_gpu("n1", 0), fleet_gpu("n1", 1)])],
         claims,
         [fleet_priority_class("gold", 1000)],
+        ranked=[("x", "low", 10), ("y", "lower", 5), ("y", "lowest", 1)],
     )
     r = plan(Planner(inv), half, priority_class_name="gold")
     assert r.placement is not None and r.placement.devices == ["gpu-1"]
@@ -414,10 +427,11 @@ def test_higher_priority_preempts_the_fewest_lower_orders(half: ModelFacts) -> N
 
 def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
     claims = [
-        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 10)], priority=1),
+        fleet_claim("x", "c0", "low", [("n1", "gpu-0", 10)]),
         fleet_claim("x", "c1", None, [("n1", "gpu-0", 80)]),
     ]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)])
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)],
+                    ranked=[("x", "low", 1)])
     r = plan(Planner(inv), half, priority_class_name="gold")
     assert r.refusal is not None and r.refusal.reason == Reason.PLANNING_PREEMPTION_FAILED
 
@@ -425,9 +439,10 @@ def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
 def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(half: ModelFacts) -> None:
     """While a preemption is under way the card is over-committed (the victim's claim and the new
     reservation); the victim counts its own claim as free, so the ledger must not cap what is used."""
-    claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)], priority=1)]
+    claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])]
     inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims,
-                    [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)])
+                    [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)],
+                    ranked=[("x", "victim", 1)])
     planner = Planner(inv)
     urgent = plan(planner, half, "urgent", "y", priority_class_name="gold")
     assert urgent.placement is not None
@@ -439,10 +454,49 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
 
 
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
-    claims = [fleet_claim("x", "c0", "peer", [("n1", "gpu-0", 90)], priority=1000)]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)])
+    claims = [fleet_claim("x", "c0", "peer", [("n1", "gpu-0", 90)])]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)],
+                    ranked=[("x", "peer", 1000)])
     r = plan(Planner(inv), half, priority_class_name="gold")
     assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY and r.preempt == []
+
+
+# Issue 14, finding 5: namespace users may write ResourceClaims; a label was the claim's priority.
+def test_a_claim_relabelled_to_a_huge_priority_is_still_preempted_at_its_orders_priority(
+        half: ModelFacts) -> None:
+    claim = fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])
+    claim["metadata"]["labels"][LABEL_PRIORITY] = "1000000000"
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim], [fleet_priority_class("gold", 1000)],
+                    ranked=[("x", "victim", 1)])
+
+    r = plan(Planner(inv), half, priority_class_name="gold")
+
+    assert [(v.namespace, v.name) for v in r.preempt] == [("x", "victim")]
+
+
+def test_a_claims_priority_follows_its_orders_class_as_it_changes(half: ModelFacts) -> None:
+    claims = [fleet_claim("x", "c0", "held", [("n1", "gpu-0", 80)])]
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims,
+                    [fleet_priority_class("gold", 1000), fleet_priority_class("top", 5000)],
+                    ranked=[("x", "held", 1)])
+    assert inv.order_priority(("x", "held")) == 1
+
+    inv.upsert_service_class(fleet_service_class("c1", "top"))  # the administrator raises the class
+    r = plan(Planner(inv), half, "urgent", "y", priority_class_name="gold")
+    assert (inv.order_priority(("x", "held")), r.preempt) == (5000, [])
+
+    inv.upsert_order(fleet_order("x", "held", None))  # the order leaves every class: the default, 0
+    r = plan(Planner(inv), half, "urgent", "y", priority_class_name="gold")
+    assert [(v.namespace, v.name) for v in r.preempt] == [("x", "held")]
+
+
+def test_a_claim_of_an_order_the_planner_does_not_know_has_the_default_priority() -> None:
+    claim = fleet_claim("x", "c0", "ghost", [("n1", "gpu-0", 80)])
+    claim["metadata"]["labels"][LABEL_PRIORITY] = "1000000000"
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim],
+                    [fleet_priority_class("base", 7, default=True)])
+
+    assert [inv.priority_of_holding(h) for h in inv.holdings_on(("gpu.nvidia.com", "n1", "gpu-0"))] == [7]
 
 
 # ---------------------------------------------------------------- judge_plan

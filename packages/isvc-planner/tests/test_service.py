@@ -19,7 +19,8 @@ from isvc_planner import (
     Planner,
     create_app,
 )
-from isvc_planner._cli import openapi_document
+from isvc_planner._auth import CallerCheck, ReviewFailed
+from isvc_planner._cli import openapi_document, parser
 from isvc_planner_client import (
     OrderRef,
     PlannerClient,
@@ -32,6 +33,10 @@ from isvc_testing import (
 )
 from prometheus_client import CollectorRegistry, generate_latest
 
+CONTROLLER = "system:serviceaccount:d8-isvc:controller"
+# What the API server would say of each token (TokenReview); any other token is not valid.
+TOKENS = {"controller-token": CONTROLLER, "other-token": "system:serviceaccount:team-a:default"}
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -39,14 +44,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sa") / "token"
+    path.write_text("controller-token\n")
+    return path
+
+
+def _caller() -> CallerCheck:
+    return CallerCheck(TOKENS.get, [CONTROLLER])
+
+
 @contextmanager
-def serve(inv: Inventory, registry: CollectorRegistry | None = None) -> Iterator[str]:
+def serve(inv: Inventory, registry: CollectorRegistry | None = None,
+          caller: CallerCheck | None = None) -> Iterator[str]:
     port = _free_port()
+    app = create_app(Planner(inv), registry=registry, caller=caller or _caller())
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(Planner(inv), registry=registry), host="127.0.0.1", port=port, log_level="warning",
-            lifespan="off",
-        )
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -65,18 +80,18 @@ def base_url() -> Iterator[str]:
         yield url
 
 
-def test_client_plans_over_http(base_url: str, models: dict[str, ModelFacts]) -> None:
-    with PlannerClient(base_url, timeout=5) as client:
+def test_client_plans_over_http(base_url: str, token_file: Path, models: dict[str, ModelFacts]) -> None:
+    with PlannerClient(base_url, timeout=5, token_file=token_file) as client:
         response = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"]))
     assert response.placement is not None and response.placement.devices == ["gpu-0"]
     assert response.estimates is not None and response.refusal is None
 
 
-def test_client_plans_orders_together_over_http(models: dict[str, ModelFacts]) -> None:
+def test_client_plans_orders_together_over_http(token_file: Path, models: dict[str, ModelFacts]) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"t{i}"), facts=models["qwen7b"])
                 for i in range(9)]
-    with serve(inv) as url, PlannerClient(url, timeout=5) as client:
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         answers = client.plan_many(requests)
         assert client.plan_many([]) == []
     assert len(answers) == 9
@@ -86,20 +101,21 @@ def test_client_plans_orders_together_over_http(models: dict[str, ModelFacts]) -
     assert refused and set(refused) == {Reason.NO_CAPACITY}
 
 
-def test_client_releases_a_reservation_over_http(base_url: str, models: dict[str, ModelFacts]) -> None:
-    with PlannerClient(base_url, timeout=5) as client:
+def test_client_releases_a_reservation_over_http(base_url: str, token_file: Path,
+                                                 models: dict[str, ModelFacts]) -> None:
+    with PlannerClient(base_url, timeout=5, token_file=token_file) as client:
         placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="r"), facts=models["qwen7b"]))
         assert placed.placement is not None
         assert client.release(OrderRef(namespace="ns", name="r")) is True
         assert client.release(OrderRef(namespace="ns", name="r")) is False
 
 
-def test_client_judges_over_http(base_url: str) -> None:
+def test_client_judges_over_http(base_url: str, token_file: Path) -> None:
     bad = Placement(
         device_class_name="gpu.nvidia.com", placement_mode=PlacementMode.SHARED, share_percent=150
     )
     good = bad.model_copy(update={"share_percent": 50})
-    with PlannerClient(base_url) as client:
+    with PlannerClient(base_url, token_file=token_file) as client:
         refusal = client.judge(bad)
         assert client.judge(good) is None
     assert refusal is not None and refusal.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
@@ -109,7 +125,8 @@ def test_wire_is_camel_case(base_url: str, models: dict[str, ModelFacts]) -> Non
     body = PlanRequest(order=OrderRef(namespace="ns", name="b"), facts=models["qwen7b"]).model_dump(
         mode="json", by_alias=True, exclude_none=True
     )
-    answer = httpx.post(f"{base_url}/v1/plan", json=body).json()
+    answer = httpx.post(f"{base_url}/v1/plan", json=body,
+                        headers={"Authorization": "Bearer controller-token"}).json()
     assert {"deviceClassName", "deviceUuids", "sharePercent", "memoryGiB"} <= set(answer["placement"])
     assert "requiredMemoryGiB" in answer["estimates"]
 
@@ -135,13 +152,14 @@ def test_openapi_file_matches_the_app() -> None:
 
 
 # Issue 11: the module's alerts and dashboard read these series.
-def test_plans_are_counted_by_outcome_reason_and_device_class(models: dict[str, ModelFacts]) -> None:
+def test_plans_are_counted_by_outcome_reason_and_device_class(token_file: Path,
+                                                              models: dict[str, ModelFacts]) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     registry = CollectorRegistry()
     orders = [PlanRequest(order=OrderRef(namespace="ns", name=f"m{i}"), facts=models["qwen7b"])
               for i in range(9)]
 
-    with serve(inv, registry) as url, PlannerClient(url, timeout=5) as client:
+    with serve(inv, registry) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         for order in orders:
             client.plan(order)
 
@@ -153,3 +171,66 @@ def test_plans_are_counted_by_outcome_reason_and_device_class(models: dict[str, 
     assert placed + refused == 9
     assert registry.get_sample_value("isvc_planner_inventory_synced") == 1.0
     assert b"isvc_planner_plan_duration_seconds_bucket" in generate_latest(registry)
+
+
+# Issue 14, finding 1: the planner API was open to anyone who reached the pod.
+@pytest.mark.parametrize(("headers", "status"), [
+    ({}, 401),
+    ({"Authorization": "Basic YWxpY2U6cGFzcw=="}, 401),
+    ({"Authorization": "Bearer invented"}, 401),
+    ({"Authorization": "Bearer other-token"}, 403),
+])
+@pytest.mark.parametrize("path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge"])
+def test_only_the_allowed_caller_may_call_the_api(base_url: str, path: str, headers: dict[str, str],
+                                                  status: int) -> None:
+    body = {"namespace": "ns", "name": "a"} if path == "/v1/release" else {}
+    assert status == httpx.post(f"{base_url}{path}", json=body, headers=headers).status_code
+
+
+def test_an_anonymous_caller_cannot_reserve_or_release(models: dict[str, ModelFacts],
+                                                       token_file: Path) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    body = PlanRequest(order=OrderRef(namespace="ns", name="invented"), facts=models["qwen7b"]).model_dump(
+        mode="json", by_alias=True, exclude_none=True)
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        assert httpx.post(f"{url}/v1/plan", json=body).status_code == 401
+        held = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="mine"), facts=models["qwen7b"]))
+        assert httpx.post(f"{url}/v1/release", json={"namespace": "ns", "name": "mine"}).status_code == 401
+        again = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="mine"), facts=models["qwen7b"]))
+    assert held.placement is not None and again.placement == held.placement
+    assert not inv.held_by(("ns", "invented"))
+
+
+def test_health_readiness_stay_open_and_docs_are_not_served(base_url: str) -> None:
+    assert httpx.get(f"{base_url}/healthz").status_code == 200
+    assert httpx.get(f"{base_url}/readyz").status_code == 200
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(f"{base_url}{path}").status_code == 404
+
+
+def test_reviews_are_cached_briefly_and_a_review_failure_is_temporary() -> None:
+    asked: list[str] = []
+    now = [0.0]
+    broken = [False]
+
+    def review(token: str) -> str | None:
+        asked.append(token)
+        if broken[0]:
+            raise ReviewFailed("apiserver unreachable")
+        return TOKENS.get(token)
+
+    check = CallerCheck(review, [CONTROLLER], ttl=30, timer=lambda: now[0])
+    tokens = ("controller-token", "controller-token", "x", "x")
+    assert [check.verdict(t).status for t in tokens] == [200, 200, 401, 401]
+    assert asked == ["controller-token", "x"]
+    now[0] = 31.0
+    broken[0] = True
+    assert check.verdict("controller-token").status == 503
+
+
+def test_serve_takes_its_allowed_callers_and_refuses_anything_else() -> None:
+    args = parser().parse_args(["serve", f"--allowed-caller={CONTROLLER}"])
+    assert (args.allowed_callers, args.host) == ([CONTROLLER], "127.0.0.1")
+    for bad in ([], ["--allowed-caller=alice"], ["--allowed-caller=system:serviceaccount:ns"]):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["serve", *bad])

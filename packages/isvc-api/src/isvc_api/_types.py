@@ -62,7 +62,7 @@ __all__ = [
 GROUP = "ai.deckhouse.io"
 VERSION = "v1alpha1"
 LABEL_ORDER = "ai.deckhouse.io/inference-service"  # on every object made for an order: its name
-LABEL_PRIORITY = "ai.deckhouse.io/priority"  # on claims: the order's priority value
+LABEL_PRIORITY = "ai.deckhouse.io/priority"  # on claims, for people: the planner never reads it (issue 14)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "isvc-controller"  # the one field manager and managed-by value
 

@@ -17,7 +17,7 @@ from isvc_catalog._errors import (
     SourceUnavailableError,
     TemporaryError,
 )
-from isvc_catalog._hub import DEFAULT_ENDPOINT, HubClient
+from isvc_catalog._hub import DEFAULT_ENDPOINT, HubClient, HubLimits
 from isvc_catalog._kube import KubeCatalogApi
 from isvc_catalog._policy import admit
 from isvc_catalog._refs import RepoRef, parse_repo_ref
@@ -37,6 +37,7 @@ __all__ = [
     "CatalogLookupError",
     "CatalogReader",
     "HubClient",
+    "HubLimits",
     "KubeCatalogApi",
     "ModelHub",
     "PermanentError",

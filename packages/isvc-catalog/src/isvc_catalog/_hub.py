@@ -7,16 +7,23 @@ Routes used (the Hub's own; a mirror serves the same):
   GET {endpoint}/{repo}/resolve/{rev}/chat_template.jinja         the chat template, else the
   GET {endpoint}/{repo}/resolve/{rev}/tokenizer_config.json       `chat_template` of the tokenizer
   GET {endpoint}/{repo}/resolve/{rev}/{file} with Range           safetensors and GGUF headers
+
+Every answer is streamed and capped (issue 14: a user's repository could hand the controller a
+100 MiB header or a gigabyte config.json, read whole): `HubLimits` bounds each file read, the number of
+shards whose headers are read, and the time one resolution may take; going past a limit refuses the
+order with InvalidModelSource, naming the limit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import os
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,7 +46,9 @@ from isvc_catalog._safetensors import (
     logical_parameters,
 )
 
-__all__ = ["DEFAULT_ENDPOINT", "HubClient"]
+__all__ = ["DEFAULT_ENDPOINT", "HubClient", "HubLimits"]
+
+_MIB = 1024 * 1024
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _log = logging.getLogger("isvc_catalog.hub")
@@ -70,6 +79,21 @@ def _refuse(reason: Reason, message: str) -> _Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class HubLimits:
+    """How much of a repository one resolution reads at most, and for how long."""
+
+    json_bytes: int = 4 * _MIB  # config.json, a checkpoint index, tokenizer_config.json
+    info_bytes: int = 16 * _MIB  # the model info, each page of the file tree
+    header_bytes: int = 16 * _MIB  # the header of one safetensors file
+    shards: int = 64  # safetensors files whose headers are read
+    deadline: float = 60.0  # seconds for one resolution, every request together
+
+
+def _amount(size: int) -> str:
+    return f"{size / _MIB:g} MiB" if size >= _MIB else f"{size} bytes"
+
+
+@dataclass(frozen=True, slots=True)
 class _Quant:
     scheme: Quantization
     bits: int | None = None
@@ -94,12 +118,15 @@ class HubClient:
         cache_size: int = 1024,
         transport: httpx.BaseTransport | None = None,
         timer: Callable[[], float] | None = None,
+        limits: HubLimits | None = None,
     ) -> None:
         endpoint = endpoint.rstrip("/")
         if not endpoint.startswith(("http://", "https://")):
             raise SettingsError(f"the Hugging Face endpoint {endpoint!r} is not an http(s) URL")
         self.endpoint = endpoint
         self._timeout = timeout
+        self.limits = limits or HubLimits()
+        self._deadline = threading.local()  # the running resolution's, per thread
         self._http = httpx.Client(
             timeout=timeout,
             follow_redirects=True,
@@ -142,10 +169,13 @@ class HubClient:
             cached = self._positive.get(key) or self._negative.get(key)
         if cached is not None:
             return cached.model_copy(deep=True)
+        self._deadline.at = time.monotonic() + self.limits.deadline
         try:
             result: ModelFacts | Refusal = self._fetch(parsed, token)
         except _Refused as refused:
             result = refused.refusal
+        finally:
+            self._deadline.at = None
         _log.info("resolved %s: %s", parsed, getattr(result, "reason", "facts"))
         with self._lock:
             (self._positive if isinstance(result, ModelFacts) else self._negative)[key] = result
@@ -178,29 +208,66 @@ class HubClient:
             delay=delay,
         )
 
+    def _remaining(self, ref: RepoRef) -> float:
+        """Seconds left of this resolution; refuses once none are."""
+        at: float | None = getattr(self._deadline, "at", None)
+        if at is None:
+            return self._timeout
+        left = at - time.monotonic()
+        if left <= 0:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"Reading {ref} from the Hugging Face Hub took longer than {self.limits.deadline:g}s, "
+                "the limit for one model. Name a repository the Hub serves promptly in spec.model.ref.name, "
+                "or ask the administrator whether the Hub endpoint is overloaded.",
+            )
+        return left
+
+    def _too_large(self, ref: RepoRef, what: str, limit: int) -> _Refused:
+        return _refuse(
+            Reason.INVALID_MODEL_SOURCE,
+            f"{what} of {ref} is larger than {_amount(limit)}, the limit the platform reads. Name a "
+            "repository with ordinary metadata in spec.model.ref.name.",
+        )
+
     def _request(
         self,
         url: str,
         ref: RepoRef,
         token: str | None,
         *,
+        what: str,
+        limit: int,
         params: Mapping[str, str] | None = None,
         missing_ok: bool = False,
-    ) -> httpx.Response | None:
+    ) -> tuple[httpx.Response, bytes] | None:
+        """The answer and its body, read by chunks up to `limit` bytes and within the deadline."""
+        body = bytearray()
         try:
-            resp = self._http.get(url, params=params, headers=self._headers(token))
+            timeout = min(self._timeout, self._remaining(ref))
+            with self._http.stream("GET", url, params=params, headers=self._headers(token),
+                                   timeout=timeout) as resp:
+                if missing_ok and resp.status_code == 404 and self._error_code(resp) != "RepoNotFound":
+                    return None
+                self._check(resp, ref, token)
+                announced = resp.headers.get("Content-Length", "")
+                if announced.isdigit() and int(announced) > limit:
+                    raise self._too_large(ref, what, limit)
+                for chunk in resp.iter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        raise self._too_large(ref, what, limit)
+                    self._remaining(ref)
         except httpx.TimeoutException:
+            self._remaining(ref)
             raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
         except httpx.HTTPError as exc:
             raise self._unavailable(ref, type(exc).__name__) from None
-        if missing_ok and resp.status_code == 404 and self._error_code(resp) != "RepoNotFound":
-            return None
-        self._check(resp, ref, token)
-        return resp
+        return resp, bytes(body)
 
-    def _json(self, resp: httpx.Response, ref: RepoRef, what: str) -> Any:
+    def _json(self, body: bytes, ref: RepoRef, what: str) -> Any:
         try:
-            return resp.json()
+            return json.loads(body)
         except ValueError:
             raise self._unavailable(ref, f"{what} is not JSON") from None
 
@@ -263,8 +330,9 @@ class HubClient:
         want = end - start + 1
         buf = bytearray()
         try:
+            timeout = min(self._timeout, self._remaining(ref))
             with self._http.stream(
-                "GET", url, headers=self._headers(token, {"Range": f"bytes={start}-{end}"})
+                "GET", url, headers=self._headers(token, {"Range": f"bytes={start}-{end}"}), timeout=timeout
             ) as resp:
                 if resp.status_code == 416:
                     return b""
@@ -274,7 +342,9 @@ class HubClient:
                     buf += chunk
                     if len(buf) >= skip + want:
                         break
+                    self._remaining(ref)
         except httpx.TimeoutException:
+            self._remaining(ref)
             raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
         except httpx.HTTPError as exc:
             raise self._unavailable(ref, type(exc).__name__) from None
@@ -290,9 +360,10 @@ class HubClient:
 
     def _fetch(self, ref: RepoRef, token: str | None) -> ModelFacts:
         suffix = f"/revision/{quote(ref.revision, safe='')}" if ref.revision else ""
-        resp = self._request(self._api(ref, suffix), ref, token, params={"blobs": "true"})
-        assert resp is not None
-        info = self._json(resp, ref, "the model info")
+        answer = self._request(self._api(ref, suffix), ref, token, params={"blobs": "true"},
+                               what="The model info", limit=self.limits.info_bytes)
+        assert answer is not None
+        info = self._json(answer[1], ref, "the model info")
         if not isinstance(info, dict):
             raise self._unavailable(ref, "the model info is not an object")
         if info.get("gated") and token is None:
@@ -422,9 +493,11 @@ class HubClient:
         for _ in range(_MAX_TREE_PAGES):
             if url is None:
                 break
-            resp = self._request(url, ref, token, params=params)
-            assert resp is not None
-            entries = self._json(resp, ref, "the file tree")
+            answer = self._request(url, ref, token, params=params, what="A page of the file tree",
+                                   limit=self.limits.info_bytes)
+            assert answer is not None
+            resp, body = answer
+            entries = self._json(body, ref, "the file tree")
             if not isinstance(entries, list):
                 raise self._unavailable(ref, "the file tree is not a list")
             for entry in entries:
@@ -445,10 +518,11 @@ class HubClient:
     ) -> dict[str, Any]:
         """config.json of the revision; the Hub's summary of it when the file is absent."""
         if "config.json" in root:
-            resp = self._request(self._file(ref, commit, "config.json"), ref, token, missing_ok=True)
-            if resp is not None:
+            answer = self._request(self._file(ref, commit, "config.json"), ref, token, missing_ok=True,
+                                   what="config.json", limit=self.limits.json_bytes)
+            if answer is not None:
                 try:
-                    config = resp.json()
+                    config = json.loads(answer[1])
                 except ValueError:
                     config = None
                 if not isinstance(config, dict):
@@ -498,14 +572,16 @@ class HubClient:
         """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
         or a list of named templates, the `default` one or the first); None when neither holds one."""
         if "chat_template.jinja" in root:
-            resp = self._request(self._file(ref, commit, "chat_template.jinja"), ref, token, missing_ok=True)
-            if resp is not None:
-                return resp.text
+            got = self._request(self._file(ref, commit, "chat_template.jinja"), ref, token,
+                                what="chat_template.jinja", limit=self.limits.json_bytes, missing_ok=True)
+            if got is not None:
+                return got[1].decode("utf-8", errors="replace")
         if "tokenizer_config.json" not in root:
             return None
-        resp = self._request(self._file(ref, commit, "tokenizer_config.json"), ref, token, missing_ok=True)
+        got = self._request(self._file(ref, commit, "tokenizer_config.json"), ref, token,
+                            what="tokenizer_config.json", limit=self.limits.json_bytes, missing_ok=True)
         try:
-            template = resp.json().get("chat_template") if resp is not None else None
+            template = json.loads(got[1]).get("chat_template") if got is not None else None
         except (ValueError, AttributeError):
             return None
         if isinstance(template, list):
@@ -547,11 +623,12 @@ class HubClient:
         """Shard files named by a sharded checkpoint's index, or [] without an index."""
         if name not in root:
             return []
-        resp = self._request(self._file(ref, commit, name), ref, token, missing_ok=True)
-        if resp is None:
+        answer = self._request(self._file(ref, commit, name), ref, token, missing_ok=True, what=name,
+                               limit=self.limits.json_bytes)
+        if answer is None:
             return []
         try:
-            weight_map = resp.json()["weight_map"]
+            weight_map = json.loads(answer[1])["weight_map"]
             shards = sorted({str(v) for v in weight_map.values()})
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _refuse(
@@ -573,11 +650,20 @@ class HubClient:
     ) -> Counter[str]:
         """Element counts per dtype, read from the safetensors headers by Range requests."""
         counts: Counter[str] = Counter()
+        if len(files) > self.limits.shards:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref} is split into {len(files)} safetensors files, more than {self.limits.shards}, the "
+                "limit whose headers the platform reads. Name a repository with fewer, larger shards in "
+                "spec.model.ref.name.",
+            )
         for name in files:
             url = self._file(ref, commit, name)
             head = self._read_prefix(url, ref, token, 0, _FIRST_READ - 1)
             try:
                 length = header_length(head)
+                if length > self.limits.header_bytes:
+                    raise self._too_large(ref, f"The safetensors header of {name}", self.limits.header_bytes)
                 if len(head) < 8 + length:
                     head += self._read_prefix(url, ref, token, len(head), 8 + length - 1)
                 if len(head) < 8 + length:

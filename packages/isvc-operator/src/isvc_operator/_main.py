@@ -47,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="out-of-cluster credentials; absent: the pod's service account")
     p.add_argument("--namespace", default="d8-isvc", help="the module's own namespace")
     p.add_argument("--planner-url", default="http://isvc-planner.d8-isvc.svc:8080")
+    p.add_argument("--planner-token-file", type=Path, default=isvc_planner_client.SERVICE_ACCOUNT_TOKEN,
+                   help="bearer token the planner checks (TokenReview), re-read when it rotates; "
+                   "default: the pod's ServiceAccount token")
     p.add_argument("--catalog-mode", default="AIModels", choices=["AIModels", "None"])
     p.add_argument("--huggingface-endpoint", default=isvc_catalog.DEFAULT_ENDPOINT)
     p.add_argument("--public-domain-template", default=None,
@@ -182,7 +185,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         return (obj is not None and uid in (None, obj["metadata"].get("uid"))
                 and kube.plans.get(namespace, name) is None)
 
-    client = isvc_planner_client.PlannerClient(args.planner_url)
+    client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
     room = WaitingRoom(client, still_waiting=still_waiting)
     deps = Deps(cluster=kube, models=CatalogModels(resolver), recipes=_recipes(args.runtime_recipes),
                 planner=PlannerService(client, room),

@@ -2,7 +2,7 @@
 selector language (DRA CEL over quantities) that the planner and its callers both judge."""
 
 from isvc_planner_client._cel import CelJudge, SelectorError, device_activation
-from isvc_planner_client._client import PlannerClient
+from isvc_planner_client._client import SERVICE_ACCOUNT_TOKEN, PlannerClient, TokenFileAuth
 from isvc_planner_client._errors import (
     PlannerError,
     PlannerProtocolError,
@@ -23,6 +23,7 @@ from isvc_planner_client._quantity import GIB, format_gib, gib, parse_quantity, 
 
 __all__ = [
     "GIB",
+    "SERVICE_ACCOUNT_TOKEN",
     "CelJudge",
     "OrderRef",
     "PlanManyRequest",
@@ -37,6 +38,7 @@ __all__ = [
     "Released",
     "SchedulerRefusal",
     "SelectorError",
+    "TokenFileAuth",
     "Victim",
     "device_activation",
     "format_gib",

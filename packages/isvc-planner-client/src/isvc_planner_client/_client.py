@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Generator
+from pathlib import Path
 from types import TracebackType
 
 import httpx
@@ -18,15 +21,51 @@ from isvc_planner_client._models import (
     Released,
 )
 
-__all__ = ["PlannerClient"]
+__all__ = ["SERVICE_ACCOUNT_TOKEN", "PlannerClient", "TokenFileAuth"]
+
+#: Where a pod finds its ServiceAccount token (kubelet rotates it in place).
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+class TokenFileAuth(httpx.Auth):
+    """`Authorization: Bearer <token>` from a file, read again whenever the file changes (rotation)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._seen: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def token(self) -> str:
+        """The file's token; PlannerUnavailableError (temporary) while it cannot be read."""
+        try:
+            st = self.path.stat()  # follows the kubelet's ..data symlink to the current file
+            seen = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if seen != self._seen:
+                self._token = self.path.read_text().strip()
+                self._seen = seen
+        except OSError as error:
+            raise PlannerUnavailableError(
+                f"cannot read the planner token file {self.path}: {error}") from error
+        return self._token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.token()}"
+        yield request
 
 
 class PlannerClient:
-    """Calls the planner's POST routes; connection errors, timeouts and 5xx are temporary."""
+    """Calls the planner's POST routes; connection errors, timeouts and 5xx are temporary.
+
+    The planner answers only its allowed caller (issue 14): each request carries the bearer token read
+    from `token_file` (the controller passes its ServiceAccount token, `SERVICE_ACCOUNT_TOKEN` in a pod);
+    None sends no token. A refusal of the token (401, 403) is permanent until the token changes.
+    """
 
     def __init__(self, base_url: str, timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
-        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+                 transport: httpx.BaseTransport | None = None,
+                 token_file: str | os.PathLike[str] | None = None) -> None:
+        auth = TokenFileAuth(token_file) if token_file is not None else None
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport, auth=auth)
 
     def plan(self, request: PlanRequest) -> PlanResponse:
         """Plan one order."""

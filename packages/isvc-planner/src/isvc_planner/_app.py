@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
     OrderRef,
@@ -16,10 +18,13 @@ from isvc_planner_client import (
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from isvc_planner._auth import CallerCheck
 from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner, judge_plan
 
 __all__ = ["PlannerMetrics", "create_app"]
+
+_BEARER = HTTPBearer(auto_error=False, description="the token of the controller's ServiceAccount")
 
 
 class PlannerMetrics:
@@ -58,18 +63,35 @@ class PlannerMetrics:
             self.plans.labels(outcome="Refused", reason=reason, device_class="").inc()
 
 
-def create_app(planner: Planner, registry: CollectorRegistry | None = None) -> FastAPI:
-    """The ASGI app serving one planner and its inventory; metrics go to `registry` (fresh if absent)."""
+def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
+               caller: CallerCheck) -> FastAPI:
+    """The ASGI app serving one planner and its inventory; metrics go to `registry` (fresh if absent).
+
+    `/v1/*` answers only callers `caller` lets through (401 without a valid token, 403 for anyone else);
+    `/healthz` and `/readyz` are open. No `/docs` or `/openapi.json` at run time: the description is
+    `python -m isvc_planner openapi` (issue 14).
+    """
     app = FastAPI(
         title="isvc resource planner",
         version="0.1.0",
         description="Places inference orders on DRA devices and estimates what they need.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+    def allowed_caller(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> str:
+        verdict = caller.verdict(credentials.credentials if credentials is not None else None)
+        if verdict.status != 200:
+            headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
+            raise HTTPException(verdict.status, verdict.detail, headers=headers)
+        return verdict.username or ""
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller)])
     inventory: Inventory = planner.inventory
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
 
-    @app.post("/v1/plan", response_model=PlanResponse, response_model_exclude_none=True,
+    @v1.post("/plan", response_model=PlanResponse, response_model_exclude_none=True,
               response_model_by_alias=True)
     def plan(request: PlanRequest) -> PlanResponse:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
@@ -79,7 +101,7 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None) -> F
         metrics.answered(response)
         return response
 
-    @app.post("/v1/plans", response_model=PlanManyResponse, response_model_exclude_none=True,
+    @v1.post("/plans", response_model=PlanManyResponse, response_model_exclude_none=True,
               response_model_by_alias=True)
     def plan_many(request: PlanManyRequest) -> PlanManyResponse:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
@@ -90,15 +112,17 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None) -> F
             metrics.answered(answer)
         return PlanManyResponse(answers=answers)
 
-    @app.post("/v1/release", response_model=Released, response_model_by_alias=True)
+    @v1.post("/release", response_model=Released, response_model_by_alias=True)
     def release(order: OrderRef) -> Released:
         """Drop the reservation of an order that will not take it; idempotent."""
         return Released(released=planner.release(order.namespace, order.name))
 
-    @app.post("/v1/judge", response_model=Refusal | None, response_model_by_alias=True)
+    @v1.post("/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:
         """LaunchPlanNotAPlacement when a stored placement is not a placement, else null."""
         return judge_plan(placement, inventory)
+
+    app.include_router(v1)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -1,6 +1,7 @@
-"""Command line: `isvc-planner serve [--port P] [--metrics-port M] [--log-level L]`, `openapi`.
+"""Command line: `isvc-planner serve --allowed-caller SA [--host H] [--port P] [--metrics-port M]`, `openapi`.
 
-The module chart starts `isvc-planner serve --port=8080 --metrics-port=9090 --log-level=info`
+The module chart starts `isvc-planner serve --host=0.0.0.0 --port=8080 --metrics-port=9090
+--allowed-caller=system:serviceaccount:d8-isvc:controller --log-level=info`
 (module/templates/planner/deployment.yaml); a test parses the rendered arguments with `parser()`.
 """
 
@@ -14,6 +15,7 @@ import sys
 from prometheus_client import CollectorRegistry, start_http_server
 
 from isvc_planner._app import create_app
+from isvc_planner._auth import CallerCheck, service_account_name
 from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner
 
@@ -24,7 +26,7 @@ _LOG_LEVELS = ("debug", "info", "warn", "error")
 
 def openapi_document() -> str:
     """The OpenAPI description of the service, as written to openapi.json."""
-    app = create_app(Planner(Inventory()))
+    app = create_app(Planner(Inventory()), caller=CallerCheck(lambda token: None, ()))
     return json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"
 
 
@@ -36,13 +38,27 @@ def _log_level(text: str) -> str:
     return level
 
 
+def _caller(text: str) -> str:
+    try:
+        return service_account_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line; the module chart passes `serve` and its flags."""
     p = argparse.ArgumentParser(prog="isvc-planner", description="isvc resource planner")
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="watch the cluster and serve the planner API")
     serve.add_argument("--port", type=int, default=8080, help="planner API, /healthz and /readyz")
-    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address of the planner API; the chart binds the pod's (0.0.0.0)")
+    serve.add_argument("--allowed-caller", dest="allowed_callers", action="append", type=_caller,
+                       required=True, metavar="system:serviceaccount:NS:NAME",
+                       help="the ServiceAccount that may call /v1/* (its token is checked by TokenReview); "
+                       "repeatable")
+    serve.add_argument("--token-review-ttl", type=float, default=60.0,
+                       help="seconds a token's review is remembered")
     serve.add_argument("--metrics-port", type=int, default=9090,
                        help="Prometheus /metrics on its own port; 0 turns it off")
     serve.add_argument("--metrics-host", default="0.0.0.0",
@@ -63,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import uvicorn
 
-    from isvc_planner._kube import KubeSync, load_api
+    from isvc_planner._kube import KubeSync, load_api, token_reviewer
 
     level = "warning" if args.log_level == "warn" else args.log_level
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -71,9 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
     inventory = Inventory()
-    sync = KubeSync(inventory, load_api(args.kubeconfig))
+    api = load_api(args.kubeconfig)
+    sync = KubeSync(inventory, api)
     sync.start()
-    app = create_app(Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry)
+    caller = CallerCheck(token_reviewer(api), args.allowed_callers, ttl=args.token_review_ttl)
+    app = create_app(Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry,
+                     caller=caller)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=level)
     finally:

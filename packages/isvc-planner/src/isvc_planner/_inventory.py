@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isvc_api import LABEL_ORDER, LABEL_PRIORITY
+from isvc_api import LABEL_ORDER
 from isvc_planner_client import CelJudge, SelectorError, device_activation, quantity_bytes
 
 __all__ = [
@@ -128,7 +128,7 @@ class Holding:
     source: str  # "claim:<uid>" or "reservation:<ns>/<name>"
     device: DeviceKey
     order: OrderKey | None  # None: not one of ours, cannot be preempted
-    priority: int
+    priority: int  # a reservation's, as the controller asked; a claim's is its order's (priority_of_holding)
     units: int | None  # None: the device's default consumption (whole unless shareable)
 
 
@@ -197,6 +197,9 @@ class Inventory:
         self.devices: dict[DeviceKey, Device] = {}
         self.priority_classes: dict[str, int] = {}
         self.default_priority = 0
+        # Issue 14: a claim's priority is its order's class's PriorityClass, never a label users can write.
+        self.order_classes: dict[OrderKey, str | None] = {}  # order -> its InferenceServiceClass, if any
+        self.class_priorities: dict[str, str | None] = {}  # class -> its priorityClassName, if any
         self.synced = False
         self._slices: dict[str, Mapping[str, Any]] = {}
         self._pool_devices: dict[tuple[str, str], set[DeviceKey]] = {}
@@ -229,13 +232,19 @@ class Inventory:
         slices: Iterable[Mapping[str, Any]],
         claims: Iterable[Mapping[str, Any]],
         priority_classes: Iterable[Mapping[str, Any]] = (),
+        orders: Iterable[Mapping[str, Any]] = (),
+        service_classes: Iterable[Mapping[str, Any]] = (),
     ) -> Inventory:
-        """An inventory from plain resource.k8s.io/v1 (and scheduling.k8s.io/v1) dicts."""
+        """An inventory from plain resource.k8s.io/v1 (scheduling.k8s.io/v1, ai.deckhouse.io) dicts."""
         inv = cls()
         for dc in device_classes:
             inv._set_class(dc)
         for pc in priority_classes:
             inv.upsert_priority_class(pc)
+        for order in orders:
+            inv.upsert_order(order)
+        for klass in service_classes:
+            inv.upsert_service_class(klass)
         by_pool: set[tuple[str, str]] = set()
         for sl in slices:
             inv._slices[sl["metadata"]["name"]] = sl
@@ -393,10 +402,7 @@ class Inventory:
         order: OrderKey | None = None
         if labels.get(LABEL_ORDER):
             order = (meta.get("namespace") or "", labels[LABEL_ORDER])
-        try:
-            priority = int(labels.get(LABEL_PRIORITY, 0))
-        except ValueError:
-            priority = 0
+        priority = 0  # never the claim's labels (writable by namespace users): see priority_of_holding
         allocation = (claim.get("status") or {}).get("allocation")
         results = ((allocation or {}).get("devices") or {}).get("results") or []
         holdings = []
@@ -665,6 +671,45 @@ class Inventory:
         if name is None:
             return self.default_priority
         return self.priority_classes.get(name)
+
+    def order_priority(self, order: OrderKey) -> int:
+        """The priority of an order: its class's PriorityClass; the default for none, unknown or missing."""
+        with self.lock:
+            klass = self.order_classes.get(order)
+            name = self.class_priorities.get(klass) if klass is not None else None
+            value = self.priority_of(name)
+            return self.default_priority if value is None else value
+
+    def priority_of_holding(self, h: Holding) -> int:
+        """A reservation's priority as planned; a claim's that of the order owning it, as it is now."""
+        if h.order is not None and h.source.startswith("claim:"):
+            return self.order_priority(h.order)
+        return h.priority
+
+    def upsert_order(self, obj: Mapping[str, Any]) -> None:
+        """Add or change an InferenceService: only its class counts here."""
+        meta = obj.get("metadata") or {}
+        klass = (obj.get("spec") or {}).get("inferenceServiceClassName")
+        with self.lock:
+            self.order_classes[(meta.get("namespace") or "", meta.get("name") or "")] = (
+                klass if isinstance(klass, str) and klass else None)
+
+    def delete_order(self, obj: Mapping[str, Any]) -> None:
+        """Forget an InferenceService."""
+        meta = obj.get("metadata") or {}
+        with self.lock:
+            self.order_classes.pop((meta.get("namespace") or "", meta.get("name") or ""), None)
+
+    def upsert_service_class(self, obj: Mapping[str, Any]) -> None:
+        """Add or change an InferenceServiceClass: only its priorityClassName counts here."""
+        name = (obj.get("spec") or {}).get("priorityClassName")
+        with self.lock:
+            self.class_priorities[obj["metadata"]["name"]] = name if isinstance(name, str) and name else None
+
+    def delete_service_class(self, name: str) -> None:
+        """Forget an InferenceServiceClass."""
+        with self.lock:
+            self.class_priorities.pop(name, None)
 
     def upsert_priority_class(self, pc: Mapping[str, Any]) -> None:
         """Add or change a PriorityClass."""

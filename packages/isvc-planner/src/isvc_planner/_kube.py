@@ -14,9 +14,10 @@ from typing import Any, cast
 
 from kubernetes import client, config, watch
 
+from isvc_planner._auth import ReviewFailed, TokenReviewer
 from isvc_planner._inventory import Inventory
 
-__all__ = ["KubeSync", "load_api"]
+__all__ = ["KubeSync", "load_api", "token_reviewer"]
 
 _config: Any = config  # the client ships partial hints; these calls are untyped
 _watch: Any = watch
@@ -35,6 +36,9 @@ DEVICE_CLASSES = _Kind("resource.k8s.io", "v1", "deviceclasses")
 SLICES = _Kind("resource.k8s.io", "v1", "resourceslices")
 CLAIMS = _Kind("resource.k8s.io", "v1", "resourceclaims")
 PRIORITY_CLASSES = _Kind("scheduling.k8s.io", "v1", "priorityclasses")
+# Whose a claim is and at what priority: order -> class -> priorityClassName (issue 14; never claim labels).
+ORDERS = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceservices")
+SERVICE_CLASSES = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses")
 
 
 def load_api(kubeconfig: str | None = None) -> client.ApiClient:
@@ -45,15 +49,36 @@ def load_api(kubeconfig: str | None = None) -> client.ApiClient:
     return client.ApiClient()
 
 
+def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenReviewer:
+    """Asks the API server whose a bearer token is (TokenReview; the planner's RBAC allows create)."""
+    auth = client.AuthenticationV1Api(api)
+
+    def review(token: str) -> str | None:
+        body = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        try:
+            answer: Any = auth.create_token_review(body, _request_timeout=timeout)
+        except Exception as error:  # unreachable, forbidden, timed out: the caller retries later
+            raise ReviewFailed(str(error).splitlines()[0] if str(error) else type(error).__name__) from error
+        status = answer.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        return cast(str | None, status.user.username)
+
+    return review
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name')}"
 
 
 class KubeSync:
-    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses."""
+    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses, and the
+    orders and their classes (for the priority of what each claim holds); `orders=False` leaves those
+    to the caller (a test bench without the module's CRDs)."""
 
-    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0) -> None:
+    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0,
+                 orders: bool = True) -> None:
         self.inventory = inventory
         self.objects = client.CustomObjectsApi(api)
         self.backoff = backoff
@@ -70,6 +95,10 @@ class KubeSync:
             PRIORITY_CLASSES: (inv.upsert_priority_class,
                                lambda o: inv.delete_priority_class(o["metadata"]["name"])),
         }
+        if orders:
+            self._handlers[ORDERS] = (inv.upsert_order, inv.delete_order)
+            self._handlers[SERVICE_CLASSES] = (inv.upsert_service_class,
+                                               lambda o: inv.delete_service_class(o["metadata"]["name"]))
 
     def start(self) -> None:
         """Start one watch thread per kind."""

@@ -661,7 +661,7 @@ class Planner:
             f.admitted += 1
             free = UNITS - inv.used(device.key) + ask.own.get(device.key, 0)
             for h in inv.holdings_on(device.key):
-                if h.order is not None and h.order != order and h.priority < priority:
+                if h.order is not None and h.order != order and inv.priority_of_holding(h) < priority:
                     f.lower.add(h.order)
             if device.memory is None:
                 f.unprofiled.append(device.ident)
@@ -753,9 +753,10 @@ class Planner:
             lacking = units - (UNITS - inv.used(device.key) + ask.own.get(device.key, 0))
             by_order: dict[OrderKey, tuple[int, int]] = {}
             for h in inv.holdings_on(device.key):
-                if h.order is not None and h.order != order and h.priority < priority:
-                    prio, held = by_order.get(h.order, (h.priority, 0))
-                    by_order[h.order] = (max(prio, h.priority), held + inv.holding_units(h, device))
+                held_at = inv.priority_of_holding(h)
+                if h.order is not None and h.order != order and held_at < priority:
+                    prio, held = by_order.get(h.order, (held_at, 0))
+                    by_order[h.order] = (max(prio, held_at), held + inv.holding_units(h, device))
             chosen: list[OrderKey] = []
             for victim, (_, held) in sorted(by_order.items(), key=lambda kv: (kv[1][0], -kv[1][1], kv[0])):
                 if lacking <= 0:

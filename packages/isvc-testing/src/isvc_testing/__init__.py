@@ -6,7 +6,9 @@ from isvc_testing._fleet import (
     fleet_device_classes,
     fleet_gpu,
     fleet_mig,
+    fleet_order,
     fleet_priority_class,
+    fleet_service_class,
     fleet_slice,
 )
 
@@ -16,6 +18,8 @@ __all__ = [
     "fleet_device_classes",
     "fleet_gpu",
     "fleet_mig",
+    "fleet_order",
     "fleet_priority_class",
+    "fleet_service_class",
     "fleet_slice",
 ]

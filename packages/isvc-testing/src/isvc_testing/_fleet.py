@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from isvc_api import LABEL_ORDER, LABEL_PRIORITY
+from isvc_api import LABEL_ORDER
 
 __all__ = ["fleet_claim", "fleet_device_classes", "fleet_gpu", "fleet_mig", "fleet_priority_class",
            "fleet_slice"]
@@ -103,11 +103,14 @@ def fleet_slice(node: str, devices: list[dict[str, Any]], *, generation: int = 0
 
 
 def fleet_claim(namespace: str, name: str, order: str | None, allocations: list[tuple[str, str, int | None]],
-                *, priority: int = 0, uid: str | None = None) -> dict[str, Any]:
-    """An allocated ResourceClaim: (pool, device, shares or None for a whole device) per result."""
+                *, uid: str | None = None) -> dict[str, Any]:
+    """An allocated ResourceClaim: (pool, device, shares or None for a whole device) per result.
+
+    Its priority is its order's (`fleet_order` in a `fleet_service_class`), never a label.
+    """
     labels = {}
     if order is not None:
-        labels = {LABEL_ORDER: order, LABEL_PRIORITY: str(priority)}
+        labels = {LABEL_ORDER: order}
     results = []
     for pool, device, shares in allocations:
         result: dict[str, Any] = {"request": "gpu", "driver": DRIVER, "pool": pool, "device": device}
@@ -123,6 +126,20 @@ def fleet_claim(namespace: str, name: str, order: str | None, allocations: list[
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
         "status": {"allocation": {"devices": {"results": results}}},
     }
+
+
+def fleet_order(namespace: str, name: str, service_class: str | None = None) -> dict[str, Any]:
+    """An InferenceService as the planner reads it: its name and class."""
+    spec = {"inferenceServiceClassName": service_class} if service_class else {}
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService",
+            "metadata": {"namespace": namespace, "name": name}, "spec": spec}
+
+
+def fleet_service_class(name: str, priority_class: str | None = None) -> dict[str, Any]:
+    """An InferenceServiceClass as the planner reads it: its name and priorityClassName."""
+    spec = {"priorityClassName": priority_class} if priority_class else {}
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceServiceClass",
+            "metadata": {"name": name}, "spec": spec}
 
 
 def fleet_priority_class(name: str, value: int, *, default: bool = False) -> dict[str, Any]:

@@ -4,6 +4,10 @@ It answers the routes HubClient uses (model info with ?blobs=true, the tree API 
 resolve with Range and HEAD), gates and private repositories like the Hub does (401/403 with
 X-Error-Code), and serves weight files as their real safetensors or GGUF header followed by zeros; a
 request reaching more than 1 MiB into the zeros gets 416, so nothing large is ever written or sent.
+
+Hostile repositories (issue 14) are fixtures too: `padded_files` make config.json or an index huge,
+`raw_files` malformed, `header_length` announces a safetensors header of any size without holding it,
+`drip` serves files slowly, and `shards` makes as many shards as wanted.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import hashlib
 import json
 import math
 import re
+import struct
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +91,12 @@ class FixtureModel(BaseModel):
         default_factory=dict,
         description="Small files served in full (tokenizer_config.json, chat_template.jinja), by name.",
     )
+    padded_files: dict[str, int] = Field(
+        default_factory=dict, description="JSON file -> size: padded to that many bytes, still valid JSON.")
+    raw_files: dict[str, str] = Field(default_factory=dict, description="File -> its exact content.")
+    header_length: int | None = Field(
+        default=None, description="Header length every safetensors file announces, with no header behind it.")
+    drip: float = Field(default=0.0, description="Seconds between 1 KiB chunks of every resolved file.")
 
     @property
     def commit(self) -> str:
@@ -169,6 +181,17 @@ def build_repo(model: FixtureModel) -> _Repo:
     for name, text in model.texts.items():
         raw = text.encode()
         files[name] = _File(len(raw), raw)
+    if model.header_length is not None:
+        for name, f in files.items():
+            if name.endswith(".safetensors"):
+                files[name] = _File(f.size, struct.pack("<Q", model.header_length) + b"{", lfs=True)
+    for name, size in model.padded_files.items():
+        doc = json.loads(files[name].prefix) if name in files else {}
+        raw = json.dumps({**doc, "_padding": ""}).encode()
+        raw = json.dumps({**doc, "_padding": " " * max(size - len(raw), 0)}).encode()
+        files[name] = _File(len(raw), raw)
+    for name, text in model.raw_files.items():
+        files[name] = _File(len(text.encode()), text.encode())
     return repo
 
 
@@ -336,7 +359,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         if not head:
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except OSError:  # the client stopped reading (a capped read); nothing to tell it
+                self.close_connection = True
 
     def _json(self, doc: Any, head: bool = False, headers: dict[str, str] | None = None) -> None:
         self._send(200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})},
@@ -459,11 +485,30 @@ class _Handler(BaseHTTPRequestHandler):
                        head)
             return
         body = (f.prefix[start : end + 1]).ljust(end - start + 1, b"\0") if f.size else b""
+        if repo.model.drip and not head:
+            self._drip(206 if wanted else 200, body, headers, repo.model.drip)
+            return
         if wanted:
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
             self._send(206, body, headers, head)
         else:
             self._send(200, body, headers, head)
+
+
+    def _drip(self, status: int, body: bytes, headers: dict[str, str], pause: float) -> None:
+        """Send `body` 1 KiB at a time, `pause` seconds apart, until done or the client leaves."""
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for at in range(0, len(body), 1024):
+                self.wfile.write(body[at : at + 1024])
+                self.wfile.flush()
+                time.sleep(pause)
+        except OSError:
+            self.close_connection = True
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | None:
