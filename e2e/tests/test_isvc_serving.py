@@ -103,3 +103,33 @@ def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(
     assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "True"
     wait_for(lambda: [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"], 30,
              what="a GrowthClaimUnplaced event")
+
+
+def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_asking(bed: Bed) -> None:
+    """Issue 12: `autoscaler: true` made nothing that scaled; the Deployment now leaves its count to an
+    autoscaler (autoscaling/v2) over it, which goes when the class no longer asks for one."""
+    bed.create_class("serve-autoscaled", {
+        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+        "scalingPolicy": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True}})
+    name = bed.create("serve-auto", hf(QWEN), "serve-autoscaled")
+    bed.wait_ready(name)
+    scaling = k8s.AutoscalingV2Api(bed.admin_api)
+
+    def autoscaler() -> Any | None:
+        try:
+            return scaling.read_namespaced_horizontal_pod_autoscaler(name, bed.ns)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    hpa = wait_for(autoscaler, 30, what="the order's autoscaler")
+    assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (1, 3)
+    assert (hpa.spec.scale_target_ref.kind, hpa.spec.scale_target_ref.name) == ("Deployment", name)
+    assert hpa.metadata.owner_references[0].kind == "InferenceService"
+    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "serve-autoscaled",
+                                          {"spec": {"scalingPolicy": {"autoscaler": False}}})
+    wait_for(lambda: autoscaler() is None, 60, what="the autoscaler taken down")
+    deployment = k8s.AppsV1Api(bed.admin_api).read_namespaced_deployment(name, bed.ns)
+    assert deployment.spec.replicas == 1  # the count is the class's minReplicas again
