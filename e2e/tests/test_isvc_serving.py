@@ -133,3 +133,52 @@ def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_ask
     wait_for(lambda: autoscaler() is None, 60, what="the autoscaler taken down")
     deployment = k8s.AppsV1Api(bed.admin_api).read_namespaced_deployment(name, bed.ns)
     assert deployment.spec.replicas == 1  # the count is the class's minReplicas again
+
+
+def _pod_status(bed: Bed, name: str, ready: bool) -> None:
+    """Write the order's pod status as a kubelet would: its server container running, or never started
+    (its image cannot be pulled, so there is no output to read)."""
+    core = k8s.CoreV1Api(bed.admin_api)
+    [pod] = core.list_namespaced_pod(bed.ns, label_selector=f"ai.deckhouse.io/inference-service={name}").items
+    server = next(c for c in pod.spec.containers if c.name == "server")
+    pulling = f'Back-off pulling image "{server.image}"'
+    state = ({"running": {"startedAt": pod.status.start_time.isoformat()}} if ready else
+             {"waiting": {"reason": "ImagePullBackOff", "message": pulling}})
+    word = "True" if ready else "False"
+    core.patch_namespaced_pod_status(pod.metadata.name, bed.ns, {"status": {
+        "conditions": [{"type": "Ready", "status": word}, {"type": "ContainersReady", "status": word}],
+        "containerStatuses": [{"name": "server", "image": server.image, "imageID": "", "ready": ready,
+                               "restartCount": 0, "started": ready, "state": state}]}})
+
+
+def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_runs(bed: Bed) -> None:
+    """Issue 12: WorkloadStartupFailed from a real order, with the pod, container and node reason, no output
+    read for an image that never started, lifting by itself when the container runs."""
+    klass = bed.klass("serve-startup", "ClusterLocal")
+    name = bed.create("serve-start", hf(QWEN), klass)
+    bed.wait_ready(name)
+    _pod_status(bed, name, ready=False)
+    status = bed.wait_reason(name, "WorkloadReady", "WorkloadStartupFailed", timeout=60)
+    message = next(c["message"] for c in status["conditions"] if c["type"] == "WorkloadReady")
+    assert f"pod {name}-" in message and "container server: ImagePullBackOff" in message
+    failure = status["startupFailure"]
+    assert (failure["container"], failure.get("output", []), failure.get("outputRead", False)) == (
+        "server", [], False)
+    assert status["phase"] != "Ready"
+    _pod_status(bed, name, ready=True)
+    bed.wait_ready(name)
+
+
+def test_a_served_order_whose_api_stops_answering_fails_and_recovers(bed: Bed, standin: Any) -> None:
+    """Issue 12: after Ready, sustained probe failures are ServiceUnhealthy (phase Failed); answers again,
+    the order is Ready again, on the same endpoint."""
+    klass = bed.klass("serve-unhealthy", "ClusterLocal")
+    name = bed.create("serve-sick", hf(QWEN), klass)
+    before = bed.wait_ready(name)
+    standin.fail(bed.ns, name)
+    try:
+        status = bed.wait_reason(name, "Ready", "ServiceUnhealthy", timeout=60)
+        assert status["phase"] == "Failed" and status["endpoint"] == before["endpoint"]
+    finally:
+        standin.heal(bed.ns, name)
+    assert bed.wait_ready(name)["endpoint"] == before["endpoint"]
