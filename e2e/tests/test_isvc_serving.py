@@ -164,7 +164,9 @@ def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_ru
     failure = status["startupFailure"]
     assert (failure["container"], failure.get("output", []), failure.get("outputRead", False)) == (
         "server", [], False)
-    assert status["phase"] != "Ready"
+    # it served before: no replica serving is a blip at first, a failure once it lasts
+    failed = bed.wait(name, lambda s: s.get("phase") == "Failed", 60, "the order Failed")
+    assert next(c for c in failed["conditions"] if c["type"] == "Ready")["reason"] == "ServiceUnhealthy"
     _pod_status(bed, name, ready=True)
     bed.wait_ready(name)
 
