@@ -135,25 +135,27 @@ def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_ask
     assert deployment.spec.replicas == 1  # the count is the class's minReplicas again
 
 
-def _pod_status(bed: Bed, name: str, ready: bool) -> None:
-    """Write the order's pod status as a kubelet would: its server container running, or never started
-    (its image cannot be pulled, so there is no output to read)."""
+def _pod_status(bed: Bed, name: str, ready: bool, started: bool | None = None) -> None:
+    """Write the order's pod status as a kubelet would: its server container running and ready, running
+    and not ready yet (`started`), or never started (its image cannot be pulled: no output to read)."""
     core = k8s.CoreV1Api(bed.admin_api)
     [pod] = core.list_namespaced_pod(bed.ns, label_selector=f"ai.deckhouse.io/inference-service={name}").items
     server = next(c for c in pod.spec.containers if c.name == "server")
     pulling = f'Back-off pulling image "{server.image}"'
-    state = ({"running": {"startedAt": pod.status.start_time.isoformat()}} if ready else
+    started = ready if started is None else started
+    state = ({"running": {"startedAt": pod.status.start_time.isoformat()}} if started else
              {"waiting": {"reason": "ImagePullBackOff", "message": pulling}})
     word = "True" if ready else "False"
     core.patch_namespaced_pod_status(pod.metadata.name, bed.ns, {"status": {
         "conditions": [{"type": "Ready", "status": word}, {"type": "ContainersReady", "status": word}],
         "containerStatuses": [{"name": "server", "image": server.image, "imageID": "", "ready": ready,
-                               "restartCount": 0, "started": ready, "state": state}]}})
+                               "restartCount": 0, "started": started, "state": state}]}})
 
 
 def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_runs(bed: Bed) -> None:
     """Issue 12: WorkloadStartupFailed from a real order, with the pod, container and node reason, no output
-    read for an image that never started, lifting by itself when the container runs."""
+    read for an image that never started, lifting by itself when the container runs; WorkloadNotReady while
+    a running container is not ready yet."""
     klass = bed.klass("serve-startup", "ClusterLocal")
     name = bed.create("serve-start", hf(QWEN), klass)
     bed.wait_ready(name)
@@ -167,6 +169,10 @@ def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_ru
     # it served before: no replica serving is a blip at first, a failure once it lasts
     failed = bed.wait(name, lambda s: s.get("phase") == "Failed", 60, "the order Failed")
     assert next(c for c in failed["conditions"] if c["type"] == "Ready")["reason"] == "ServiceUnhealthy"
+    _pod_status(bed, name, ready=True)
+    bed.wait_ready(name)
+    _pod_status(bed, name, ready=False, started=True)  # running, not ready yet (loading the model)
+    bed.wait_reason(name, "WorkloadReady", "WorkloadNotReady", timeout=60)
     _pod_status(bed, name, ready=True)
     bed.wait_ready(name)
 
