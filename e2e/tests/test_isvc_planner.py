@@ -99,6 +99,21 @@ def test_an_order_beyond_what_its_class_may_use_says_no_capacity(bed: Bed) -> No
     assert_refused(status, "Planned", "NoCapacity", "GiB free right now", "replanned")
 
 
+def test_a_cordoned_node_is_not_planned_on_until_it_opens(bed: Bed) -> None:
+    """The scheduler places no pod on a cordoned node: the planner offers its devices to no plan."""
+    core = k8s.CoreV1Api(bed.admin_api)
+    klass = bed.klass("plan-h100-cordon", selector=H100_ONLY)
+    core.patch_node("gpu-h100-0", {"spec": {"unschedulable": True}})
+    try:
+        order = bed.order("cordoned", QWEN, klass)
+        status = bed.wait_reason(order, "Planned", "NoCapacity")
+        assert_refused(status, "Planned", "NoCapacity", "take no new pods")
+        assert bed.plan(order) is None
+    finally:
+        core.patch_node("gpu-h100-0", {"spec": {"unschedulable": False}})
+    assert bed.wait_ready(order, timeout=180)["resolved"]["nodeName"] == "gpu-h100-0"
+
+
 def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_memory(bed: Bed) -> None:
     klass = bed.klass("plan-h100-only", selector=H100_ONLY)
     order = bed.order("too-large", "meta-llama/Llama-3.1-405B-Instruct", klass, secret=bed.hf_token())

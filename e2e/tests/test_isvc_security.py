@@ -124,6 +124,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("planner", "list", AI, "inferenceservices", None, True),
     ("planner", "list", AI, "inferenceserviceclasses", None, True),
     ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
+    ("planner", "watch", "", "nodes", None, True),
+    ("planner", "patch", "", "nodes", None, False),
     ("planner", "patch", RES, "resourceclaims", "team-a", False),
     ("planner", "create", AI, "inferenceservices", "team-a", False),
     ("planner", "get", "", "secrets", "team-a", False),

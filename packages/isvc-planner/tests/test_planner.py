@@ -279,6 +279,24 @@ def test_tainted_devices_are_not_offered(models: dict[str, ModelFacts]) -> None:
     assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
 
 
+def test_devices_of_a_node_that_takes_no_new_pods_are_not_offered_until_it_does(
+        models: dict[str, ModelFacts]) -> None:
+    """The scheduler never places a pod on a cordoned or NoSchedule-tainted node: neither does the plan."""
+    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)]), fleet_slice("n2", [fleet_gpu("n2", 0)])])
+    planner = Planner(inv)
+    inv.upsert_node({"metadata": {"name": "n1"}, "spec": {"unschedulable": True}})
+    inv.upsert_node({"metadata": {"name": "n2"}, "spec": {"taints": [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+    r = plan(planner, models["qwen7b"], "a")
+    assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
+    inv.upsert_node({"metadata": {"name": "n2"}, "spec": {"taints": [
+        {"key": "example.com/prefer-not", "effect": "PreferNoSchedule"}]}})  # a preference is no bar
+    r = plan(planner, models["qwen7b"], "b")
+    assert r.placement is not None and r.placement.node_name == "n2"
+    inv.delete_node({"metadata": {"name": "n1"}})
+    assert "n1" not in inv.closed_nodes
+
+
 # ---------------------------------------------------------------- reasons
 
 

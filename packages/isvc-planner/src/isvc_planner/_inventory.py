@@ -201,6 +201,9 @@ class Inventory:
         self.order_classes: dict[OrderKey, str | None] = {}  # order -> its InferenceServiceClass, if any
         self.class_priorities: dict[str, str | None] = {}  # class -> its priorityClassName, if any
         self.synced = False
+        # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
+        # the scheduler would never place a claim's pod there, so their devices are not offered.
+        self.closed_nodes: set[str] = set()
         self._slices: dict[str, Mapping[str, Any]] = {}
         self._pool_devices: dict[tuple[str, str], set[DeviceKey]] = {}
         self._pool_slices: dict[tuple[str, str], set[str]] = {}
@@ -234,9 +237,11 @@ class Inventory:
         priority_classes: Iterable[Mapping[str, Any]] = (),
         orders: Iterable[Mapping[str, Any]] = (),
         service_classes: Iterable[Mapping[str, Any]] = (),
+        nodes: Iterable[Mapping[str, Any]] = (),
     ) -> Inventory:
-        """An inventory from plain resource.k8s.io/v1 (scheduling.k8s.io/v1, ai.deckhouse.io) dicts."""
+        """An inventory from plain resource.k8s.io/v1 (scheduling.k8s.io/v1, v1, ai.deckhouse.io) dicts."""
         inv = cls()
+        inv.closed_nodes = {n["metadata"]["name"] for n in nodes if _node_closed(n)}
         for dc in device_classes:
             inv._set_class(dc)
         for pc in priority_classes:
@@ -385,7 +390,8 @@ class Inventory:
             product=_attr(raw, driver, "productName") or _attr(raw, driver, "model"),
             memory=_bytes(_capacity(raw, driver, MEMORY)),
             shareable=allow and _bytes(shares) == UNITS,
-            tainted=any(t.get("effect") in _BLOCKING for t in taints),
+            tainted=any(t.get("effect") in _BLOCKING for t in taints)
+            or (raw.get("nodeName") or spec.get("nodeName")) in self.closed_nodes,
             compute_capability=str(cc) if cc is not None else None,
             consumes=tuple(sorted((str(c.get("counterSet")), name, _amount(v))
                                   for c in raw.get("consumesCounters") or []
@@ -711,6 +717,26 @@ class Inventory:
         with self.lock:
             self.class_priorities.pop(name, None)
 
+    def upsert_node(self, node: Mapping[str, Any]) -> None:
+        """A node opened or closed to new pods: its devices are offered again, or no longer."""
+        self._set_node(node["metadata"]["name"], _node_closed(node))
+
+    def delete_node(self, node: Mapping[str, Any]) -> None:
+        """A node gone: its slices go with it; nothing is remembered of it here."""
+        self._set_node(node["metadata"]["name"], False)
+
+    def _set_node(self, name: str, closed: bool) -> None:
+        with self.lock:
+            if closed == (name in self.closed_nodes):
+                return
+            if closed:
+                self.closed_nodes.add(name)
+            else:
+                self.closed_nodes.discard(name)
+            pools = {(d.key[0], d.key[1]) for d in self.devices.values() if d.node == name}
+            for pool in sorted(pools):
+                self._refresh_pool(pool)
+
     def upsert_priority_class(self, pc: Mapping[str, Any]) -> None:
         """Add or change a PriorityClass."""
         with self.lock:
@@ -741,6 +767,13 @@ class Inventory:
             group = self._index.get(name, {}).get(device.group)
             if group is not None:
                 group.remove(device, free)
+
+
+def _node_closed(node: Mapping[str, Any]) -> bool:
+    """Whether a node takes no new pods: cordoned, or tainted NoSchedule/NoExecute (not-ready included)."""
+    spec = node.get("spec") or {}
+    taints = spec.get("taints") or []
+    return bool(spec.get("unschedulable")) or any(t.get("effect") in _BLOCKING for t in taints)
 
 
 def _pins(claim: Mapping[str, Any]) -> list[tuple[str, str, int | None]]:

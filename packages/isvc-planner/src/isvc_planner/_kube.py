@@ -5,6 +5,7 @@ The only module that imports the Kubernetes client.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ DEVICE_CLASSES = _Kind("resource.k8s.io", "v1", "deviceclasses")
 SLICES = _Kind("resource.k8s.io", "v1", "resourceslices")
 CLAIMS = _Kind("resource.k8s.io", "v1", "resourceclaims")
 PRIORITY_CLASSES = _Kind("scheduling.k8s.io", "v1", "priorityclasses")
+NODES = _Kind("", "v1", "nodes")  # which take new pods: a cordoned or tainted node's devices are not offered
 # Whose a claim is and at what priority: order -> class -> priorityClassName (issue 14; never claim labels).
 ORDERS = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceservices")
 SERVICE_CLASSES = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses")
@@ -81,6 +83,7 @@ class KubeSync:
                  orders: bool = True) -> None:
         self.inventory = inventory
         self.objects = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
         self.backoff = backoff
         self._stop = threading.Event()
         self._listed: set[str] = set()
@@ -94,6 +97,7 @@ class KubeSync:
             CLAIMS: (inv.upsert_claim, inv.delete_claim),
             PRIORITY_CLASSES: (inv.upsert_priority_class,
                                lambda o: inv.delete_priority_class(o["metadata"]["name"])),
+            NODES: (inv.upsert_node, inv.delete_node),
         }
         if orders:
             self._handlers[ORDERS] = (inv.upsert_order, inv.delete_order)
@@ -117,8 +121,7 @@ class KubeSync:
         known: dict[str, Mapping[str, Any]] = {}
         while not self._stop.is_set():
             try:
-                listing = cast(dict[str, Any], self.objects.list_cluster_custom_object(
-                    kind.group, kind.version, kind.plural))
+                listing = self._list(kind)
                 fresh = {_key(o): o for o in listing.get("items") or []}
                 for k, gone in known.items():
                     if k not in fresh:
@@ -128,13 +131,14 @@ class KubeSync:
                 known = fresh
                 self._mark_listed(kind)
                 version = (listing.get("metadata") or {}).get("resourceVersion")
-                stream = _watch.Watch().stream(
-                    self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural,
-                    resource_version=version, timeout_seconds=300, allow_watch_bookmarks=True)
+                stream = _watch.Watch().stream(*self._lister(kind), resource_version=version,
+                                               timeout_seconds=300, allow_watch_bookmarks=True)
                 for event in stream:
                     if self._stop.is_set():
                         return
                     obj, what = event["object"], event["type"]
+                    if not isinstance(obj, dict):  # the typed client's models (nodes): as plain dicts
+                        obj = self.core.api_client.sanitize_for_serialization(obj)
                     if what in ("ADDED", "MODIFIED"):
                         known[_key(obj)] = obj
                         upsert(obj)
@@ -146,6 +150,19 @@ class KubeSync:
             except Exception as error:  # any failure: relist after a pause, never die
                 log.warning("watch %s failed: %s; relisting", kind.plural, error)
                 time.sleep(self.backoff)
+
+    def _lister(self, kind: _Kind) -> tuple[Any, ...]:
+        """The list call of a kind and its arguments: core kinds (nodes) have their own."""
+        if kind is NODES:
+            return (self.core.list_node,)
+        return (self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural)
+
+    def _list(self, kind: _Kind) -> dict[str, Any]:
+        call, *args = self._lister(kind)
+        answer = call(*args, _preload_content=False) if kind is NODES else call(*args)
+        if kind is NODES:  # plain dicts, as the custom objects API answers, not the typed models
+            return cast(dict[str, Any], json.loads(answer.data))
+        return cast(dict[str, Any], answer)
 
     def _mark_listed(self, kind: _Kind) -> None:
         self._listed.add(kind.plural)

@@ -705,7 +705,8 @@ class Planner:
         where = ", ".join(classes)
         if f.admitted == 0:
             return Refusal(reason=Reason.NO_CAPACITY, message=(
-                f"No usable device of {where} is published (none admitted, or all tainted); "
+                f"No usable device of {where} is published (none admitted, all tainted, or on nodes that "
+                "take no new pods); "
                 f"{required} GiB are needed. Replanned when capacity changes."))
         if not f.fits_by_size and f.unprofiled and self._plausible(need, f, ask_max=8):
             return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
