@@ -305,6 +305,9 @@ def test_estimate_as_alice_is_what_the_order_then_gets_and_the_estimate_writes_n
     args = " ".join(plan["runtime"]["args"])
     assert e["plan"]["flags"] and all(flag in args for flag in e["plan"]["flags"])
 
+    code, admin = plugin_json(
+        cluster.admin_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
+    assert (code, admin["verdict"]) == (0, "Planned")  # the administrator asks the same way
     code, e = plugin_json(
         cluster.alice_kubeconfig, "estimate", QWEN, "--class", "no-such-class", "-n", bed.ns)
     assert (code, e["verdict"], e["reason"], e["faq"]["who"]) == (1, "Refused", "ClassNotFound", "user")
