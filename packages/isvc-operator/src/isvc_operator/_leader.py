@@ -42,7 +42,7 @@ class LeaderElector:
     """
 
     def __init__(self, api: k8s.ApiClient, namespace: str, name: str = "isvc-controller",
-                 duration: float = 15.0, renew: float = 2.0, renew_deadline: float = 10.0,
+                 duration: float = 10.0, renew: float = 2.0, renew_deadline: float = 7.0,
                  timeout: float = 5.0) -> None:
         if not renew < renew_deadline < duration:
             raise ValueError("leader election needs renew < renew_deadline < duration")
