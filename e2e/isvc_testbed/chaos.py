@@ -240,8 +240,11 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
             "metadata": {"name": CLASSES[1]}, "spec": alt["spec"]})
         chaos = Chaos(b, rng)
-        # the faults at random steps; the first one kills the leader, to measure the standby's takeover
-        kinds = ["kill-leader"] + [rng.choice(FAULTS) for _ in range(faults - 1)]
+        # the faults at random steps: the first kills the leader (the standby's takeover is measured), then
+        # every other kind once in a random order, then random kinds
+        others = list(FAULTS[1:])
+        rng.shuffle(others)
+        kinds = (["kill-leader", *others] + [rng.choice(FAULTS) for _ in range(faults)])[:faults]
         at = sorted(rng.sample(range(1, orders), min(faults, orders - 1)))
         plan = dict(zip(at, kinds, strict=False))
         for i in range(orders):
