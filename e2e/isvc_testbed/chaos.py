@@ -6,7 +6,8 @@ test bed (`isvc_testbed.bench.bed`). N orders are created, edited (their class f
 is injected: the leading controller killed (SIGKILL) and started again later, the planner killed and
 started again, the API server restarted, or etcd compacted before an API server restart so that every
 watch resumed from an older resourceVersion expires (410 Gone) and lists again. The first leader kill
-also measures how long the standby takes to lead.
+also measures how long the standby takes to lead. A process that exits by itself (a controller that
+cannot reach the API server does) is started again a second later, as the kubelet would, and recorded.
 
 At the end every process runs again and the object set is compared with the expected one: no order
 lost or left over, no child duplicated, none orphaned (its order gone), no ResourceClaim leaked, and every
@@ -125,6 +126,7 @@ class Chaos:
         self.faults: list[dict[str, Any]] = []
         self.down: dict[str, float] = {}  # process → when to start it again
         self.takeover: dict[str, Any] | None = None
+        self.exits: list[dict[str, Any]] = []  # processes that exited without being killed
         self.t0 = time.monotonic()
 
     # ---- orders (as alice; the API server may be restarting: retried)
@@ -218,15 +220,35 @@ class Chaos:
         except TimeoutError:
             return {"by": None, "seconds": None}
 
+    def supervise(self) -> None:
+        """Start again, a second later, a process that exited by itself, as the kubelet would
+        (restartPolicy Always); each such exit is recorded with the last line of its log."""
+        for name in ("controller", "standby", "planner"):
+            proc = self.b.module.procs.get(name)
+            if name in self.down or proc is None or proc.poll() is None:
+                continue
+            lines = self.b.module.log(name).strip().splitlines()
+            self.exits.append({"process": name, "at": round(time.monotonic() - self.t0, 1),
+                               "code": proc.returncode, "last_line": lines[-1][:300] if lines else ""})
+            say(f"exited by itself: {self.exits[-1]}")
+            del self.b.module.procs[name]
+            self.down[name] = time.monotonic() + 1.0
+
     def revive(self, now: bool = False) -> None:
         """Start again the processes whose time came (all of them when `now`)."""
+        self.supervise()
         for name, when in list(self.down.items()):
             if now or time.monotonic() >= when:
+                try:
+                    if name == "planner":
+                        self.b.module.start_planner()
+                    else:
+                        self.b.start_controller(name)
+                except Exception as e:  # the API server is not back yet: try again on the next step
+                    say(f"{name} did not start ({e.__class__.__name__}); again later")
+                    self.b.module.procs.pop(name, None)
+                    continue
                 del self.down[name]
-                if name == "planner":
-                    self.b.module.start_planner()
-                else:
-                    self.b.start_controller(name)
 
 
 def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[str, Any]:
@@ -266,7 +288,7 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
 
         def converged() -> bool:
             nonlocal verdict
-            b.module.check()
+            chaos.revive(now=True)
             verdict = judge(chaos.expected, _orders(b), _children(b))
             return verdict.ok
 
@@ -277,7 +299,7 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
         converge_s = round(time.monotonic() - t0, 1)
         return {
             "orders_churned": orders, "seed": seed, "orders_expected": len(chaos.expected),
-            "faults": chaos.faults, "takeover": chaos.takeover,
+            "faults": chaos.faults, "takeover": chaos.takeover, "exited_by_themselves": chaos.exits,
             "churn_seconds": churn_s, "converge_seconds": converge_s,
             "verdict": asdict(verdict), "ok": verdict.ok,
             "reservations": "not exposed by the planner (no endpoint lists them); leaked claims counted",
