@@ -340,6 +340,10 @@ def _passes(sample: Sample, kind: str = "order") -> float:
                if n == "isvc_reconcile_total" and dict(labels).get("kind") == kind)
 
 
+def _sum(sample: Sample, name: str, kind: str = "order") -> float:
+    return sum(v for (n, labels), v in sample.items() if n == name and dict(labels).get("kind") == kind)
+
+
 def _loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
@@ -391,11 +395,13 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         say(f"{orders} orders Ready: median {ready['median']}s p95 {ready['p95']}s")
         # -- a steady minute
         time.sleep(10)
-        before, (cpu0, _) = b.api_sample(), _proc(pid)
+        before, (cpu0, _), m0 = b.api_sample(), _proc(pid), b.controller_metrics()
         t0 = time.monotonic()
         time.sleep(steady)
-        after, (cpu1, rss) = b.api_sample(), _proc(pid)
+        after, (cpu1, rss), m1 = b.api_sample(), _proc(pid), b.controller_metrics()
         span = time.monotonic() - t0
+        passes = _passes(m1) - _passes(m0)
+        pass_time = _sum(m1, "isvc_reconcile_seconds_sum") - _sum(m0, "isvc_reconcile_seconds_sum")
         minute = writes(before, after)
         per_minute = {k: round(v * 60 / span, 1) for k, v in minute.items()}
         not_ready = [o["metadata"]["name"] for o in b.list_orders()
@@ -406,6 +412,8 @@ def run(orders: int, rate: float, steady: float, timeout: float,
                              controller_writes(minute) * 60 / span / orders, 3),
                          "controller_rss_mb": round(rss / 2**20, 1),
                          "controller_cpu_percent": round(100 * (cpu1 - cpu0) / span, 1),
+                         "order_passes_per_second": round(passes / span, 1),
+                         "mean_pass_seconds": round(pass_time / passes, 3) if passes else None,
                          "orders_not_ready": not_ready, "loadavg": _loadavg()}
         say(f"steady: {out['steady']}")
         # -- what the controller exports
