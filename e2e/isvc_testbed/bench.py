@@ -305,7 +305,7 @@ class ReadyWatch:
 
 
 def diagnose(b: Bed, limit: int = 5) -> str:
-    """The conditions of up to `limit` orders that are not Ready, and the controller's log tail."""
+    """The conditions, pods and claims of up to `limit` orders that are not Ready, and the log tails."""
     lines: list[str] = []
     for o in b.list_orders():
         status = o.get("status") or {}
@@ -313,10 +313,38 @@ def diagnose(b: Bed, limit: int = 5) -> str:
             conds = " ".join(f"{c['type']}={c['status']}/{c['reason']}: {c.get('message', '')}"
                              for c in status.get("conditions", []) if c["status"] != "True")
             lines.append(f"{o['metadata']['name']} phase={status.get('phase')} {conds}")
+            lines += _workload_lines(b, o["metadata"]["name"])
     for name in ("controller", "planner"):
         with suppress(OSError):
             lines.append(f"--- {name} log tail\n{b.module.log(name)[-3000:]}")
     return "\n".join(lines)
+
+
+def _workload_lines(b: Bed, order: str) -> list[str]:
+    """The order's Deployment, pods (node, phase, conditions) and claims (allocated, reserved for)."""
+    label = f"ai.deckhouse.io/inference-service={order}"
+    lines: list[str] = []
+    with suppress(ApiException):
+        deployments: list[Any] = k8s.AppsV1Api(b.admin).list_namespaced_deployment(
+            BENCH_NS, label_selector=label).items
+        pods: list[Any] = k8s.CoreV1Api(b.admin).list_namespaced_pod(BENCH_NS).items
+        claims: list[Any] = k8s.ResourceV1Api(b.admin).list_namespaced_resource_claim(BENCH_NS).items
+        for d in deployments:
+            st = d.status
+            lines.append(f"  deployment {d.metadata.name}: replicas {st.replicas if st else None} "
+                         f"ready {st.ready_replicas if st else None}")
+        for pod in pods:
+            if not pod.metadata.name.startswith(f"{order}-"):
+                continue
+            conds = {c.type: c.status for c in (pod.status.conditions or [])} if pod.status else {}
+            lines.append(f"  pod {pod.metadata.name}: node {pod.spec.node_name if pod.spec else None} "
+                         f"phase {pod.status.phase if pod.status else None} {conds}")
+        for c in claims:
+            if c.metadata.name.startswith(f"{order}-"):
+                allocated = bool(c.status and c.status.allocation)
+                reserved = [r.name for r in ((c.status.reserved_for if c.status else None) or [])]
+                lines.append(f"  claim {c.metadata.name}: allocated {allocated} reserved for {reserved}")
+    return lines
 
 
 @contextmanager
