@@ -134,6 +134,22 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "isvc_testing.bench", *session.posargs)
 
 
+@nox.session(name="bench-operator", python=PYTHON)
+def bench_operator(session: nox.Session) -> None:
+    """The controller on a real test bed: order→Ready, API writes, RSS/CPU, restart; .bench/operator.json."""
+    _e2e_env(session)
+    session.chdir(ROOT)
+    session.run("python", "-m", "isvc_testbed.bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """Churn orders while killing the controller, the planner and the API server; .bench/chaos.json."""
+    _e2e_env(session)
+    session.chdir(ROOT)
+    session.run("python", "-m", "isvc_testbed.chaos", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def agreement(session: nox.Session) -> None:
     """Planner vs kube-scheduler on both fleets, longer than CI: `-- --seed N --refusals R`."""

@@ -211,6 +211,38 @@ class Cluster:
         self.kubeconfigs[identity] = path
         return path
 
+    def metrics_text(self) -> str:
+        """The API server's own Prometheus metrics (`/metrics`), read as the administrator."""
+        r = httpx.get(f"{self.server}/metrics", verify=self._ssl_context(), timeout=10)
+        r.raise_for_status()
+        return r.text
+
+    def restart_apiserver(self) -> float:
+        """Stop the API server (SIGTERM) and start it again on the same port; seconds until `/readyz`.
+
+        Every watch breaks; clients re-list or re-watch as they would after an API server rollout.
+        """
+        old = next(c for c in self._components if c.name == "kube-apiserver")
+        t0 = time.monotonic()
+        if old.proc is not None:
+            _terminate([old.proc], 10.0)
+        self._components.remove(old)
+        self._start("kube-apiserver")
+        self._wait("kube-apiserver", self._apiserver_ready)
+        return time.monotonic() - t0
+
+    def compact_etcd(self) -> int:
+        """Compact etcd up to its current revision, so a watch resumed from an older resourceVersion
+        gets 410 Gone (expired) and must list again; returns the revision."""
+        base = f"http://127.0.0.1:{self.ports['etcd']}/v3"
+        # an empty range read answers with the store's header (its revision); key "\0" in base64
+        r = httpx.post(f"{base}/kv/range", json={"key": "AA=="}, timeout=10)
+        r.raise_for_status()
+        revision = int(r.json()["header"]["revision"])
+        httpx.post(f"{base}/kv/compaction", json={"revision": revision, "physical": True},
+                   timeout=30).raise_for_status()
+        return revision
+
     def check(self) -> None:
         """Raise ComponentDied if any component has exited."""
         for c in self._components:

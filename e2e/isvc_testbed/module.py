@@ -180,10 +180,13 @@ class ModuleProcesses:
         """Kill the planner (a crash, not a shutdown)."""
         self._kill("planner", signal.SIGKILL)
 
-    def start_controller(self, *extra: str) -> None:
-        """The controller, as the chart's controller ServiceAccount."""
+    def start_controller(self, *extra: str, name: str = "controller") -> None:
+        """The controller, as the chart's controller ServiceAccount; `name` tells several apart (a standby).
+
+        Flags in `extra` come last, so they override the defaults (e.g. `--metrics-port 18090`).
+        """
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "controller")
-        self._spawn("controller", [
+        self._spawn(name, [
             sys.executable, "-m", "isvc_operator", "--kubeconfig", str(kubeconfig),
             "--namespace", NAMESPACE, "--planner-url", self.planner_url,
             "--planner-token-file", str(token_file(kubeconfig)),
@@ -195,7 +198,7 @@ class ModuleProcesses:
             "--log-level", "Info", *extra,
         ])
         time.sleep(1.0)
-        self.check("controller")
+        self.check(name)
 
     def _webhook_flags(self) -> list[str]:
         port, certs = estimate_webhook(self.cluster)
@@ -211,6 +214,15 @@ class ModuleProcesses:
         """Stop and start the controller with other flags (e.g. another catalog mode)."""
         self._kill("controller", signal.SIGTERM)
         self.start_controller(*extra)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Stop one process by its name (SIGKILL: a crash; SIGTERM: a shutdown); gone already is fine."""
+        self._kill(name, sig)
+
+    def pid(self, name: str) -> int | None:
+        """The pid of a running process of that name, None when it is not running."""
+        proc = self.procs.get(name)
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def check(self, name: str | None = None) -> None:
         """Raise with the log tail of a process that died."""

@@ -1,0 +1,528 @@
+"""The controller's benchmark (`nox -s bench-operator`): figures to `.bench/operator.json`.
+
+A real test bed as the e2e tests run it (control plane, KWOK GPU nodes, the chart, the controller and the
+planner as host processes, the stand-in inference server), with a fleet sized for the orders. Measured:
+
+- order → Ready: the first order after start alone, then the rest created at a steady pace (median, p95);
+- API writes, from the API server's own `apiserver_request_total` (read as admin): per order create →
+  Ready and per steady minute, by verb and resource; the controller's share is the writes on the kinds it
+  owns (the order's status, its children), the bench's own order creates left out;
+- the controller's RSS and CPU from `/proc/<pid>` over the steady minute;
+- after a controller restart: the time until it passed every order again, and the writes it made;
+- what the controller's own `/metrics` exports (queue depth, if it does).
+
+The pure parts (metrics text, write counts, percentiles, /proc parsing) are unit-tested in
+`e2e/tests/unit/test_bench.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+from kubernetes.client.exceptions import ApiException
+
+from isvc_testbed.cluster import Cluster
+from isvc_testbed.fleet import Fleet
+from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.module import NAMESPACE, ROOT, ModuleProcesses, install_chart
+from isvc_testbed.standin import StandIn
+
+__all__ = [
+    "CONTROLLER_KINDS",
+    "Bed",
+    "Sample",
+    "controller_writes",
+    "cpu_seconds",
+    "main",
+    "parse_metrics",
+    "percentile",
+    "rss_bytes",
+    "writes",
+]
+
+GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
+BENCH_NS = "bench"
+MODEL: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}}  # README order
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
+# resource[/subresource] the controller writes and no other component of the bed does (kcm writes
+# deployments/status, the scheduler resourceclaims/status and pods/binding, KWOK pods/status and leases)
+CONTROLLER_KINDS = frozenset({
+    "inferenceservices", "inferenceservices/status", "launchplans", "launchplans/status",
+    "resourceclaimtemplates", "deployments", "services", "ingresses", "secrets", "certificates",
+})
+
+Labels = tuple[tuple[str, str], ...]
+Sample = dict[tuple[str, Labels], float]
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+# ---- pure parts ------------------------------------------------------------------------------------------
+
+
+def parse_metrics(text: str, names: Iterable[str] | None = None) -> Sample:
+    """Prometheus text exposition → {(name, sorted labels): value}; only `names` when given."""
+    wanted = set(names) if names is not None else None
+    out: Sample = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        if wanted is not None and name not in wanted:
+            continue
+        pairs = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\"))
+                             for k, v in _LABEL.findall(labels)))
+        try:
+            out[(name, pairs)] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def writes(before: Sample, after: Sample) -> dict[str, int]:
+    """API writes between two samples of `apiserver_request_total`, as {"VERB resource[/sub]": count}."""
+    counts: dict[str, int] = {}
+    for (name, labels), value in after.items():
+        if name != "apiserver_request_total":
+            continue
+        d = dict(labels)
+        if d.get("verb") not in WRITE_VERBS or d.get("dry_run"):
+            continue
+        delta = value - before.get((name, labels), 0.0)
+        if delta <= 0:
+            continue
+        kind = d.get("resource", "") + (f"/{d['subresource']}" if d.get("subresource") else "")
+        key = f"{d['verb']} {kind}"
+        counts[key] = counts.get(key, 0) + round(delta)
+    return dict(sorted(counts.items()))
+
+
+def controller_writes(counts: Mapping[str, int], bench_creates: int = 0) -> int:
+    """The controller's share of `writes(...)`: writes on the kinds only it writes, less the bench's own
+    `bench_creates` order creates (POST inferenceservices)."""
+    total = sum(n for key, n in counts.items() if key.split(" ", 1)[1] in CONTROLLER_KINDS)
+    return total - bench_creates
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0..100), linear between the closest ranks; NaN for no values."""
+    data = sorted(values)
+    if not data:
+        return math.nan
+    rank = (len(data) - 1) * q / 100.0
+    low, high = math.floor(rank), math.ceil(rank)
+    return data[low] + (data[high] - data[low]) * (rank - low)
+
+
+def cpu_seconds(stat: str, ticks: int) -> float:
+    """User + system CPU seconds from the text of /proc/<pid>/stat."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14 and 15 of stat
+
+
+def rss_bytes(status: str) -> int:
+    """VmRSS from the text of /proc/<pid>/status, in bytes."""
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError("no VmRSS line")
+
+
+def bench_fleet(orders: int) -> dict[str, Any]:
+    """A fleet with room for `orders` small orders: a system node and shareable H100 nodes."""
+    nodes: list[dict[str, Any]] = [{"name": "system-0", "role": "system", "cpu": "16", "memory": "64Gi"}]
+    for n in range(max(2, math.ceil(orders / 12))):
+        nodes.append({"name": f"gpu-h100-{n}", "cpu": "4000", "memory": "64Ti", "pods": "500",
+                      "gpus": [{"product": "NVIDIA H100 80GB HBM3", "count": 8, "memory": "80Gi",
+                                "architecture": "Hopper", "cudaComputeCapability": "9.0.0",
+                                "shares": 100}]})
+    return {"driverVersion": "580.65.6", "cudaDriverVersion": "13.0.0", "nodes": nodes}
+
+
+# ---- the bed ---------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Bed:
+    """A test bed for many orders: cluster, fleet, chart, stand-in, planner, controller(s) with /metrics."""
+
+    cluster: Cluster
+    standin: StandIn
+    module: ModuleProcesses
+    admin: k8s.ApiClient
+    alice: k8s.ApiClient
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    health_period: float | None = None  # None: the bed's 3 s; the product's default is 30 s
+
+    def start_controller(self, name: str = "controller") -> None:
+        """A controller (leader-elect, as the bed runs it) with its /metrics on a free loopback port."""
+        port = _free_port()
+        self.metrics_ports[name] = port
+        extra = ["--metrics-port", str(port), "--metrics-host", "127.0.0.1"]
+        if self.health_period is not None:
+            extra += ["--health-period-seconds", str(self.health_period)]
+        self.module.start_controller(*extra, name=name)
+
+    def controller_metrics(self, name: str = "controller") -> Sample:
+        """The controller's own /metrics, {} while it does not answer."""
+        try:
+            r = httpx.get(f"http://127.0.0.1:{self.metrics_ports[name]}/metrics", timeout=5)
+        except httpx.HTTPError:
+            return {}
+        return parse_metrics(r.text) if r.status_code == 200 else {}
+
+    def api_sample(self) -> Sample:
+        return parse_metrics(self.cluster.metrics_text(), ["apiserver_request_total"])
+
+    def orders_api(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(self.alice)
+
+    def create(self, name: str, model: Mapping[str, Any] = MODEL) -> None:
+        self.orders_api().create_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
+            "spec": {"inferenceServiceClassName": "default-llm", "model": dict(model)}})
+
+    def list_orders(self) -> list[dict[str, Any]]:
+        got: Any = self.orders_api().list_namespaced_custom_object(GROUP, VERSION, BENCH_NS,
+                                                                   "inferenceservices")
+        return list(got["items"])
+
+    def leader(self) -> str | None:
+        """The Lease holder's identity (host_pid), None when none holds it."""
+        try:
+            lease = k8s.CoordinationV1Api(self.admin).read_namespaced_lease("isvc-controller", NAMESPACE)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return lease.spec.holder_identity if lease.spec else None
+
+
+@contextmanager
+def bed(orders: int, controllers: Iterable[str] = ("controller",),
+        health_period: float | None = None) -> Iterator[Bed]:
+    """Start everything for `orders` orders; stop exactly what was started on leaving."""
+    cluster = Cluster().start()
+    standin: StandIn | None = None
+    module: ModuleProcesses | None = None
+    try:
+        fleet_file = cluster.workdir / "bench-fleet.yaml"
+        fleet_file.write_text(yaml.safe_dump(bench_fleet(orders)))
+        with cluster.api_client("admin") as admin, cluster.api_client("alice") as alice:
+            fleet = Fleet.load(fleet_file)
+            fleet.publish(admin)
+            core = k8s.CoreV1Api(admin)
+
+            def nodes_ready() -> bool:
+                nodes: list[Any] = core.list_node().items
+                return len(nodes) == len(fleet.nodes) and all(
+                    any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+                    for n in nodes)
+
+            wait_for(nodes_ready, 60, what="fleet nodes Ready")
+            install_chart(cluster)
+            user_namespace(admin, BENCH_NS, user="alice", cluster_role="d8:user-authz:isvc:editor")
+            standin = StandIn.from_kubeconfig(cluster.admin_kubeconfig)
+            standin.start()
+            module = ModuleProcesses(cluster, standin.url_template)
+            module.start_hub()
+            module.start_planner()
+            b = Bed(cluster, standin, module, admin, alice, health_period=health_period)
+            for name in controllers:
+                b.start_controller(name)
+            wait_for(b.leader, 60, what="a controller leading")
+            yield b
+    finally:
+        if module is not None:
+            module.stop()
+        if standin is not None:
+            standin.stop()
+        cluster.stop()
+
+
+class ReadyWatch:
+    """When each order of the namespace was first seen Ready (a watch as admin, in a thread)."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = k8s.CustomObjectsApi(api)
+        self.ready: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ReadyWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            w = k8s_watch.Watch()
+            try:
+                for event in w.stream(self.api.list_namespaced_custom_object, GROUP, VERSION, BENCH_NS,
+                                      "inferenceservices", timeout_seconds=30):
+                    obj = event["object"]
+                    name = obj["metadata"]["name"]
+                    if (obj.get("status") or {}).get("phase") == "Ready" and name not in self.ready:
+                        self.ready[name] = time.monotonic()
+                    if self._stop.is_set():
+                        w.stop()
+            except Exception:  # a broken watch is started again
+                time.sleep(0.5)
+
+
+def diagnose(b: Bed, limit: int = 5) -> str:
+    """The conditions, pods and claims of up to `limit` orders that are not Ready, and the log tails."""
+    lines: list[str] = []
+    for o in b.list_orders():
+        status = o.get("status") or {}
+        if status.get("phase") != "Ready" and len(lines) < limit:
+            conds = " ".join(f"{c['type']}={c['status']}/{c['reason']}: {c.get('message', '')}"
+                             for c in status.get("conditions", []) if c["status"] != "True")
+            lines.append(f"{o['metadata']['name']} phase={status.get('phase')} {conds}")
+            lines += _workload_lines(b, o["metadata"]["name"])
+    for name in ("controller", "planner"):
+        with suppress(OSError):
+            lines.append(f"--- {name} log tail\n{b.module.log(name)[-3000:]}")
+    return "\n".join(lines)
+
+
+def _workload_lines(b: Bed, order: str) -> list[str]:
+    """The order's Deployment, pods (node, phase, conditions) and claims (allocated, reserved for)."""
+    label = f"ai.deckhouse.io/inference-service={order}"
+    lines: list[str] = []
+    with suppress(ApiException):
+        deployments: list[Any] = k8s.AppsV1Api(b.admin).list_namespaced_deployment(
+            BENCH_NS, label_selector=label).items
+        pods: list[Any] = k8s.CoreV1Api(b.admin).list_namespaced_pod(BENCH_NS).items
+        claims: list[Any] = k8s.ResourceV1Api(b.admin).list_namespaced_resource_claim(BENCH_NS).items
+        for d in deployments:
+            st = d.status
+            lines.append(f"  deployment {d.metadata.name}: replicas {st.replicas if st else None} "
+                         f"ready {st.ready_replicas if st else None}")
+        for pod in pods:
+            if not pod.metadata.name.startswith(f"{order}-"):
+                continue
+            conds = {c.type: c.status for c in (pod.status.conditions or [])} if pod.status else {}
+            lines.append(f"  pod {pod.metadata.name}: node {pod.spec.node_name if pod.spec else None} "
+                         f"phase {pod.status.phase if pod.status else None} {conds}")
+        for c in claims:
+            if c.metadata.name.startswith(f"{order}-"):
+                allocated = bool(c.status and c.status.allocation)
+                reserved = [r.name for r in ((c.status.reserved_for if c.status else None) or [])]
+                lines.append(f"  claim {c.metadata.name}: allocated {allocated} reserved for {reserved}")
+    return lines
+
+
+@contextmanager
+def explained(b: Bed) -> Iterator[None]:
+    """On a timeout, say what the orders and the controller said."""
+    try:
+        yield
+    except TimeoutError:
+        say(diagnose(b))
+        raise
+
+
+def _proc(pid: int) -> tuple[float, int]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), ticks),
+            rss_bytes(Path(f"/proc/{pid}/status").read_text()))
+
+
+def _passes(sample: Sample, kind: str = "order") -> float:
+    return sum(v for (n, labels), v in sample.items()
+               if n == "isvc_reconcile_total" and dict(labels).get("kind") == kind)
+
+
+def _sum(sample: Sample, name: str, kind: str = "order") -> float:
+    return sum(v for (n, labels), v in sample.items() if n == name and dict(labels).get("kind") == kind)
+
+
+def _loadavg() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def run(orders: int, rate: float, steady: float, timeout: float,
+        health_period: float | None = None) -> dict[str, Any]:
+    """The whole benchmark; returns the figures."""
+    out: dict[str, Any] = {"orders": orders, "model": MODEL["ref"]["name"], "create_rate_per_s": rate,
+                           "health_period_seconds": health_period or 3.0,
+                           "machine": {"cpus": os.cpu_count(), "loadavg_start": _loadavg()}}
+    t_start = time.monotonic()
+    with bed(orders, health_period=health_period) as b, ReadyWatch(b.admin) as watch, explained(b):
+        out["bed_seconds"] = round(time.monotonic() - t_start, 1)
+        pid = b.module.pid("controller")
+        assert pid is not None
+        # -- the first order after start, alone
+        before = b.api_sample()
+        created: dict[str, float] = {"bench-0000": time.monotonic()}
+        b.create("bench-0000")
+        wait_for(lambda: "bench-0000" in watch.ready, 120, 0.05, "the first order Ready")
+        first_writes = writes(before, b.api_sample())
+        out["first_order"] = {"ready_seconds": round(watch.ready["bench-0000"] - created["bench-0000"], 2),
+                              "writes": first_writes,
+                              "controller_writes": controller_writes(first_writes, 1)}
+        plan_kinds = _children(b, "bench-0000")
+        out["objects_per_order"] = plan_kinds
+        say(f"first order Ready in {out['first_order']['ready_seconds']}s, "
+            f"{out['first_order']['controller_writes']} controller writes")
+        # -- the rest at a steady pace
+        before = b.api_sample()
+        t0 = time.monotonic()
+        for i in range(1, orders):
+            name = f"bench-{i:04d}"
+            due = t0 + (i - 1) / rate
+            if due > time.monotonic():
+                time.sleep(due - time.monotonic())
+            created[name] = time.monotonic()
+            b.create(name)
+        wait_for(lambda: len(watch.ready) >= orders, timeout, 1.0, f"{orders} orders Ready")
+        batch = writes(before, b.api_sample())
+        latencies = [watch.ready[n] - created[n] for n in created if n != "bench-0000"]
+        out["ready_seconds"] = {"median": round(percentile(latencies, 50), 2),
+                                "p95": round(percentile(latencies, 95), 2),
+                                "max": round(max(latencies), 2), "count": len(latencies)}
+        out["create_to_ready"] = {"writes": batch, "controller_writes": controller_writes(batch, orders - 1),
+                                  "controller_writes_per_order": round(
+                                      controller_writes(batch, orders - 1) / (orders - 1), 2)}
+        ready = out["ready_seconds"]
+        say(f"{orders} orders Ready: median {ready['median']}s p95 {ready['p95']}s")
+        # -- a steady minute
+        time.sleep(10)
+        before, (cpu0, _), m0 = b.api_sample(), _proc(pid), b.controller_metrics()
+        t0 = time.monotonic()
+        time.sleep(steady)
+        after, (cpu1, rss), m1 = b.api_sample(), _proc(pid), b.controller_metrics()
+        span = time.monotonic() - t0
+        passes = _passes(m1) - _passes(m0)
+        pass_time = _sum(m1, "isvc_reconcile_seconds_sum") - _sum(m0, "isvc_reconcile_seconds_sum")
+        minute = writes(before, after)
+        per_minute = {k: round(v * 60 / span, 1) for k, v in minute.items()}
+        not_ready = [o["metadata"]["name"] for o in b.list_orders()
+                     if (o.get("status") or {}).get("phase") != "Ready"]
+        out["steady"] = {"seconds": round(span, 1), "writes_per_minute": per_minute,
+                         "controller_writes_per_minute": round(controller_writes(minute) * 60 / span, 1),
+                         "controller_writes_per_order_minute": round(
+                             controller_writes(minute) * 60 / span / orders, 3),
+                         "controller_rss_mb": round(rss / 2**20, 1),
+                         "controller_cpu_percent": round(100 * (cpu1 - cpu0) / span, 1),
+                         "order_passes_per_second": round(passes / span, 1),
+                         "mean_pass_seconds": round(pass_time / passes, 3) if passes else None,
+                         "orders_not_ready": not_ready, "loadavg": _loadavg()}
+        say(f"steady: {out['steady']}")
+        # -- what the controller exports
+        exported = sorted({n for n, _ in b.controller_metrics()})
+        out["controller_metric_names"] = [n for n in exported if n.startswith("isvc_")]
+        queue = [n for n in exported if "queue" in n or "depth" in n]
+        out["queue_depth_metric"] = queue or None
+        # -- restart: every order passed again, and what it wrote
+        passes_before = _passes(b.controller_metrics())
+        before = b.api_sample()
+        t0 = time.monotonic()
+        b.module.kill("controller", signal.SIGTERM)
+        b.start_controller("controller")
+        pid = b.module.pid("controller")
+        leading_s: float | None = None
+        judged_s: float | None = None
+
+        def judged() -> bool:
+            nonlocal leading_s
+            if leading_s is None and (b.leader() or "").endswith(f"_{pid}"):
+                leading_s = round(time.monotonic() - t0, 1)
+            return _passes(b.controller_metrics()) >= orders
+
+        with suppress(TimeoutError):
+            wait_for(judged, 120, 0.2, "every order passed after the restart")
+            judged_s = round(time.monotonic() - t0, 1)
+        # writes over the 60 s after the restart: goal 0 for unchanged orders
+        rest = 60 - (time.monotonic() - t0)
+        if rest > 0:
+            time.sleep(rest)
+        restart = writes(before, b.api_sample())
+        out["restart"] = {"leading_seconds": leading_s, "judged_seconds": judged_s,
+                          "passes_before_restart": passes_before,
+                          "passes_first_60s": _passes(b.controller_metrics()),
+                          "writes_60s": restart, "controller_writes_60s": controller_writes(restart)}
+        say(f"restart: {out['restart']}")
+        out["total_seconds"] = round(time.monotonic() - t_start, 1)
+    return out
+
+
+def _children(b: Bed, order: str) -> dict[str, int]:
+    """The objects made for an order, by kind (labelled with its name)."""
+    label = f"ai.deckhouse.io/inference-service={order}"
+    custom, apps, core = k8s.CustomObjectsApi(b.admin), k8s.AppsV1Api(b.admin), k8s.CoreV1Api(b.admin)
+    net, res = k8s.NetworkingV1Api(b.admin), k8s.ResourceV1Api(b.admin)
+    plans: Any = custom.list_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "launchplans",
+                                                      label_selector=label)
+    counts = {
+        "LaunchPlan": len(plans["items"]),
+        "ResourceClaimTemplate": len(res.list_namespaced_resource_claim_template(
+            BENCH_NS, label_selector=label).items),
+        "Deployment": len(apps.list_namespaced_deployment(BENCH_NS, label_selector=label).items),
+        "Service": len(core.list_namespaced_service(BENCH_NS, label_selector=label).items),
+        "Ingress": len(net.list_namespaced_ingress(BENCH_NS, label_selector=label).items),
+        "Secret": len(core.list_namespaced_secret(BENCH_NS, label_selector=label).items),
+    }
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m isvc_testbed.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--orders", type=int, default=200)
+    p.add_argument("--rate", type=float, default=4.0, help="orders created per second after the first")
+    p.add_argument("--steady", type=float, default=60.0, help="seconds of the steady window")
+    p.add_argument("--timeout", type=float, default=600.0, help="longest wait for every order Ready")
+    p.add_argument("--health-period", type=float, default=None,
+                   help="the controller's --health-period-seconds (default: the bed's 3; product: 30)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default .bench/operator.json (200 orders), else .bench/operator-N.json")
+    args = p.parse_args(argv)
+    figures = run(args.orders, args.rate, args.steady, args.timeout, args.health_period)
+    name = "operator.json" if args.orders == 200 else f"operator-{args.orders}.json"
+    if args.health_period is not None:
+        name = name.replace(".json", f"-health{args.health_period:g}s.json")
+    out: Path = args.out or ROOT / ".bench" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+    say(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
