@@ -138,5 +138,6 @@ class LeaderElector:
                 lease.spec.renew_time = None
                 self.api.replace_namespaced_lease(self.name, self.namespace, lease,
                                                  _request_timeout=self.timeout)
-        except ApiException as exc:
-            log.warning("releasing lease %s/%s: %s", self.namespace, self.name, exc.reason)
+        except Exception as exc:  # an API server that is down too: the lease simply expires
+            log.warning("releasing lease %s/%s: %s", self.namespace, self.name,
+                        exc.reason if isinstance(exc, ApiException) else type(exc).__name__)

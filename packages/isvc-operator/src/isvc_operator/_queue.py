@@ -35,6 +35,7 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}  # the one timer that counts per key: the earliest
         self._seq = 0
         self._failures: dict[K, int] = {}
         self._base = base_delay
@@ -74,13 +75,18 @@ class WorkQueue(Generic[K]):
         return count
 
     def add_after(self, key: K, delay: float) -> None:
-        """Queue a key after a delay; an earlier add wins."""
+        """Queue a key after a delay; one timer per key, the earliest (later ones are dropped), so a key
+        requeued by every pass an event causes still comes back once per delay, not once per pass."""
         if delay <= 0:
             self.add(key)
             return
         with self._cond:
+            due = self._clock() + delay
+            if self._due.get(key, float("inf")) <= due:
+                return
+            self._due[key] = due
             self._seq += 1
-            heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+            heapq.heappush(self._delayed, (due, self._seq, key))
             self._cond.notify()
 
     def add_rate_limited(self, key: K) -> float:
@@ -105,7 +111,10 @@ class WorkQueue(Generic[K]):
     def _promote_due(self) -> float | None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            due, _, key = heapq.heappop(self._delayed)
+            if self._due.get(key) != due:
+                continue  # superseded by an earlier timer that already fired
+            del self._due[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
