@@ -232,14 +232,14 @@ class Bed:
 
 @contextmanager
 def bed(orders: int, controllers: Iterable[str] = ("controller",),
-        health_period: float | None = None) -> Iterator[Bed]:
-    """Start everything for `orders` orders; stop exactly what was started on leaving."""
+        health_period: float | None = None, fleet_spec: dict[str, Any] | None = None) -> Iterator[Bed]:
+    """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving."""
     cluster = Cluster().start()
     standin: StandIn | None = None
     module: ModuleProcesses | None = None
     try:
         fleet_file = cluster.workdir / "bench-fleet.yaml"
-        fleet_file.write_text(yaml.safe_dump(bench_fleet(orders)))
+        fleet_file.write_text(yaml.safe_dump(fleet_spec or bench_fleet(orders)))
         with cluster.api_client("admin") as admin, cluster.api_client("alice") as alice:
             fleet = Fleet.load(fleet_file)
             fleet.publish(admin)
@@ -482,6 +482,62 @@ def run(orders: int, rate: float, steady: float, timeout: float,
     return out
 
 
+L4_ONLY = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'"
+
+
+def waiting_fleet() -> dict[str, Any]:
+    """One L4 for the orders that wait, one node of eight shareable H100s for the order that must not."""
+    fleet = bench_fleet(1)
+    l4 = {"name": "gpu-l4-0", "cpu": "64", "memory": "256Gi", "pods": "110",
+          "gpus": [{"product": "NVIDIA L4", "count": 1, "memory": "23034Mi", "architecture": "Ada Lovelace",
+                    "cudaComputeCapability": "8.9.0", "shares": 100}]}
+    fleet["nodes"] = [*fleet["nodes"][:2], l4]
+    return fleet
+
+
+def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[str, Any]:
+    """Issue 18: with `waiting` orders refused for want of room (all on one L4), how soon a new order on a
+    class with room is Planned (create → Planned=True), `probes` times."""
+    with bed(0, fleet_spec=waiting_fleet()) as b:
+        custom = k8s.CustomObjectsApi(b.admin)
+        custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
+            "metadata": {"name": "bench-one-l4"},
+            "spec": {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                     "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                     "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": L4_ONLY}}})
+        say(f"waiting room: {waiting} orders on one L4")
+        for i in range(waiting):
+            b.orders_api().create_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
+                "metadata": {"name": f"wait-{i:04d}"},
+                "spec": {"inferenceServiceClassName": "bench-one-l4", "model": dict(MODEL)}})
+
+        def room() -> float:
+            return sum(v for (name, _), v in b.controller_metrics().items()
+                       if name == "isvc_orders_waiting_for_room")
+
+        wait_for(lambda: room() >= waiting - 1, timeout, interval=2, what=f"{waiting - 1} orders waiting")
+        seconds: list[float] = []
+        for n in range(probes):
+            name = f"new-{n}"
+            start = time.monotonic()
+            b.create(name)
+
+            def planned(name: str = name) -> bool:
+                got: Any = b.orders_api().get_namespaced_custom_object(GROUP, VERSION, BENCH_NS,
+                                                                       "inferenceservices", name)
+                return any(c.get("type") == "Planned" and c.get("status") == "True"
+                           for c in (got.get("status") or {}).get("conditions") or [])
+
+            wait_for(planned, 60, interval=0.05, what=f"{name} Planned")
+            seconds.append(round(time.monotonic() - start, 2))
+            say(f"  {name}: Planned {seconds[-1]} s after create, {room():.0f} waiting")
+        return {"waiting": room(), "new_order_planned_seconds": seconds,
+                "median": round(percentile(seconds, 0.5), 2), "max": max(seconds), "goal_seconds": 2.0,
+                "loadavg": _loadavg()}
+
+
 def _children(b: Bed, order: str) -> dict[str, int]:
     """The objects made for an order, by kind (labelled with its name)."""
     label = f"ai.deckhouse.io/inference-service={order}"
@@ -509,9 +565,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="longest wait for every order Ready")
     p.add_argument("--health-period", type=float, default=None,
                    help="the controller's --health-period-seconds (default: the bed's 3; product: 30)")
+    p.add_argument("--waiting", type=int, default=0,
+                   help="instead: a new order's create→Planned with this many orders waiting for room "
+                   "(issue 18); added to .bench/operator.json as `waiting_room`")
     p.add_argument("--out", type=Path, default=None,
                    help="default .bench/operator.json (200 orders), else .bench/operator-N.json")
     args = p.parse_args(argv)
+    if args.waiting:
+        target = args.out or ROOT / ".bench" / "operator.json"
+        known = json.loads(target.read_text()) if target.exists() else {}
+        known["waiting_room"] = waiting_room(args.waiting)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(known, indent=2) + "\n")
+        print(json.dumps(known["waiting_room"], indent=2))
+        say(f"written to {target}")
+        return 0
     figures = run(args.orders, args.rate, args.steady, args.timeout, args.health_period)
     name = "operator.json" if args.orders == 200 else f"operator-{args.orders}.json"
     if args.health_period is not None:
