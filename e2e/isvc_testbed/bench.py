@@ -534,7 +534,7 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
             seconds.append(round(time.monotonic() - start, 2))
             say(f"  {name}: Planned {seconds[-1]} s after create, {room():.0f} waiting")
         return {"waiting": room(), "new_order_planned_seconds": seconds,
-                "median": round(percentile(seconds, 0.5), 2), "max": max(seconds), "goal_seconds": 2.0,
+                "median": round(percentile(seconds, 50), 2), "max": max(seconds), "goal_seconds": 2.0,
                 "loadavg": _loadavg()}
 
 
