@@ -1,12 +1,14 @@
 """Forward TCP from inside a test-bed network namespace to the API server on the host's 127.0.0.1.
 
-`python -m isvc_testbed._nsbridge NETNS_PATH TARGET_PORT ADDR:PORT...` opens each listening socket inside the
-namespace (setns for the creation only), then returns to the host namespace and relays every connection to
-127.0.0.1:TARGET_PORT. Nothing else is ever dialled: the real node's kubelet reaches the API server through it.
+`python -m isvc_testbed._nsbridge NETNS_PATH TARGET_PORT ADDR:PORT...` opens each listening socket inside
+the namespace (setns for the creation only), then returns to the host namespace and relays every connection to
+127.0.0.1:TARGET_PORT. Nothing else is ever dialled: the real node's kubelet reaches the API server
+through it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import selectors
@@ -57,10 +59,8 @@ def _pipe(a: socket.socket, b: socket.socket) -> None:
         pass
     finally:
         for s in (a, b):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 def _relay(conn: socket.socket, target_port: int) -> None:

@@ -37,8 +37,8 @@ from isvc_testbed._bins import require_bins
 from isvc_testbed._errors import ComponentDied, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
 from isvc_testbed._pki import CertFiles, Pki, client_request, cluster_of, kubeconfig, write_kubeconfig
-from isvc_testbed.realnode import REAL_NODE_NAME, RealNode
 from isvc_testbed.helpers import wait_for
+from isvc_testbed.realnode import REAL_NODE_NAME, RealNode
 
 __all__ = ["Cluster", "ClusterState", "install_crds", "stop_recorded"]
 

@@ -78,7 +78,8 @@ def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProc
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("ISVC_CACHE_DIR") or Path.home() / ".cache" / "isvc-testbed") / "realnode-images"
+    cache = Path(os.environ.get("ISVC_CACHE_DIR") or Path.home() / ".cache" / "isvc-testbed")
+    return cache / "realnode-images"
 
 
 def build_image(name: str, files: dict[str, Path], symlinks: dict[str, str], cmd: Sequence[str],
@@ -87,7 +88,8 @@ def build_image(name: str, files: dict[str, Path], symlinks: dict[str, str], cmd
 
     `files` maps a path in the image to a local file, `symlinks` a path in the image to its target.
     """
-    digest = hashlib.sha256(json.dumps([name, sorted(symlinks.items()), list(cmd), list(entrypoint)]).encode())
+    recipe = [name, sorted(symlinks.items()), list(cmd), list(entrypoint)]
+    digest = hashlib.sha256(json.dumps(recipe).encode())
     for dest, src in sorted(files.items()):
         digest.update(dest.encode())
         digest.update(src.read_bytes())
@@ -128,7 +130,7 @@ def build_image(name: str, files: dict[str, Path], symlinks: dict[str, str], cmd
 
 
 def busybox_image() -> Path:
-    """busybox-static's binary with its applets as symlinks, `sh` by default (localhost/busybox:isvc-testbed)."""
+    """busybox-static's binary with its applets as symlinks, `sh` by default (BUSYBOX_IMAGE)."""
     applets = _run([DEBIAN_TOOLS["busybox"], "--list-full"]).stdout.split()
     links = {f"/{a}": "/bin/busybox" for a in applets if a != "bin/busybox"}
     return build_image(BUSYBOX_IMAGE, {"/bin/busybox": Path(DEBIAN_TOOLS["busybox"])}, links, ["sh"])
@@ -192,7 +194,8 @@ class RealNode:
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ctr against this node's containerd (namespace k8s.io)."""
-        return _run([str(self.bin_dir / "ctr"), "--address", str(self.containerd_socket), "-n", "k8s.io", *args])
+        ctr = str(self.bin_dir / "ctr")
+        return _run([ctr, "--address", str(self.containerd_socket), "-n", "k8s.io", *args])
 
     def import_image(self, archive: Path, name: str) -> None:
         """Import an OCI archive as `name` (registry/repo:tag; the tag comes from the archive)."""

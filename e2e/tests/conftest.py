@@ -36,7 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-kwok", dest="kwok", action="store_false",
                     help="with --kubeconfig: the cluster already runs KWOK for the fake nodes; start none")
     group.addoption("--real-node", action="store_true",
-                    help="collect e2e/tests/realnode (a real kubelet + containerd node; root; `nox -s realnode`)")
+                    help="collect e2e/tests/realnode (a real kubelet + containerd node, root): "
+                         "`nox -s realnode`")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

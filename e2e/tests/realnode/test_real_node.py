@@ -1,4 +1,4 @@
-"""A real pod on the real node: busybox (a local image) goes Running; logs and exec work through the API server."""
+"""A real pod on the real node: local busybox goes Running; its logs and exec work through the API server."""
 
 from __future__ import annotations
 
