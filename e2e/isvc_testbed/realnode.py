@@ -281,7 +281,7 @@ class RealNode:
         root = Path("/sys/fs/cgroup")
         if (root / "cgroup.controllers").exists():  # cgroup v2: one hierarchy
             return [root]
-        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "unified"]
+        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
 
     def _cgroups(self) -> None:
         """The kubelet's cgroupRoot, made in every hierarchy (kubelet requires it to exist)."""

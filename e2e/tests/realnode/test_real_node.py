@@ -60,8 +60,15 @@ def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(cluster: Clu
     wait_for(lambda: "hello from the real node" in core.read_namespaced_pod_log("busybox", "default"), 30,
              what="the pod's log line through the API server")
 
-    out = stream(core.connect_get_namespaced_pod_exec, "busybox", "default",
-                 command=["sh", "-c", "echo exec-ok; cat /etc/resolv.conf"],
-                 stderr=True, stdin=False, stdout=True, tty=False)
+    ws = stream(core.connect_get_namespaced_pod_exec, "busybox", "default",
+                command=["sh", "-c", "echo exec-ok; cat /etc/resolv.conf"],
+                stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    try:
+        ws.run_forever(timeout=30)
+        out = ws.read_stdout()
+        assert ws.returncode == 0
+    finally:
+        ws.close()
+        ws.sock.shutdown()  # websocket-client's close() leaves the socket open once the server has closed
     assert "exec-ok" in out
     assert "nameserver" not in out  # the network rule: pods get no resolver
