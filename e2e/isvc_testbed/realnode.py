@@ -57,6 +57,7 @@ DEBIAN_TOOLS = {"runc": "/usr/sbin/runc", "umoci": "/usr/bin/umoci", "bridge": "
                 "busybox": "/bin/busybox", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip",
                 "iptables": "/usr/sbin/iptables"}
 CNI_BIN_DIR = "/usr/lib/cni"
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (cluster.SERVICE_CIDR's first address)
 _MNT_DETACH = 2
 
 
@@ -274,8 +275,17 @@ class RealNode:
         _run(["ip", "-n", ns, "addr", "add", f"{self.node_ip}/30", "dev", "eth0"])
         _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        # nothing forwarded leaves the namespace (no default route, and a drop for what would be forwarded)
-        _run(["ip", "netns", "exec", ns, "iptables", "-w", "-A", "FORWARD", "-o", "eth0", "-j", "DROP"])
+        # the host reaches the pods (the API server's pod proxy) through the namespace: without this route a
+        # dial to a pod IP would follow the host's default route off the machine
+        _run(["ip", "route", "add", self.pod_subnet, "via", self.node_ip, "dev", host_if])
+        ipt = ["ip", "netns", "exec", ns, "iptables", "-w"]
+        # nothing forwarded leaves the namespace but replies (no default route, no masquerade)
+        _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
+              "-j", "ACCEPT"])
+        _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-j", "DROP"])
+        # in-cluster clients (KUBERNETES_SERVICE_HOST) reach the API server through the bridge; no kube-proxy
+        _run([*ipt, "-t", "nat", "-A", "PREROUTING", "-d", f"{SERVICE_IP}/32", "-p", "tcp", "--dport", "443",
+              "-j", "DNAT", "--to-destination", f"{self.node_ip}:{self.api_port}"])
 
     def _v1_controllers(self) -> list[Path]:
         root = Path("/sys/fs/cgroup")
@@ -434,7 +444,6 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},
-            "localStorageCapacityIsolation": False,
         }))
 
     def _wait(self, name: str, ready: Callable[[], bool]) -> None:
