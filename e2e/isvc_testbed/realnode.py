@@ -258,6 +258,7 @@ class RealNode:
         self.stop_components(["realnode-bridge"])
         self._unmount_under(self._dir)
         self._remove_cgroups()
+        self._remove_log_links()
         _run(["ip", "netns", "delete", self.netns], check=False)
         self.netns = ""
 
@@ -338,6 +339,16 @@ class RealNode:
                 cmd = (entry / "cmdline").read_bytes()
                 if b"containerd-shim" in cmd and marker in cmd:
                     os.kill(int(entry.name), signal.SIGKILL)
+
+    def _remove_log_links(self) -> None:
+        """The kubelet links every container log into /var/log/containers (a fixed path); drop ours."""
+        links = Path("/var/log/containers")
+        if not links.is_dir():
+            return
+        for link in links.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(self._dir) + "/"):
+                    link.unlink()
 
     def _unmount_under(self, top: Path) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
