@@ -127,6 +127,17 @@ def e2e(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def realnode(session: nox.Session) -> None:
+    """Opt-in: a real kubelet + containerd node beside KWOK (root); runs e2e/tests/realnode only."""
+    _install(session, *PACKAGES)
+    session.install(f"-e{ROOT / 'e2e'}")
+    session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
+    session.chdir(ROOT)
+    paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
+    session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", "--real-node", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: planner latency, throughput and packing quality; figures to .bench/planner.json."""
     _install(session, "isvc-testing")

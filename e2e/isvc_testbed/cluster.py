@@ -38,6 +38,7 @@ from isvc_testbed._errors import ComponentDied, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
 from isvc_testbed._pki import CertFiles, Pki, client_request, cluster_of, kubeconfig, write_kubeconfig
 from isvc_testbed.helpers import wait_for
+from isvc_testbed.realnode import REAL_NODE_NAME, RealNode
 
 __all__ = ["Cluster", "ClusterState", "install_crds", "stop_recorded"]
 
@@ -150,6 +151,7 @@ class Cluster:
     workdir_parent: str | None = None
     timeout: float = 120.0
     die_with_parent: bool = True
+    real_node: bool = False
     log: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
 
     workdir: Path = field(init=False)
@@ -160,6 +162,7 @@ class Cluster:
     _pki: Pki = field(init=False, repr=False)
     _attached: bool = field(init=False, default=False)
     _server: str = field(init=False, default="")
+    _real: RealNode | None = field(init=False, default=None, repr=False)
 
     # ---- public surface -------------------------------------------------------------------------------
 
@@ -187,6 +190,13 @@ class Cluster:
     def pids(self) -> dict[str, int]:
         """Process id (= process group id) of every running component."""
         return {c.name: c.proc.pid for c in self._components if c.proc is not None}
+
+    @property
+    def node(self) -> RealNode:
+        """The real node (only with real_node=True)."""
+        if self._real is None:
+            raise TestbedError("this cluster has no real node (Cluster(real_node=True))")
+        return self._real
 
     def api_client(self, identity: str = "admin") -> k8s.ApiClient:
         """A kubernetes ApiClient for one of the kubeconfigs (admin, alice, or one made for an SA)."""
@@ -299,6 +309,8 @@ class Cluster:
                 if name != "kwok" or self.kwok:
                     self._start(name)
             self._wait("kube-controller-manager", self._default_sa_exists)
+            if self.real_node:
+                self._start_real_node()
         except BaseException:
             self.stop()
             raise
@@ -310,6 +322,9 @@ class Cluster:
         """Terminate every process group this cluster started, then remove its directory."""
         if self._attached:
             return
+        if self._real is not None:
+            self._real.stop(grace)
+            self._real = None
         # clients first, then the API server, then etcd: an API server whose etcd is gone stalls its shutdown
         phases = [
             [c for c in self._components if c.name not in ("kube-apiserver", "etcd")],
@@ -385,6 +400,18 @@ class Cluster:
             "scheduler": pki.client("scheduler", "system:kube-scheduler"),
             "alice": pki.client("alice", ALICE[0], ALICE[1]),
         }
+        real_node_args: list[str] = []
+        if self.real_node:
+            # the node's credential (Node authorizer, NodeRestriction) and the API server's to its kubelet;
+            # InternalIP only: the API server must never look a node's name up (it would ask a resolver)
+            pki.client("real-node", f"system:node:{REAL_NODE_NAME}", ("system:nodes",))
+            kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                        ("system:masters",))
+            real_node_args = [
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+            ]
         for ident, cert in certs.items():
             self.kubeconfigs[ident] = write_kubeconfig(
                 d / f"{ident}.kubeconfig", kubeconfig(self.server, pki.ca_pem, ident, cert=cert)
@@ -446,6 +473,7 @@ class Cluster:
                 "--profiling=false",
                 "--v=0",
                 *gate_args,
+                *real_node_args,
             ],
             "kube-controller-manager": [
                 str(b / "kube-controller-manager"),
@@ -485,6 +513,35 @@ class Cluster:
         c = _Component(name, self._argv[name], self.workdir / "logs" / f"{name}.log")
         self._components.append(c)
         c.start(self.workdir, self.die_with_parent)
+
+    def _start_argv(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        self._argv[name] = argv
+        self._start(name)
+        proc = self._components[-1].proc
+        assert proc is not None
+        return proc
+
+    def _stop_named(self, names: Sequence[str], grace: float = 10.0) -> None:
+        chosen = [c for c in self._components if c.name in names]
+        _terminate([c.proc for c in chosen if c.proc is not None], grace)
+        self._components = [c for c in self._components if c not in chosen]
+
+    def _start_real_node(self) -> None:
+        assert self.bin_dir is not None
+        node = RealNode(
+            workdir=self.workdir,
+            bin_dir=self.bin_dir,
+            api_port=self.ports["apiserver"],
+            ca_cert=self._pki.ca.cert,
+            node_cert=(self._pki.dir / "real-node.crt", self._pki.dir / "real-node.key"),
+            admin_kubeconfig=self.admin_kubeconfig,
+            start_component=self._start_argv,
+            stop_components=self._stop_named,
+            timeout=self.timeout,
+            log=self.log,
+        )
+        self._real = node
+        node.start()
 
     def _wait(self, name: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.timeout

@@ -35,6 +35,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run against the cluster this administrator's kubeconfig names (bring your own)")
     group.addoption("--no-kwok", dest="kwok", action="store_false",
                     help="with --kubeconfig: the cluster already runs KWOK for the fake nodes; start none")
+    group.addoption("--real-node", action="store_true",
+                    help="collect e2e/tests/realnode (a real kubelet + containerd node, root): "
+                         "`nox -s realnode`")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """e2e/tests/realnode runs only with --real-node (`nox -s realnode`), never in the default suite."""
+    if collection_path.name == "realnode" and not config.getoption("real_node"):
+        return True
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,9 @@
 # so changing one pin rebuilds that component alone.
 # Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt and kwok-stages.yaml.
+# `build-bins.sh realnode` adds the opt-in real node's parts: kubelet (same module, version, tags and
+# ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
+# packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing.
 set -euo pipefail
 
 K8S=${ISVC_K8S_VERSION:-1.36.3}
@@ -11,6 +14,7 @@ ETCD=${ISVC_ETCD_VERSION:-3.6.16}
 KWOK=${ISVC_KWOK_VERSION:-0.8.0}
 HELM=${ISVC_HELM_VERSION:-3.22.0}
 UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.0.3}
+CONTAINERD=${ISVC_CONTAINERD_VERSION:-2.4.2}
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}
 BIN=${ISVC_BIN_DIR:-$CACHE/bin}
 
@@ -59,6 +63,56 @@ PY
       k8s.io/kubernetes/cmd/kubectl)
 }
 
+# The wrapper module and ldflags of build_k8s, for the kubelet alone (only the real node needs it).
+build_kubelet() {
+  build_k8s_one k8s.io/kubernetes/cmd/kubelet
+}
+
+build_k8s_one() {
+  local w="$CACHE/k8s-wrapper-$K8S" kjson minor commit date ldf p
+  [[ -f "$w/go.mod" ]] || build_k8s  # writes the wrapper's go.mod (and the control plane, same pin)
+  kjson=$(cd /tmp && go mod download -json "k8s.io/kubernetes@v$K8S")
+  minor=$(echo "$K8S" | cut -d. -f2)
+  commit=$(echo "$kjson" | python3 -c 'import json,sys;i=json.load(open(json.load(sys.stdin)["Info"]));print((i.get("Origin") or {}).get("Hash","unknown"))')
+  date=$(echo "$kjson" | python3 -c 'import json,sys;i=json.load(open(json.load(sys.stdin)["Info"]));print(i["Time"][:19]+"Z")')
+  ldf="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $p.gitVersion=v$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ldf+=" -X $p.gitCommit=$commit -X $p.gitTreeState=clean -X $p.buildDate=$date"
+  done
+  (cd "$w" && go build -mod=mod -trimpath -pgo=off -tags=selinux,notest,grpcnotrace \
+      -ldflags="$ldf" -o "$BIN/" "$@")
+}
+
+build_containerd() {
+  local dir t mod=github.com/containerd/containerd/v2
+  dir=$(cd /tmp && go mod download -json "$mod@v$CONTAINERD" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  t=$(mktemp -d)
+  cp -r "$dir/." "$t" && chmod -R u+w "$t"
+  (cd "$t" && go build -mod=mod -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+      -ldflags "-s -w -X $mod/version.Version=v$CONTAINERD -X $mod/version.Package=$mod" \
+      -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+  rm -rf "$t"
+}
+
+# The real node's sandbox process (e2e/tools/pause): no registry.k8s.io/pause is ever pulled.
+build_pause() {
+  (cd "$(dirname "$0")/pause" && go build -trimpath -ldflags "-s -w" -o "$BIN/isvc-pause" .)
+}
+
+# The Debian packages the real node runs with; installed only when one is missing (needs root and apt).
+apt_realnode() {
+  local need=() p
+  for p in runc containernetworking-plugins umoci iptables iproute2 busybox-static; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if (( ${#need[@]} )); then
+    log "apt-get install ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+  fi
+}
+
 build_etcd() {
   local w="$CACHE/etcd-wrapper-$ETCD"
   mkdir -p "$w"
@@ -103,13 +157,19 @@ build_untt() {
 
 pin_of() {
   case $1 in
+    kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
   esac
 }
 
 only=${1:-all}
-for step in etcd kwok helm untt k8s; do
-  if [[ "$only" == all || "$only" == "$step" ]]; then
+steps=(etcd kwok helm untt k8s)
+if [[ "$only" == realnode ]]; then
+  apt_realnode
+  steps+=(pause kubelet containerd)
+fi
+for step in "${steps[@]}"; do
+  if [[ "$only" == all || "$only" == realnode || "$only" == "$step" ]]; then
     stamp="$BIN/.stamp-$step"
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$(pin_of "$step")" ]]; then
       log "$step $(pin_of "$step") up to date"

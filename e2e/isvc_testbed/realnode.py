@@ -1,0 +1,476 @@
+"""One real node beside the KWOK fleet (opt-in): kubelet + containerd + runc, confined to a network namespace.
+
+Network rule: the node's address sits on a veth inside a network namespace the test bed makes
+(`isvc-tb-<id>`); kubelet and containerd run in that namespace (nsenter --net, no other namespace changes),
+so the CNI bridge, the pods and the kubelet's port 10250 all live there. The kubelet reaches the API server
+through `_nsbridge` (a listener inside the namespace relaying to the host's 127.0.0.1); the API server reaches
+the kubelet on the node's InternalIP (never by name). No masquerade; forwarded traffic leaving the namespace
+is dropped; pods get a resolv.conf without nameservers. Images are local: busybox and the pause image are
+built from local files with umoci and imported with ctr, never pulled.
+
+The node is tainted `isvc-testbed/real-node=true:NoSchedule` and labelled `isvc-testbed/real-node=true`:
+only pods that tolerate the taint (and select the label) land there; KWOK never manages it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from kubernetes import client as k8s
+
+from isvc_testbed._errors import BinariesMissing, StartTimeout, TestbedError
+from isvc_testbed._kube import api_client
+
+__all__ = [
+    "REAL_NODE_LABEL",
+    "REAL_NODE_NAME",
+    "REAL_NODE_TAINT",
+    "REAL_NODE_TOLERATION",
+    "RealNode",
+    "build_image",
+    "busybox_image",
+]
+
+REAL_NODE_NAME = "isvc-real-node"
+REAL_NODE_LABEL = "isvc-testbed/real-node"
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
+REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+BUSYBOX_IMAGE = "localhost/busybox:isvc-testbed"
+PAUSE_IMAGE = "localhost/isvc-pause:isvc-testbed"
+REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isvc-pause")
+DEBIAN_TOOLS = {"runc": "/usr/sbin/runc", "umoci": "/usr/bin/umoci", "bridge": "/usr/lib/cni/bridge",
+                "busybox": "/bin/busybox", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip",
+                "iptables": "/usr/sbin/iptables"}
+CNI_BIN_DIR = "/usr/lib/cni"
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (cluster.SERVICE_CIDR's first address)
+_MNT_DETACH = 2
+
+
+def require_realnode_bins(bin_dir: Path) -> None:
+    """Raise BinariesMissing unless the real node's binaries and Debian tools are there."""
+    missing = [n for n in REALNODE_BINS if not (bin_dir / n).is_file()]
+    missing += [path for path in DEBIAN_TOOLS.values() if not Path(path).exists()]
+    if missing:
+        script = Path(__file__).resolve().parent.parent / "tools" / "build-bins.sh"
+        raise BinariesMissing(f"the real node needs {', '.join(missing)}; run `bash {script} realnode` "
+                              "(as root: it installs runc, CNI plugins, umoci, busybox-static with apt-get)")
+
+
+def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise TestbedError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout}")
+    return proc
+
+
+def _cache_dir() -> Path:
+    cache = Path(os.environ.get("ISVC_CACHE_DIR") or Path.home() / ".cache" / "isvc-testbed")
+    return cache / "realnode-images"
+
+
+def build_image(name: str, files: dict[str, Path], symlinks: dict[str, str], cmd: Sequence[str],
+                entrypoint: Sequence[str] = ()) -> Path:
+    """An OCI archive (cached by content) of a one-layer image made of local files with umoci; no registry.
+
+    `files` maps a path in the image to a local file, `symlinks` a path in the image to its target.
+    """
+    recipe = [name, sorted(symlinks.items()), list(cmd), list(entrypoint)]
+    digest = hashlib.sha256(json.dumps(recipe).encode())
+    for dest, src in sorted(files.items()):
+        digest.update(dest.encode())
+        digest.update(src.read_bytes())
+    out = _cache_dir() / f"{name.replace('/', '_').replace(':', '_')}-{digest.hexdigest()[:16]}.tar"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tag = name.rsplit(":", 1)[1]
+    with tempfile.TemporaryDirectory(prefix="isvc-image-") as tmp:
+        layout, bundle = Path(tmp) / "layout", Path(tmp) / "bundle"
+        _run(["umoci", "init", "--layout", str(layout)])
+        _run(["umoci", "new", "--image", f"{layout}:{tag}"])
+        _run(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)])
+        root = bundle / "rootfs"
+        for dest, src in files.items():
+            target = root / dest.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+        for dest, link in symlinks.items():
+            target = root / dest.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(link)
+        for d in ("tmp", "etc", "proc", "sys", "dev"):
+            (root / d).mkdir(exist_ok=True)
+        (root / "tmp").chmod(0o1777)
+        _run(["umoci", "repack", "--image", f"{layout}:{tag}", str(bundle)])
+        config = ["umoci", "config", "--image", f"{layout}:{tag}", "--os", "linux", "--architecture", "amd64"]
+        for c in cmd:
+            config += ["--config.cmd", c]
+        for e in entrypoint:
+            config += ["--config.entrypoint", e]
+        _run(config)
+        _run(["umoci", "gc", "--layout", str(layout)])
+        partial = out.with_suffix(".partial")
+        _run(["tar", "-C", str(layout), "-cf", str(partial), "."])
+        partial.rename(out)
+    return out
+
+
+def busybox_image() -> Path:
+    """busybox-static's binary with its applets as symlinks, `sh` by default (BUSYBOX_IMAGE)."""
+    applets = _run([DEBIAN_TOOLS["busybox"], "--list-full"]).stdout.split()
+    links = {f"/{a}": "/bin/busybox" for a in applets if a != "bin/busybox"}
+    return build_image(BUSYBOX_IMAGE, {"/bin/busybox": Path(DEBIAN_TOOLS["busybox"])}, links, ["sh"])
+
+
+def pause_image(bin_dir: Path) -> Path:
+    """The sandbox image: the test bed's own static pause binary (e2e/tools/pause)."""
+    return build_image(PAUSE_IMAGE, {"/pause": bin_dir / "isvc-pause"}, {}, [], ["/pause"])
+
+
+def _free_subnet_index() -> int:
+    """An N free for 10.253.N.0/30 (the node link) and 10.254.N.0/24 (its pods) on this host."""
+    used = _run(["ip", "-4", "-o", "addr"]).stdout + _run(["ip", "-4", "route"]).stdout
+    netns = _run(["ip", "netns", "list"], check=False).stdout
+    candidates = list(range(1, 255))
+    random.shuffle(candidates)
+    for n in candidates:
+        if f"10.253.{n}." not in used and f"10.254.{n}." not in used and f"isvc-tb-{n}-" not in netns:
+            return n
+    raise TestbedError("no free 10.253.N.0/30 for the real node")
+
+
+@dataclass
+class RealNode:
+    """A kubelet + containerd node named `name`, registered with the cluster at `api_port` on 127.0.0.1.
+
+    `start_component(name, argv)` is the cluster's way of running a process (own process group, log file,
+    dies with the test run); the node tells it which processes are its own so that check() covers them.
+    """
+
+    workdir: Path
+    bin_dir: Path
+    api_port: int
+    ca_cert: Path
+    node_cert: tuple[Path, Path]
+    admin_kubeconfig: Path
+    start_component: Callable[[str, list[str]], subprocess.Popen[bytes]]
+    stop_components: Callable[[Sequence[str]], None]
+    name: str = REAL_NODE_NAME
+    timeout: float = 120.0
+    log: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+
+    index: int = field(init=False, default=0)
+    netns: str = field(init=False, default="")
+    ready_seconds: float = field(init=False, default=0.0)
+    _cgroup: str = field(init=False, default="")
+    _dir: Path = field(init=False)
+
+    @property
+    def node_ip(self) -> str:
+        """The node's InternalIP: the veth end inside the test bed's namespace."""
+        return f"10.253.{self.index}.2"
+
+    @property
+    def pod_subnet(self) -> str:
+        return f"10.254.{self.index}.0/24"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self._dir / "containerd" / "containerd.sock"
+
+    def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ctr against this node's containerd (namespace k8s.io)."""
+        ctr = str(self.bin_dir / "ctr")
+        return _run([ctr, "--address", str(self.containerd_socket), "-n", "k8s.io", *args])
+
+    def import_image(self, archive: Path, name: str) -> None:
+        """Import an OCI archive as `name` (registry/repo:tag; the tag comes from the archive)."""
+        base = name.rsplit(":", 1)[0]
+        self.ctr("images", "import", "--base-name", base, "--platform", "linux/amd64", str(archive))
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self) -> RealNode:
+        t0 = time.monotonic()
+        require_realnode_bins(self.bin_dir)
+        if os.geteuid() != 0:
+            raise TestbedError("the real node needs root (network namespaces, cgroups, mounts)")
+        self._dir = self.workdir / "realnode"
+        self._dir.mkdir()
+        self.index = _free_subnet_index()
+        self.netns = f"isvc-tb-{self.index}-{os.getpid()}"
+        self._cgroup = f"isvc-testbed-{self.index}-{os.getpid()}"
+        self._network()
+        self._cgroups()
+        self._write_configs()
+        ns = ["nsenter", f"--net=/run/netns/{self.netns}", "--"]
+        self.start_component("realnode-bridge", [
+            sys.executable, "-m", "isvc_testbed._nsbridge", f"/run/netns/{self.netns}", str(self.api_port),
+            f"127.0.0.1:{self.api_port}", f"{self.node_ip}:{self.api_port}",
+        ])
+        self.start_component("containerd", [*ns, str(self.bin_dir / "containerd"),
+                                            "--config", str(self._dir / "containerd.toml")])
+        self._wait("containerd", lambda: self.containerd_socket.exists()
+                   and _run([str(self.bin_dir / "ctr"), "--address", str(self.containerd_socket), "version"],
+                            check=False).returncode == 0)
+        self.import_image(pause_image(self.bin_dir), PAUSE_IMAGE)
+        self.import_image(busybox_image(), BUSYBOX_IMAGE)
+        self.start_component("kubelet", [
+            *ns, str(self.bin_dir / "kubelet"),
+            f"--config={self._dir / 'kubelet.yaml'}",
+            f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",
+            f"--root-dir={self._dir / 'kubelet'}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={self.node_ip}",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            "--v=1",
+        ])
+        self._wait("kubelet", self._node_ready)
+        self.ready_seconds = time.monotonic() - t0
+        self.log(f"isvc-testbed: real node {self.name} Ready in {self.ready_seconds:.1f}s at {self.node_ip} "
+                 f"(netns {self.netns})")
+        return self
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Kubelet, the pods' processes, containerd and its shims, mounts, cgroups, the namespace."""
+        if not self.netns:
+            return
+        self.stop_components(["kubelet"])
+        self._kill_cgroup_procs()
+        self.stop_components(["containerd"])
+        self._kill_shims()
+        self._kill_cgroup_procs()
+        self.stop_components(["realnode-bridge"])
+        self._unmount_under(self._dir)
+        self._remove_cgroups()
+        self._remove_log_links()
+        _run(["ip", "netns", "delete", self.netns], check=False)
+        self.netns = ""
+
+    # ---- internals ------------------------------------------------------------------------------------
+
+    def _network(self) -> None:
+        n, ns = self.index, self.netns
+        host_if, node_if = f"itb{n}h{os.getpid() % 1000}", f"itb{n}n{os.getpid() % 1000}"
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if])
+        _run(["ip", "link", "set", node_if, "netns", ns])
+        _run(["ip", "-n", ns, "link", "set", node_if, "name", "eth0"])
+        _run(["ip", "addr", "add", f"10.253.{n}.1/30", "dev", host_if])
+        _run(["ip", "link", "set", host_if, "up"])
+        _run(["ip", "-n", ns, "addr", "add", f"{self.node_ip}/30", "dev", "eth0"])
+        _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        # the host reaches the pods (the API server's pod proxy) through the namespace: without this route a
+        # dial to a pod IP would follow the host's default route off the machine
+        _run(["ip", "route", "add", self.pod_subnet, "via", self.node_ip, "dev", host_if])
+        ipt = ["ip", "netns", "exec", ns, "iptables", "-w"]
+        # nothing forwarded leaves the namespace but replies (no default route, no masquerade)
+        _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
+              "-j", "ACCEPT"])
+        _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-j", "DROP"])
+        # in-cluster clients (KUBERNETES_SERVICE_HOST) reach the API server through the bridge; no kube-proxy
+        _run([*ipt, "-t", "nat", "-A", "PREROUTING", "-d", f"{SERVICE_IP}/32", "-p", "tcp", "--dport", "443",
+              "-j", "DNAT", "--to-destination", f"{self.node_ip}:{self.api_port}"])
+
+    def _v1_controllers(self) -> list[Path]:
+        root = Path("/sys/fs/cgroup")
+        if (root / "cgroup.controllers").exists():  # cgroup v2: one hierarchy
+            return [root]
+        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+
+    def _cgroups(self) -> None:
+        """The kubelet's cgroupRoot, made in every hierarchy (kubelet requires it to exist)."""
+        for ctl in self._v1_controllers():
+            d = ctl / self._cgroup
+            d.mkdir(exist_ok=True)
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                if (d / f).exists():
+                    (d / f).write_text((ctl / f).read_text())
+
+    def _cgroup_dirs(self) -> list[Path]:
+        dirs: list[Path] = []
+        for ctl in self._v1_controllers():
+            top = ctl / self._cgroup
+            if top.is_dir():
+                dirs += sorted((Path(p) for p, _, _ in os.walk(top)), key=lambda p: -len(p.parts))
+        return dirs
+
+    def _kill_cgroup_procs(self) -> None:
+        for _ in range(20):
+            pids = set()
+            for d in self._cgroup_dirs():
+                with contextlib.suppress(OSError):
+                    pids |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def _remove_cgroups(self) -> None:
+        for d in self._cgroup_dirs():
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+    def _kill_shims(self) -> None:
+        """containerd's shims run detached; end exactly those that name this node's containerd."""
+        marker = str(self._dir).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                cmd = (entry / "cmdline").read_bytes()
+                if b"containerd-shim" in cmd and marker in cmd:
+                    os.kill(int(entry.name), signal.SIGKILL)
+
+    def _remove_log_links(self) -> None:
+        """The kubelet links every container log into /var/log/containers (a fixed path); drop ours."""
+        links = Path("/var/log/containers")
+        if not links.is_dir():
+            return
+        for link in links.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(self._dir) + "/"):
+                    link.unlink()
+
+    def _unmount_under(self, top: Path) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prefix = str(top) + "/"
+        for _ in range(3):
+            points = []
+            for line in Path("/proc/self/mountinfo").read_text().splitlines():
+                mp = line.split()[4].replace("\\040", " ")
+                if mp.startswith(prefix):
+                    points.append(mp)
+            if not points:
+                return
+            for mp in sorted(points, key=len, reverse=True):
+                libc.umount2(mp.encode(), _MNT_DETACH)
+
+    def _write_configs(self) -> None:
+        d = self._dir
+        for sub in ("containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "cdi", "pod-logs"):
+            (d / sub).mkdir(parents=True)
+        (d / "resolv.conf").write_text("search cluster.local\noptions ndots:1\n")
+        (d / "cni" / "net.d" / "10-isvc-testbed.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0",
+            "name": "isvc-testbed",
+            "plugins": [{
+                "type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": self.pod_subnet}]],
+                         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(d / "cni" / "ipam")},
+            }],
+        }, indent=2))
+        c = d / "containerd"
+        cri_rt = '[plugins."io.containerd.cri.v1.runtime"]'
+        (d / "containerd.toml").write_text(f"""version = 3
+root = "{c / 'root'}"
+state = "{c / 'state'}"
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
+                    "io.containerd.tracing.processor.v1.otlp", "io.containerd.snapshotter.v1.blockfile"]
+
+[grpc]
+  address = "{self.containerd_socket}"
+
+[ttrpc]
+  address = "{self.containerd_socket}.ttrpc"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{PAUSE_IMAGE}"
+
+{cri_rt}
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_cdi = true
+  cdi_spec_dirs = ["{d / 'cdi'}"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "{DEBIAN_TOOLS['runc']}"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{CNI_BIN_DIR}"]
+    conf_dir = "{d / 'cni' / 'net.d'}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+""")
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "testbed", "cluster": {
+                "server": f"https://127.0.0.1:{self.api_port}", "certificate-authority": str(self.ca_cert)}}],
+            "users": [{"name": "node", "user": {
+                "client-certificate": str(self.node_cert[0]), "client-key": str(self.node_cert[1])}}],
+            "contexts": [{"name": "node", "context": {"cluster": "testbed", "user": "node"}}],
+            "current-context": "node",
+        }
+        (d / "kubelet.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+        (d / "kubelet.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": self.node_ip,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": f"/{self._cgroup}",
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.ca_cert)}},
+            "authorization": {"mode": "Webhook"},
+            "resolvConf": str(d / "resolv.conf"),
+            "registerWithTaints": [REAL_NODE_TAINT],
+            "podLogsDir": str(d / "pod-logs"),
+            "serializeImagePulls": False,
+            "maxPods": 30,
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},
+        }))
+
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                log = self.workdir / "logs" / f"{name}.log"
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else ""
+                raise StartTimeout(f"{name} not ready after {self.timeout:.0f}s; last log lines:\n{tail}")
+            time.sleep(0.3)
+
+    def _node_ready(self) -> bool:
+        with api_client(self.admin_kubeconfig) as api:
+            try:
+                node = k8s.CoreV1Api(api).read_node(self.name)
+            except k8s.ApiException:
+                return False
+        conds = (node.status.conditions if node.status else None) or []
+        return any(c.type == "Ready" and c.status == "True" for c in conds)

@@ -1,0 +1,3 @@
+module local.test/isvc-pause
+
+go 1.26.0
