@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from isvc_testbed import bin_dir
-from isvc_testbed.cluster import Cluster
+from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.module import chart_values
 from isvc_testbed.realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -51,6 +51,9 @@ def test_the_planner_image_runs_with_the_charts_arguments_and_answers_readyz(clu
                                           check=True).stdout)["manifests"][0]["annotations"][
         "org.opencontainers.image.ref.name"]
     cluster.node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
+    # the planner watches orders and classes (their priorities): the module's CRDs must be served
+    crds = [p for p in (ROOT / "module" / "crds").glob("*.yaml") if not p.name.startswith("doc-ru-")]
+    install_crds(admin_api, sorted(crds))
     deployment = _rendered("Deployment", "isvc-planner", {"planner": image})
     spec = deployment["spec"]["template"]["spec"]
     container = next(c for c in spec["containers"] if c["name"] == "planner")
