@@ -194,7 +194,9 @@ class ModuleProcesses:
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
             "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
-            "--leader-elect", "true", *self._webhook_flags(),
+            # the chart's webhook names one address here: only the first controller serves it (in a
+            # cluster every replica does, each in its own pod)
+            "--leader-elect", "true", *(self._webhook_flags() if name == "controller" else []),
             "--log-level", "Info", *extra,
         ])
         time.sleep(1.0)
