@@ -57,7 +57,12 @@ class OrderReconciler:
                 scope.verdicts[type_] = self._run(type_, step, scope)
         finally:
             _status.write(scope, self.d.cluster)
-            _status.write_plan(scope, self.d.cluster)
+            try:
+                _status.write_plan(scope, self.d.cluster)
+            except Exception as exc:  # the plan went meanwhile: the next pass (its watch) writes or skips
+                log.warning("%s/%s: LaunchPlan status not written: %s", scope.namespace, scope.name,
+                            type(exc).__name__)
+                scope.requeue(RETRY_SOON)
             for type_event, reason, message in _status.changes(scope) + scope.events:
                 self.d.cluster.event(raw, type_event, reason, message)
         return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),
