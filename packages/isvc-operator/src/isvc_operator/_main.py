@@ -105,13 +105,16 @@ def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator)
     """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations."""
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            announced = self.headers.get("Content-Length") or "0"
+            length = int(announced) if announced.isdigit() else 0
             if self.path.split("?", 1)[0] != "/estimate" or not 0 < length <= _MAX_REVIEW:
                 self.send_error(404 if self.path.split("?", 1)[0] != "/estimate" else 413)
                 return
             try:
                 review = json.loads(self.rfile.read(length))
             except ValueError:
+                review = None
+            if not isinstance(review, dict):
                 self.send_error(400, "not an AdmissionReview")
                 return
             body = json.dumps(estimator.review(review)).encode()
