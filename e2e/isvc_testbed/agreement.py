@@ -135,9 +135,14 @@ class _Bed:
                 return str(c.message)
         return None
 
-    def settle(self, name: str, timeout: float = 30.0) -> tuple[list[tuple[str, str]] | None, str | None]:
-        """(allocated (pool, device) pairs, None) or (None, the scheduler's refusal or a timeout note)."""
+    def settle(self, name: str, timeout: float = 30.0,
+               persist: float = 0.0) -> tuple[list[tuple[str, str]] | None, str | None]:
+        """(allocated (pool, device) pairs, None) or (None, the scheduler's refusal or a timeout note).
+
+        With `persist`, a refusal counts only once it has lasted that long, as the controller counts it
+        (a claim of a pod deleted a moment ago may still be in the scheduler's books; it retries)."""
         deadline = time.monotonic() + timeout
+        first: float | None = None
         while True:
             claim = self.claim(name) or {}
             allocation = (claim.get("status") or {}).get("allocation")
@@ -145,7 +150,9 @@ class _Bed:
                 return [(r["pool"], r["device"]) for r in allocation["devices"]["results"]], None
             words = self.refused(name)
             if words is not None:
-                return None, words
+                first = time.monotonic() if first is None else first
+                if time.monotonic() - first >= persist:
+                    return None, words
             if time.monotonic() > deadline:
                 return None, f"neither allocated nor refused after {timeout:.0f} s"
             time.sleep(0.2)
@@ -216,7 +223,7 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
 
         def settle() -> None:
             for name, answer in in_flight:
-                allocated, words = bed.settle(name)
+                allocated, words = bed.settle(name, timeout=45.0, persist=20.0)
                 if allocated is None:
                     report.disagreements.append(f"{name} planned on {_where(answer)}: {words}")
                     continue
