@@ -13,6 +13,11 @@ DOWN = ProbeResult(outcome=ProbeOutcome.CONNECTION_REFUSED, reason="connection r
 SETTINGS = HealthSettings(failure_threshold=3, sustained_seconds=30)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
+
+def at(result: ProbeResult, when: datetime) -> ProbeResult:
+    """The result as a probe that ran at `when`."""
+    return result.model_copy(update={"probed_at": when})
+
 # Each step: (seconds since the previous probe, result) → expected (status, reason).
 Step = tuple[float, ProbeResult, str, str]
 PENDING = ("False", Reason.HEALTH_CHECK_FAILED)
@@ -62,26 +67,42 @@ def test_ready_follows_the_probes(steps: list[Step]) -> None:
     now, record = T0, None
     for gap, result, status, reason in steps:
         now += timedelta(seconds=gap)
-        record, verdict = judge_health(record, result, now, SETTINGS)
+        record, verdict = judge_health(record, at(result, now), now, SETTINGS)
         assert (verdict.status, verdict.reason) == (status, reason)
+
+
+def test_a_failed_probe_is_counted_once_however_many_passes_see_it() -> None:
+    """Passes woken by other events judge the same latest result: it must not count twice."""
+    record, _ = judge_health(None, at(OK, T0), T0, SETTINGS)
+    failed = at(DOWN, T0 + timedelta(seconds=10))
+    for later in (10, 11, 50, 120):
+        record, verdict = judge_health(record, failed, T0 + timedelta(seconds=later), SETTINGS)
+        assert record.consecutive_failures == 1
+        assert verdict.reason == StatusReason.SERVING
+    record, _ = judge_health(record, at(DOWN, T0 + timedelta(seconds=20)), T0 + timedelta(seconds=20),
+                             SETTINGS)
+    assert record.consecutive_failures == 2
+    assert record.first_failure_time == T0 + timedelta(seconds=10)
+    assert record.last_failure_time == T0 + timedelta(seconds=20)
 
 
 def test_the_messages_say_what_failed() -> None:
     settings = HealthSettings(failure_threshold=1, sustained_seconds=0)
-    record, verdict = judge_health(None, DOWN, T0, settings)
+    record, verdict = judge_health(None, at(DOWN, T0), T0, settings)
     assert "connection refused" in verdict.message
-    record, _ = judge_health(record, OK, T0, settings)
-    _, unhealthy = judge_health(record, DOWN, T0, settings)
+    record, _ = judge_health(record, at(OK, T0), T0, settings)
+    _, unhealthy = judge_health(record, at(DOWN, T0), T0, settings)
     assert unhealthy.reason == Reason.SERVICE_UNHEALTHY
     assert "connection refused" in unhealthy.message
 
 
 def test_the_record_is_plain_data_a_status_can_carry() -> None:
-    record, _ = judge_health(None, OK, T0, SETTINGS)
-    record, _ = judge_health(record, DOWN, T0 + timedelta(seconds=5), SETTINGS)
+    record, _ = judge_health(None, at(OK, T0), T0, SETTINGS)
+    later = T0 + timedelta(seconds=5)
+    record, _ = judge_health(record, at(DOWN, later), later, SETTINGS)
     again = HealthStatus.model_validate(record.to_wire())
     assert again == record == HealthStatus(ever_ready=True, consecutive_failures=1,
-                                           first_failure_time=T0 + timedelta(seconds=5),
+                                           first_failure_time=later, last_failure_time=later,
                                            last_failure="connection refused")
 
 

@@ -387,7 +387,9 @@ class FakeWorkload:
 class FakeHealth:
     period = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, watched: bool = False) -> None:
+        self.watched = watched
+        self.forgotten: list[tuple[str, str]] = []
         self.ok = True
         self.tokens: list[str | None] = []
         self.records: list[HealthStatus] = []
@@ -405,6 +407,9 @@ class FakeHealth:
                               first_failure_time=record.first_failure_time or at, last_failure="refused")
         reason = Reason.SERVICE_UNHEALTHY if record.ever_ready else Reason.HEALTH_CHECK_FAILED
         return failed, Verdict.refuse(reason, "the inference API did not answer.")
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.forgotten.append((namespace, name))
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         self.records.append(record)

@@ -315,3 +315,29 @@ def test_a_claim_unallocated_for_a_moment_is_not_reported_as_refused(world: Worl
     world.clock_offset = timedelta(seconds=10)
     world.run()
     assert world.planner.refused == [None]  # the planner was not asked again
+
+
+def test_a_served_order_probed_between_passes_asks_for_no_timed_pass(world: World) -> None:
+    """Issue 15: every Ready order came back for a whole pass each health period; now the probe schedule
+    wakes it only when a result changes, so a Ready order asks for no pass at all."""
+    world.health.watched = True
+    assert world.run()["phase"] == "Ready"
+    assert world.last is not None and world.last.requeue_after is None
+    assert world.health.forgotten == []
+
+
+def test_without_probes_between_passes_a_served_order_comes_back_each_period(world: World) -> None:
+    assert world.run()["phase"] == "Ready"
+    assert world.last is not None and world.last.requeue_after == world.health.period
+
+
+def test_an_order_with_no_replica_to_probe_or_gone_is_no_longer_probed(world: World) -> None:
+    world.health.watched = True
+    world.run()
+    world.workload.verdict = Verdict(status="False", reason="WorkloadNotReady", message="0 of 1 ready")
+    world.run()
+    assert world.health.forgotten == [("team-a", "support-llm")]
+    assert world.last is not None and world.last.requeue_after is not None  # the blip's timeline is timed
+    del world.cluster.objects[("InferenceService", "team-a", "support-llm")]
+    world.reconciler().reconcile("team-a", "support-llm")
+    assert world.health.forgotten == [("team-a", "support-llm")] * 2

@@ -373,6 +373,9 @@ class HealthStatus(Wire):
     ever_ready: bool = Field(default=False, description="Whether a probe of the order ever succeeded.")
     consecutive_failures: int = Field(default=0, description="Failed probes in a row.", ge=0)
     first_failure_time: datetime | None = Field(default=None, description="When the run of failures began.")
+    last_failure_time: datetime | None = Field(
+        default=None, description="When the last failed probe ran; a probe is counted once."
+    )
     last_failure: str | None = Field(default=None, description="What the last failed probe found.")
 
 

@@ -4,6 +4,7 @@ from isvc_health._errors import HealthError, TemplateInvalid
 from isvc_health._metrics import ProbeMetrics
 from isvc_health._probe import ProbeOutcome, Prober, ProbeResult, judge_response
 from isvc_health._resolve import EndpointResolver, ServiceDNSResolver, TemplateResolver
+from isvc_health._schedule import ProbeSchedule, ProbeTarget
 from isvc_health._tracker import HealthSettings, judge_health, record_from_ready
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "ProbeMetrics",
     "ProbeOutcome",
     "ProbeResult",
+    "ProbeSchedule",
+    "ProbeTarget",
     "Prober",
     "ServiceDNSResolver",
     "TemplateInvalid",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import httpx
+from isvc_api import now
 from pydantic import BaseModel, ConfigDict, Field
 
 from isvc_health._metrics import ProbeMetrics
@@ -41,6 +43,8 @@ class ProbeResult(BaseModel):
     reason: str = Field(default="", description="Short and human: 'HTTP 401', 'connection refused'.")
     status_code: int | None = None
     latency_seconds: float = 0.0
+    probed_at: datetime = Field(default_factory=now, description="When it ran (second precision): "
+                                "the order's record counts a failed probe once.")
 
     @property
     def ok(self) -> bool:

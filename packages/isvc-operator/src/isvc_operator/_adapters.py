@@ -186,23 +186,42 @@ class Workload:
 
 
 class Health:
-    """HealthPort over isvc-health: probe through the endpoint-resolution seam, judge over time."""
+    """HealthPort over isvc-health: probe through the endpoint-resolution seam, judge over time.
+
+    With a schedule, a checked order is then probed between passes and its pass woken only when the
+    result changes; a pass uses the schedule's latest result and probes itself only when there is none.
+    """
 
     def __init__(self, prober: isvc_health.Prober, settings: isvc_health.HealthSettings,
-                 period: float) -> None:
+                 period: float, schedule: isvc_health.ProbeSchedule | None = None) -> None:
         self.prober = prober
         self.settings = settings
         self._period = period
+        self.schedule = schedule
 
     @property
     def period(self) -> float:
         return self._period
 
+    @property
+    def watched(self) -> bool:
+        return self.schedule is not None
+
     def check(self, namespace: str, name: str, port: int, token: str | None, model: str | None,
               record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
-        result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
+        target = isvc_health.ProbeTarget(namespace, name, name, port, token, model)
+        result = self.schedule.latest(target) if self.schedule is not None else None
+        if result is None:
+            result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
+            if self.schedule is not None:
+                self.schedule.watch(target, result)
         return isvc_health.judge_health(record, result, at, self.settings)
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
-        result = isvc_health.ProbeResult(outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why)
+        result = isvc_health.ProbeResult(outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why,
+                                         probed_at=at)
         return isvc_health.judge_health(record, result, at, self.settings)
+
+    def forget(self, namespace: str, name: str) -> None:
+        if self.schedule is not None:
+            self.schedule.forget(namespace, name)

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from isvc_operator._class import ClassReconciler
 from isvc_operator._kube import KubeCluster
 from isvc_operator._order import OrderReconciler
+from isvc_operator._ports import ProbeLoop
 from isvc_operator._queue import ShutDownError, WorkQueue
 
 __all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
@@ -51,8 +52,10 @@ class Controller:
         workers: int = 2,
         registry: CollectorRegistry | None = None,
         waiting: Callable[[], Iterable[OrderKey]] = tuple,
+        probes: ProbeLoop | None = None,
     ) -> None:
         self.kube = kube
+        self.probes = probes
         self.orders = orders
         self.classes = classes
         self.waiting = waiting
@@ -136,9 +139,14 @@ class Controller:
         for i in range(self.workers):
             self._spawn(f"order-worker-{i}", self.order_queue, "order", self._order_pass)
         self._spawn("class-worker", self.class_queue, "class", self._class_pass)
+        if self.probes is not None:
+            self.probes.on_change(lambda namespace, name: self.order_queue.add((namespace, name)))
+            self.probes.start()
 
     def stop(self) -> None:
-        """Stop the workers and the informers."""
+        """Stop the probes, the workers and the informers."""
+        if self.probes is not None:
+            self.probes.stop()
         self.order_queue.shut_down()
         self.class_queue.shut_down()
         self.kube.stop()

@@ -41,6 +41,13 @@ def _bool(text: str) -> bool:
     return text.lower() in ("1", "true", "yes", "on")
 
 
+def _period(text: str) -> float:
+    seconds = float(text)
+    if seconds < 1:
+        raise argparse.ArgumentTypeError("at least 1 (probe times are kept in whole seconds)")
+    return seconds
+
+
 def parser() -> argparse.ArgumentParser:
     """The flags the module chart passes (module/templates/controller/deployment.yaml)."""
     p = argparse.ArgumentParser(prog="isvc-controller", description=__doc__)
@@ -57,7 +64,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster-issuer", default=None)
     p.add_argument("--cert-manager", type=_bool, default=None,
                    help="whether cert-manager is installed; absent: ask the API server")
-    p.add_argument("--health-period-seconds", type=float, default=30.0)
+    p.add_argument("--health-period-seconds", type=_period, default=30.0,
+                   help="how often each served order's inference API is probed, apart from its passes")
+    p.add_argument("--probe-workers", type=int, default=4,
+                   help="threads that probe served orders (a probe that hangs holds one for its timeout)")
     p.add_argument("--health-failure-threshold", type=int, default=3)
     p.add_argument("--runtime-recipes", type=Path, default=None,
                    help="YAML list of administrator recipes that add to or override the shipped ones")
@@ -149,7 +159,10 @@ def _health(args: argparse.Namespace) -> Health:
         failure_threshold=args.health_failure_threshold,
         sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))
     prober = isvc_health.Prober(seam, metrics=isvc_health.ProbeMetrics(REGISTRY))
-    return Health(prober=prober, settings=settings, period=args.health_period_seconds)
+    schedule = isvc_health.ProbeSchedule(prober, args.health_period_seconds, workers=args.probe_workers)
+    Gauge("isvc_health_probed_orders", "Served orders probed between passes", registry=REGISTRY).set_function(
+        lambda: len(schedule))
+    return Health(prober=prober, settings=settings, period=args.health_period_seconds, schedule=schedule)
 
 
 def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str | None]:
@@ -190,13 +203,14 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
     room = WaitingRoom(client, still_waiting=still_waiting)
+    health = _health(args)
     deps = Deps(cluster=kube, models=CatalogModels(resolver), recipes=_recipes(args.runtime_recipes),
                 planner=PlannerService(client, room),
                 workload=Workload(settings, cert_manager, kube.priority_value),
-                health=_health(args), catalog_enabled=catalog is not None)
+                health=health, catalog_enabled=catalog is not None)
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
     controller = Controller(kube, OrderReconciler(deps), classes, workers=args.workers, registry=REGISTRY,
-                            waiting=room.waiting)
+                            waiting=room.waiting, probes=health.schedule)
     Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
           registry=REGISTRY).set_function(lambda: len(room.waiting()))
     return controller, deps

@@ -92,6 +92,7 @@ class OrderReconciler:
         Decided from the API (its LaunchPlan or claim templates, removed by garbage collection shortly
         after), not from memory, so a restarted controller releases the same reservations.
         """
+        self.d.health.forget(namespace, name)
         traces = (self.d.cluster.launch_plan(namespace, name) is not None
                   or self.d.cluster.owned("ResourceClaimTemplate", namespace, name))
         if traces:

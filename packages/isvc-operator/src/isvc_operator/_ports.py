@@ -42,6 +42,7 @@ __all__ = [
     "OrderKey",
     "PlanOutcome",
     "PlannerPort",
+    "ProbeLoop",
     "RecipesPort",
     "TemporaryError",
     "WorkloadPort",
@@ -199,8 +200,27 @@ class HealthPort(Protocol):
         """Judge a pass where no replica is ready as a failed probe: a blip, or sustained."""
         ...
 
+    def forget(self, namespace: str, name: str) -> None:
+        """Stop probing the order between passes (it is gone, or has no replica to probe)."""
+        ...
+
     @property
     def period(self) -> float: ...
+
+    @property
+    def watched(self) -> bool:
+        """Whether checked orders are probed between passes, their pass woken when the result changes;
+        when not, the step asks for a pass every period."""
+        ...
+
+
+class ProbeLoop(Protocol):
+    """Probes run apart from passes (isvc_health.ProbeSchedule): started with the workers, it wakes an
+    order's pass when its latest probe result changed."""
+
+    def on_change(self, wake: Callable[[str, str], None]) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 @attrs.define

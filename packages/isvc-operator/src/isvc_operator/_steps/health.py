@@ -22,8 +22,13 @@ def _record(scope: OrderScope) -> HealthStatus:
 
 
 def step(scope: OrderScope, deps: Deps) -> Verdict:
-    """Probe once per pass; the record of the run of failures lives in status.health."""
+    """Judge the latest probe with the record of the run of failures (status.health).
+
+    A served order is probed between passes and woken when the result changes; without such probing
+    the step asks for a pass every period.
+    """
     if not scope.holds(ConditionType.WORKLOAD_READY):
+        deps.health.forget(scope.namespace, scope.name)
         workload = scope.verdicts.get(ConditionType.WORKLOAD_READY)
         record = _record(scope)
         if scope.children is None or workload is None or not record.ever_ready:
@@ -39,5 +44,6 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     record, verdict = deps.health.check(scope.namespace, scope.name, deps.workload.service_port, scope.token,
                                         served, _record(scope), scope.now)
     scope.health = record
-    scope.requeue(deps.health.period)
+    if not deps.health.watched:
+        scope.requeue(deps.health.period)
     return verdict
