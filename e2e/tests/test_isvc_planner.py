@@ -184,8 +184,12 @@ def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: 
     before = bed.wait_ready(order)
     bed.module.stop_planner()
     try:
-        # the controller keeps a plan's judgement for a minute: the outage shows once that has run out
-        status = bed.wait_reason(order, "Planned", "LaunchPlanInForce", timeout=150)
+        # A Ready order at rest has no pass to show the outage in (its probes run apart): alice's edit
+        # of a label brings one, after the minute the controller keeps a plan's judgement for.
+        time.sleep(61)
+        bed.alice.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "inferenceservices", order,
+                                                 {"metadata": {"labels": {"touched": "yes"}}})
+        status = bed.wait_reason(order, "Planned", "LaunchPlanInForce", timeout=60)
         assert "the planner did not answer" in condition(status, "Planned")["message"]
         assert status["phase"] == "Ready" and status["endpoint"] == before["endpoint"]
         assert status["launchPlanName"] == order and status["resolved"] == before["resolved"]

@@ -45,7 +45,12 @@ def _key(obj: Obj) -> tuple[str, str]:
 
 
 class Informer:
-    """List+watch one resource into a cache, calling handlers on every change (level-triggered use)."""
+    """List+watch one resource into a cache, calling handlers on every change (level-triggered use).
+
+    It lists once, then follows the watch from the listed resourceVersion (bookmarks keep it current);
+    only a broken watch (410 Gone, an error, a lost connection) lists again. `resync` seconds, when
+    given, replays the cache to the handlers as SYNC events — no API call — as client-go's resync does.
+    """
 
     def __init__(
         self,
@@ -53,7 +58,7 @@ class Informer:
         api_version: str,
         kind: str,
         label_selector: str | None = None,
-        resync: float = 300.0,
+        resync: float | None = None,
     ) -> None:
         self._dyn = dyn
         self.api_version = api_version
@@ -113,14 +118,24 @@ class Informer:
         self.synced.set()
         return str(listing["metadata"].get("resourceVersion", ""))
 
+    def _replay(self) -> None:
+        """Hand every cached object to the handlers again (SYNC), from memory."""
+        with self._lock:
+            cached = list(self._cache.values())
+        for obj in cached:
+            self._emit("SYNC", obj)
+
     def _run(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
             try:
                 resource = self._dyn.resources.get(api_version=self.api_version, kind=self.kind)
                 version = self._relist(resource)
-                started = time.monotonic()
-                while not self._stop.is_set() and time.monotonic() - started < self._resync:
+                replayed = time.monotonic()
+                while not self._stop.is_set():
+                    if self._resync is not None and time.monotonic() - replayed >= self._resync:
+                        self._replay()
+                        replayed = time.monotonic()
                     self._watcher = k8s_watch.Watch()
                     for event in self._dyn.watch(
                         resource, label_selector=self._selector, resource_version=version,
@@ -140,7 +155,7 @@ class Informer:
                         self._emit(kind, obj)
                         if self._stop.is_set():
                             break
-                backoff = 0.5
+                    backoff = 0.5
             except ResourceNotFoundError:
                 # The kind is not served (yet): an absent optional API is not an error.
                 self.synced.set()
@@ -184,13 +199,14 @@ class KubeCluster:
     holds the kind, live reads of orders, plans and Secrets, writes by server-side apply."""
 
     def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True,
-                 requests: Callable[[str, str], None] | None = None) -> None:
+                 requests: Callable[[str, str], None] | None = None, resync: float | None = None) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
         self._count(requests or (lambda verb, code: None))
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
-        self.orders = Informer(self.dyn, GV, "InferenceService")
+        # Only orders are replayed: a replay is a pass per order, its plan judged again by the planner.
+        self.orders = Informer(self.dyn, GV, "InferenceService", resync=resync)
         self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
         self.plans = Informer(self.dyn, GV, "LaunchPlan")
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)

@@ -88,6 +88,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-cert-dir", type=Path, default=Path("/etc/isvc/webhook"),
                    help="directory with tls.crt and tls.key the estimate webhook serves")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--resync-seconds", type=float, default=600.0,
+                   help="every order gets a pass this often even when nothing changed, its plan judged again "
+                   "by the planner (replayed from the cache: no API call); 0: never")
     p.add_argument("--log-level", default="Info")
     return p
 
@@ -180,7 +183,8 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     requests = Counter("isvc_api_requests_total", "Requests to the Kubernetes API by verb and answer code",
                        ["verb", "code"], registry=REGISTRY)
     kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None",
-                       requests=lambda verb, code: requests.labels(verb, code).inc())
+                       requests=lambda verb, code: requests.labels(verb, code).inc(),
+                       resync=args.resync_seconds or None)
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))

@@ -1,0 +1,83 @@
+"""The informer lists once and follows the watch; only a broken watch lists again; a resync is from memory."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from isvc_operator._kube import Informer
+
+
+def _pod(name: str, version: str) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "team-a", "resourceVersion": version}}
+
+
+class _Listing:
+    def __init__(self, items: list[dict[str, Any]], version: str) -> None:
+        self._body = {"items": items, "metadata": {"resourceVersion": version}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._body
+
+
+class FakeDynamic:
+    """Serves one list and a script of watch streams; stops the informer when the script runs out."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]], informer_stop: threading.Event) -> None:
+        self.lists = 0
+        self.watched_from: list[str] = []
+        self._streams = streams
+        self._stop = informer_stop
+        self.resources = self
+
+    def get(self, api_version: str | None = None, kind: str | None = None,
+            label_selector: str | None = None) -> Any:
+        if kind is not None:
+            return self  # resources.get(api_version, kind) -> the resource
+        self.lists += 1
+        return _Listing([_pod("a", "1")], "10")
+
+    def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
+        self.watched_from.append(resource_version)
+        if not self._streams:
+            self._stop.set()
+            return iter(())
+        return iter(self._streams.pop(0))
+
+
+def run(informer: Informer, dyn: FakeDynamic) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    informer.add_handler(lambda kind, obj: seen.append((kind, obj["metadata"]["name"])))
+    informer._dyn = dyn  # type: ignore[assignment]
+    informer._run()
+    return seen
+
+
+def test_a_watch_that_ends_is_resumed_from_its_version_without_listing_again() -> None:
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    modified = {"type": "MODIFIED", "raw_object": _pod("a", "11")}
+    bookmark = {"type": "BOOKMARK", "raw_object": {"metadata": {"resourceVersion": "12"}}}
+    dyn = FakeDynamic([[modified], [bookmark], []], informer._stop)
+    seen = run(informer, dyn)
+    assert dyn.lists == 1
+    assert dyn.watched_from == ["10", "11", "12", "12"]
+    assert seen == [("SYNC", "a"), ("MODIFIED", "a")]
+
+
+def test_a_watch_the_server_expired_lists_again() -> None:
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
+    gone = {"type": "ERROR", "raw_object": {"code": 410, "message": "too old resource version"}}
+    dyn = FakeDynamic([[gone], []], informer._stop)
+    seen = run(informer, dyn)
+    assert dyn.lists == 2
+    assert seen == [("SYNC", "a"), ("SYNC", "a")]
+
+
+def test_a_resync_replays_the_cache_without_an_api_call() -> None:
+    informer = Informer(None, "v1", "Pod", resync=0.0)  # type: ignore[arg-type]
+    dyn = FakeDynamic([[], []], informer._stop)
+    seen = run(informer, dyn)
+    assert dyn.lists == 1
+    assert seen == [("SYNC", "a")] * 4  # the list, then a replay before each of the three watches
