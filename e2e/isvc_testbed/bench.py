@@ -185,6 +185,7 @@ class Bed:
     alice: k8s.ApiClient
     metrics_ports: dict[str, int] = field(default_factory=dict)
     health_period: float | None = None  # None: the bed's 3 s; the product's default is 30 s
+    resync: float | None = None  # None: the product's default (600 s)
 
     def start_controller(self, name: str = "controller") -> None:
         """A controller (leader-elect, as the bed runs it) with its /metrics on a free loopback port."""
@@ -193,6 +194,8 @@ class Bed:
         extra = ["--metrics-port", str(port), "--metrics-host", "127.0.0.1"]
         if self.health_period is not None:
             extra += ["--health-period-seconds", str(self.health_period)]
+        if self.resync is not None:
+            extra += ["--resync-seconds", str(self.resync)]
         self.module.start_controller(*extra, name=name)
 
     def controller_metrics(self, name: str = "controller") -> Sample:
@@ -232,7 +235,8 @@ class Bed:
 
 @contextmanager
 def bed(orders: int, controllers: Iterable[str] = ("controller",),
-        health_period: float | None = None, fleet_spec: dict[str, Any] | None = None) -> Iterator[Bed]:
+        health_period: float | None = None, fleet_spec: dict[str, Any] | None = None,
+        resync: float | None = None) -> Iterator[Bed]:
     """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving."""
     cluster = Cluster().start()
     standin: StandIn | None = None
@@ -259,7 +263,7 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
             module = ModuleProcesses(cluster, standin.url_template)
             module.start_hub()
             module.start_planner()
-            b = Bed(cluster, standin, module, admin, alice, health_period=health_period)
+            b = Bed(cluster, standin, module, admin, alice, health_period=health_period, resync=resync)
             for name in controllers:
                 b.start_controller(name)
             wait_for(b.leader, 60, what="a controller leading")
@@ -377,13 +381,14 @@ def _loadavg() -> list[float]:
 
 
 def run(orders: int, rate: float, steady: float, timeout: float,
-        health_period: float | None = None) -> dict[str, Any]:
+        health_period: float | None = None, resync: float | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the figures."""
     out: dict[str, Any] = {"orders": orders, "model": MODEL["ref"]["name"], "create_rate_per_s": rate,
-                           "health_period_seconds": health_period or 3.0,
+                           "health_period_seconds": health_period or 3.0, "resync_seconds": resync or 600.0,
                            "machine": {"cpus": os.cpu_count(), "loadavg_start": _loadavg()}}
     t_start = time.monotonic()
-    with bed(orders, health_period=health_period) as b, ReadyWatch(b.admin) as watch, explained(b):
+    with (bed(orders, health_period=health_period, resync=resync) as b, ReadyWatch(b.admin) as watch,
+          explained(b)):
         out["bed_seconds"] = round(time.monotonic() - t_start, 1)
         pid = b.module.pid("controller")
         assert pid is not None
@@ -565,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="longest wait for every order Ready")
     p.add_argument("--health-period", type=float, default=None,
                    help="the controller's --health-period-seconds (default: the bed's 3; product: 30)")
+    p.add_argument("--resync", type=float, default=None,
+                   help="the controller's --resync-seconds (default: the product's 600); a steady window at "
+                   "least this long includes one replay of every order")
     p.add_argument("--waiting", type=int, default=0,
                    help="instead: a new order's create→Planned with this many orders waiting for room "
                    "(issue 18); added to .bench/operator.json as `waiting_room`")
@@ -580,10 +588,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(known["waiting_room"], indent=2))
         say(f"written to {target}")
         return 0
-    figures = run(args.orders, args.rate, args.steady, args.timeout, args.health_period)
+    figures = run(args.orders, args.rate, args.steady, args.timeout, args.health_period, args.resync)
     name = "operator.json" if args.orders == 200 else f"operator-{args.orders}.json"
     if args.health_period is not None:
         name = name.replace(".json", f"-health{args.health_period:g}s.json")
+    if args.resync is not None:
+        name = name.replace(".json", f"-resync{args.resync:g}s.json")
     out: Path = args.out or ROOT / ".bench" / name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2) + "\n")
