@@ -48,6 +48,19 @@ def test_the_planner_answers_the_controllers_token(module: ModuleProcesses, clus
     assert (answer.status_code, answer.json()) == (200, {"released": False})
 
 
+def test_only_the_controllers_token_lists_the_planners_reservations(
+    module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
+    namespace(admin_api, "team-b")
+    url = f"{module.planner_url}/v1/reservations"
+    codes = [httpx.get(url, headers=h, timeout=10).status_code
+             for h in ({}, _bearer(cluster, "team-b", "default"), _bearer(cluster, NAMESPACE, "planner"))]
+    answer = httpx.get(url, headers=_bearer(cluster, NAMESPACE, "controller"), timeout=10)
+
+    assert codes == [401, 403, 403]
+    assert answer.status_code == 200 and isinstance(answer.json()["reservations"], list)
+
+
 def test_health_and_readiness_stay_open_and_docs_are_gone(module: ModuleProcesses) -> None:
     codes: dict[str, Any] = {p: httpx.get(f"{module.planner_url}{p}", timeout=5).status_code
                              for p in ("/healthz", "/readyz", "/docs", "/openapi.json")}
