@@ -236,8 +236,10 @@ class Bed:
 @contextmanager
 def bed(orders: int, controllers: Iterable[str] = ("controller",),
         health_period: float | None = None, fleet_spec: dict[str, Any] | None = None,
-        resync: float | None = None) -> Iterator[Bed]:
-    """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving."""
+        resync: float | None = None, planner_args: Iterable[str] = ()) -> Iterator[Bed]:
+    """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving.
+
+    `planner_args` are added to every planner start (the chaos run lengthens `--reservation-ttl`)."""
     cluster = Cluster().start()
     standin: StandIn | None = None
     module: ModuleProcesses | None = None
@@ -261,6 +263,7 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
             standin = StandIn.from_kubeconfig(cluster.admin_kubeconfig)
             standin.start()
             module = ModuleProcesses(cluster, standin.url_template)
+            module.planner_args = tuple(planner_args)
             module.start_hub()
             module.start_planner()
             b = Bed(cluster, standin, module, admin, alice, health_period=health_period, resync=resync)

@@ -11,8 +11,10 @@ cannot reach the API server does) is started again a second later, as the kubele
 
 At the end every process runs again and the object set is compared with the expected one: no order
 lost or left over, no child duplicated, none orphaned (its order gone), no ResourceClaim leaked, and every
-order Ready. The planner's reservations are not exposed over HTTP, so they cannot be asked for; they
-expire by themselves (`--reservation-ttl`, 120 s), and a leaked claim would show as a ResourceClaim.
+order Ready; and the planner's reservations (`GET /v1/reservations`, asked with the controller's
+ServiceAccount token on loopback) each belong to an order that exists. The planner runs with
+`--reservation-ttl` of an hour here, so that a reservation nobody released cannot lapse (120 s in the
+chart) before it is counted.
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isvc_planner_client import PlannerClient
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed.bench import BENCH_NS, GROUP, VERSION, Bed, bed, diagnose, say
 from isvc_testbed.helpers import ignore_404, wait_for
-from isvc_testbed.module import ROOT
+from isvc_testbed.module import NAMESPACE, ROOT, token_file
 
 __all__ = ["FAULTS", "Verdict", "judge", "main", "run"]
 
@@ -43,6 +46,8 @@ CLASSES = ("default-llm", "chaos-alt")
 FAULTS = ("kill-leader", "kill-planner", "restart-apiserver", "expire-watches")
 # children of which an order has exactly one
 SINGLE = ("LaunchPlan", "Deployment", "Service", "Ingress", "Secret")
+# longer than any run: a reservation left behind stays to be counted instead of lapsing
+RESERVATION_TTL = 3600
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Verdict:
     duplicate: list[str] = field(default_factory=list)  # "Kind/order" with more than one
     orphaned: list[str] = field(default_factory=list)  # "Kind/order" whose order is gone
     leaked_claims: list[str] = field(default_factory=list)  # ResourceClaims of orders that are gone
+    leaked_reservations: list[str] = field(default_factory=list)  # planner reservations of orders gone
+    unanswered: list[str] = field(default_factory=list)  # what could not be asked at the last judgement
     wrong_class: list[str] = field(default_factory=list)  # spec not as last written
     not_ready: list[str] = field(default_factory=list)
 
@@ -63,10 +70,13 @@ class Verdict:
 
 
 def judge(expected: Mapping[str, str], orders: Mapping[str, tuple[str, str]],
-          children: Mapping[str, Counter[str]]) -> Verdict:
-    """Compare: `expected` {order: class}, `orders` {order: (class, phase)} as found, `children`
-    {Kind: Counter(order label)} of the labelled objects found (ResourceClaim among them)."""
+          children: Mapping[str, Counter[str]], reserved: Iterable[tuple[str, str]] = ()) -> Verdict:
+    """Compare: `expected` {order: class}, `orders` {order: (class, phase)} as found in BENCH_NS,
+    `children` {Kind: Counter(order label)} of the labelled objects found (ResourceClaim among them),
+    `reserved` (namespace, name) of each order the planner holds a reservation for."""
     v = Verdict()
+    v.leaked_reservations = sorted(f"{ns}/{name}" for ns, name in reserved
+                                   if ns != BENCH_NS or name not in orders)
     v.lost = sorted(set(expected) - set(orders))
     v.left_over = sorted(set(orders) - set(expected))
     for kind, counts in sorted(children.items()):
@@ -98,6 +108,13 @@ def _children(b: Bed) -> dict[str, Counter[str]]:
     for kind, items in found.items():
         out[kind] = Counter(_labels(i).get(LABEL_ORDER, "") for i in items)
     return out
+
+
+def _reserved(b: Bed, token: Path) -> list[tuple[str, str]]:
+    """(namespace, name) of every order the planner holds a reservation for, asked with the controller's
+    ServiceAccount token (file `token`): the planner answers no one else."""
+    with PlannerClient(b.module.planner_url, timeout=10, token_file=token) as planner:
+        return [(r.order.namespace, r.order.name) for r in planner.reservations()]
 
 
 def _items(listed: Any) -> list[Any]:
@@ -255,7 +272,8 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
     """The whole chaos run; returns its figures and the verdict."""
     rng = random.Random(seed)
     t_start = time.monotonic()
-    with bed(orders, controllers=("controller", "standby")) as b:
+    with bed(orders, controllers=("controller", "standby"),
+             planner_args=("--reservation-ttl", str(RESERVATION_TTL))) as b:
         custom = k8s.CustomObjectsApi(b.admin)
         alt: Any = custom.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", CLASSES[0])
         custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
@@ -284,12 +302,21 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
         churn_s = round(time.monotonic() - t_start, 1)
         say(f"churn done: {len(chaos.expected)} orders expected; converging (≤ {settle:.0f}s)")
         verdict = Verdict()
+        reserved: list[tuple[str, str]] = []
+        token = token_file(b.cluster.service_account_kubeconfig(NAMESPACE, "controller"))
         t0 = time.monotonic()
 
         def converged() -> bool:
-            nonlocal verdict
+            nonlocal verdict, reserved
             chaos.revive(now=True)
-            verdict = judge(chaos.expected, _orders(b), _children(b))
+            orders_found, children = _orders(b), _children(b)
+            try:
+                reserved = _reserved(b, token)
+            except Exception as e:  # the planner is starting again: judged on the next round
+                verdict = judge(chaos.expected, orders_found, children)
+                verdict.unanswered = [f"planner GET /v1/reservations: {e.__class__.__name__}: {e}"]
+                return False
+            verdict = judge(chaos.expected, orders_found, children, reserved)
             return verdict.ok
 
         try:
@@ -302,7 +329,7 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
             "faults": chaos.faults, "takeover": chaos.takeover, "exited_by_themselves": chaos.exits,
             "churn_seconds": churn_s, "converge_seconds": converge_s,
             "verdict": asdict(verdict), "ok": verdict.ok,
-            "reservations": "not exposed by the planner (no endpoint lists them); leaked claims counted",
+            "reservations_at_end": len(reserved), "reservations_leaked": len(verdict.leaked_reservations),
             "total_seconds": round(time.monotonic() - t_start, 1),
         }
 

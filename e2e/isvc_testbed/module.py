@@ -136,6 +136,7 @@ class ModuleProcesses:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.planner_port = _free_port()
         self.hub_port = _free_port()
+        self.planner_args: tuple[str, ...] = ()  # extra flags of every planner start (e.g. --reservation-ttl)
 
     @property
     def planner_url(self) -> str:
@@ -173,7 +174,8 @@ class ModuleProcesses:
         self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
                                 "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig),
                                 "--metrics-port", "0",
-                                "--allowed-caller", f"system:serviceaccount:{NAMESPACE}:controller"])
+                                "--allowed-caller", f"system:serviceaccount:{NAMESPACE}:controller",
+                                *self.planner_args])
         self._wait_http("planner", f"{self.planner_url}/readyz")
 
     def stop_planner(self) -> None:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.helpers import namespace, user_namespace
-from isvc_testbed.module import NAMESPACE, ModuleProcesses, token_file
+from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart, token_file
 from kubernetes import client as k8s
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +46,19 @@ def test_the_planner_answers_the_controllers_token(module: ModuleProcesses, clus
     answer = _release(module, _bearer(cluster, NAMESPACE, "controller"))
 
     assert (answer.status_code, answer.json()) == (200, {"released": False})
+
+
+def test_only_the_controllers_token_lists_the_planners_reservations(
+    module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
+    namespace(admin_api, "team-b")
+    url = f"{module.planner_url}/v1/reservations"
+    codes = [httpx.get(url, headers=h, timeout=10).status_code
+             for h in ({}, _bearer(cluster, "team-b", "default"), _bearer(cluster, NAMESPACE, "planner"))]
+    answer = httpx.get(url, headers=_bearer(cluster, NAMESPACE, "controller"), timeout=10)
+
+    assert codes == [401, 403, 403]
+    assert answer.status_code == 200 and isinstance(answer.json()["reservations"], list)
 
 
 def test_health_and_readiness_stay_open_and_docs_are_gone(module: ModuleProcesses) -> None:
@@ -117,13 +130,14 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "create", "", "events", "team-a", True),
     ("controller", "update", "coordination.k8s.io", "leases", NAMESPACE, True),
     ("controller", "update", "coordination.k8s.io", "leases", "team-a", False),
-    ("controller", "create", "authentication.k8s.io", "tokenreviews", None, False),
+    ("controller", "create", "authentication.k8s.io", "tokenreviews", None, False),  # no kube-rbac-proxy here
     # the planner: reads hardware, claims, orders, classes, priorities; reviews tokens; writes nothing
     ("planner", "list", RES, "resourceslices", None, True),
     ("planner", "watch", RES, "resourceclaims", None, True),
     ("planner", "list", AI, "inferenceservices", None, True),
     ("planner", "list", AI, "inferenceserviceclasses", None, True),
     ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
+    ("planner", "create", "authorization.k8s.io", "subjectaccessreviews", None, False),  # no kube-rbac-proxy
     ("planner", "watch", "", "nodes", None, True),
     ("planner", "patch", "", "nodes", None, False),
     ("planner", "patch", RES, "resourceclaims", "team-a", False),
@@ -138,6 +152,35 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
 ]
 
 
+# With kube-rbac-proxy in front of the metrics (always under Deckhouse; plain Helm with
+# images.kubeRbacProxy), the sidecar runs as its pod's ServiceAccount and reviews each reader's token and
+# access: both ServiceAccounts may create both reviews, and nobody else gains anything.
+PROXIED: list[tuple[str, str, str, str, str | None, bool]] = [
+    ("controller", "create", "authentication.k8s.io", "tokenreviews", None, True),
+    ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
+    ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
+    ("planner", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
+    ("controller", "list", "", "secrets", "team-a", False),
+    ("planner", "get", "", "secrets", "team-a", False),
+    ("stranger", "create", "authentication.k8s.io", "tokenreviews", None, False),
+    ("stranger", "create", "authorization.k8s.io", "subjectaccessreviews", None, False),
+    ("alice", "create", "authentication.k8s.io", "tokenreviews", None, False),
+]
+PROXY_IMAGE = "localhost/isvc/kube-rbac-proxy:0.1.0"
+
+
+def _allowed(admin_api: k8s.ApiClient, who: str, verb: str, group: str, resource: str,
+             ns: str | None) -> bool:
+    user, groups = SUBJECTS[who]
+    plural, _, sub = resource.partition("/")
+    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(
+        user=user, groups=groups,
+        resource_attributes=k8s.V1ResourceAttributes(verb=verb, group=group, resource=plural,
+                                                     subresource=sub or None, namespace=ns)))
+    answer = k8s.AuthorizationV1Api(admin_api).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
 @pytest.fixture(scope="module")
 def bob_namespace(admin_api: k8s.ApiClient) -> str:
     return user_namespace(admin_api, "team-b", user="bob", cluster_role="d8:user-authz:isvc:editor")
@@ -149,12 +192,18 @@ def test_each_subject_may_do_exactly_what_the_docs_promise(
     module: ModuleProcesses, admin_api: k8s.ApiClient, team_a: str, bob_namespace: str,
     who: str, verb: str, group: str, resource: str, ns: str | None, allowed: bool,
 ) -> None:
-    user, groups = SUBJECTS[who]
-    plural, _, sub = resource.partition("/")
-    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(
-        user=user, groups=groups,
-        resource_attributes=k8s.V1ResourceAttributes(verb=verb, group=group, resource=plural,
-                                                     subresource=sub or None, namespace=ns)))
-    answer = k8s.AuthorizationV1Api(admin_api).create_subject_access_review(review)
+    assert _allowed(admin_api, who, verb, group, resource, ns) == allowed
 
-    assert bool(answer.status.allowed) == allowed
+
+def test_the_kube_rbac_proxy_sidecars_may_review_tokens_and_access_and_nothing_more(
+    module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient, team_a: str,
+) -> None:
+    rows = [r[:5] for r in PROXIED]
+    assert [_allowed(admin_api, *r) for r in rows[:4]] == [False, True, True, False]  # before: can tell
+    try:
+        install_chart(cluster, {"images": {"kubeRbacProxy": PROXY_IMAGE}})
+        found = {r: _allowed(admin_api, *r) for r in rows}
+    finally:
+        install_chart(cluster)
+    assert found == {r[:5]: r[5] for r in PROXIED}
+    assert [_allowed(admin_api, *r) for r in rows[:4]] == [False, True, True, False]  # and after

@@ -6,7 +6,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from isvc_testbed.bench import controller_writes, cpu_seconds, parse_metrics, percentile, rss_bytes, writes
+from isvc_testbed.bench import (
+    BENCH_NS,
+    controller_writes,
+    cpu_seconds,
+    parse_metrics,
+    percentile,
+    rss_bytes,
+    writes,
+)
 from isvc_testbed.chaos import judge
 
 
@@ -85,4 +93,12 @@ def test_lost_left_over_duplicate_orphaned_and_leaked_are_each_named() -> None:
     v = judge(expected, found, children)
     assert (v.lost, v.left_over, v.duplicate, v.orphaned, v.leaked_claims, v.wrong_class) == (
         ["c"], ["x"], ["Deployment/a"], ["Deployment/gone"], ["ResourceClaim/gone"], ["b"])
+    assert not v.ok
+
+
+def test_a_reservation_whose_order_is_gone_is_leaked_and_one_whose_order_exists_is_not() -> None:
+    found = {"a": ("default-llm", "Ready")}
+    assert judge({"a": "default-llm"}, found, {}, [(BENCH_NS, "a")]).ok
+    v = judge({"a": "default-llm"}, found, {}, [(BENCH_NS, "a"), (BENCH_NS, "gone"), ("team-x", "a")])
+    assert v.leaked_reservations == [f"{BENCH_NS}/gone", "team-x/a"]
     assert not v.ok

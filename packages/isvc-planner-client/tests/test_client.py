@@ -120,3 +120,24 @@ def test_an_unreadable_token_file_is_temporary(tmp_path: Path) -> None:
 
 def test_the_default_token_file_is_the_pods_service_account_token() -> None:
     assert Path("/var/run/secrets/kubernetes.io/serviceaccount/token") == SERVICE_ACCOUNT_TOKEN
+
+
+def test_reservations_are_read_with_a_get_and_an_answer_off_the_contract_is_a_protocol_error() -> None:
+    seen: list[tuple[str, str]] = []
+    body = {"reservations": [{"order": {"namespace": "ns", "name": "a"}, "ageSeconds": 1.5,
+                              "expiresInSeconds": 118.5,
+                              "devices": [{"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0",
+                                           "units": 40}]}]}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        return httpx.Response(200, json=body if len(seen) == 1 else {"reservations": [{"order": "a"}]})
+
+    with PlannerClient("http://127.0.0.1:1", transport=httpx.MockTransport(answer)) as client:
+        [held] = client.reservations()
+        with pytest.raises(PlannerProtocolError):
+            client.reservations()
+
+    assert seen == [("GET", "/v1/reservations")] * 2
+    device = held.devices[0]
+    assert (held.order.name, device.device, device.units, held.age_seconds) == ("a", "gpu-0", 40, 1.5)

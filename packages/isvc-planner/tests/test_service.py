@@ -57,9 +57,10 @@ def _caller() -> CallerCheck:
 
 @contextmanager
 def serve(inv: Inventory, registry: CollectorRegistry | None = None,
-          caller: CallerCheck | None = None) -> Iterator[str]:
+          caller: CallerCheck | None = None, reservation_ttl: float = 120.0) -> Iterator[str]:
     port = _free_port()
-    app = create_app(Planner(inv), registry=registry, caller=caller or _caller())
+    app = create_app(Planner(inv, reservation_ttl=reservation_ttl), registry=registry,
+                     caller=caller or _caller())
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
@@ -110,6 +111,46 @@ def test_client_releases_a_reservation_over_http(base_url: str, token_file: Path
         assert client.release(OrderRef(namespace="ns", name="r")) is False
 
 
+# Issue 15: a reservation of an order that is gone would hold devices until it lapses; the test bed lists
+# them to count leaks, so they must be listable (by the allowed caller only).
+def test_client_lists_reservations_with_devices_and_age_until_released(
+    token_file: Path, models: dict[str, ModelFacts],
+) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        assert client.reservations() == []
+        placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="held"), facts=models["qwen7b"]))
+        estimated = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="dry"),
+                                            facts=models["qwen7b"], dry_run=True))
+        time.sleep(0.05)
+        held = client.reservations()
+        client.release(OrderRef(namespace="ns", name="held"))
+        after = client.reservations()
+
+    assert placed.placement is not None and estimated.placement is not None
+    assert [(r.order.namespace, r.order.name) for r in held] == [("ns", "held")]
+    share = placed.placement.share_percent
+    assert [(d.pool, d.device, d.units) for d in held[0].devices] == [("n1", "gpu-0", share)]
+    assert 0 < held[0].age_seconds < 5 and 100 < held[0].expires_in_seconds <= 120
+    assert after == []
+
+
+def test_reservations_are_camel_case_and_lapse_by_themselves(models: dict[str, ModelFacts]) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    auth = {"Authorization": "Bearer controller-token"}
+    plan = PlanRequest(order=OrderRef(namespace="ns", name="brief"), facts=models["qwen7b"]).model_dump(
+        mode="json", by_alias=True, exclude_none=True)
+    with serve(inv, reservation_ttl=0.5) as url:
+        assert httpx.post(f"{url}/v1/plan", json=plan, headers=auth).status_code == 200
+        body = httpx.get(f"{url}/v1/reservations", headers=auth).json()
+        time.sleep(0.6)
+        lapsed = httpx.get(f"{url}/v1/reservations", headers=auth).json()
+    assert set(body["reservations"][0]) == {"order", "devices", "ageSeconds", "expiresInSeconds"}
+    assert body["reservations"][0]["order"] == {"namespace": "ns", "name": "brief"}
+    assert body["reservations"][0]["devices"][0]["driver"] == "gpu.nvidia.com"
+    assert lapsed == {"reservations": []}
+
+
 def test_client_judges_over_http(base_url: str, token_file: Path) -> None:
     bad = Placement(
         device_class_name="gpu.nvidia.com", placement_mode=PlacementMode.SHARED, share_percent=150
@@ -148,7 +189,7 @@ def test_openapi_file_matches_the_app() -> None:
         "run: python -m isvc_planner openapi > openapi.json"
     )
     paths = json.loads(stored)["paths"]
-    assert {"/v1/plan", "/v1/judge", "/healthz", "/readyz"} <= set(paths)
+    assert {"/v1/plan", "/v1/judge", "/v1/reservations", "/healthz", "/readyz"} <= set(paths)
 
 
 # Issue 11: the module's alerts and dashboard read these series.
@@ -180,9 +221,13 @@ def test_plans_are_counted_by_outcome_reason_and_device_class(token_file: Path,
     ({"Authorization": "Bearer invented"}, 401),
     ({"Authorization": "Bearer other-token"}, 403),
 ])
-@pytest.mark.parametrize("path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge"])
+@pytest.mark.parametrize("path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge",
+                                  "GET /v1/reservations"])
 def test_only_the_allowed_caller_may_call_the_api(base_url: str, path: str, headers: dict[str, str],
                                                   status: int) -> None:
+    if path.startswith("GET "):
+        assert status == httpx.get(f"{base_url}{path[4:]}", headers=headers).status_code
+        return
     body = {"namespace": "ns", "name": "a"} if path == "/v1/release" else {}
     assert status == httpx.post(f"{base_url}{path}", json=body, headers=headers).status_code
 

@@ -112,11 +112,42 @@ def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
 
 
 _MAX_REVIEW = 1 << 20  # bytes of one AdmissionReview; the API server's own request limit is larger
+_HANDSHAKE_SECONDS = 10.0  # a client that has not finished its TLS handshake by then is dropped
+_REQUEST_SECONDS = 30.0  # each read or write of a request after the handshake (the API server's own is 10 s)
 
 
-def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator) -> ThreadingHTTPServer:
+class _TLSThreadingServer(ThreadingHTTPServer):
+    """HTTPS where each connection's TLS handshake happens in that connection's own thread, with a deadline.
+
+    `SSLContext.wrap_socket` on the listening socket handshakes inside `accept()`, that is in the one
+    accept loop: a client that connects and never speaks stalls every other request. Here the listening
+    socket is wrapped with `do_handshake_on_connect=False` and `finish_request` (run in the per-request
+    thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only.
+    """
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 context: ssl.SSLContext, handshake_timeout: float = _HANDSHAKE_SECONDS) -> None:
+        super().__init__(address, handler)
+        self.handshake_timeout = handshake_timeout
+        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        assert isinstance(request, ssl.SSLSocket)
+        try:
+            request.settimeout(self.handshake_timeout)
+            request.do_handshake()
+        except OSError as error:  # ssl.SSLError and TimeoutError among them: this client only
+            log.debug("estimate webhook: TLS handshake with %s failed: %s", client_address, error)
+            return
+        super().finish_request(request, client_address)
+
+
+def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator,
+                     handshake_timeout: float = _HANDSHAKE_SECONDS) -> ThreadingHTTPServer:
     """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations."""
     class Handler(BaseHTTPRequestHandler):
+        timeout = _REQUEST_SECONDS  # a client that handshakes and then stalls lets its thread go
+
         def do_POST(self) -> None:
             announced = self.headers.get("Content-Length") or "0"
             length = int(announced) if announced.isdigit() else 0
@@ -143,8 +174,7 @@ def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server = _TLSThreadingServer((host, port), Handler, context, handshake_timeout)
     threading.Thread(target=server.serve_forever, name="estimate-webhook", daemon=True).start()
     return server
 

@@ -19,6 +19,8 @@ from isvc_planner_client._models import (
     PlanRequest,
     PlanResponse,
     Released,
+    Reservation,
+    Reservations,
 )
 
 __all__ = ["SERVICE_ACCOUNT_TOKEN", "PlannerClient", "TokenFileAuth"]
@@ -54,7 +56,7 @@ class TokenFileAuth(httpx.Auth):
 
 
 class PlannerClient:
-    """Calls the planner's POST routes; connection errors, timeouts and 5xx are temporary.
+    """Calls the planner's /v1 routes; connection errors, timeouts and 5xx are temporary.
 
     The planner answers only its allowed caller (issue 14): each request carries the bearer token read
     from `token_file` (the controller passes its ServiceAccount token, `SERVICE_ACCOUNT_TOKEN` in a pod);
@@ -105,9 +107,21 @@ class PlannerClient:
         except ValidationError as error:
             raise PlannerProtocolError(f"planner answered no verdict: {error}") from error
 
-    def _post(self, path: str, payload: object) -> object:
+    def reservations(self) -> list[Reservation]:
+        """What the planner holds for plans no claim shows yet, one entry per order (read only)."""
+        body = self._call("GET", "/v1/reservations", None)
         try:
-            response = self._http.post(path, json=payload)
+            return Reservations.model_validate(body).reservations
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no reservations: {error}") from error
+
+    def _post(self, path: str, payload: object) -> object:
+        return self._call("POST", path, payload)
+
+    def _call(self, method: str, path: str, payload: object) -> object:
+        try:
+            response = (self._http.post(path, json=payload) if method == "POST"
+                        else self._http.request(method, path))
         except httpx.TimeoutException as error:
             raise PlannerUnavailableError(f"planner timed out on {path}: {error}") from error
         except httpx.TransportError as error:

@@ -13,8 +13,19 @@ from isvc_api import (
 )
 from pydantic import Field
 
-__all__ = ["OrderRef", "PlanManyRequest", "PlanManyResponse", "PlanRequest", "PlanResponse", "Released",
-           "SchedulerRefusal", "Victim"]
+__all__ = [
+    "OrderRef",
+    "PlanManyRequest",
+    "PlanManyResponse",
+    "PlanRequest",
+    "PlanResponse",
+    "Released",
+    "Reservation",
+    "Reservations",
+    "ReservedDevice",
+    "SchedulerRefusal",
+    "Victim",
+]
 
 
 class OrderRef(Wire):
@@ -82,3 +93,27 @@ class PlanManyResponse(Wire):
     """One answer per order, in the order of the request."""
 
     answers: list[PlanResponse] = Field(description="The answers, index by index.")
+
+
+class ReservedDevice(Wire):
+    """Units of one published device a reservation holds."""
+
+    driver: str = Field(description="DRA driver publishing the device.")
+    pool: str = Field(description="Resource pool of the device (a node's, for node-local devices).")
+    device: str = Field(description="Name of the device in its ResourceSlice.")
+    units: int | None = Field(default=None, description="Share units held (of 100); null: the whole device.")
+
+
+class Reservation(Wire):
+    """Devices held for an order's plan that its ResourceClaim does not show yet."""
+
+    order: OrderRef = Field(description="The order the plan was made for (no uid: the planner keeps none).")
+    devices: list[ReservedDevice] = Field(description="What the reservation holds.")
+    age_seconds: float = Field(description="Seconds since the plan reserved them (a new plan renews it).")
+    expires_in_seconds: float = Field(description="Seconds until the reservation lapses by itself.")
+
+
+class Reservations(Wire):
+    """Every reservation the planner holds now, by order namespace and name."""
+
+    reservations: list[Reservation] = Field(description="One per order holding a reservation.")

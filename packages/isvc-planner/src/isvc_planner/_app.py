@@ -1,4 +1,5 @@
-"""The planner's HTTP API (FastAPI): plan one order or several together, judge, health, readiness."""
+"""The planner's HTTP API (FastAPI): plan one order or several together, judge, list reservations, health,
+readiness."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from isvc_planner_client import (
     PlanRequest,
     PlanResponse,
     Released,
+    Reservations,
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -116,6 +118,12 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
     def release(order: OrderRef) -> Released:
         """Drop the reservation of an order that will not take it; idempotent."""
         return Released(released=planner.release(order.namespace, order.name))
+
+    @v1.get("/reservations", response_model=Reservations, response_model_exclude_none=True,
+            response_model_by_alias=True)
+    def reservations() -> Reservations:
+        """What is held for plans no claim shows yet, per order: devices, age, time left (read only)."""
+        return planner.reservations()
 
     @v1.post("/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:

@@ -211,6 +211,7 @@ class Inventory:
         self._holdings: dict[DeviceKey, dict[str, Holding]] = {}
         self._used: dict[DeviceKey, int] = {}
         self._reservations: dict[OrderKey, tuple[float, list[Holding]]] = {}
+        self._reserved_at: dict[OrderKey, float] = {}  # when each reservation was made (monotonic)
         self._deadlines: list[tuple[float, OrderKey]] = []
         self._order_claims: dict[OrderKey, set[str]] = {}
         self._index: dict[str, dict[GroupKey, _Group]] = {}
@@ -478,14 +479,17 @@ class Inventory:
         with self.lock:
             old = self._reservations.pop(order, (0.0, []))[1]
             self._replace(source, old, new)
-            deadline = time.monotonic() + ttl
+            now = time.monotonic()
+            deadline = now + ttl
             self._reservations[order] = (deadline, new)
+            self._reserved_at[order] = now
             heapq.heappush(self._deadlines, (deadline, order))
 
     def release(self, order: OrderKey) -> None:
         """Drop the reservation of an order."""
         with self.lock:
             old = self._reservations.pop(order, None)
+            self._reserved_at.pop(order, None)
             if old is not None:
                 self._replace(f"reservation:{order[0]}/{order[1]}", old[1], [])
 
@@ -493,6 +497,12 @@ class Inventory:
         """Devices reserved for an order and not yet seen as its claims."""
         with self.lock:
             return [h.device for h in self._reservations.get(order, (0.0, []))[1]]
+
+    def reservations(self) -> list[tuple[OrderKey, float, float, list[Holding]]]:
+        """(order, made at, deadline, holdings) of every reservation, by order; monotonic times."""
+        with self.lock:
+            return [(order, self._reserved_at.get(order, deadline), deadline, list(held))
+                    for order, (deadline, held) in sorted(self._reservations.items())]
 
     def expire(self, now: float | None = None) -> None:
         """Drop reservations whose time is up."""

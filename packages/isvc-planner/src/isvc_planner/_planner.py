@@ -37,7 +37,19 @@ from isvc_api import (
     share_in_range,
     visible_bytes,
 )
-from isvc_planner_client import GIB, PlanRequest, PlanResponse, SchedulerRefusal, SelectorError, Victim, gib
+from isvc_planner_client import (
+    GIB,
+    OrderRef,
+    PlanRequest,
+    PlanResponse,
+    Reservation,
+    Reservations,
+    ReservedDevice,
+    SchedulerRefusal,
+    SelectorError,
+    Victim,
+    gib,
+)
 
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
@@ -287,6 +299,20 @@ class Planner:
             held = bool(inv.reserved_by((namespace, name)))
             inv.release((namespace, name))
         return held
+
+    def reservations(self) -> Reservations:
+        """Every reservation held now (lapsed ones dropped first), with its devices and age."""
+        inv = self.inventory
+        with inv.lock:
+            inv.expire()
+            now = time.monotonic()
+            return Reservations(reservations=[
+                Reservation(order=OrderRef(namespace=ns, name=name),
+                            devices=[ReservedDevice(driver=h.device[0], pool=h.device[1], device=h.device[2],
+                                                    units=h.units) for h in held],
+                            age_seconds=round(max(0.0, now - made), 3),
+                            expires_in_seconds=round(max(0.0, deadline - now), 3))
+                for (ns, name), made, deadline, held in inv.reservations()])
 
     def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
         """What one order asks of the ledger, or the refusal that needs no search."""
