@@ -165,7 +165,8 @@ build_untt() {
 pin_of() {
   case $1 in
     kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
-    rulecheck) (cd "$ROOT/tools/rulecheck" && cat go.mod go.sum $(ls *.go | grep -v _test.go) | sha256sum | cut -c1-16) ;;
+    rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
+                  | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
   esac
 }

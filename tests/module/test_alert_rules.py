@@ -1,6 +1,6 @@
 """The alert rules as the chart renders them, checked by Prometheus's own code (issue 11, item 5).
 
-Each PrometheusRule's `spec` is written to a rule file, as the prometheus-operator hands it to Prometheus,
+Each PrometheusRule's `spec.groups` is written to a rule file, as prometheus-operator hands it to Prometheus,
 and `isvc-rulecheck` (tools/rulecheck, built from Prometheus's packages by e2e/tools/build-bins.sh) loads
 the files with model/rulefmt and evaluates the alerts with the rules manager and the PromQL engine over the
 series of its cases (tools/rulecheck/cases.go). The deliberate breaks below show the check fails when a rule
@@ -31,7 +31,8 @@ def _rule_objects(render: Render) -> list[dict[str, Any]]:
 def _write(objects: list[dict[str, Any]], into: Path) -> Path:
     into.mkdir()
     for obj in objects:
-        (into / f"{obj['metadata']['name']}.yaml").write_text(yaml.safe_dump(obj["spec"], sort_keys=False))
+        groups = {"groups": obj["spec"]["groups"]}  # what prometheus-operator writes for Prometheus to load
+        (into / f"{obj['metadata']['name']}.yaml").write_text(yaml.safe_dump(groups, sort_keys=False))
     return into
 
 
