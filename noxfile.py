@@ -84,12 +84,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def chart(session: nox.Session) -> None:
-    """helm lint, helm-unittest suites, settings schema cases, and the rendered args against each parser."""
+    """helm lint, helm-unittest, schema cases, rendered args vs each parser, alert rules run by Prometheus."""
     session.install("pytest>=8", "pyyaml>=6", "jsonschema>=4")
     # The binaries whose parsers read the rendered Deployment args (tests/module/test_rendered_args.py).
     runtime = ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-runtime-recipes", "isvc-workload",
                "isvc-health", "isvc-planner", "isvc-operator"]
     session.install(*[f"-e{ROOT / 'packages' / p}" for p in runtime])
+    # helm, untt, and isvc-rulecheck (tools/rulecheck), which tests/module/test_alert_rules.py runs over the
+    # rendered PrometheusRules
     binaries = _binaries(session)
     session.chdir(ROOT)
     for values in ("plain", "deckhouse"):

@@ -3,7 +3,8 @@
 # Idempotent: each component has a stamp file recording its pin; a matching stamp means nothing to do,
 # so changing one pin rebuilds that component alone.
 # Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt and kwok-stages.yaml.
+# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
+# (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
 # `build-bins.sh realnode` adds the opt-in real node's parts: kubelet (same module, version, tags and
 # ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
 # packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing.
@@ -17,6 +18,7 @@ UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.0.3}
 CONTAINERD=${ISVC_CONTAINERD_VERSION:-2.4.2}
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}
 BIN=${ISVC_BIN_DIR:-$CACHE/bin}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 mkdir -p "$BIN" "$CACHE"
@@ -95,6 +97,11 @@ build_containerd() {
   rm -rf "$t"
 }
 
+# The alert-rule checker (tools/rulecheck), pinned by its go.mod and go.sum; rebuilt when its sources change.
+build_rulecheck() {
+  (cd "$ROOT/tools/rulecheck" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/isvc-rulecheck" .)
+}
+
 # The real node's sandbox process (e2e/tools/pause): no registry.k8s.io/pause is ever pulled.
 build_pause() {
   (cd "$(dirname "$0")/pause" && go build -trimpath -ldflags "-s -w" -o "$BIN/isvc-pause" .)
@@ -158,12 +165,14 @@ build_untt() {
 pin_of() {
   case $1 in
     kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
+    rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
+                  | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
   esac
 }
 
 only=${1:-all}
-steps=(etcd kwok helm untt k8s)
+steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
   apt_realnode
   steps+=(pause kubelet containerd)

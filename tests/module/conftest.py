@@ -2,7 +2,8 @@
 
 Needs a `helm` binary: $ISVC_HELM, else where the `chart` session builds it ($ISVC_BIN_DIR, else
 $ISVC_CACHE_DIR/bin, else ~/.cache/isvc-testbed/bin), else `helm` on PATH. Without one the tests skip on a
-developer's machine and fail under CI=true, so a moved cache cannot turn them into silent passes.
+developer's machine and fail under CI=true, so a moved cache cannot turn them into silent passes. The alert
+rules' check needs `isvc-rulecheck` (tools/rulecheck) the same way: $ISVC_RULECHECK, else beside helm.
 """
 
 from __future__ import annotations
@@ -47,6 +48,28 @@ def _helm_or_skip() -> str:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(why)
     pytest.skip(why)
+
+
+def _rulecheck() -> str | None:
+    candidates = [os.environ.get("ISVC_RULECHECK"), str(_bin_dir() / "isvc-rulecheck")]
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+def _rulecheck_or_skip() -> str:
+    rulecheck = _rulecheck()
+    if rulecheck is not None:
+        return rulecheck
+    why = (f"no isvc-rulecheck binary: set ISVC_RULECHECK, or run `nox -s chart`, which builds it into "
+           f"{_bin_dir()}")
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture
+def rulecheck() -> str:
+    """The alert-rule checker built from tools/rulecheck; skips, or fails under CI=true, without one."""
+    return _rulecheck_or_skip()
 
 
 @pytest.fixture
