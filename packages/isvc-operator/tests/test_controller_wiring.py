@@ -25,6 +25,10 @@ class Informer:
     def list(self) -> list[Obj]:
         return self.items
 
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return next((o for o in self.items if (o["metadata"]["namespace"], o["metadata"]["name"])
+                     == (namespace, name)), None)
+
     def emit(self, event: str, obj: Obj) -> None:
         for handler in self.handlers:
             handler(event, obj)
@@ -129,3 +133,24 @@ def test_a_catalog_model_that_changes_passes_the_orders_that_name_it() -> None:
     ]
     kube.catalog[0].emit("MODIFIED", {"kind": "Model", "metadata": {"namespace": "ns", "name": "qwen"}})
     assert drain(c, 0.2) == {("ns", "uses-it")}
+
+
+def test_a_new_leader_passes_orders_the_planner_holds_room_for_that_are_gone(monkeypatch: Any) -> None:
+    """Issue 15: a leader killed between reserving and writing the plan left room no object points to."""
+    import isvc_operator._controller as module
+
+    monkeypatch.setattr(module, "SWEEP_RETRY", 0.01)
+    answers: list[Any] = [ConnectionError("planner starting"),
+                          [("team-a", "here"), ("team-a", "gone"), ("team-b", "gone-too")]]
+
+    def holders() -> list[tuple[str, str]]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return cast(list[tuple[str, str]], answer)
+
+    c, kube = controller([])
+    c.holders = holders
+    kube.orders.items.append({"metadata": {"namespace": "team-a", "name": "here"}})
+    assert c.sweep() is True
+    assert drain(c, 0.2) == {("team-a", "gone"), ("team-b", "gone-too")}

@@ -29,6 +29,8 @@ K = TypeVar("K", bound=Hashable)
 # When a claim goes, orders waiting for room are passed again after this long: the planner watches
 # claims on its own, and one second lets it see the room before they ask.
 WAKE_AFTER = 1.0
+# How often, and how long, a new leader asks a planner that does not answer which orders it holds room for.
+SWEEP_RETRY, SWEEP_TRIES = 10.0, 30
 
 
 def order_of_plan(plan: Obj) -> OrderKey:
@@ -53,9 +55,12 @@ class Controller:
         registry: CollectorRegistry | None = None,
         waiting: Callable[[], Iterable[OrderKey]] = tuple,
         probes: ProbeLoop | None = None,
+        holders: Callable[[], Iterable[OrderKey]] | None = None,
     ) -> None:
         self.kube = kube
         self.probes = probes
+        self.holders = holders
+        self._stopping = threading.Event()
         self.orders = orders
         self.classes = classes
         self.waiting = waiting
@@ -142,9 +147,35 @@ class Controller:
         if self.probes is not None:
             self.probes.on_change(lambda namespace, name: self.order_queue.add((namespace, name)))
             self.probes.start()
+        if self.holders is not None:
+            threading.Thread(target=self.sweep, name="reservation-sweep", daemon=True).start()
+
+    def sweep(self) -> bool:
+        """Pass each order the planner holds room for that no longer exists: its pass releases the room.
+
+        A leader killed between the planner's reservation and the LaunchPlan, its order deleted before a
+        new leader ran, leaves room held that no object in the API points to. Retried while the planner
+        does not answer; True once it answered.
+        """
+        assert self.holders is not None
+        for _ in range(SWEEP_TRIES):
+            try:
+                holders = list(self.holders())
+            except Exception as exc:  # the planner is down or starting: ask again
+                log.info("the planner did not list its reservations (%s); asking again in %.0fs",
+                         type(exc).__name__, SWEEP_RETRY)
+                if self._stopping.wait(SWEEP_RETRY):
+                    return False
+                continue
+            for namespace, name in holders:
+                if self.kube.orders.get(namespace, name) is None:
+                    self.order_queue.add((namespace, name))
+            return True
+        return False
 
     def stop(self) -> None:
         """Stop the probes, the workers and the informers."""
+        self._stopping.set()
         if self.probes is not None:
             self.probes.stop()
         self.order_queue.shut_down()

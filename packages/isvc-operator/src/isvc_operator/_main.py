@@ -243,8 +243,12 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
                 workload=Workload(settings, cert_manager, kube.priority_value),
                 health=health, catalog_enabled=catalog is not None)
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
+
+    def holders() -> list[tuple[str, str]]:
+        return [(r.order.namespace, r.order.name) for r in client.reservations()]
+
     controller = Controller(kube, OrderReconciler(deps), classes, workers=args.workers, registry=REGISTRY,
-                            waiting=room.waiting, probes=health.schedule)
+                            waiting=room.waiting, probes=health.schedule, holders=holders)
     Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
           registry=REGISTRY).set_function(lambda: len(room.waiting()))
     return controller, deps
