@@ -154,3 +154,34 @@ def test_a_new_leader_passes_orders_the_planner_holds_room_for_that_are_gone(mon
     kube.orders.items.append({"metadata": {"namespace": "team-a", "name": "here"}})
     assert c.sweep() is True
     assert drain(c, 0.2) == {("team-a", "gone"), ("team-b", "gone-too")}
+
+
+def test_a_pass_in_progress_shows_in_the_longest_running_gauge() -> None:
+    """Issue 15: a stuck pass was invisible; the gauge reads how long the oldest pass in progress has run."""
+    import threading
+    import time
+
+    from isvc_operator import PassResult
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def reconcile(self, namespace: str, name: str) -> PassResult:
+            entered.set()
+            release.wait(10)
+            return PassResult()
+
+    c, _ = controller([])
+    c.orders = cast(OrderReconciler, Slow())
+    c._spawn("order-worker-test", c.order_queue, "order", c._order_pass)
+    assert c.longest_running() == 0.0
+    c.order_queue.add(("ns", "slow"))
+    assert entered.wait(5)
+    time.sleep(0.3)
+    assert c.longest_running() >= 0.3
+    release.set()
+    deadline = time.monotonic() + 5
+    while c.longest_running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert c.longest_running() == 0.0
+    c.order_queue.shut_down()

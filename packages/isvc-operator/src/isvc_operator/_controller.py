@@ -77,6 +77,9 @@ class Controller:
                             registry=registry)
         self.retries = Counter("isvc_workqueue_retries_total", "Keys requeued after a failed pass", ["kind"],
                                registry=registry)
+        self._running: dict[str, float] = {}  # worker thread name -> when its pass began
+        Gauge("isvc_workqueue_longest_running_seconds", "How long the longest pass in progress has run",
+              registry=registry).set_function(self.longest_running)
         depth = Gauge("isvc_workqueue_depth", "Keys waiting in a work queue", ["kind"], registry=registry)
         depth.labels("order").set_function(lambda: len(self.order_queue))
         depth.labels("class").set_function(lambda: len(self.class_queue))
@@ -199,7 +202,13 @@ class Controller:
     def _class_pass(self, name: str) -> None:
         self.classes.reconcile(name)
 
+    def longest_running(self) -> float:
+        """Seconds the longest pass in progress has run; 0 when every worker waits (a stuck pass shows)."""
+        started = list(self._running.values())
+        return max(time.monotonic() - min(started), 0.0) if started else 0.0
+
     def _work(self, queue: WorkQueue[K], kind: str, one: Callable[[K], None]) -> None:
+        me = threading.current_thread().name
         while True:
             try:
                 key = queue.get()
@@ -208,6 +217,7 @@ class Controller:
             if key is None:
                 continue
             started = time.monotonic()
+            self._running[me] = started
             self.adds.labels(kind).inc()
             try:
                 one(key)
@@ -226,6 +236,7 @@ class Controller:
                 self.passes.labels(kind, "error").inc()
                 self.retries.labels(kind).inc()
             finally:
+                self._running.pop(me, None)
                 self.latency.labels(kind).observe(time.monotonic() - started)
                 queue.done(key)
 

@@ -272,11 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     # Ready means the process is up, not that it leads: a rollout must not wait on the old pod's lease.
     ready.set()
+    leading = Gauge("isvc_leader", "1 while this process leads (reconciles); a standby reads 0",
+                    registry=REGISTRY)
     elector = None
     if args.leader_elect:
         elector = LeaderElector(controller.kube.api, args.namespace)
         elector.acquire()
         elector.keep(stop.set)
+    leading.set(1)
     controller.start()
     log.info("isvc controller started")
     stop.wait()
