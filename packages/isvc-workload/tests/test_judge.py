@@ -450,6 +450,6 @@ UNBOUND_VOLUME = (
 def test_a_pod_waiting_for_its_model_volume_is_not_ready_yet_and_says_so() -> None:
     """The set's model volume is a claim: a pod whose claim is unbound waits for storage, not for a device."""
     pods = [pod("p1", scheduled=UNBOUND_VOLUME)]
-    verdict, _ = judge_workload(deployment(), pods, [claim("c", allocated=False)], None, no_logs)
+    verdict = judge_workload(deployment(), pods, [claim("c", allocated=False)], None, no_logs).verdict
     assert verdict.reason == "WorkloadNotReady"
     assert "model volume" in verdict.message and "modelVolume.storageClassName" in verdict.message
