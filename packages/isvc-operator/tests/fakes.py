@@ -331,6 +331,12 @@ class FakeWorkload:
         self.judged_with: list[StartupFailure | None] = []
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
+        self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
+
+    def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
+        if held is not None and self.outgrown is not None:
+            return Refusal(reason=Reason.WORKLOAD_ERROR, message=self.outgrown)
+        return wanted
 
     def manifests(
         self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
@@ -348,7 +354,7 @@ class FakeWorkload:
             },
             {
                 "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
             },
         ]

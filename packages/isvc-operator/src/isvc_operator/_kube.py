@@ -193,6 +193,8 @@ class KubeCluster:
         self.orders = Informer(self.dyn, GV, "InferenceService")
         self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
         self.plans = Informer(self.dyn, GV, "LaunchPlan")
+        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
+        # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
@@ -207,13 +209,14 @@ class KubeCluster:
         self.catalog = [Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel")
                         if catalog_enabled]
         self.informers = [
-            self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.ingresses, self.services, self.autoscalers, self.priority_classes,
-            *self.catalog,
+            self.orders, self.classes, self.plans, self.statefulsets, self.deployments, self.pods,
+            self.claims, self.templates, self.ingresses, self.services, self.autoscalers,
+            self.priority_classes, *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
-        self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
+        self._owned = {"StatefulSet": self.statefulsets, "Deployment": self.deployments, "Pod": self.pods,
+                       "ResourceClaim": self.claims,
                        "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses,
                        "HorizontalPodAutoscaler": self.autoscalers,
                        "Service": self.services}
