@@ -260,8 +260,8 @@ def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any
         meta = wanted["metadata"]
         return refusal.model_copy(update={"message": (
             f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
-            f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the new "
-            "size (the old replicas stop serving until a new one is ready).")})
+            f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
+            "new size (the old replicas stop serving until a new one is ready).")})
     order = str((wanted["metadata"].get("labels") or {}).get(LABEL_ORDER) or wanted["metadata"]["name"])
     spec = dict(wanted["spec"])
     spec["volumeClaimTemplates"] = [_claim_template(kept, order)]
