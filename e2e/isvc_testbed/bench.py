@@ -258,6 +258,7 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
             standin = StandIn.from_kubeconfig(cluster.admin_kubeconfig)
             standin.start()
             module = ModuleProcesses(cluster, standin.url_template)
+            module.start_volumes()
             module.start_hub()
             module.start_planner()
             b = Bed(cluster, standin, module, admin, alice, health_period=health_period)

@@ -119,6 +119,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
     ("controller", "get", "", "pods/log", "team-a", True),
     ("controller", "create", "", "events", "team-a", True),
+    ("controller", "list", "", "events", "team-a", True),  # a set's FailedCreate, while it has no pod
+    ("controller", "watch", "", "events", "team-a", False),
     ("controller", "update", "coordination.k8s.io", "leases", NAMESPACE, True),
     ("controller", "update", "coordination.k8s.io", "leases", "team-a", False),
     ("controller", "create", "authentication.k8s.io", "tokenreviews", None, False),

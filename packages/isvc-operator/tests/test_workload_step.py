@@ -205,3 +205,25 @@ def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(worl
     world.run()
     assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
     assert world.cluster.owned("Deployment", "team-a", "support-llm") == []
+
+
+def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure(world: World) -> None:
+    """A StatefulSet has no ReplicaFailure condition: its controller's FailedCreate event is read instead,
+    and only while the set wants a replica and has no pod (a steady order reads no events)."""
+    world.run()
+    held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
+    held["metadata"]["uid"] = "set-uid"
+    held["spec"] = {"replicas": 1}
+    said = 'pods "support-llm-0" is forbidden: exceeded quota: no-pods'
+    world.cluster.failed_creates[("team-a", "support-llm")] = said
+    world.run()
+    [failure] = [c for c in world.workload.judged_sets[-1]["status"]["conditions"]  # type: ignore[index]
+                 if c["type"] == "ReplicaFailure"]
+    assert (failure["status"], failure["message"]) == ("True", said)
+    assert world.cluster.failed_create_reads == [("team-a", "StatefulSet", "support-llm", "set-uid")]
+    world.cluster.put({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "support-llm-0", "namespace": "team-a",
+                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.run()
+    assert len(world.cluster.failed_create_reads) == 1  # a pod exists: nothing to read
+    assert "conditions" not in (world.workload.judged_sets[-1] or {}).get("status", {})

@@ -334,6 +334,23 @@ class KubeCluster:
                 continue
         return None
 
+    def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
+        """What the workload controller last said when the cluster refused to create a pod of that object
+        (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"
+        try:
+            events = self.core.list_namespaced_event(namespace, field_selector=selector,
+                                                     _request_timeout=REQUEST_TIMEOUT).items
+        except ApiException as exc:
+            log.warning("events of %s %s/%s not read: %s", kind, namespace, name, exc.reason)
+            return None
+        ours = [e for e in events if e.involved_object.uid == uid]
+        if not ours:
+            return None
+        never = datetime.min.replace(tzinfo=UTC)
+        newest = max(ours, key=lambda e: e.last_timestamp or e.event_time or never)
+        return str(newest.message or "") or None
+
     # ---- writes
 
     def apply(self, manifest: Obj) -> Obj:

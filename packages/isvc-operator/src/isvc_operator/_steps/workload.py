@@ -161,6 +161,27 @@ def _of_plan(pod: Obj, templates: set[str]) -> bool:
     return not templates or not claims or any(c in templates for c in claims)
 
 
+def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
+    """The set with the cluster's refusal to create its pods as a ReplicaFailure condition (which a
+    ReplicaSet reports and a StatefulSet does not: its controller only records a FailedCreate event).
+
+    Read only while the set wants replicas and has no pod at all, so a steady order reads nothing.
+    """
+    wanted = int((workload.get("spec") or {}).get("replicas") or 0)
+    meta = workload["metadata"]
+    if pods or wanted < 1 or not meta.get("uid"):
+        return workload
+    said = deps.cluster.failed_create(meta["namespace"], workload.get("kind") or "StatefulSet", meta["name"],
+                                      meta["uid"])
+    if said is None:
+        return workload
+    status = dict(workload.get("status") or {})
+    status["conditions"] = [*(status.get("conditions") or []),
+                            {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                             "message": said}]
+    return {**workload, "status": status}
+
+
 def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Apply the children of the plan in force, publish the endpoint, and judge the replicas."""
     if scope.plan is None or scope.policy is None:
@@ -201,12 +222,13 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         reasoning_parser=runtime.reasoning_parser if runtime else None)
     sets = deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
-    pods = [p for p in deps.cluster.owned("Pod", scope.namespace, scope.name) if _of_plan(p, templates)]
+    every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
+    pods = [p for p in every_pod if _of_plan(p, templates)]
     names = {p["metadata"]["name"] for p in pods}
     claims = [c for c in deps.cluster.owned("ResourceClaim", scope.namespace, scope.name)
               if not (owners := c["metadata"].get("ownerReferences"))
               or any(o.get("name") in names for o in owners)]
-    children = Children(sets[0] if sets else None, pods, claims)
+    children = Children(_with_failed_create(deps, sets[0], every_pod) if sets else None, pods, claims)
     scope.children = children
     verdict, failure = deps.workload.judge(
         children.deployment, children.pods, children.claims, scope.previous.startup_failure,
