@@ -63,10 +63,11 @@ BENCH_NS = "bench"
 MODEL: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}}  # README order
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})
 # resource[/subresource] the controller writes and no other component of the bed does (kcm writes
-# deployments/status, the scheduler resourceclaims/status and pods/binding, KWOK pods/status and leases)
+# statefulsets/status and the model volumes' claims, the scheduler resourceclaims/status and pods/binding,
+# KWOK pods/status and leases)
 CONTROLLER_KINDS = frozenset({
     "inferenceservices", "inferenceservices/status", "launchplans", "launchplans/status",
-    "resourceclaimtemplates", "deployments", "services", "ingresses", "secrets", "certificates",
+    "resourceclaimtemplates", "statefulsets", "services", "ingresses", "secrets", "certificates",
 })
 
 Labels = tuple[tuple[str, str], ...]
@@ -264,6 +265,7 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
             standin.start()
             module = ModuleProcesses(cluster, standin.url_template)
             module.planner_args = tuple(planner_args)
+            module.start_volumes()
             module.start_hub()
             module.start_planner()
             b = Bed(cluster, standin, module, admin, alice, health_period=health_period, resync=resync)
@@ -328,17 +330,17 @@ def diagnose(b: Bed, limit: int = 5) -> str:
 
 
 def _workload_lines(b: Bed, order: str) -> list[str]:
-    """The order's Deployment, pods (node, phase, conditions) and claims (allocated, reserved for)."""
+    """The order's StatefulSet, pods (node, phase, conditions) and claims (allocated, reserved for)."""
     label = f"ai.deckhouse.io/inference-service={order}"
     lines: list[str] = []
     with suppress(ApiException):
-        deployments: list[Any] = k8s.AppsV1Api(b.admin).list_namespaced_deployment(
+        sets: list[Any] = k8s.AppsV1Api(b.admin).list_namespaced_stateful_set(
             BENCH_NS, label_selector=label).items
         pods: list[Any] = k8s.CoreV1Api(b.admin).list_namespaced_pod(BENCH_NS).items
         claims: list[Any] = k8s.ResourceV1Api(b.admin).list_namespaced_resource_claim(BENCH_NS).items
-        for d in deployments:
+        for d in sets:
             st = d.status
-            lines.append(f"  deployment {d.metadata.name}: replicas {st.replicas if st else None} "
+            lines.append(f"  statefulset {d.metadata.name}: replicas {st.replicas if st else None} "
                          f"ready {st.ready_replicas if st else None}")
         for pod in pods:
             if not pod.metadata.name.startswith(f"{order}-"):
@@ -557,7 +559,7 @@ def _children(b: Bed, order: str) -> dict[str, int]:
         "LaunchPlan": len(plans["items"]),
         "ResourceClaimTemplate": len(res.list_namespaced_resource_claim_template(
             BENCH_NS, label_selector=label).items),
-        "Deployment": len(apps.list_namespaced_deployment(BENCH_NS, label_selector=label).items),
+        "StatefulSet": len(apps.list_namespaced_stateful_set(BENCH_NS, label_selector=label).items),
         "Service": len(core.list_namespaced_service(BENCH_NS, label_selector=label).items),
         "Ingress": len(net.list_namespaced_ingress(BENCH_NS, label_selector=label).items),
         "Secret": len(core.list_namespaced_secret(BENCH_NS, label_selector=label).items),

@@ -45,7 +45,7 @@ LABEL_ORDER = "ai.deckhouse.io/inference-service"
 CLASSES = ("default-llm", "chaos-alt")
 FAULTS = ("kill-leader", "kill-planner", "restart-apiserver", "expire-watches")
 # children of which an order has exactly one
-SINGLE = ("LaunchPlan", "Deployment", "Service", "Ingress", "Secret")
+SINGLE = ("LaunchPlan", "StatefulSet", "Service", "Ingress", "Secret")
 # longer than any run: a reservation left behind stays to be counted instead of lapsing
 RESERVATION_TTL = 3600
 
@@ -99,7 +99,8 @@ def _children(b: Bed) -> dict[str, Counter[str]]:
             BENCH_NS, label_selector=LABEL_ORDER).items,
         "ResourceClaim": k8s.ResourceV1Api(a).list_namespaced_resource_claim(
             BENCH_NS, label_selector=LABEL_ORDER).items,
-        "Deployment": k8s.AppsV1Api(a).list_namespaced_deployment(BENCH_NS, label_selector=LABEL_ORDER).items,
+        "StatefulSet": k8s.AppsV1Api(a).list_namespaced_stateful_set(BENCH_NS,
+                                                                     label_selector=LABEL_ORDER).items,
         "Service": k8s.CoreV1Api(a).list_namespaced_service(BENCH_NS, label_selector=LABEL_ORDER).items,
         "Ingress": k8s.NetworkingV1Api(a).list_namespaced_ingress(BENCH_NS, label_selector=LABEL_ORDER).items,
         "Secret": k8s.CoreV1Api(a).list_namespaced_secret(BENCH_NS, label_selector=LABEL_ORDER).items,

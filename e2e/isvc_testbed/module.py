@@ -3,7 +3,8 @@
 The chart is installed for real (CRDs, RBAC, ServiceAccounts, the default-llm class, Deployments that
 KWOK simulates). The controller and the planner then run here as processes, authenticated as the
 chart's own ServiceAccounts, so every call they make is checked against the chart's RBAC. They reach
-the stand-in Hugging Face hub and the stand-in inference server on 127.0.0.1 only.
+the stand-in Hugging Face hub and the stand-in inference server on 127.0.0.1 only. A stand-in volume
+provisioner (isvc_testbed.volumes) gives the orders' model volumes, claims of its StorageClass, their volumes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from isvc_testbed._bins import bin_dir
 from isvc_testbed._pki import Pki
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
+from isvc_testbed.volumes import STORAGE_CLASS
 
 __all__ = ["ROOT", "ModuleProcesses", "chart_values", "install_chart"]
 
@@ -168,6 +170,20 @@ class ModuleProcesses:
         self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port)])
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
 
+    def start_volumes(self) -> None:
+        """The stand-in volume provisioner, as the administrator; its StorageClass exists once it runs."""
+        self._spawn("volumes", [sys.executable, "-m", "isvc_testbed.volumes",
+                                "--kubeconfig", str(self.cluster.admin_kubeconfig)])
+        with self.cluster.api_client() as api:
+            storage = k8s.StorageV1Api(api)
+
+            def made() -> bool:
+                self.check("volumes")
+                return any(c.metadata is not None and c.metadata.name == STORAGE_CLASS
+                           for c in storage.list_storage_class().items)
+
+            wait_for(made, 30, what=f"StorageClass {STORAGE_CLASS}")
+
     def start_planner(self) -> None:
         """The planner service, as the chart's planner ServiceAccount."""
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
@@ -196,6 +212,7 @@ class ModuleProcesses:
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
             "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
+            "--model-volume-storage-class", STORAGE_CLASS,
             # the chart's webhook names one address here: only the first controller serves it (in a
             # cluster every replica does, each in its own pod)
             "--leader-elect", "true", *(self._webhook_flags() if name == "controller" else []),
@@ -209,6 +226,7 @@ class ModuleProcesses:
         return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
 
     def start(self) -> ModuleProcesses:
+        self.start_volumes()
         self.start_hub()
         self.start_planner()
         self.start_controller()

@@ -190,7 +190,7 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
 
     def children_gone() -> bool:
         apps = k8s.AppsV1Api(admin_api)
-        left = [d.metadata.name for d in apps.list_namespaced_deployment(team_a).items
+        left = [d.metadata.name for d in apps.list_namespaced_stateful_set(team_a).items
                 if d.metadata.name == "support-llm"]
         left += [s.metadata.name for s in core.list_namespaced_secret(team_a).items
                  if s.metadata.name == "support-llm-auth"]

@@ -41,8 +41,8 @@ class Bed(Orders):
     def hf_order(self, name: str, klass: str, repo: str) -> str:
         return self.create(name, hf(repo), klass)
 
-    def deployment(self, name: str) -> Any:
-        return k8s.AppsV1Api(self.admin_api).read_namespaced_deployment(name, self.ns)
+    def workload(self, name: str) -> Any:
+        return k8s.AppsV1Api(self.admin_api).read_namespaced_stateful_set(name, self.ns)
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def test_a_tool_calling_chat_model_says_so_and_its_runtime_carries_the_flags(bed
     order = bed.hf_order("tools-chat", klass, QWEN)
     status = bed.wait_ready(order)
     assert status["endpoint"]["toolCallingSupported"] is True
-    args = bed.deployment(order).spec.template.spec.containers[0].args
+    args = bed.workload(order).spec.template.spec.containers[0].args
     for flag in TOOL_FLAGS:
         assert flag in args, args
     assert args[args.index("--tool-call-parser") + 1] == "hermes"
@@ -105,18 +105,18 @@ def test_an_embedding_model_reports_no_tool_calling(bed: Bed) -> None:
     status = bed.wait_ready(order)
     assert status["model"]["endpointType"] == "Embeddings"
     assert status["endpoint"]["toolCallingSupported"] is False
-    args = bed.deployment(order).spec.template.spec.containers[0].args or []
+    args = bed.workload(order).spec.template.spec.containers[0].args or []
     assert not any(flag in args for flag in TOOL_FLAGS), args
 
 
 # ---------------------------------------------------------------- content hash
 
 
-def test_an_unchanged_order_never_rolls_its_deployment(bed: Bed) -> None:
+def test_an_unchanged_order_never_rolls_its_workload(bed: Bed) -> None:
     klass = bed.klass("recipe-steady", ("Chat",))
     order = bed.hf_order("steady-chat", klass, QWEN)
     bed.wait_ready(order)
-    first = bed.deployment(order)
+    first = bed.workload(order)
     annotation = (first.spec.template.metadata.annotations or {}).get(RUNTIME_HASH_ANNOTATION)
     plan = bed.admin.get_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", order)
     assert annotation and annotation == plan["spec"]["runtime"]["contentHash"]
@@ -127,7 +127,7 @@ def test_an_unchanged_order_never_rolls_its_deployment(bed: Bed) -> None:
         bed.alice.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "inferenceservices", order,
                                                  {"metadata": {"labels": {"touch": str(i)}}})
         time.sleep(3)
-    later = bed.deployment(order)
+    later = bed.workload(order)
     assert later.metadata.generation == first.metadata.generation
     assert (later.spec.template.metadata.annotations or {}).get(RUNTIME_HASH_ANNOTATION) == annotation
     assert bed.admin.get_namespaced_custom_object(
@@ -181,7 +181,7 @@ def test_a_recipe_the_administrator_adds_in_the_module_settings_serves_what_none
         assert status["resolved"]["runtime"] == "vllm-chat-bnb"
         generation = bed.read(order)["metadata"]["generation"]
         assert generation == 1  # lifted by the settings, the order was never edited
-        args = bed.deployment(order).spec.template.spec.containers[0].args
+        args = bed.workload(order).spec.template.spec.containers[0].args
         assert "--load-format" in args and "bitsandbytes" in args
     finally:
         install_chart(module.cluster)

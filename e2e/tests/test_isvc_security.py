@@ -106,10 +106,14 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "patch", "", "secrets", "team-a", False),
     ("controller", "update", "", "secrets", "team-a", False),
     ("controller", "delete", "", "secrets", "team-a", False),
-    ("controller", "patch", "apps", "deployments", "team-a", True),
+    ("controller", "patch", "apps", "statefulsets", "team-a", True),
+    ("controller", "delete", "apps", "statefulsets", "team-a", True),
+    ("controller", "update", "apps", "statefulsets", "team-a", False),
+    ("controller", "get", "apps", "statefulsets", "team-a", False),
+    ("controller", "patch", "apps", "deployments", "team-a", False),  # an earlier version's: only removed
     ("controller", "delete", "apps", "deployments", "team-a", True),
-    ("controller", "update", "apps", "deployments", "team-a", False),
-    ("controller", "get", "apps", "deployments", "team-a", False),
+    ("controller", "create", "", "persistentvolumeclaims", "team-a", False),  # the set controller's
+    ("controller", "delete", "", "persistentvolumeclaims", "team-a", False),
     ("controller", "patch", "", "services", "team-a", True),
     ("controller", "delete", "", "services", "team-a", False),
     ("controller", "patch", "networking.k8s.io", "ingresses", "team-a", True),
@@ -128,6 +132,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
     ("controller", "get", "", "pods/log", "team-a", True),
     ("controller", "create", "", "events", "team-a", True),
+    ("controller", "list", "", "events", "team-a", True),  # a set's FailedCreate, while it has no pod
+    ("controller", "watch", "", "events", "team-a", False),
     ("controller", "update", "coordination.k8s.io", "leases", NAMESPACE, True),
     ("controller", "update", "coordination.k8s.io", "leases", "team-a", False),
     ("controller", "create", "authentication.k8s.io", "tokenreviews", None, False),  # no kube-rbac-proxy here

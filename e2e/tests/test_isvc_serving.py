@@ -75,7 +75,7 @@ def test_inference_pods_run_restricted_without_a_token_of_the_cluster(bed: Bed) 
     klass = bed.klass("serve-hardened", "ClusterLocal")
     name = bed.create("serve-hard", hf(QWEN), klass)
     bed.wait_ready(name)
-    pod = k8s.AppsV1Api(bed.admin_api).read_namespaced_deployment(name, bed.ns).spec.template.spec
+    pod = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns).spec.template.spec
     assert pod.automount_service_account_token is False
     assert pod.security_context.run_as_non_root is True
     assert pod.security_context.seccomp_profile.type == "RuntimeDefault"
@@ -106,7 +106,7 @@ def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(
 
 
 def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_asking(bed: Bed) -> None:
-    """Issue 12: `autoscaler: true` made nothing that scaled; the Deployment now leaves its count to an
+    """Issue 12: `autoscaler: true` made nothing that scaled; the StatefulSet now leaves its count to an
     autoscaler (autoscaling/v2) over it, which goes when the class no longer asks for one."""
     bed.create_class("serve-autoscaled", {
         "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
@@ -126,13 +126,13 @@ def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_ask
 
     hpa = wait_for(autoscaler, 30, what="the order's autoscaler")
     assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (1, 3)
-    assert (hpa.spec.scale_target_ref.kind, hpa.spec.scale_target_ref.name) == ("Deployment", name)
+    assert (hpa.spec.scale_target_ref.kind, hpa.spec.scale_target_ref.name) == ("StatefulSet", name)
     assert hpa.metadata.owner_references[0].kind == "InferenceService"
     bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "serve-autoscaled",
                                           {"spec": {"scalingPolicy": {"autoscaler": False}}})
     wait_for(lambda: autoscaler() is None, 60, what="the autoscaler taken down")
-    deployment = k8s.AppsV1Api(bed.admin_api).read_namespaced_deployment(name, bed.ns)
-    assert deployment.spec.replicas == 1  # the count is the class's minReplicas again
+    workload = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns)
+    assert workload.spec.replicas == 1  # the count is the class's minReplicas again
 
 
 def _pod_status(bed: Bed, name: str, ready: bool, started: bool | None = None) -> None:

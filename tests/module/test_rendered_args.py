@@ -25,7 +25,8 @@ RENDERINGS = {
     "Deckhouse, every optional API": ((), DECKHOUSE),
     "catalog off, own domain, fetch image, Warn": (
         ('isvc.catalog={"mode":"None"}', 'isvc.publicDomainTemplate="%s.ai.example.com"',
-         'isvc.modelFetchImage="registry.example.com/isvc/model-fetcher@sha256:0"', 'isvc.logLevel="Warn"'),
+         'isvc.modelFetchImage="registry.example.com/isvc/model-fetcher@sha256:0"', 'isvc.logLevel="Warn"',
+         'isvc.modelVolume={"storageClassName":"local-path"}'),
         PLAIN,
     ),
     "Debug, health tuned": (('isvc.logLevel="Debug"', 'isvc.health={"periodSeconds":5,"failureThreshold":7}'),
@@ -83,6 +84,12 @@ def test_the_controller_gets_the_settings_it_is_rendered_with(render: Any) -> No
     actual = (args.catalog_mode, args.public_domain_template, args.log_level, args.model_fetch_image)
     assert actual == ("None", "%s.ai.example.com", "warn", "registry.example.com/isvc/model-fetcher@sha256:0")
     assert args.leader_elect is True
+    assert args.model_volume_storage_class == "local-path"
+
+
+def test_the_controller_leaves_the_model_volumes_to_the_default_class_unless_told(render: Any) -> None:
+    args = _parse("controller", _containers(render(values=PLAIN))["controller"]["args"])
+    assert args.model_volume_storage_class is None
 
 
 def test_the_controller_serves_estimates_where_the_webhook_service_points(render: Any) -> None:

@@ -30,10 +30,10 @@ METRICS = "\n".join([
     "# TYPE apiserver_request_total counter",
     _line("POST", "ai.deckhouse.io", "inferenceservices", "", 3),
     _line("APPLY", "ai.deckhouse.io", "inferenceservices", "status", 7),
-    _line("APPLY", "apps", "deployments", "", 2),
-    _line("PUT", "apps", "deployments", "status", 9),
+    _line("APPLY", "apps", "statefulsets", "", 2),
+    _line("PUT", "apps", "statefulsets", "status", 9),
     _line("LIST", "", "pods", "", 40),
-    _line("APPLY", "apps", "deployments", "", 5, dry_run="All"),
+    _line("APPLY", "apps", "statefulsets", "", 5, dry_run="All"),
     'apiserver_request_duration_seconds_bucket{le="0.1",verb="GET"} 12',
 ]) + "\n"
 
@@ -43,7 +43,7 @@ def test_metrics_text_parses_into_name_labels_and_value() -> None:
     assert len(sample) == 6
     key = next(k for k in sample if dict(k[1]).get("verb") == "PUT")
     labels = dict(key[1])
-    assert (labels["resource"], labels["subresource"], sample[key]) == ("deployments", "status", 9.0)
+    assert (labels["resource"], labels["subresource"], sample[key]) == ("statefulsets", "status", 9.0)
 
 
 def test_metrics_of_other_names_are_left_out_when_names_are_given() -> None:
@@ -57,13 +57,13 @@ def test_writes_count_only_write_verbs_between_two_samples_and_no_dry_runs() -> 
     after = parse_metrics(METRICS.replace("} 7\n", "} 10\n").replace("} 40\n", "} 90\n")
                           .replace("} 3\n", "} 4\n"))
     assert writes(before, after) == {"APPLY inferenceservices/status": 3, "POST inferenceservices": 1}
-    assert writes({}, before) == {"APPLY deployments": 2, "APPLY inferenceservices/status": 7,
-                                  "POST inferenceservices": 3, "PUT deployments/status": 9}
+    assert writes({}, before) == {"APPLY statefulsets": 2, "APPLY inferenceservices/status": 7,
+                                  "POST inferenceservices": 3, "PUT statefulsets/status": 9}
 
 
 def test_the_controllers_writes_leave_out_other_components_and_the_benchs_own_creates() -> None:
     counts = writes({}, parse_metrics(METRICS))
-    # status 7 + deployments 2 + POST inferenceservices 3 - 3 creates made by the bench; kcm's status left out
+    # status 7 + statefulsets 2 + POST inferenceservices 3 - 3 creates by the bench; kcm's status left out
     assert controller_writes(counts, bench_creates=3) == 9
 
 
@@ -81,18 +81,18 @@ def test_cpu_and_rss_come_from_proc_stat_and_status() -> None:
 
 
 def test_an_object_set_as_expected_is_ok() -> None:
-    children = {"Deployment": Counter({"a": 1}), "ResourceClaim": Counter({"a": 1})}
+    children = {"StatefulSet": Counter({"a": 1}), "ResourceClaim": Counter({"a": 1})}
     assert judge({"a": "default-llm"}, {"a": ("default-llm", "Ready")}, children).ok
 
 
 def test_lost_left_over_duplicate_orphaned_and_leaked_are_each_named() -> None:
     expected = {"a": "default-llm", "b": "chaos-alt", "c": "default-llm"}
     found = {"a": ("default-llm", "Ready"), "b": ("default-llm", "Ready"), "x": ("default-llm", "Ready")}
-    children = {"Deployment": Counter({"a": 2, "gone": 1}), "ResourceClaim": Counter({"gone": 1}),
+    children = {"StatefulSet": Counter({"a": 2, "gone": 1}), "ResourceClaim": Counter({"gone": 1}),
                 "ResourceClaimTemplate": Counter({"a": 2})}
     v = judge(expected, found, children)
     assert (v.lost, v.left_over, v.duplicate, v.orphaned, v.leaked_claims, v.wrong_class) == (
-        ["c"], ["x"], ["Deployment/a"], ["Deployment/gone"], ["ResourceClaim/gone"], ["b"])
+        ["c"], ["x"], ["StatefulSet/a"], ["StatefulSet/gone"], ["ResourceClaim/gone"], ["b"])
     assert not v.ok
 
 

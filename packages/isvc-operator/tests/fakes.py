@@ -88,6 +88,8 @@ class FakeCluster:
         self.priority_classes: dict[str, int] = {}
         self.refuse_kind: str | None = None
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
+        self.failed_creates: dict[tuple[str, str], str] = {}  # FailedCreate events of workloads
+        self.failed_create_reads: list[tuple[str, str, str, str]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -168,6 +170,10 @@ class FakeCluster:
 
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
         return None
+
+    def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
+        self.failed_create_reads.append((namespace, kind, name, uid))
+        return self.failed_creates.get((namespace, name))
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], type_, reason, message))
@@ -329,8 +335,15 @@ class FakeWorkload:
                                       message="growth is not blocked.")
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
+        self.judged_sets: list[Obj | None] = []
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
+        self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
+
+    def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
+        if held is not None and self.outgrown is not None:
+            return Refusal(reason=Reason.WORKLOAD_ERROR, message=self.outgrown)
+        return wanted
 
     def manifests(
         self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
@@ -348,7 +361,7 @@ class FakeWorkload:
             },
             {
                 "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
             },
         ]
@@ -381,6 +394,7 @@ class FakeWorkload:
         read_log: Callable[[str, str], str | None],
     ) -> tuple[Verdict, StartupFailure | None]:
         self.judged_with.append(previous)
+        self.judged_sets.append(deployment)
         return self.verdict, self.failure
 
 

@@ -35,7 +35,8 @@ class Informer:
 
 
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
-    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
+    names = ("orders", "classes", "plans", "statefulsets", "deployments", "pods", "claims", "ingresses",
+             "services",
              "autoscalers", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
@@ -106,7 +107,8 @@ def test_orders_are_counted_by_phase_and_reason_from_the_cache() -> None:
 
 def test_the_queues_report_their_depth_and_passes_their_duration() -> None:
     registry = CollectorRegistry()
-    names = ("orders", "classes", "plans", "deployments", "pods", "claims", "ingresses", "services",
+    names = ("orders", "classes", "plans", "statefulsets", "deployments", "pods", "claims", "ingresses",
+             "services",
              "autoscalers", "priority_classes")
     kube = SimpleNamespace(**{n: Informer() for n in names})
     c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),

@@ -37,8 +37,8 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
 
 def test_a_step_that_raises_still_gets_a_status_that_says_where_to_look(world: World) -> None:
     ready = world.run()
-    world.cluster.fail_kind = "Deployment"
-    world.cluster.delete("apps/v1", "Deployment", "team-a", "support-llm")  # so that it is applied again
+    world.cluster.fail_kind = "StatefulSet"
+    world.cluster.delete("apps/v1", "StatefulSet", "team-a", "support-llm")  # so that it is applied again
     world.cluster.put({**order(), "metadata": {**order()["metadata"], "generation": 2}, "status": ready})
     status = world.run()
     workload = condition(status, "WorkloadReady")
@@ -132,7 +132,7 @@ def _plan(world: World, name: str, share: int, priority_class: str | None, minut
 def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(world: World) -> None:
     world.cluster.priority_classes = {"gold": 1000}
     _plan(world, "low", 60, None, minutes=0)
-    assert world.cluster.owned("Deployment", "team-a", "low")
+    assert world.cluster.owned("StatefulSet", "team-a", "low")
     before = copy.deepcopy(world.cluster.objects)
     _plan(world, "vip", 60, "gold", minutes=1)  # the planner gave the device to the higher priority
     assert world.planner.outcome.preempt == []
@@ -146,7 +146,7 @@ def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(
     world.restart()  # the victim finds out from the LaunchPlans alone
     status = world.run(order(name="low"))
     assert world.cluster.launch_plan("team-a", "low") is None
-    assert world.cluster.owned("Deployment", "team-a", "low") == []
+    assert world.cluster.owned("StatefulSet", "team-a", "low") == []
     assert world.cluster.launch_plan("team-a", "vip") is not None
     assert condition(status, "Planned")["reason"] == "NoCapacity"
     assert ("low", "Warning", "Preempted") in [e[:3] for e in world.cluster.events]

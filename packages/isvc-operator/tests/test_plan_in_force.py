@@ -31,7 +31,7 @@ class Bed(World):
         self.cluster.put({**self.obj, "status": self.cluster.status_of("team-a", "support-llm")})
 
     def serving(self) -> None:
-        deployment = self.cluster.owned("Deployment", "team-a", "support-llm")[0]
+        deployment = self.cluster.owned("StatefulSet", "team-a", "support-llm")[0]
         self.cluster.put({**deployment, "status": {"readyReplicas": 1}})
 
 

@@ -219,7 +219,7 @@ def test_a_ready_order_whose_replan_fails_stays_ready_with_launch_plan_in_force(
 
 
 def test_a_workload_the_cluster_refuses_says_workload_error(world: World) -> None:
-    world.cluster.refuse_kind = "Deployment"
+    world.cluster.refuse_kind = "StatefulSet"
     status = world.run()
     assert status["reason"] == "WorkloadError"
     assert "Invalid value" in reasons_message(status, "WorkloadReady")
@@ -267,13 +267,13 @@ def test_a_deleted_order_has_its_room_released_while_its_plan_remains_even_after
 
 def test_a_workload_whose_plan_was_taken_away_and_finds_no_room_is_taken_down(world: World) -> None:
     assert world.run()["phase"] == "Ready"
-    assert world.cluster.owned("Deployment", "team-a", "support-llm")
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
     world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")  # preempted: plan and room gone
     world.planner.outcome = PlanOutcome(placement=None, estimates=None, refusal=Refusal(
         reason=Reason.NO_CAPACITY, message="no room"), preempt=[])
     status = world.run()
     assert reasons(status)["Planned"] == "NoCapacity"
-    assert world.cluster.owned("Deployment", "team-a", "support-llm") == []
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm") == []
 
 
 def test_a_workload_whose_plan_is_gone_stays_while_the_planner_does_not_answer(world: World) -> None:
@@ -281,7 +281,7 @@ def test_a_workload_whose_plan_is_gone_stays_while_the_planner_does_not_answer(w
     world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")
     world.planner.down = True
     assert reasons(world.run())["Planned"] == "PlannerRequestFailed"
-    assert world.cluster.owned("Deployment", "team-a", "support-llm")
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
 
 
 def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:

@@ -136,3 +136,94 @@ def test_a_new_token_rolls_the_pods(world: World) -> None:
     world.run()
     first, second = world.workload.digests[0], world.workload.digests[-1]
     assert first and second and first != second
+
+
+SET_FORBIDDEN = json.dumps({
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+    "message": 'StatefulSet.apps "support-llm" is invalid: spec: Forbidden: updates to statefulset spec for '
+               "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
+               "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+})
+
+
+def settled_events(world: World) -> list[str]:
+    return [message for _, _, reason, message in world.cluster.events if reason == "SettledRegionTooSmall"]
+
+
+def test_an_order_that_outgrew_its_set_is_refused_for_good_with_one_event_and_the_set_kept(
+    world: World,
+) -> None:
+    """Issue 12: a volume cannot be resized; the set is not edited, the order says so and says what to do."""
+    world.run()
+    held = world.cluster.owned("StatefulSet", "team-a", "support-llm")
+    assert held
+    world.workload.outgrown = "the model volume (20Gi) is smaller than the order now needs (40Gi)"
+    applied = len(world.cluster.applied)
+    for template in world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm"):  # gone meanwhile
+        world.cluster.delete("", "ResourceClaimTemplate", "team-a", template["metadata"]["name"])
+    first = world.run()
+    second = world.run()
+    for status in (first, second):
+        assert (workload(status)["status"], workload(status)["reason"]) == ("False", "WorkloadError")
+        assert workload(status)["message"] == world.workload.outgrown
+    assert settled_events(world) == [world.workload.outgrown]  # once, not once per pass
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm") == held  # left as it serves
+    assert [m["kind"] for m in world.cluster.applied[applied:]] == ["ResourceClaimTemplate"]  # the rest: kept
+    assert first["endpoint"]["url"]  # the held replicas still serve the endpoint
+    world.workload.outgrown = None  # the set was taken down and made anew (the Release notes procedure)
+    world.cluster.delete("apps/v1", "StatefulSet", "team-a", "support-llm")
+    assert workload(world.run())["status"] == "True"
+
+
+def test_the_api_servers_refusal_to_change_a_set_is_the_same_refusal(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache may not hold the set yet: the API server's Forbidden answer leads to the same place."""
+    real = world.cluster.apply
+
+    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+        if manifest["kind"] == "StatefulSet":
+            error = Refused()
+            error.body = SET_FORBIDDEN
+            raise error
+        return real(manifest)
+
+    monkeypatch.setattr(world.cluster, "apply", apply)
+    status = world.run()
+    world.run()
+    message = workload(status)["message"]
+    assert workload(status)["reason"] == "WorkloadError"
+    assert "SettledRegionTooSmall procedure in the Release notes" in message
+    assert message.endswith("'minReadySeconds' are forbidden")
+    assert len(settled_events(world)) == 1
+
+
+def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(world: World) -> None:
+    world.cluster.put({"apiVersion": "apps/v1", "kind": "Deployment",
+                       "metadata": {"name": "support-llm", "namespace": "team-a",
+                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.run()
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
+    assert world.cluster.owned("Deployment", "team-a", "support-llm") == []
+
+
+def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure(world: World) -> None:
+    """A StatefulSet has no ReplicaFailure condition: its controller's FailedCreate event is read instead,
+    and only while the set wants a replica and has no pod (a steady order reads no events)."""
+    world.run()
+    held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
+    held["metadata"]["uid"] = "set-uid"
+    held["spec"] = {"replicas": 1}
+    said = 'pods "support-llm-0" is forbidden: exceeded quota: no-pods'
+    world.cluster.failed_creates[("team-a", "support-llm")] = said
+    world.run()
+    [failure] = [c for c in world.workload.judged_sets[-1]["status"]["conditions"]  # type: ignore[index]
+                 if c["type"] == "ReplicaFailure"]
+    assert (failure["status"], failure["message"]) == ("True", said)
+    assert world.cluster.failed_create_reads == [("team-a", "StatefulSet", "support-llm", "set-uid")]
+    world.cluster.put({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "support-llm-0", "namespace": "team-a",
+                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.run()
+    assert len(world.cluster.failed_create_reads) == 1  # a pod exists: nothing to read
+    assert "conditions" not in (world.workload.judged_sets[-1] or {}).get("status", {})

@@ -438,3 +438,18 @@ def test_a_model_volume_smaller_than_needed_is_refused(
     if refusal is not None:
         assert refusal.reason == Reason.WORKLOAD_ERROR
         assert current in refusal.message and needed in refusal.message
+
+
+UNBOUND_VOLUME = (
+    "Unschedulable",
+    "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are "
+    "available: 3 Preemption is not helpful for scheduling.",
+)
+
+
+def test_a_pod_waiting_for_its_model_volume_is_not_ready_yet_and_says_so() -> None:
+    """The set's model volume is a claim: a pod whose claim is unbound waits for storage, not for a device."""
+    pods = [pod("p1", scheduled=UNBOUND_VOLUME)]
+    verdict = judge_workload(deployment(), pods, [claim("c", allocated=False)], None, no_logs).verdict
+    assert verdict.reason == "WorkloadNotReady"
+    assert "model volume" in verdict.message and "modelVolume.storageClassName" in verdict.message

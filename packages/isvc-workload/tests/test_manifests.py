@@ -21,6 +21,8 @@ from isvc_api import (
     ModelPolicy,
     Placement,
     PlacementMode,
+    Reason,
+    Refusal,
     ScalingPolicy,
     SharingMode,
     UpdateStrategy,
@@ -28,6 +30,7 @@ from isvc_api import (
 from isvc_workload import (
     CPU_TARGET_PERCENT,
     RUNTIME_HASH_ANNOTATION,
+    ModelVolume,
     PlanNotExpressible,
     SettingsIncomplete,
     WorkloadInputs,
@@ -35,14 +38,15 @@ from isvc_workload import (
     auth_secret,
     autoscaler,
     claim_template_name,
-    deployment,
     endpoint_url,
     external_host,
     ingress,
-    model_volume_size,
+    model_volume,
     read_token,
     resource_claim_template,
     service,
+    settle,
+    statefulset,
 )
 from workload_builders import make_inputs, make_order
 
@@ -50,7 +54,7 @@ SETTINGS = WorkloadSettings(public_domain_template="%s.example.com", cluster_iss
 
 BUILDERS: dict[str, Callable[[WorkloadInputs], dict[str, Any] | None]] = {
     "ResourceClaimTemplate": resource_claim_template,
-    "Deployment": lambda i: deployment(i, SETTINGS),
+    "StatefulSet": lambda i: statefulset(i, SETTINGS),
     "Service": service,
     "Ingress": lambda i: ingress(i, SETTINGS),
     "Secret": lambda i: auth_secret(i.order),
@@ -210,7 +214,7 @@ def test_a_plan_that_needs_another_claim_gets_another_template_and_the_same_one_
     first, again = (claim_template_name(make_inputs(placement=shared)) for _ in range(2))
     other = claim_template_name(make_inputs(placement=smaller))
     assert first == again != other
-    rolled = deployment(make_inputs(placement=smaller), SETTINGS)["spec"]["template"]["spec"]
+    rolled = statefulset(make_inputs(placement=smaller), SETTINGS)["spec"]["template"]["spec"]
     assert rolled["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": other}]
 
 
@@ -247,7 +251,7 @@ def test_uuids_are_quoted_as_cel_strings() -> None:
     assert expression.endswith("== 'x\\' || true || \\''")
 
 
-# ---------------------------------------------------------------- Deployment
+# ---------------------------------------------------------------- StatefulSet
 
 
 @pytest.mark.parametrize(
@@ -261,26 +265,26 @@ def test_uuids_are_quoted_as_cel_strings() -> None:
     ids=["no scaling policy: one", "minReplicas", "autoscaler owns the count", "no room to scale: min"],
 )
 def test_replicas_come_from_the_constraints(constraints: Constraints | None, replicas: int | None) -> None:
-    spec = deployment(make_inputs(constraints=constraints), SETTINGS)["spec"]
+    spec = statefulset(make_inputs(constraints=constraints), SETTINGS)["spec"]
     assert spec.get("replicas") == replicas
     hpa = autoscaler(make_inputs(constraints=constraints))
     assert (hpa is None) == (replicas is not None)  # exactly one of them owns the count
 
 
-def test_the_autoscaler_scales_the_orders_deployment_within_the_class_bounds() -> None:
+def test_the_autoscaler_scales_the_orders_set_within_the_class_bounds() -> None:
     inputs = make_inputs(constraints=Constraints(min_replicas=1, max_replicas=3, autoscaler=True))
     hpa = autoscaler(inputs)
     assert hpa is not None and hpa["apiVersion"] == "autoscaling/v2"
     spec = hpa["spec"]
-    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                      "name": deployment(inputs, SETTINGS)["metadata"]["name"]}
+    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                      "name": statefulset(inputs, SETTINGS)["metadata"]["name"]}
     assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 3)
     assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == CPU_TARGET_PERCENT
     assert hpa["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
 
 
 def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it() -> None:
-    manifest = deployment(make_inputs(), SETTINGS)
+    manifest = statefulset(make_inputs(), SETTINGS)
     pod_spec = manifest["spec"]["template"]["spec"]
     template = resource_claim_template(make_inputs())["metadata"]["name"]
     assert template.startswith("llm-a-")
@@ -295,7 +299,7 @@ def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it()
 
 
 def test_the_server_runs_the_compiled_runtime() -> None:
-    container = _container(deployment(make_inputs(), SETTINGS))
+    container = _container(statefulset(make_inputs(), SETTINGS))
     assert (container["image"], container["command"], container["args"]) == (
         "vllm/vllm-openai:v0.11.0",
         ["vllm", "serve"],
@@ -303,16 +307,63 @@ def test_the_server_runs_the_compiled_runtime() -> None:
     )
     assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
-    assert container["volumeMounts"] == [{"name": "models", "mountPath": "/models"}]
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/models"]
 
 
-def test_the_model_volume_is_sized_by_the_estimate_and_read_back() -> None:
-    manifest = deployment(make_inputs(), SETTINGS)
-    assert {"name": "models", "emptyDir": {"sizeLimit": "40Gi"}} in manifest["spec"]["template"]["spec"][
-        "volumes"
-    ]
-    assert model_volume_size(manifest) == "40Gi"
-    assert model_volume_size(None) is None
+def test_the_model_volume_is_a_claim_template_sized_by_the_estimate_and_read_back() -> None:
+    manifest = statefulset(make_inputs(), SETTINGS)
+    spec = manifest["spec"]
+    [template] = spec["volumeClaimTemplates"]
+    name = template["metadata"]["name"]
+    assert name.startswith("models-") and template["metadata"]["labels"][LABEL_ORDER] == "llm-a"
+    assert template["spec"] == {"accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": "40Gi"}}}
+    assert "volumes" not in spec["template"]["spec"]  # no emptyDir: the volume is the set's own claim
+    assert _container(manifest)["volumeMounts"] == [{"name": name, "mountPath": "/models"}]
+    assert model_volume(manifest) == ModelVolume(name=name, size="40Gi")
+    assert model_volume(None) is None
+
+
+def test_the_set_is_parallel_behind_the_orders_service_and_its_volumes_go_with_it() -> None:
+    spec = statefulset(make_inputs(), SETTINGS)["spec"]
+    assert (spec["serviceName"], spec["podManagementPolicy"]) == ("llm-a", "Parallel")
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Delete"}
+    assert spec["updateStrategy"] == {"type": "RollingUpdate"}
+    recreate = statefulset(make_inputs(update_strategy=UpdateStrategy(type="Recreate")), SETTINGS)["spec"]
+    assert recreate["updateStrategy"] == {"type": "RollingUpdate"}  # a set replaces each pod in place anyway
+
+
+def test_the_storage_class_setting_names_the_class_and_another_size_another_template() -> None:
+    classed = statefulset(make_inputs(), SETTINGS.model_copy(update={"model_volume_storage_class": "fast"}))
+    assert classed["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] == "fast"
+    plain = model_volume(statefulset(make_inputs(), SETTINGS))
+    bigger = model_volume(statefulset(make_inputs(estimates=_estimates("80Gi")), SETTINGS))
+    assert plain is not None and bigger is not None
+    assert len({plain.name, bigger.name, model_volume(classed).name}) == 3  # type: ignore[union-attr]
+
+
+def _estimates(volume: str) -> Any:
+    return make_inputs().estimates.model_copy(update={"model_volume": volume})
+
+
+def test_a_held_volume_large_enough_is_kept_as_the_set_holds_it() -> None:
+    """The API server refuses a change to a set's claim templates: a smaller model stays on the big volume."""
+    held = statefulset(make_inputs(estimates=_estimates("80Gi")), SETTINGS)
+    wanted = statefulset(make_inputs(), SETTINGS)
+    settled = settle(wanted, held)
+    assert isinstance(settled, dict)
+    assert settled["spec"]["volumeClaimTemplates"] == held["spec"]["volumeClaimTemplates"]
+    assert _container(settled)["volumeMounts"][0]["name"] == held["spec"]["volumeClaimTemplates"][0][
+        "metadata"]["name"]
+    assert settled["spec"]["template"]["spec"]["containers"][0]["args"] == _container(wanted)["args"]
+    assert settle(wanted, None) is wanted and settle(wanted, wanted) is wanted
+
+
+def test_an_order_that_outgrew_the_held_volume_is_refused_with_the_procedure() -> None:
+    held = statefulset(make_inputs(estimates=_estimates("20Gi")), SETTINGS)
+    refusal = settle(statefulset(make_inputs(), SETTINGS), held)
+    assert isinstance(refusal, Refusal) and refusal.reason == Reason.WORKLOAD_ERROR
+    assert "20Gi" in refusal.message and "40Gi" in refusal.message and "Release notes" in refusal.message
 
 
 @pytest.mark.parametrize(
@@ -323,7 +374,7 @@ def test_the_api_key_comes_from_the_auth_secret_only_when_a_token_is_required(
     authentication: str, has_key: bool
 ) -> None:
     exposure = Exposure(authentication=authentication)  # type: ignore[arg-type]
-    env = _env(deployment(make_inputs(exposure=exposure), SETTINGS))
+    env = _env(statefulset(make_inputs(exposure=exposure), SETTINGS))
     expected = {"secretKeyRef": {"name": "llm-a-auth", "key": "token"}} if has_key else None
     assert env.get("VLLM_API_KEY") == expected
     assert (env["A"], env["B"]) == ("1", "2")
@@ -333,17 +384,17 @@ def test_the_hf_token_reaches_the_fetch_container_only_and_is_never_copied() -> 
     """Issue 12: the runtime reads the model offline and needs no Hub token."""
     with_ref = make_inputs(order=make_order(auth_ref={"name": "my-hf", "key": "hf"}))
     settings = SETTINGS.model_copy(update={"model_fetch_image": "registry/isvc/fetch@sha256:0"})
-    pod = deployment(with_ref, settings)["spec"]["template"]["spec"]
+    pod = statefulset(with_ref, settings)["spec"]["template"]["spec"]
     fetch = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["initContainers"][0]["env"]}
     assert fetch["HF_TOKEN"] == {"secretKeyRef": {"name": "my-hf", "key": "hf"}}
-    assert "HF_TOKEN" not in _env(deployment(with_ref, settings))
-    assert "HF_TOKEN" not in _env(deployment(make_inputs(), SETTINGS))
+    assert "HF_TOKEN" not in _env(statefulset(with_ref, settings))
+    assert "HF_TOKEN" not in _env(statefulset(make_inputs(), SETTINGS))
 
 
 def test_the_model_is_fetched_at_the_commit_the_plan_was_sized_for_through_the_configured_hub() -> None:
     settings = SETTINGS.model_copy(update={"model_fetch_image": "fetch", "huggingface_endpoint": "http://hub"})
     inputs = make_inputs().model_copy(update={"model_commit": "0123abc"})
-    fetch = deployment(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
+    fetch = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
     assert fetch["command"][-2:] == ["--revision", "0123abc"]
     assert {"name": "HF_ENDPOINT", "value": "http://hub"} in fetch["env"]
 
@@ -351,7 +402,7 @@ def test_the_model_is_fetched_at_the_commit_the_plan_was_sized_for_through_the_c
 def test_inference_pods_are_hardened() -> None:
     """Issue 12: restricted security context, no service-account token, limits from the estimate."""
     settings = SETTINGS.model_copy(update={"model_fetch_image": "fetch"})
-    pod = deployment(make_inputs(), settings)["spec"]["template"]["spec"]
+    pod = statefulset(make_inputs(), settings)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -365,36 +416,19 @@ def test_the_priority_class_of_the_class_reaches_the_pod() -> None:
     constrained = make_inputs(
         constraints=Constraints(min_replicas=1, max_replicas=1, priority_class_name="high")
     )
-    assert deployment(constrained, SETTINGS)["spec"]["template"]["spec"]["priorityClassName"] == "high"
-    assert "priorityClassName" not in deployment(make_inputs(), SETTINGS)["spec"]["template"]["spec"]
+    assert statefulset(constrained, SETTINGS)["spec"]["template"]["spec"]["priorityClassName"] == "high"
+    assert "priorityClassName" not in statefulset(make_inputs(), SETTINGS)["spec"]["template"]["spec"]
 
 
 def test_a_changed_runtime_rolls_the_workload_and_an_unchanged_one_never_does() -> None:
-    first = deployment(make_inputs(), SETTINGS)
-    again = deployment(make_inputs(), SETTINGS)
+    first = statefulset(make_inputs(), SETTINGS)
+    again = statefulset(make_inputs(), SETTINGS)
     changed_runtime = make_inputs().runtime.model_copy(update={"content_hash": "hash-2"})
-    changed = deployment(make_inputs(runtime=changed_runtime), SETTINGS)
+    changed = statefulset(make_inputs(runtime=changed_runtime), SETTINGS)
     assert first == again
     assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1"}
     assert changed["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-2"}
     assert "annotations" not in first["metadata"]
-
-
-@pytest.mark.parametrize(
-    ("strategy", "expected"),
-    [
-        (None, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
-        (
-            UpdateStrategy(type="RollingUpdate"),
-            {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-        ),
-        (UpdateStrategy(type="Recreate"), {"type": "Recreate"}),
-    ],
-)
-def test_the_update_strategy_never_surges_past_the_planned_devices(
-    strategy: UpdateStrategy | None, expected: dict[str, Any]
-) -> None:
-    assert deployment(make_inputs(update_strategy=strategy), SETTINGS)["spec"]["strategy"] == expected
 
 
 def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -> None:
@@ -402,7 +436,7 @@ def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -
     inputs = make_inputs(
         order=make_order(repo="org/model@abc123", auth_ref={"name": "my-hf", "key": "token"})
     )
-    init = deployment(inputs, settings)["spec"]["template"]["spec"]["initContainers"]
+    init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"]
     assert [c["name"] for c in init] == ["fetch-model"]
     assert init[0]["command"] == [
         "hf",
@@ -416,7 +450,7 @@ def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -
     assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "token"}}} in init[0][
         "env"
     ]
-    assert "initContainers" not in deployment(inputs, SETTINGS)["spec"]["template"]["spec"]
+    assert "initContainers" not in statefulset(inputs, SETTINGS)["spec"]["template"]["spec"]
 
 
 # ---------------------------------------------------------------- Service, Secret, endpoint
@@ -500,7 +534,7 @@ def test_a_class_less_order_gets_one_replica_and_the_default_exposure() -> None:
     )
     bundled = WorkloadInputs.from_plan(make_order(), plan, None)
     assert (bundled.constraints, bundled.exposure) == (None, Exposure())
-    assert deployment(bundled, SETTINGS)["spec"]["replicas"] == 1
+    assert statefulset(bundled, SETTINGS)["spec"]["replicas"] == 1
 
 
 def test_a_class_echoes_its_scaling_priority_and_strategy() -> None:
@@ -532,7 +566,7 @@ def test_a_rerank_endpoint_also_publishes_the_rerank_path() -> None:
 
 
 def test_the_token_digest_rolls_the_pods() -> None:
-    one = deployment(make_inputs().model_copy(update={"token_digest": "aaaa"}), SETTINGS)
-    two = deployment(make_inputs().model_copy(update={"token_digest": "bbbb"}), SETTINGS)
+    one = statefulset(make_inputs().model_copy(update={"token_digest": "aaaa"}), SETTINGS)
+    two = statefulset(make_inputs().model_copy(update={"token_digest": "bbbb"}), SETTINGS)
     assert one["spec"]["template"]["metadata"]["annotations"]["ai.deckhouse.io/token-hash"] == "aaaa"
     assert one["spec"]["template"] != two["spec"]["template"]

@@ -145,7 +145,7 @@ class Workload:
                 order, plan, policy.spec, exposure=policy.exposure,
                 priority=self.priority_value(policy.priority_class_name), token_digest=token_digest)
             out = [isvc_workload.resource_claim_template(inputs),
-                   isvc_workload.deployment(inputs, self.settings), isvc_workload.service(inputs)]
+                   isvc_workload.statefulset(inputs, self.settings), isvc_workload.service(inputs)]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
             hpa = isvc_workload.autoscaler(inputs)
@@ -154,6 +154,9 @@ class Workload:
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
+
+    def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
+        return isvc_workload.settle(wanted, held)
 
     @property
     def service_port(self) -> int:

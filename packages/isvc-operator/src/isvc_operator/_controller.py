@@ -134,7 +134,7 @@ class Controller:
         k.orders.add_handler(on_order)
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
-        for informer in (k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
+        for informer in (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
             informer.add_handler(by_label)
         k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)

@@ -209,6 +209,8 @@ class KubeCluster:
         self.orders = Informer(self.dyn, GV, "InferenceService", resync=resync)
         self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
         self.plans = Informer(self.dyn, GV, "LaunchPlan")
+        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
+        # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
@@ -223,13 +225,14 @@ class KubeCluster:
         self.catalog = [Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel")
                         if catalog_enabled]
         self.informers = [
-            self.orders, self.classes, self.plans, self.deployments, self.pods, self.claims,
-            self.templates, self.ingresses, self.services, self.autoscalers, self.priority_classes,
-            *self.catalog,
+            self.orders, self.classes, self.plans, self.statefulsets, self.deployments, self.pods,
+            self.claims, self.templates, self.ingresses, self.services, self.autoscalers,
+            self.priority_classes, *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
-        self._owned = {"Deployment": self.deployments, "Pod": self.pods, "ResourceClaim": self.claims,
+        self._owned = {"StatefulSet": self.statefulsets, "Deployment": self.deployments, "Pod": self.pods,
+                       "ResourceClaim": self.claims,
                        "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses,
                        "HorizontalPodAutoscaler": self.autoscalers,
                        "Service": self.services}
@@ -346,6 +349,23 @@ class KubeCluster:
             except ApiException:
                 continue
         return None
+
+    def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
+        """What the workload controller last said when the cluster refused to create a pod of that object
+        (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"
+        try:
+            events = self.core.list_namespaced_event(namespace, field_selector=selector,
+                                                     _request_timeout=REQUEST_TIMEOUT).items
+        except ApiException as exc:
+            log.warning("events of %s %s/%s not read: %s", kind, namespace, name, exc.reason)
+            return None
+        ours = [e for e in events if e.involved_object.uid == uid]
+        if not ours:
+            return None
+        never = datetime.min.replace(tzinfo=UTC)
+        newest = max(ours, key=lambda e: e.last_timestamp or e.event_time or never)
+        return str(newest.message or "") or None
 
     # ---- writes
 

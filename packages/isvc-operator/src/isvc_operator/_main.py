@@ -77,6 +77,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model-fetch-image", default=None,
                    help="image with the `hf` CLI; when set, an init container downloads Hugging Face models "
                    "onto the model volume before the runtime starts")
+    p.add_argument("--model-volume-storage-class", default=None,
+                   help="StorageClass of the model volumes of new sets; absent: the cluster's default class")
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
     p.add_argument("--metrics-host", default="0.0.0.0",
@@ -222,6 +224,8 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
                                               cluster_issuer_name=args.cluster_issuer,
                                               model_fetch_image=args.model_fetch_image,
+                                              model_volume_storage_class=(args.model_volume_storage_class
+                                                                          or None),
                                               huggingface_endpoint=args.huggingface_endpoint)
 
     def cert_manager() -> bool:

@@ -24,9 +24,10 @@ from isvc_api import (
 )
 
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._ports import OrderKey
+from isvc_operator._ports import Deps, OrderKey
 
-__all__ = ["KEEP", "RETRY_CAPACITY", "RETRY_SOON", "Children", "Keep", "OrderScope", "kept"]
+__all__ = ["KEEP", "RETRY_CAPACITY", "RETRY_SOON", "WORKLOAD_KINDS", "Children", "Keep", "OrderScope", "kept",
+           "take_down_workload"]
 
 RETRY_SOON = 5.0  # a dependency that should answer in a moment
 RETRY_CAPACITY = 15.0  # room that may free up
@@ -49,7 +50,7 @@ def kept(decided: T | Keep, previous: T) -> T:
 
 @attrs.frozen
 class Children:
-    """The order's workload as the cache holds it: its Deployment, pods and claims."""
+    """The order's workload as the cache holds it: its StatefulSet, pods and claims."""
 
     deployment: dict[str, Any] | None
     pods: list[dict[str, Any]]
@@ -125,3 +126,14 @@ class OrderScope:
     def event(self, type_: str, reason: str, message: str) -> None:
         """Record an event on the order, emitted once the status is written."""
         self.events.append((type_, reason, message))
+
+
+# The order's workload: its StatefulSet, and the Deployment an earlier version made (removed once found).
+WORKLOAD_KINDS = ("StatefulSet", "Deployment")
+
+
+def take_down_workload(scope: OrderScope, deps: Deps) -> None:
+    """Delete the order's workload: its set (its model volumes go with it) and any older Deployment."""
+    for kind in WORKLOAD_KINDS:
+        for obj in deps.cluster.owned(kind, scope.namespace, scope.name):
+            deps.cluster.delete("apps/v1", kind, scope.namespace, obj["metadata"]["name"])

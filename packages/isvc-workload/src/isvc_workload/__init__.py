@@ -8,16 +8,6 @@ from isvc_workload._claim_template import (
     uuid_selector,
 )
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
-from isvc_workload._deployment import (
-    CONTAINER_NAME,
-    FETCH_CONTAINER_NAME,
-    HF_TOKEN_ENV,
-    MODEL_MOUNT_PATH,
-    RUNTIME_HASH_ANNOTATION,
-    TOKEN_HASH_ANNOTATION,
-    deployment,
-    model_volume_size,
-)
 from isvc_workload._endpoint import API_PATH, ISSUER_ANNOTATION, endpoint_url, external_host, ingress
 from isvc_workload._errors import IsvcWorkloadError, PlanNotExpressible, SettingsIncomplete
 from isvc_workload._growth import (
@@ -43,6 +33,18 @@ from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
 from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
 from isvc_workload._settings import WorkloadSettings
+from isvc_workload._statefulset import (
+    CONTAINER_NAME,
+    FETCH_CONTAINER_NAME,
+    HF_TOKEN_ENV,
+    MODEL_MOUNT_PATH,
+    RUNTIME_HASH_ANNOTATION,
+    TOKEN_HASH_ANNOTATION,
+    ModelVolume,
+    model_volume,
+    settle,
+    statefulset,
+)
 from isvc_workload._tls import cluster_issuer, tls_secret_name
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "GrowthJudgement",
     "IsvcWorkloadError",
     "LogReader",
+    "ModelVolume",
     "PlanNotExpressible",
     "SettingsIncomplete",
     "UnplacedReplica",
@@ -84,18 +87,19 @@ __all__ = [
     "claim_template_name",
     "claims_exhausted",
     "cluster_issuer",
-    "deployment",
     "endpoint_url",
     "external_host",
     "ingress",
     "judge_growth",
     "judge_workload",
-    "model_volume_size",
+    "model_volume",
     "owner_reference",
     "read_token",
     "resource_claim_template",
     "service",
+    "settle",
     "settled_region_check",
+    "statefulset",
     "tls_secret_name",
     "uuid_selector",
     "workload_error",

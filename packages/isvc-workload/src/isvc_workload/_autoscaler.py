@@ -15,7 +15,7 @@ SCALE_DOWN_WINDOW_SECONDS = 600
 
 
 def autoscaler(inputs: WorkloadInputs) -> dict[str, Any] | None:
-    """The autoscaler of the order's Deployment, or None when the class asks for none (or min = max)."""
+    """The autoscaler of the order's StatefulSet, or None when the class asks for none (or min = max)."""
     bounds = inputs.constraints
     if bounds is None or not bounds.autoscaler or bounds.max_replicas <= bounds.min_replicas:
         return None
@@ -24,7 +24,7 @@ def autoscaler(inputs: WorkloadInputs) -> dict[str, Any] | None:
         "kind": "HorizontalPodAutoscaler",
         "metadata": child_metadata(inputs.order, inputs.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": inputs.name},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": inputs.name},
             "minReplicas": bounds.min_replicas,
             "maxReplicas": bounds.max_replicas,
             "metrics": [{"type": "Resource", "resource": {

@@ -185,7 +185,7 @@ def judge_workload(
     previous: StartupFailure | None,
     read_log: LogReader,
 ) -> WorkloadJudgement:
-    """Judge the order's Deployment, pods and claims as read this pass.
+    """Judge the order's workload (its StatefulSet), pods and claims as read this pass.
 
     One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
     telling first: pods the cluster refuses to create, a selector that cannot be judged, every
@@ -233,6 +233,12 @@ def _not_up_yet(
             return Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, (
                 f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
                 f"{message}. This is capacity: free some, or wait; it passes on its own."))
+    for pod, (_, message) in scheduling:
+        if "PersistentVolumeClaim" in message:
+            return Verdict.refuse(Reason.WORKLOAD_NOT_READY, (
+                f"The workload waits for its model volume to be provisioned and bound (pod {name_of(pod)}): "
+                f"{message}. This passes once the StorageClass provides the volume; a cluster with no "
+                "default StorageClass needs the module setting modelVolume.storageClassName."))
     progressing = condition(deployment, "Progressing")
     if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
         return workload_error(f"The cluster gave up rolling out the workload: {progressing.get('message')}")

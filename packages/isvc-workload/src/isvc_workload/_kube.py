@@ -1,4 +1,4 @@
-"""Reading pods, claims and Deployments as the API returns them (plain dicts, camelCase)."""
+"""Reading pods, claims and workloads as the API returns them (plain dicts, camelCase)."""
 
 from __future__ import annotations
 

@@ -46,6 +46,10 @@ class WorkloadSettings(BaseModel):
     image_pull_secrets: tuple[str, ...] = Field(
         default=(), description="Secrets in the order's namespace used to pull runtime images."
     )
+    model_volume_storage_class: str | None = Field(
+        default=None,
+        description="StorageClass of the model volumes of new sets; None: the cluster's default.",
+    )
     huggingface_endpoint: str | None = Field(
         default=None, description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
         "Hugging Face Hub.",

@@ -33,7 +33,13 @@ from isvc_api import (
 from pydantic import ValidationError
 
 from isvc_operator._ports import NO_ROOM, Deps, Obj, TemporaryError
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, OrderScope
+from isvc_operator._scope import (
+    RETRY_CAPACITY,
+    RETRY_SOON,
+    WORKLOAD_KINDS,
+    OrderScope,
+    take_down_workload,
+)
 from isvc_operator._steps.displacement import PLAN_ANNOTATION, displaced
 
 __all__ = ["step"]
@@ -149,8 +155,7 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
 def _take_down(scope: OrderScope, deps: Deps) -> None:
     """This order's plan lost its device to one of higher priority: its own plan and workload go."""
     deps.cluster.delete(GV, "LaunchPlan", scope.namespace, scope.name)
-    for deployment in deps.cluster.owned("Deployment", scope.namespace, scope.name):
-        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, deployment["metadata"]["name"])
+    take_down_workload(scope, deps)
     scope.launch_plan_name = None
     scope.launch_plan_obj = None
     scope.event("Warning", "Preempted", "An order of higher priority took the device this order held; its "
@@ -198,7 +203,7 @@ def _serving(scope: OrderScope, deps: Deps) -> bool:
     if any(c.type == ConditionType.READY.value and c.status == "True" for c in scope.previous.conditions):
         return True
     return any(int((d.get("status") or {}).get("readyReplicas") or 0) > 0
-               for d in deps.cluster.owned("Deployment", scope.namespace, scope.name))
+               for kind in WORKLOAD_KINDS for d in deps.cluster.owned(kind, scope.namespace, scope.name))
 
 
 def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusal: Refusal) -> Verdict:

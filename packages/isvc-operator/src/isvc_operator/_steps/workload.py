@@ -6,10 +6,10 @@ import hashlib
 import json
 import logging
 
-from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Verdict, find_condition
+from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Refusal, Verdict, find_condition
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope
+from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
 
 __all__ = ["step"]
 
@@ -18,9 +18,23 @@ log = logging.getLogger(__name__)
 
 def _take_down_unplaced(scope: OrderScope, deps: Deps) -> None:
     """No plan and no room: a workload this order still runs holds devices given to others."""
-    for deployment in deps.cluster.owned("Deployment", scope.namespace, scope.name):
-        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, deployment["metadata"]["name"])
+    take_down_workload(scope, deps)
     scope.endpoint = None
+
+
+SETTLED_REGION_TOO_SMALL = "SettledRegionTooSmall"
+# How the API server words its refusal of a change to a StatefulSet's fields other than the few it lets
+# change: for the module's sets, only the claim template of the model volume ever differs.
+_SET_SPEC_FORBIDDEN = "updates to statefulset spec for fields other than"
+
+
+def _settled_region_too_small(scope: OrderScope, message: str) -> Verdict:
+    """WorkloadError that stays until the set is taken down; one SettledRegionTooSmall event per change."""
+    last = find_condition(scope.previous.conditions, ConditionType.WORKLOAD_READY.value)
+    if last is None or last.message != message:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, message)
+        scope.event("Warning", SETTLED_REGION_TOO_SMALL, message)
+    return Verdict.refuse(Reason.WORKLOAD_ERROR, message)
 
 
 class _NotOurs(Exception):
@@ -87,8 +101,25 @@ def _unchanged(deps: Deps, manifest: Obj) -> bool:
         meta["annotations"][APPLIED]
 
 
+def _settled(deps: Deps, manifest: Obj) -> Obj | Refusal:
+    """A StatefulSet keeps the model volume the held set settled on (claim templates never change), or is
+    refused when the order outgrew it; every other manifest is applied as built."""
+    if manifest["kind"] != "StatefulSet":
+        return manifest
+    meta = manifest["metadata"]
+    return deps.workload.settle(manifest, deps.cluster.cached("StatefulSet", meta["namespace"], meta["name"]))
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
-    for manifest in map(_stamped, manifests):
+    """Apply what changed. A set the order outgrew is not applied (the held one keeps serving): the pass
+    ends in SettledRegionTooSmall once the other children are applied."""
+    too_small: Verdict | None = None
+    for built in manifests:
+        settled = _settled(deps, built)
+        if isinstance(settled, Refusal):
+            too_small = _settled_region_too_small(scope, settled.message)
+            continue
+        manifest = _stamped(settled)
         if _unchanged(deps, manifest):
             continue
         try:
@@ -97,7 +128,17 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
             words = _refused_by_cluster(exc)
             if words is None:
                 raise
+            if manifest["kind"] == "StatefulSet" and _SET_SPEC_FORBIDDEN in words:  # the cache was behind
+                return _settled_region_too_small(scope, (
+                    f"the model volume of StatefulSet {manifest['metadata']['name']} cannot change in place "
+                    "and the order now needs another one; follow the SettledRegionTooSmall procedure in the "
+                    "Release notes (delete the StatefulSet; the module makes it anew). The API server said: "
+                    f"{words}"))
             return _refused(scope, manifest, words)
+    if too_small is not None:
+        return too_small
+    for old in deps.cluster.owned("Deployment", scope.namespace, scope.name):  # an earlier version's workload
+        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
     _prune_templates(scope, deps, {m["metadata"]["name"] for m in manifests
                                    if m["kind"] == "ResourceClaimTemplate"})
     return None
@@ -118,6 +159,27 @@ def _of_plan(pod: Obj, templates: set[str]) -> bool:
     """Whether a pod claims its device through the plan in force (not one of a plan being replaced)."""
     claims = [c.get("resourceClaimTemplateName") for c in (pod.get("spec") or {}).get("resourceClaims") or []]
     return not templates or not claims or any(c in templates for c in claims)
+
+
+def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
+    """The set with the cluster's refusal to create its pods as a ReplicaFailure condition (which a
+    ReplicaSet reports and a StatefulSet does not: its controller only records a FailedCreate event).
+
+    Read only while the set wants replicas and has no pod at all, so a steady order reads nothing.
+    """
+    wanted = int((workload.get("spec") or {}).get("replicas") or 0)
+    meta = workload["metadata"]
+    if pods or wanted < 1 or not meta.get("uid"):
+        return workload
+    said = deps.cluster.failed_create(meta["namespace"], workload.get("kind") or "StatefulSet", meta["name"],
+                                      meta["uid"])
+    if said is None:
+        return workload
+    status = dict(workload.get("status") or {})
+    status["conditions"] = [*(status.get("conditions") or []),
+                            {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                             "message": said}]
+    return {**workload, "status": status}
 
 
 def step(scope: OrderScope, deps: Deps) -> Verdict:
@@ -158,14 +220,15 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         tool_calling_supported=bool(runtime and runtime.tool_calling_supported),
         tool_call_parser=runtime.tool_call_parser if runtime else None,
         reasoning_parser=runtime.reasoning_parser if runtime else None)
-    deployments = deps.cluster.owned("Deployment", scope.namespace, scope.name)
+    sets = deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
-    pods = [p for p in deps.cluster.owned("Pod", scope.namespace, scope.name) if _of_plan(p, templates)]
+    every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
+    pods = [p for p in every_pod if _of_plan(p, templates)]
     names = {p["metadata"]["name"] for p in pods}
     claims = [c for c in deps.cluster.owned("ResourceClaim", scope.namespace, scope.name)
               if not (owners := c["metadata"].get("ownerReferences"))
               or any(o.get("name") in names for o in owners)]
-    children = Children(deployments[0] if deployments else None, pods, claims)
+    children = Children(_with_failed_create(deps, sets[0], every_pod) if sets else None, pods, claims)
     scope.children = children
     verdict, failure = deps.workload.judge(
         children.deployment, children.pods, children.claims, scope.previous.startup_failure,

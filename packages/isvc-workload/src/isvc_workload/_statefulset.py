@@ -1,13 +1,22 @@
-"""Deployment `{order}`: the replicas that serve the model."""
+"""StatefulSet `{order}`: the replicas that serve the model, each on its settled model volume.
+
+The model volume comes from the set's one volume claim template, sized by the estimate. The API server never
+changes a set's claim templates, so the template is named from its content and a set that holds one keeps it
+(`settle`); an order that outgrows it is refused (`settled_region_check`) until the set is taken down.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from isvc_api import LABEL_ORDER, Authentication, ModelSource
+from isvc_api import LABEL_ORDER, Authentication, ModelSource, Refusal
+from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
+from isvc_workload._growth import settled_region_check
 from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
 from isvc_workload._settings import WorkloadSettings
@@ -19,8 +28,10 @@ __all__ = [
     "MODEL_MOUNT_PATH",
     "RUNTIME_HASH_ANNOTATION",
     "TOKEN_HASH_ANNOTATION",
-    "deployment",
-    "model_volume_size",
+    "ModelVolume",
+    "model_volume",
+    "settle",
+    "statefulset",
 ]
 
 CONTAINER_NAME = "server"
@@ -29,14 +40,33 @@ MODEL_MOUNT_PATH = "/models"
 HF_TOKEN_ENV = "HF_TOKEN"
 RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
 TOKEN_HASH_ANNOTATION = "ai.deckhouse.io/token-hash"
-_MODEL_VOLUME = "models"
+_MODEL_VOLUME = "models"  # the prefix of the claim template's name, which the volume takes
 
 
-def _strategy(inputs: WorkloadInputs) -> dict[str, Any]:
-    if inputs.update_strategy is not None and inputs.update_strategy.type == "Recreate":
-        return {"type": "Recreate"}
-    # A surge pod would need a device the plan did not reserve; replace in place instead.
-    return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+class ModelVolume(BaseModel):
+    """The set's model volume: its claim template's name, size and StorageClass (None: the default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    size: str
+    storage_class: str | None = None
+
+
+def _wanted_volume(inputs: WorkloadInputs, settings: WorkloadSettings) -> ModelVolume:
+    """The volume the estimate asks for, named from its content (a claim template's spec never changes)."""
+    size, storage_class = inputs.estimates.model_volume, settings.model_volume_storage_class
+    blob = json.dumps([size, storage_class]).encode()
+    return ModelVolume(name=f"{_MODEL_VOLUME}-{hashlib.sha256(blob).hexdigest()[:8]}", size=size,
+                       storage_class=storage_class)
+
+
+def _claim_template(volume: ModelVolume, order_name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": volume.size}}}
+    if volume.storage_class:
+        spec["storageClassName"] = volume.storage_class
+    return {"metadata": {"name": volume.name, "labels": child_labels(order_name)}, "spec": spec}
 
 
 def _env(inputs: WorkloadInputs) -> list[dict[str, Any]]:
@@ -80,7 +110,9 @@ _CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop
 _FETCH_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 
 
-def _fetch_container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any] | None:
+def _fetch_container(
+    inputs: WorkloadInputs, settings: WorkloadSettings, volume: str
+) -> dict[str, Any] | None:
     """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token."""
     model = inputs.order.spec.model
     if settings.model_fetch_image is None or model.src != ModelSource.HUGGING_FACE:
@@ -101,17 +133,17 @@ def _fetch_container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict
         "env": env + _hf_token_env(inputs),
         "resources": _FETCH_RESOURCES,
         "securityContext": _CONTAINER_SECURITY,
-        "volumeMounts": [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}],
+        "volumeMounts": [{"name": volume, "mountPath": MODEL_MOUNT_PATH}],
     }
 
 
-def _container(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
+def _container(inputs: WorkloadInputs, settings: WorkloadSettings, volume: str) -> dict[str, Any]:
     runtime = inputs.runtime
     ports = [
         {"name": p.name, "containerPort": p.container_port, "protocol": "TCP"}
         for p in container_ports(runtime)
     ]
-    mounts: list[dict[str, Any]] = [{"name": _MODEL_VOLUME, "mountPath": MODEL_MOUNT_PATH}]
+    mounts: list[dict[str, Any]] = [{"name": volume, "mountPath": MODEL_MOUNT_PATH}]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": runtime.image,
@@ -146,25 +178,28 @@ def _replicas(inputs: WorkloadInputs) -> int | None:
     return None if owned else constraints.min_replicas
 
 
-def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
-    """The Deployment of the order; its pod template changes only when the compiled runtime does."""
+def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
+    """The set of the order; its pod template changes only when the compiled runtime (or the plan's claim
+    template, or the endpoint's token) does, and its model volume is the estimate's, named from its content.
+
+    Pods are replaced in place, one at a time (a surge pod would need a device the plan did not reserve), so
+    a class's `updateStrategy` Recreate and RollingUpdate roll the same way; Parallel starts every replica at
+    once (ordered start-up buys a model server nothing).
+    """
     name = inputs.name
+    volume = _wanted_volume(inputs, settings)
     content_hash = inputs.runtime.content_hash
     pod_annotations = {RUNTIME_HASH_ANNOTATION: content_hash} if content_hash else {}
     if inputs.token_digest:  # the runtime reads its API key at start: a new token needs new pods
         pod_annotations[TOKEN_HASH_ANNOTATION] = inputs.token_digest
-    volumes: list[dict[str, Any]] = [
-        {"name": _MODEL_VOLUME, "emptyDir": {"sizeLimit": inputs.estimates.model_volume}},
-    ]
     pod_spec: dict[str, Any] = {
         "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
-        "containers": [_container(inputs, settings)],
-        "volumes": volumes,
+        "containers": [_container(inputs, settings, volume.name)],
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,  # the runtime talks to no API server
         "securityContext": _POD_SECURITY,
     }
-    fetch = _fetch_container(inputs, settings)
+    fetch = _fetch_container(inputs, settings, volume.name)
     if fetch is not None:
         pod_spec["initContainers"] = [fetch]
     priority_class = inputs.constraints.priority_class_name if inputs.constraints else None
@@ -176,28 +211,64 @@ def deployment(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, 
     if pod_annotations:
         template_meta["annotations"] = pod_annotations
     spec: dict[str, Any] = {
+        "serviceName": name,  # the order's Service
+        "podManagementPolicy": "Parallel",
         "selector": {"matchLabels": {LABEL_ORDER: name}},
-        "strategy": _strategy(inputs),
+        "updateStrategy": {"type": "RollingUpdate"},
+        # The model volumes are a cache of the Hub: they go with their replica and with the set.
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
         "template": {"metadata": template_meta, "spec": pod_spec},
+        "volumeClaimTemplates": [_claim_template(volume, name)],
     }
     replicas = _replicas(inputs)
     if replicas is not None:
         spec = {"replicas": replicas, **spec}
     return {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": "StatefulSet",
         "metadata": child_metadata(inputs.order, name),
         "spec": spec,
     }
 
 
-def model_volume_size(deployment: dict[str, Any] | None) -> str | None:
-    """The sizeLimit of the model volume a Deployment read from the cluster holds, if any."""
-    if not deployment:
+def model_volume(statefulset: dict[str, Any] | None) -> ModelVolume | None:
+    """The model volume a set (built here, or read from the cluster) holds; None without a set."""
+    if not statefulset:
         return None
-    volumes = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []
-    for volume in volumes:
-        if volume.get("name") == _MODEL_VOLUME:
-            size = (volume.get("emptyDir") or {}).get("sizeLimit")
-            return str(size) if size is not None else None
+    for template in (statefulset.get("spec") or {}).get("volumeClaimTemplates") or []:
+        name = str((template.get("metadata") or {}).get("name") or "")
+        if name == _MODEL_VOLUME or name.startswith(f"{_MODEL_VOLUME}-"):
+            spec = template.get("spec") or {}
+            size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+            if size is None:
+                return None
+            return ModelVolume(name=name, size=str(size), storage_class=spec.get("storageClassName"))
     return None
+
+
+def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any] | Refusal:
+    """The set to apply over the one the cluster holds: `wanted` keeping the held model volume (the API server
+    refuses any change to a set's claim templates), or WorkloadError when the order now needs more than it.
+
+    A held volume larger than needed stays: a smaller model fits on it.
+    """
+    kept, needed = model_volume(held), model_volume(wanted)
+    if kept is None or needed is None or kept == needed:
+        return wanted
+    refusal = settled_region_check(kept.size, needed.size)
+    if refusal is not None:
+        meta = wanted["metadata"]
+        return refusal.model_copy(update={"message": (
+            f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
+            f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
+            "new size (the old replicas stop serving until a new one is ready).")})
+    order = str((wanted["metadata"].get("labels") or {}).get(LABEL_ORDER) or wanted["metadata"]["name"])
+    spec = dict(wanted["spec"])
+    spec["volumeClaimTemplates"] = [_claim_template(kept, order)]
+    pod = dict(spec["template"]["spec"])
+    for key in ("containers", "initContainers"):
+        if key in pod:
+            pod[key] = [{**c, "volumeMounts": [{**m, "name": kept.name} if m["name"] == needed.name else m
+                                               for m in c.get("volumeMounts") or []]} for c in pod[key]]
+    spec["template"] = {**spec["template"], "spec": pod}
+    return {**wanted, "spec": spec}
