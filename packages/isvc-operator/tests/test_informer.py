@@ -81,3 +81,18 @@ def test_a_resync_replays_the_cache_without_an_api_call() -> None:
     seen = run(informer, dyn)
     assert dyn.lists == 1
     assert seen == [("SYNC", "a")] * 4  # the list, then a replay before each of the three watches
+
+
+def test_the_cache_keeps_no_managed_fields_or_last_applied_configuration() -> None:
+    """Issue 15: at 2,000 orders the cached objects' managedFields alone weighed more than the goal."""
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    heavy = _pod("a", "11")
+    heavy["metadata"]["managedFields"] = [{"manager": "isvc", "fieldsV1": {"f:spec": {}}}]
+    heavy["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...}",
+                                        "keep": "me"}
+    dyn = FakeDynamic([[{"type": "MODIFIED", "raw_object": heavy}]], informer._stop)
+    run(informer, dyn)
+    cached = informer.get("team-a", "a")
+    assert cached is not None
+    assert "managedFields" not in cached["metadata"]
+    assert cached["metadata"]["annotations"] == {"keep": "me"}

@@ -39,6 +39,18 @@ def api_client(kubeconfig: str | None) -> k8s.ApiClient:
     return k8s.ApiClient()
 
 
+def slim(obj: Obj) -> Obj:
+    """The object as the cache keeps it: without managedFields and the last-applied annotation, which no
+    pass reads and which make up much of a small object (as client-go's informers strip them)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict):
+            annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    return obj
+
+
 def _key(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata", {})
     return meta.get("namespace") or "", meta["name"]
@@ -107,7 +119,7 @@ class Informer:
 
     def _relist(self, resource: Any) -> str:
         listing = resource.get(label_selector=self._selector).to_dict()
-        fresh = {_key(o): o for o in listing.get("items", [])}
+        fresh = {_key(o): slim(o) for o in listing.get("items", [])}
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
@@ -141,7 +153,7 @@ class Informer:
                         resource, label_selector=self._selector, resource_version=version,
                         timeout=60, watcher=self._watcher, allow_watch_bookmarks=True,
                     ):
-                        kind, obj = event["type"], event["raw_object"]
+                        kind, obj = event["type"], slim(event["raw_object"])
                         if kind == "ERROR":
                             raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
                         version = obj.get("metadata", {}).get("resourceVersion", version)
