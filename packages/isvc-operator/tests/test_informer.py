@@ -96,3 +96,26 @@ def test_the_cache_keeps_no_managed_fields_or_last_applied_configuration() -> No
     assert cached is not None
     assert "managedFields" not in cached["metadata"]
     assert cached["metadata"]["annotations"] == {"keep": "me"}
+
+
+def test_an_orders_children_are_found_by_its_label_through_an_index_kept_with_the_cache() -> None:
+    """Issue 15: each pass scanned every cached object of each kind; at 2,000 orders that was most of it."""
+    from isvc_api import LABEL_ORDER
+
+    def child(name: str, order: str | None, version: str) -> dict[str, Any]:
+        obj = _pod(name, version)
+        if order:
+            obj["metadata"]["labels"] = {LABEL_ORDER: order}
+        return obj
+
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    events = [{"type": "ADDED", "raw_object": child("llm-0", "llm", "11")},
+              {"type": "ADDED", "raw_object": child("llm-1", "llm", "12")},
+              {"type": "ADDED", "raw_object": child("other-0", "other", "13")},
+              {"type": "MODIFIED", "raw_object": child("llm-1", "other", "14")},  # relabelled
+              {"type": "DELETED", "raw_object": child("other-0", "other", "15")}]
+    dyn = FakeDynamic([events], informer._stop)
+    run(informer, dyn)
+    assert [o["metadata"]["name"] for o in informer.of_order("team-a", "llm")] == ["llm-0"]
+    assert [o["metadata"]["name"] for o in informer.of_order("team-a", "other")] == ["llm-1"]
+    assert informer.of_order("team-b", "llm") == []

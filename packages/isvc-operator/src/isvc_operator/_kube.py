@@ -78,6 +78,8 @@ class Informer:
         self._selector = label_selector
         self._resync = resync
         self._cache: dict[tuple[str, str], Obj] = {}
+        # (namespace, order label) -> keys: an order's children without scanning every cached object
+        self._by_order: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
         self._handlers: list[Handler] = []
         self.synced = threading.Event()
@@ -93,6 +95,28 @@ class Informer:
         """A cached object, or None."""
         with self._lock:
             return self._cache.get((namespace or "", name))
+
+    def of_order(self, namespace: str, order: str) -> list[Obj]:
+        """Cached objects of `namespace` labelled as children of `order` (an index, not a scan)."""
+        with self._lock:
+            keys = self._by_order.get((namespace, order), ())
+            return [self._cache[k] for k in sorted(keys) if k in self._cache]
+
+    def _index(self, key: tuple[str, str], obj: Obj | None, old: Obj | None) -> None:
+        """Keep the order index with the cache (called holding the lock)."""
+        for o, add in ((old, False), (obj, True)):
+            label = ((o or {}).get("metadata", {}).get("labels") or {}).get(LABEL_ORDER)
+            if not label:
+                continue
+            slot = (key[0], label)
+            if add:
+                self._by_order.setdefault(slot, set()).add(key)
+            else:
+                keys = self._by_order.get(slot)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._by_order[slot]
 
     def list(self, namespace: str | None = None) -> list[Obj]:
         """Cached objects, optionally of one namespace."""
@@ -123,6 +147,9 @@ class Informer:
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
+            self._by_order = {}
+            for k, o in fresh.items():
+                self._index(k, o, None)
         for obj in gone:
             self._emit("DELETED", obj)
         for obj in fresh.values():
@@ -160,10 +187,11 @@ class Informer:
                         if kind == "BOOKMARK":
                             continue
                         with self._lock:
-                            if kind == "DELETED":
-                                self._cache.pop(_key(obj), None)
-                            else:
-                                self._cache[_key(obj)] = obj
+                            key = _key(obj)
+                            old = self._cache.pop(key, None) if kind == "DELETED" else self._cache.get(key)
+                            if kind != "DELETED":
+                                self._cache[key] = obj
+                            self._index(key, None if kind == "DELETED" else obj, old)
                         self._emit(kind, obj)
                         if self._stop.is_set():
                             break
@@ -310,8 +338,7 @@ class KubeCluster:
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""
-        return [o for o in self._owned[kind].list(namespace)
-                if (o["metadata"].get("labels") or {}).get(LABEL_ORDER) == order]
+        return self._owned[kind].of_order(namespace, order)
 
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A child of an order as the cache holds it (kinds the controller watches), or None."""
