@@ -41,5 +41,7 @@ def test_no_planner_reservation_outlives_its_order(chaos: dict[str, Any]) -> Non
 
 def test_a_standby_controller_takes_over_when_the_leader_dies(chaos: dict[str, Any]) -> None:
     """How soon (the 15 s goal) is a figure of `nox -s chaos`, not asserted here: no timed tests."""
-    takeover = chaos["takeover"]
-    assert takeover is not None and takeover["by"] == "standby", chaos["faults"]
+    killed = next(f for f in chaos["faults"] if "takeover" in f)
+    # Either process may lead first (whichever took the Lease); the other one must take over.
+    assert killed["takeover"]["by"] == {"controller": "standby", "standby": "controller"}[killed["killed"]], \
+        chaos["faults"]
