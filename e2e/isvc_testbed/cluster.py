@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -240,6 +240,23 @@ class Cluster:
         self._start("kube-apiserver")
         self._wait("kube-apiserver", self._apiserver_ready)
         return time.monotonic() - t0
+
+    @property
+    def runs_scheduler(self) -> bool:
+        """Whether the bed started this cluster's kube-scheduler (not so for a cluster brought along)."""
+        return any(c.name == "kube-scheduler" for c in self._components)
+
+    @contextlib.contextmanager
+    def scheduler_stopped(self) -> Iterator[None]:
+        """The bed's kube-scheduler stopped for the block (new pods stay unscheduled, their claims
+        unallocated), then started again; a cluster the bed did not start has none of its own to stop."""
+        if not self.runs_scheduler:
+            raise TestbedError("this cluster's scheduler is not the test bed's to stop")
+        self._stop_named(["kube-scheduler"])
+        try:
+            yield
+        finally:
+            self._start("kube-scheduler")
 
     def compact_etcd(self) -> int:
         """Compact etcd up to its current revision, so a watch resumed from an older resourceVersion

@@ -152,6 +152,22 @@ def _pod_status(bed: Bed, name: str, ready: bool, started: bool | None = None) -
                                "restartCount": 0, "started": started, "state": state}]}})
 
 
+def test_a_claim_the_scheduler_has_not_allocated_yet_is_resource_claim_pending_and_lifts(
+        bed: Bed, cluster: Any) -> None:
+    """Issue 12: ResourceClaimPending from a real order. With the scheduler stopped nothing allocates the
+    pod's device claim, a stage the order names; the scheduler back, the claim is allocated and it serves."""
+    if not cluster.runs_scheduler:
+        pytest.skip("the cluster's scheduler is not the test bed's to stop")
+    klass = bed.klass("serve-pending", "ClusterLocal")
+    with cluster.scheduler_stopped():
+        name = bed.create("serve-pending", hf(QWEN), klass)
+        status = bed.wait_reason(name, "WorkloadReady", "ResourceClaimPending", timeout=90)
+        message = next(c["message"] for c in status["conditions"] if c["type"] == "WorkloadReady")
+        assert "waits for its device claim to be allocated" in message and "this is a stage" in message
+        assert status["phase"] == "Pending"
+    bed.wait_ready(name, timeout=120)
+
+
 def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_runs(bed: Bed) -> None:
     """Issue 12: WorkloadStartupFailed from a real order, with the pod, container and node reason, no output
     read for an image that never started, lifting by itself when the container runs; WorkloadNotReady while
