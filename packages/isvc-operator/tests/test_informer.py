@@ -119,3 +119,31 @@ def test_an_orders_children_are_found_by_its_label_through_an_index_kept_with_th
     assert [o["metadata"]["name"] for o in informer.of_order("team-a", "llm")] == ["llm-0"]
     assert [o["metadata"]["name"] for o in informer.of_order("team-a", "other")] == ["llm-1"]
     assert informer.of_order("team-b", "llm") == []
+
+
+def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pass() -> None:
+    """Issue 15: each pass asked whether cert-manager is served; every miss rebuilt the dynamic client's
+    discovery cache while other threads searched it (KeyError 'resources') — a full rediscovery per pass."""
+    from isvc_operator._kube import resource_of
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+    class Resources:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def get(self, api_version: str, kind: str) -> str:
+            self.asked.append(kind)
+            if kind == "Certificate":
+                raise ResourceNotFoundError("not served")
+            return f"resource {kind}"
+
+    dyn = type("Dyn", (), {})()
+    dyn.resources = Resources()
+    for _ in range(5):
+        assert resource_of(dyn, "v1", "Pod") == "resource Pod"
+        try:
+            resource_of(dyn, "cert-manager.io/v1", "Certificate")
+            raise AssertionError("a kind not served was found")
+        except ResourceNotFoundError:
+            pass
+    assert dyn.resources.asked == ["Pod", "Certificate"]

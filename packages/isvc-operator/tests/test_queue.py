@@ -21,7 +21,19 @@ def test_urgent_keys_go_first_in_arrival_order_and_a_waiting_key_made_urgent_mov
     queue.add("new-2", urgent=True)
     queue.add("c", urgent=True)  # an edit of an order already waiting
     queue.add("a")  # waits once, however often it is added
-    assert drain(queue) == ["new-1", "new-2", "c", "a", "b"]
+    assert drain(queue) == ["new-1", "new-2", "a", "c", "b"]  # after two urgent ones, one that waited
+
+
+def test_a_burst_of_new_keys_does_not_starve_the_others() -> None:
+    """Issue 15: 2,000 orders created faster than they were passed kept the ones whose pods became ready
+    waiting until the burst ended (median order→Ready 638 s); now every third key is one that waited."""
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("ready-1", "ready-2", "ready-3"):
+        queue.add(key)
+    for i in range(8):
+        queue.add(f"new-{i}", urgent=True)
+    assert drain(queue) == ["new-0", "new-1", "ready-1", "new-2", "new-3", "ready-2", "new-4", "new-5",
+                            "ready-3", "new-6", "new-7"]
 
 
 def test_one_timer_per_key_the_earliest_so_passes_at_rest_are_one_per_delay() -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import isvc_catalog
+from cachetools import TTLCache
 from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -37,6 +38,32 @@ def api_client(kubeconfig: str | None) -> k8s.ApiClient:
         return k8s_config.new_client_from_config(config_file=kubeconfig)
     k8s_config.load_incluster_config()
     return k8s.ApiClient()
+
+
+# The dynamic client's discovery cache is not safe across threads: a lookup that misses rebuilds it while
+# other threads search it (KeyError 'resources'), and each miss is a full rediscovery. One lock, and
+# resources found are kept; a kind not served is asked again at most every ten seconds.
+_DISCOVERY_LOCK = threading.Lock()
+_FOUND: dict[tuple[int, str, str], Any] = {}
+_MISSING: TTLCache[tuple[int, str, str], bool] = TTLCache(maxsize=256, ttl=10.0)
+
+
+def resource_of(dyn: DynamicClient, api_version: str, kind: str) -> Any:
+    """The dynamic client's resource for a kind; ResourceNotFoundError when the API server serves none."""
+    key = (id(dyn), api_version, kind)
+    with _DISCOVERY_LOCK:
+        found = _FOUND.get(key)
+        if found is not None:
+            return found
+        if key in _MISSING:
+            raise ResourceNotFoundError(f"{kind} in {api_version} is not served")
+        try:
+            found = dyn.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            _MISSING[key] = True
+            raise
+        _FOUND[key] = found
+        return found
 
 
 def slim(obj: Obj) -> Obj:
@@ -168,7 +195,7 @@ class Informer:
         backoff = 0.5
         while not self._stop.is_set():
             try:
-                resource = self._dyn.resources.get(api_version=self.api_version, kind=self.kind)
+                resource = resource_of(self._dyn, self.api_version, self.kind)
                 version = self._relist(resource)
                 replayed = time.monotonic()
                 while not self._stop.is_set():
@@ -348,7 +375,7 @@ class KubeCluster:
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         """A live read; None when the object (or its kind) does not exist."""
         try:
-            resource = self.dyn.resources.get(api_version=api_version, kind=kind)
+            resource = resource_of(self.dyn, api_version, kind)
             got: Obj = resource.get(name=name, namespace=namespace).to_dict()
             return got
         except ResourceNotFoundError:
@@ -359,17 +386,13 @@ class KubeCluster:
             raise
 
     def served(self, api_version: str, kind: str) -> bool:
-        """Whether the API server serves the kind (discovery, refreshed on a miss)."""
+        """Whether the API server serves the kind (discovery; a kind not served is asked again after ten
+        seconds, so passes do not each wait on a rediscovery)."""
         try:
-            self.dyn.resources.get(api_version=api_version, kind=kind)
+            resource_of(self.dyn, api_version, kind)
             return True
         except ResourceNotFoundError:
-            try:
-                self.dyn.resources.invalidate_cache()
-                self.dyn.resources.get(api_version=api_version, kind=kind)
-                return True
-            except ResourceNotFoundError:
-                return False
+            return False
 
     def get_secret(self, namespace: str, name: str) -> Obj | None:
         """A Secret read live (secrets are not cached: least privilege, and few reads)."""
@@ -410,7 +433,7 @@ class KubeCluster:
 
     def apply(self, manifest: Obj) -> Obj:
         """Server-side apply with the one field manager, taking ownership of conflicting fields."""
-        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
         out: Obj = self.dyn.server_side_apply(
             resource, body=manifest, field_manager=MANAGER, force_conflicts=True
         ).to_dict()
@@ -418,7 +441,7 @@ class KubeCluster:
 
     def apply_status(self, manifest: Obj) -> Obj:
         """Server-side apply of the status subresource."""
-        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
         status = resource.subresources["status"]
         out: Obj = self.dyn.server_side_apply(
             status, body=manifest, field_manager=MANAGER, force_conflicts=True
@@ -427,7 +450,7 @@ class KubeCluster:
 
     def create(self, manifest: Obj) -> Obj:
         """Create an object; an existing one is returned as it is (never overwritten)."""
-        resource = self.dyn.resources.get(api_version=manifest["apiVersion"], kind=manifest["kind"])
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
         meta = manifest["metadata"]
         try:
             out: Obj = resource.create(body=manifest, namespace=meta.get("namespace")).to_dict()
@@ -442,7 +465,7 @@ class KubeCluster:
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete an object; a missing one is already deleted."""
         try:
-            resource = self.dyn.resources.get(api_version=api_version, kind=kind)
+            resource = resource_of(self.dyn, api_version, kind)
             resource.delete(name=name, namespace=namespace)
         except ApiException as exc:
             if exc.status != 404:

@@ -17,6 +17,10 @@ class ShutDownError(Exception):
     """The queue was shut down while a worker waited on it."""
 
 
+# Urgent keys (new or edited objects) handed out in a row before one other waiting key gets its turn.
+URGENT_RUN = 2
+
+
 class WorkQueue(Generic[K]):
     """Keys wait once however often they are added; a key being processed is never handed out twice.
 
@@ -43,6 +47,7 @@ class WorkQueue(Generic[K]):
         self._clock = clock
         self._shut = False
         self._urgent: set[K] = set()
+        self._urgent_run = 0  # urgent keys handed out in a row while others waited
 
     def add(self, key: K, urgent: bool = False) -> None:
         """Queue a key unless it already waits; an urgent key (a new or edited object) is handed out
@@ -64,6 +69,19 @@ class WorkQueue(Generic[K]):
                 else:
                     self._queue.append(key)
                 self._cond.notify()
+
+    def _next_index(self) -> int:
+        """The head of the queue, except that after URGENT_RUN urgent keys in a row the oldest of the others
+        goes: a burst of new orders must not starve the orders whose pods became ready meanwhile."""
+        if self._queue[0] not in self._urgent:
+            self._urgent_run = 0
+            return 0
+        others = self._urgent_end()
+        if others < len(self._queue) and self._urgent_run >= URGENT_RUN:
+            self._urgent_run = 0
+            return others
+        self._urgent_run += 1
+        return 0
 
     def _urgent_end(self) -> int:
         """The place after the urgent keys already waiting (first come, first served among them)."""
@@ -130,7 +148,7 @@ class WorkQueue(Generic[K]):
                     raise ShutDownError
                 wait = self._promote_due()
                 if self._queue:
-                    key = self._queue.pop(0)
+                    key = self._queue.pop(self._next_index())
                     self._urgent.discard(key)
                     self._dirty.discard(key)
                     self._processing.add(key)
