@@ -6,10 +6,12 @@
 # Images are saved as OCI archives under $ISVC_CACHE_DIR/images and rebuilt only when their inputs change.
 # With ISVC_IMAGES_MANIFEST=FILE, FILE lists the archive of each image for this tree (`NAME PATH` lines): the
 # real-node tests run exactly those, not whichever archive another checkout sharing the cache wrote last.
+# ISVC_IMAGE_NAMES="controller planner" builds a subset (the real-node tests run no model fetcher).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}/images
 PY=${PYTHON:-python3}
+NAMES=${ISVC_IMAGE_NAMES:-controller planner modelFetcher}  # a subset builds only those
 export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
 mkdir -p "$CACHE"
 log() { echo "[build-images +${SECONDS}s] $*"; }
@@ -45,6 +47,7 @@ log "base $BASE: $(buildah inspect --type image --format '{{.FromImageDigest}}' 
 log "wheelhouse: dependency wheels for Python 3.11, glibc <= 2.36 (bookworm), x86_64, into dist/"
 declare -A WANT=([controller]="isvc-operator==0.1.0" [planner]="isvc-planner==0.1.0"
                  [modelFetcher]="huggingface_hub[cli]>=0.34,<1")
+# every image's wheels, whichever are built: an image's key hashes all of dist/, so a subset keeps the same keys
 for name in controller planner modelFetcher; do
   "$PY" -m pip download --quiet --disable-pip-version-check --dest "$ROOT/dist" --find-links "$ROOT/dist" \
     --only-binary=:all: --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 \
@@ -53,7 +56,7 @@ for name in controller planner modelFetcher; do
 done
 
 manifest=()
-for name in controller planner modelFetcher; do
+for name in $NAMES; do
   tag=localhost/isvc/$(echo "$name" | sed 's/F/-f/'):0.1.0
   key=$( (echo "$BASE_KEY"; cat "$ROOT/module/images/$name/Dockerfile" "$ROOT"/dist/*.whl) | sha256sum | cut -c1-16)
   manifest+=("$name $CACHE/$name-$key.oci.tar")

@@ -1,4 +1,4 @@
-"""One real node beside the KWOK fleet (opt-in): kubelet + containerd + runc, confined to a network namespace.
+"""One real node beside the KWOK fleet: kubelet + containerd + runc, confined to a network namespace.
 
 Network rule: the node's address sits on a veth inside a network namespace the test bed makes
 (`isvc-tb-<id>`); kubelet and containerd run in that namespace (nsenter --net, no other namespace changes),

@@ -122,15 +122,16 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
                   catalog_crds: list[str]) -> Iterator[ChartOnNode]:
     """The chart installed; its planner and controller Deployments running on the real node, Ready."""
     node = cluster.node
-    archives = {name: _archive(name) for name in ("controller", "planner", "modelFetcher")}
-    for name in ("controller", "planner"):
-        node.ctr("images", "import", "--platform", "linux/amd64", str(archives[name]))
+    archives = {name: _archive(name) for name in ("controller", "planner")}
+    for archive in archives.values():
+        node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub()
     try:
         hub = node.relay("hub", module.hub_port, module.hub_port)
         node.relay("standin", 8000, standin.port)  # the Service port of every order (isvc_workload)
         install_chart(cluster, {
+            # the model fetcher keeps its default name: orders' pods run on KWOK's nodes, nothing pulls it
             "images": {name: _ref(path) for name, path in archives.items()},
             "huggingFace": {"endpoint": f"http://{hub}"},
             "health": {"periodSeconds": 5, "failureThreshold": 2},
