@@ -220,6 +220,14 @@ class RealNode:
         self._wait(component, lambda: log.exists() and "nsbridge:" in log.read_text(errors="replace"))
         return f"{self.node_ip}:{listen_port}"
 
+    def forward_dropped(self) -> int:
+        """Packets the namespace's FORWARD rule dropped: what its pods sent towards the host's side of the
+        veth (the only address a pod could leave by). The suite expects none."""
+        ipt = ["ip", "netns", "exec", self.netns, "iptables", "-w"]
+        out = _run([*ipt, "-L", "FORWARD", "-v", "-x", "-n"]).stdout
+        return sum(int(line.split()[0]) for line in out.splitlines()[2:]
+                   if line.split() and line.split()[2] == "DROP")
+
     # ---- lifecycle ------------------------------------------------------------------------------------
 
     def start(self) -> RealNode:

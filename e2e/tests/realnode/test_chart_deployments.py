@@ -127,6 +127,7 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
         node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub()
+    dropped = node.forward_dropped()
     try:
         hub = node.relay("hub", module.hub_port, module.hub_port)
         node.relay("standin", 8000, standin.port)  # the Service port of every order (isvc_workload)
@@ -142,6 +143,10 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
             {"ip": node.node_ip, "hostnames": [f"{ORDER}.{team_a}.svc"]},
         ])
         yield ChartOnNode(planner, controller, standin, module)
+        # the network rule: neither pod sent anything out of the test bed's namespace (every stand-in is
+        # relayed into it, every Service name is a host alias); the FORWARD rule that would drop it counted
+        # nothing
+        assert node.forward_dropped() == dropped, "a chart's pod dialled out of the real node's namespace"
     finally:
         module.stop()
 
