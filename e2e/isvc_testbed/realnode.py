@@ -1,4 +1,4 @@
-"""One real node beside the KWOK fleet (opt-in): kubelet + containerd + runc, confined to a network namespace.
+"""One real node beside the KWOK fleet: kubelet + containerd + runc, confined to a network namespace.
 
 Network rule: the node's address sits on a veth inside a network namespace the test bed makes
 (`isvc-tb-<id>`); kubelet and containerd run in that namespace (nsenter --net, no other namespace changes),
@@ -179,6 +179,7 @@ class RealNode:
     ready_seconds: float = field(init=False, default=0.0)
     _cgroup: str = field(init=False, default="")
     _dir: Path = field(init=False)
+    _relays: list[str] = field(init=False, default_factory=list)
 
     @property
     def node_ip(self) -> str:
@@ -202,6 +203,30 @@ class RealNode:
         """Import an OCI archive as `name` (registry/repo:tag; the tag comes from the archive)."""
         base = name.rsplit(":", 1)[0]
         self.ctr("images", "import", "--base-name", base, "--platform", "linux/amd64", str(archive))
+
+    def relay(self, name: str, listen_port: int, target_port: int) -> str:
+        """`node_ip:listen_port` inside the node's namespace, relayed to the host's 127.0.0.1:target_port.
+
+        How pods reach a stand-in that listens on the host's loopback (the Hugging Face hub, the inference
+        stand-in): the address is the node's own, inside the test bed's namespace; nothing else is dialled.
+        """
+        component = f"realnode-relay-{name}"
+        self.start_component(component, [
+            sys.executable, "-m", "isvc_testbed._nsbridge", f"/run/netns/{self.netns}", str(target_port),
+            f"{self.node_ip}:{listen_port}",
+        ])
+        self._relays.append(component)
+        log = self.workdir / "logs" / f"{component}.log"
+        self._wait(component, lambda: log.exists() and "nsbridge:" in log.read_text(errors="replace"))
+        return f"{self.node_ip}:{listen_port}"
+
+    def forward_dropped(self) -> int:
+        """Packets the namespace's FORWARD rule dropped: what its pods sent towards the host's side of the
+        veth (the only address a pod could leave by). The suite expects none."""
+        ipt = ["ip", "netns", "exec", self.netns, "iptables", "-w"]
+        out = _run([*ipt, "-L", "FORWARD", "-v", "-x", "-n"]).stdout
+        return sum(int(line.split()[0]) for line in out.splitlines()[2:]
+                   if line.split() and line.split()[2] == "DROP")
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -255,7 +280,8 @@ class RealNode:
         self.stop_components(["containerd"])
         self._kill_shims()
         self._kill_cgroup_procs()
-        self.stop_components(["realnode-bridge"])
+        self.stop_components(["realnode-bridge", *self._relays])
+        self._relays.clear()
         self._unmount_under(self._dir)
         self._remove_cgroups()
         self._remove_log_links()

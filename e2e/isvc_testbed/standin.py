@@ -249,6 +249,19 @@ class StandIn:
         return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), expected.encode())
 
 
+def _service_host(host: str | None) -> list[str]:
+    """[namespace, name] when a request was sent to an order's Service name, `{name}.{namespace}.svc[:port]`.
+
+    A controller in a pod dials http://{service}.{namespace}.svc:8000/v1/models (its Service is named after
+    the order); the test bed maps that name to a relay into this stand-in, which then answers as
+    /{namespace}/{name}/v1/models.
+    """
+    labels = (host or "").rsplit(":", 1)[0].split(".")
+    if len(labels) >= 3 and labels[2] == "svc":
+        return [labels[1], labels[0]]
+    return []
+
+
 class _Handler(BaseHTTPRequestHandler):
     standin: StandIn
     protocol_version = "HTTP/1.1"
@@ -292,6 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[0] == "_control":
             self._control(method, parts[1:])
             return
+        parts = _service_host(self.headers.get("Host")) + parts
         if len(parts) < 3:
             self._error(HTTPStatus.NOT_FOUND, "paths look like /{namespace}/{name}/v1/...")
             return

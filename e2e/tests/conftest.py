@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """e2e/tests/realnode runs only with --real-node (`nox -s realnode`), never in the default suite."""
+    """e2e/tests/realnode runs only with --real-node (`nox -s realnode`, in `nox`), not in `nox -s e2e`."""
     if collection_path.name == "realnode" and not config.getoption("real_node"):
         return True
     return None

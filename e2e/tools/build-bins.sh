@@ -5,7 +5,7 @@
 # Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
 # (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
-# `build-bins.sh realnode` adds the opt-in real node's parts: kubelet (same module, version, tags and
+# `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
 # ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
 # packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing.
 set -euo pipefail

@@ -72,3 +72,34 @@ def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(cluster: Clu
         ws.sock.shutdown()  # websocket-client's close() leaves the socket open once the server has closed
     assert "exec-ok" in out
     assert "nameserver" not in out  # the network rule: pods get no resolver
+
+
+def test_a_pod_cannot_leave_the_namespace_and_the_drop_is_counted(cluster: Cluster,
+                                                                  admin_api: k8s.ApiClient) -> None:
+    """The host's end of the veth is the one address a pod could leave by: dropped, and counted (the chart
+    tests assert that count does not move while the chart's pods run)."""
+    core = k8s.CoreV1Api(admin_api)
+    if not _exists(core, "busybox"):
+        core.create_namespaced_pod("default", _busybox_pod("busybox"))  # type: ignore[arg-type]
+    wait_for(lambda: core.read_namespaced_pod("busybox", "default").status.phase == "Running", 90,
+             what="busybox Running")
+    before = cluster.node.forward_dropped()
+    host_end = cluster.node.node_ip.rsplit(".", 1)[0] + ".1"
+    ws = stream(core.connect_get_namespaced_pod_exec, "busybox", "default",
+                command=["nc", "-w", "2", host_end, "9"],
+                stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    try:
+        ws.run_forever(timeout=30)
+        assert ws.returncode != 0
+    finally:
+        ws.close()
+        ws.sock.shutdown()
+    assert cluster.node.forward_dropped() > before
+
+
+def _exists(core: k8s.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_namespaced_pod(name, "default")
+        return True
+    except k8s.ApiException:
+        return False

@@ -135,3 +135,13 @@ def test_a_chat_asked_to_stream_answers_in_events_the_openai_client_reads(standi
     whole = client.chat.completions.create(model="Qwen/Qwen2.5-7B-Instruct",
                                            messages=[{"role": "user", "content": "hello"}])
     assert (whole.model, whole.choices[0].message.content) == ("Qwen/Qwen2.5-7B-Instruct", "echo: hello")
+
+
+def test_a_request_to_an_orders_service_name_answers_as_that_order(standin: StandIn) -> None:
+    # what the controller's in-cluster prober sends through the real node's relay: its own Host, no prefix
+    headers = {"Host": "chat.team-a.svc:8000", "Authorization": "Bearer s3cret"}
+    r = httpx.get(f"{standin.base_url}/v1/models", headers=headers)
+    assert [m["id"] for m in r.json()["data"]] == ["Qwen/Qwen2.5-7B-Instruct"]
+    wrong = httpx.get(f"{standin.base_url}/v1/models", headers={**headers, "Authorization": "Bearer other"})
+    assert wrong.status_code == 401
+    assert standin.requests("team-a", "chat") == 2
