@@ -64,6 +64,22 @@ FAST_HOSTILE = ["hostile/huge-config", "hostile/huge-index", "hostile/huge-heade
                 "hostile/malformed-config", "hostile/malformed-index", "hostile/malformed-header",
                 "hostile/truncated-header"]
 
+@st.composite
+def weighted(draw: st.DrawFn, *choices: tuple[int, st.SearchStrategy[Any]]) -> Any:
+    """One of `choices`, each drawn about `weight` times in the sum of the weights (st.one_of picks its
+    branches as it likes: simple ones far more often)."""
+    at = draw(st.integers(0, sum(w for w, _ in choices) - 1))
+    for weight, strategy in choices:
+        if at < weight:
+            return draw(strategy)
+        at -= weight
+    raise AssertionError("unreachable")
+
+
+# A fresh name: a length around the 52-character bound and a tail of DNS characters, '-' and '.'; the run
+# puts its own counter first, so that fresh names do not collide (hypothesis repeats small examples).
+fresh_names = st.tuples(st.one_of(st.integers(1, 56), st.integers(50, 54)),
+                        st.text(alphabet=DNS + "-.", max_size=56)).map(lambda t: ("fresh", *t))
 names = st.one_of(
     st.text(alphabet=DNS + "-.", min_size=1, max_size=64),  # '--', leading or trailing '-', dots
     st.integers(50, 54).flatmap(lambda n: st.text(alphabet=DNS, min_size=n, max_size=n)),  # around 52
@@ -72,14 +88,15 @@ names = st.one_of(
     st.sampled_from(["a", "-a", "a-", "a..b", "a.b", "x" * 52, "x" * 53, "x" * 253, "x" * 254, "ℌ", "a_b",
                      "default", "kube-system", "a\u0000b"]),
 )
-revisions = st.one_of(
-    st.just(""),
-    st.sampled_from(["@main", "@refs/pr/1", "@v1.0", "@" + "0" * 40, "@../../etc/passwd", "@%2F", "@ ", "@",
-                     "@@", "@main@main", "@" + "f" * 300]),
-    st.text(max_size=40).map(lambda t: "@" + t),
+# (the first choice of each is what hypothesis draws most, its simplest: never a model that gets planned)
+revisions = weighted(
+    (45, st.sampled_from(["@main", "@refs/pr/1", "@v1.0", "@" + "0" * 40, "@../../etc/passwd", "@%2F", "@ ",
+                          "@", "@@", "@main@main", "@" + "f" * 300])),
+    (45, st.text(max_size=40).map(lambda t: "@" + t)),
+    (10, st.just("")),
 )
 repo_ids = st.one_of(
-    st.tuples(st.sampled_from(REAL + FAST_HOSTILE), revisions).map("".join),
+    st.tuples(st.sampled_from(FAST_HOSTILE + REAL), revisions).map("".join),
     st.tuples(st.text(alphabet=DNS + "-_.", min_size=1, max_size=40), st.text(min_size=1, max_size=60),
               revisions).map(lambda t: f"{t[0]}/{t[1]}{t[2]}"),
     st.sampled_from(["", "/", "//", "a/", "/b", "a/b/c", "..", "../..", "a/..", "https://example.test/x",
@@ -93,24 +110,25 @@ def _hf(ref: str) -> dict[str, Any]:
     return {"src": "HuggingFace", "ref": {"name": ref}}
 
 
-models = st.one_of(
+models = weighted(
     # a Hugging Face id, perhaps with a token Secret that does not exist
-    st.fixed_dictionaries({"src": st.just("HuggingFace"), "ref": st.fixed_dictionaries({"name": repo_ids})},
-                          optional={"authSecretRef": secret_refs}),
+    (50, st.fixed_dictionaries({"src": st.just("HuggingFace"),
+                                "ref": st.fixed_dictionaries({"name": repo_ids})},
+                          optional={"authSecretRef": secret_refs})),
     # a catalog reference, of any kind and namespace
-    st.fixed_dictionaries({"src": st.just("AIModels"), "ref": st.fixed_dictionaries(
+    (25, st.fixed_dictionaries({"src": st.just("AIModels"), "ref": st.fixed_dictionaries(
         {"name": names}, optional={"kind": st.sampled_from(["Model", "ClusterModel", "model", "Bogus", ""]),
-                                   "namespace": names})}),
+                                   "namespace": names})})),
     # the two sources' fields mixed, or no source the platform knows
-    st.fixed_dictionaries({
+    (10, st.fixed_dictionaries({
         "src": st.one_of(st.sampled_from(["HuggingFace", "AIModels", "S3", "", "huggingface"]),
                          st.text(max_size=20)),
         "ref": st.dictionaries(st.sampled_from(["name", "kind", "namespace", "revision"]),
-                               st.one_of(st.text(max_size=80), st.integers(), st.none()))}),
+                               st.one_of(st.text(max_size=80), st.integers(), st.none()))})),
     # garbage where an object belongs
-    st.one_of(st.none(), st.text(max_size=50), st.integers(), st.lists(st.integers(), max_size=3)),
+    (10, st.one_of(st.none(), st.text(max_size=50), st.integers(), st.lists(st.integers(), max_size=3))),
     # now and then, a model that resolves and is planned (the rest of the path runs too)
-    st.sampled_from(REAL[:3]).map(_hf),
+    (2, st.sampled_from(REAL[:3]).map(_hf)),
 )
 selectors = st.one_of(
     st.sampled_from([
@@ -123,33 +141,53 @@ selectors = st.one_of(
     ]),
     st.text(max_size=200),
 )
+# Classes the schema admits, odd within it (selectors, shares, priorities, namespaces), and now and then one
+# field set to what the schema refuses.
 class_specs = st.fixed_dictionaries(
     {"modelPolicy": st.fixed_dictionaries(
-        {"allowedEndpointTypes": st.lists(st.sampled_from(["Chat", "Embeddings", "Rerank", "chat", "Vision"]),
-                                          max_size=4)},
-        optional={"allowedFormats": st.lists(st.sampled_from(["Safetensors", "GGUF", "PyTorch", "ONNX"]),
-                                             max_size=9),
-                  "maxParameterCount": st.integers(-1, 10**15)})},
+        {"allowedEndpointTypes": st.lists(st.sampled_from(["Chat", "Embeddings", "Rerank"]), max_size=3)},
+        optional={"allowedFormats": st.lists(st.sampled_from(["Safetensors", "GGUF", "PyTorch"]), max_size=8),
+                  "maxParameterCount": st.integers(1, 10**15)})},
     optional={
         "admissionPolicy": st.fixed_dictionaries({"allowedNamespaces": st.lists(
             st.one_of(st.just(NS), names), max_size=5)}),
         "exposure": st.fixed_dictionaries({}, optional={
-            "type": st.sampled_from(["ClusterLocal", "External", "NodePort"]),
-            "authentication": st.sampled_from(["Token", "None", "mTLS"]),
+            "type": st.sampled_from(["ClusterLocal", "External"]),
+            "authentication": st.sampled_from(["Token", "None"]),
             "tls": st.fixed_dictionaries({"clusterIssuerName": st.one_of(names, st.just(""))})}),
         "scalingPolicy": st.fixed_dictionaries({}, optional={
-            "minReplicas": st.integers(-1, 1001), "maxReplicas": st.integers(-1, 1001),
+            "minReplicas": st.integers(0, 1000), "maxReplicas": st.integers(1, 1000),
             "autoscaler": st.booleans()}),
         "priorityClassName": st.one_of(names, st.sampled_from(["system-cluster-critical", "no-such-class"])),
         "acceleratorPolicy": st.fixed_dictionaries({}, optional={
             "deviceClassNames": st.lists(
-                st.one_of(st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com"]), names), max_size=17),
+                st.one_of(st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com"]), names), max_size=16),
             "selector": selectors,
-            "allowedSharePercents": st.lists(st.integers(-5, 250), max_size=101)}),
+            "allowedSharePercents": st.lists(st.integers(-5, 250), max_size=100)}),
         "updateStrategy": st.fixed_dictionaries(
-            {"type": st.sampled_from(["RollingUpdate", "Recreate", "Blue"])}),
+            {"type": st.sampled_from(["RollingUpdate", "Recreate"])}),
     },
 )
+MUTATIONS: list[tuple[tuple[str, ...], Any]] = [
+    (("modelPolicy", "allowedEndpointTypes"), ["chat"]), (("modelPolicy", "allowedFormats"), ["ONNX"]),
+    (("modelPolicy", "maxParameterCount"), -1), (("modelPolicy", "allowedEndpointTypes"), ["Chat"] * 4),
+    (("exposure", "type"), "NodePort"), (("scalingPolicy", "minReplicas"), -1),
+    (("scalingPolicy", "maxReplicas"), 1001), (("scalingPolicy",), {"minReplicas": 3, "maxReplicas": 2}),
+    (("acceleratorPolicy", "selector"), "x" * 10241), (("updateStrategy", "type"), "Blue"),
+    (("priorityClassName",), "p" * 254), (("modelPolicy",), None), (("spam",), 1),
+]
+mutations = weighted((70, st.none()), (30, st.sampled_from(MUTATIONS)))
+
+
+def _mutate(spec: dict[str, Any], mutation: tuple[tuple[str, ...], Any] | None) -> dict[str, Any]:
+    if mutation is not None:
+        path, value = mutation
+        at = spec
+        for key in path[:-1]:
+            at = at.setdefault(key, {})
+        at[path[-1]] = value
+    return spec
+order_names = weighted((75, fresh_names), (25, names))
 # which class an order names: none, one of this run's (by index), the shipped one, one that does not exist
 class_choices = st.one_of(st.none(), st.integers(0, 10**6), st.just("default-llm"), names)
 
@@ -228,6 +266,14 @@ class Fuzz:
 QUIET = 20.0
 
 
+def _name(drawn: str | tuple[str, int, str], counter: int) -> str:
+    """A drawn name as is, or a fresh one: the run's counter, then the drawn tail, cut to length."""
+    if isinstance(drawn, str):
+        return drawn
+    _, length, tail = drawn
+    return (f"{counter:x}" + tail + "a" * length)[:length]
+
+
 def _refusal(e: ApiException, kind: str, name: str, taken: set[str]) -> str:
     """The write refusals allowed: invalid (422) or malformed (400); 409 only for a name this run holds."""
     if e.status == 409:
@@ -256,9 +302,10 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         run.rss_peak = max(run.rss_peak, controller.rss())
 
     @settings(FUZZ_SETTINGS, max_examples=CLASSES)
-    @given(name=names, spec=class_specs)
-    def write_class(name: str, spec: Any) -> None:
-        name = f"{CLASS_PREFIX}{name}"
+    @given(name=weighted((75, fresh_names), (25, names)), spec=class_specs, mutation=mutations)
+    def write_class(name: Any, spec: Any, mutation: Any) -> None:
+        name = f"{CLASS_PREFIX}{_name(name, run.attempts)}"
+        spec = _mutate(spec, mutation)
         run.attempts += 1
         try:
             admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
@@ -269,8 +316,9 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             run.refused[_refusal(e, "class", name, set(run.classes))] += 1
 
     @settings(FUZZ_SETTINGS, max_examples=ORDERS)
-    @given(name=names, model=models, choice=class_choices)
-    def write_order(name: str, model: Any, choice: int | str | None) -> None:
+    @given(name=order_names, model=models, choice=class_choices)
+    def write_order(name: Any, model: Any, choice: int | str | None) -> None:
+        name = _name(name, run.attempts)
         spec: dict[str, Any] = {"model": model}
         if isinstance(choice, int):
             if run.classes:
