@@ -257,13 +257,18 @@ class Fuzz:
     class_status: dict[str, dict[str, Any]] = field(default_factory=dict)
     judged_after: float = 0.0  # seconds from the last write until every order was judged
     passes: float = 0.0  # order passes until every order was judged
-    quiet_passes: float = 0.0  # order passes in QUIET seconds after that
+    quiet_passes: float = 0.0  # order passes in QUIET seconds once the Secret retries slowed down
+    retried: int = 0  # orders waiting on a retried reason at the start of that window
     rss_start: int = 0
     rss_peak: int = 0
     took: float = 0.0
 
 
 QUIET = 20.0
+# A missing token Secret is asked for every 3 s for a minute, then every 15 s like room that may free up
+# (isvc_operator._steps.model.SECRET_RETRY, _scope.RETRY_CAPACITY): the quiet window starts after that minute.
+SECRET_MINUTE = 62.0
+RETRY_CAPACITY = 15.0
 
 
 def _name(drawn: str | tuple[str, int, str], counter: int) -> str:
@@ -271,7 +276,9 @@ def _name(drawn: str | tuple[str, int, str], counter: int) -> str:
     if isinstance(drawn, str):
         return drawn
     _, length, tail = drawn
-    return (f"{counter:x}" + tail + "a" * length)[:length]
+    head = f"{counter:x}"
+    length = max(length, len(head) + 1)  # short lengths would collide: the hand-picked names cover them
+    return (head + tail + "a" * length)[:length]
 
 
 def _refusal(e: ApiException, kind: str, name: str, taken: set[str]) -> str:
@@ -353,8 +360,13 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             wait_for(all_judged, bound, interval=2, what=f"{len(run.orders)} fuzzed orders judged")
         run.judged_after = time.monotonic() - written
         run.passes = controller.passes() - passes0
+        time.sleep(max(0.0, written + SECRET_MINUTE - time.monotonic()))
+        all_judged()
+        again = {r.value for r in Reason if r.retried}
+        run.retried = sum(1 for n in run.orders if run.statuses.get(n, {}).get("reason") in again)
+        before = controller.passes()
         time.sleep(QUIET)
-        run.quiet_passes = controller.passes() - passes0 - run.passes
+        run.quiet_passes = controller.passes() - before
         sample_rss()
         for name in run.classes:
             obj = admin.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
@@ -363,8 +375,8 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         print(f"fuzz: {ORDERS} orders, {CLASSES} classes generated; {len(run.orders)} orders and "
               f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
               f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
-              f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after; RSS {run.rss_start / MIB:.0f} -> peak "
-              f"{run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s")
+              f"{run.quiet_passes:.0f} in {QUIET:.0f}s a minute later ({run.retried} orders retried); "
+              f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s")
     finally:  # before the tests judge the run, so that what follows in the module finds the bed quiet
         admin.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices")
 
@@ -410,11 +422,13 @@ def test_the_controller_survives_with_passes_per_order_bounded_and_no_hot_loop(
     # a pass for the create, one for the status it wrote, a few for retried reasons (5 s and up) and for
     # the class and plan events the order watches
     assert per_order <= 10, f"{fuzz.passes:.0f} passes for {len(fuzz.orders)} orders"
-    # once judged, only orders waiting on a retried reason pass again, each at most every 5 s
-    again = {r.value for r in Reason if r.retried}
-    retried = sum(1 for s in fuzz.statuses.values() if s.get("reason") in again)
-    assert fuzz.quiet_passes <= (retried + 5) * QUIET / 5, (
-        f"{fuzz.quiet_passes:.0f} passes in {QUIET:.0f}s with every order judged ({retried} retried)")
+    # a minute on, only orders waiting on a retried reason pass again, each every 15 s (twice that, and a
+    # few more, for timer skew and the last workloads coming up); an order passing back to back would
+    # make hundreds in the window
+    bound = 2 * (fuzz.retried + 5) * QUIET / RETRY_CAPACITY
+    assert fuzz.quiet_passes <= bound, (
+        f"{fuzz.quiet_passes:.0f} passes in {QUIET:.0f}s, a minute after every order was judged "
+        f"({fuzz.retried} waiting on a retried reason; bound {bound:.0f})")
 
 
 def test_the_controller_memory_stays_bounded(fuzz: Fuzz) -> None:
