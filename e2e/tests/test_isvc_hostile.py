@@ -379,10 +379,21 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
               f"{run.quiet_passes:.0f} in {QUIET:.0f}s a minute later ({run.retried} orders retried); "
               f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s")
     finally:  # before the tests judge the run, so that what follows in the module finds the bed quiet
-        admin.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices")
+        def delete_all() -> None:
+            """Every order of the namespace deleted; with thousands the API server may answer 504 before it
+            is through (it goes on), so what is left undeleted is deleted again on the next look."""
+            try:
+                admin.delete_collection_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices")
+            except ApiException as e:
+                if e.status != 504:
+                    raise
+
+        delete_all()
 
         def gone() -> bool:
             left = alice.list_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices")["items"]
+            if any(not o["metadata"].get("deletionTimestamp") for o in left):
+                delete_all()
             plans = admin.list_namespaced_custom_object(GROUP, VERSION, NS, "launchplans")["items"]
             claims = k8s.ResourceV1Api(admin_api).list_namespaced_resource_claim(NS).items
             return not (left or plans or claims)
