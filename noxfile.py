@@ -175,6 +175,16 @@ def chaos(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """The hostile-input suite with 10,000 generated orders (CI runs 2,000): `-- --hypothesis-seed N`."""
+    _e2e_env(session)
+    session.chdir(ROOT)
+    orders = os.environ.get("ISVC_FUZZ_ORDERS", "10000")
+    session.run("pytest", "e2e/tests/test_isvc_hostile.py", "-q", "-s", "-p", "no:cacheprovider",
+                *session.posargs, env={"ISVC_FUZZ_ORDERS": orders})
+
+
+@nox.session(python=PYTHON)
 def agreement(session: nox.Session) -> None:
     """Planner vs kube-scheduler on both fleets, longer than CI: `-- --seed N --refusals R`."""
     _e2e_env(session)

@@ -35,6 +35,7 @@ __all__ = ["ROOT", "ModuleProcesses", "chart_values", "install_chart"]
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"
 RELEASE = "isvc"
+HOSTILE_REPOS = ROOT / "e2e" / "hub"  # the stand-in Hub's hostile repositories (issue 14)
 
 
 def _free_port() -> int:
@@ -166,8 +167,10 @@ class ModuleProcesses:
         wait_for(up, timeout, what=f"{name} at {url}")
 
     def start_hub(self) -> None:
-        """The stand-in Hugging Face hub (isvc-catalog's fixture models) on loopback."""
-        self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port)])
+        """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, and the hostile
+        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py)."""
+        self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port),
+                            "--extra-models", str(HOSTILE_REPOS)])
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
 
     def start_volumes(self) -> None:

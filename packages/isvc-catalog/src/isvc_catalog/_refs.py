@@ -50,7 +50,7 @@ def parse_repo_ref(ref: str) -> RepoRef | Refusal:
             return _invalid(ref, "owner and name must not be empty")
         if len(part) > 96:
             return _invalid(ref, f"{part[:20]}… is longer than 96 characters")
-        if not _PART.match(part):
+        if not _PART.fullmatch(part):
             return _invalid(
                 ref,
                 f"{part!r} may hold only letters, digits, '-', '_' and '.', "
@@ -60,6 +60,6 @@ def parse_repo_ref(ref: str) -> RepoRef | Refusal:
             return _invalid(ref, f"{part!r} contains '--' or '..'")
     if parts[1].endswith(".git"):
         return _invalid(ref, "the name must not end in .git")
-    if at and not _REVISION.match(revision):
+    if at and not _REVISION.fullmatch(revision):
         return _invalid(ref, f"revision {revision!r} is not a branch, tag or commit name")
     return RepoRef(repo=repo, revision=revision or None)

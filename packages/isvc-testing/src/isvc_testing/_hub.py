@@ -546,8 +546,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--models", type=Path, default=packaged_fixtures(),
                         help="directory of YAML model descriptions (default: the shipped fixtures)")
+    parser.add_argument("--extra-models", type=Path, action="append", default=[], metavar="DIR",
+                        help="another directory of YAML model descriptions served beside --models "
+                        "(repeatable), e.g. the test bed's hostile repositories")
     args = parser.parse_args(argv)
-    hub = StandinHub(load_fixtures(args.models))
+    hub = StandinHub([m for d in (args.models, *args.extra_models) for m in load_fixtures(d)])
     server = hub.server(args.host, args.port)
     print(f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving "
           f"{', '.join(sorted(hub.repos))}", flush=True)
