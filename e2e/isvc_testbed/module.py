@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"
 RELEASE = "isvc"
 HOSTILE_REPOS = ROOT / "e2e" / "hub"  # the stand-in Hub's hostile repositories (issue 14)
+# One model resolution's Hub deadline on the bed: the slow hostile repository must not hold a worker (and
+# the suite) for the product's 60 s; every honest fixture resolves in well under a second.
+HUB_DEADLINE = 15.0
 
 
 def _free_port() -> int:
@@ -214,6 +217,7 @@ class ModuleProcesses:
             "--huggingface-endpoint", self.hub_url, "--catalog-mode", self.catalog_mode,
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
+            "--hub-deadline-seconds", str(HUB_DEADLINE),
             "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
             "--model-volume-storage-class", STORAGE_CLASS,
             # the chart's webhook names one address here: only the first controller serves it (in a

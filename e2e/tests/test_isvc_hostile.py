@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from isvc_api import ClassReason, Reason, StatusReason
 from isvc_testbed.bench import parse_metrics, rss_bytes
 from isvc_testbed.helpers import user_namespace, wait_for
-from isvc_testbed.module import ModuleProcesses
+from isvc_testbed.module import HUB_DEADLINE, ModuleProcesses
 from isvc_testbed.orders import GROUP, VERSION, condition
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -456,13 +456,13 @@ HOSTILE = {
     "huge-index": "model.safetensors.index.json of hostile/huge-index is larger than 4 MiB",
     "huge-header": "The safetensors header of model.safetensors of hostile/huge-header is larger than 16 MiB",
     "many-shards": "split into 100 safetensors files, more than 64",
-    "slow": "took longer than 60s",
+    "slow": f"took longer than {HUB_DEADLINE:g}s",
     "malformed-config": "config.json of hostile/malformed-config is not a JSON object",
     "malformed-index": "is not a checkpoint index (no weight_map)",
     "malformed-header": "is not a valid safetensors file (the header is not JSON",
     "truncated-header": "is not a valid safetensors file (the file ends inside its header)",
 }
-SLOW_BOUND = 60 + 60  # the resolution deadline, and room for the pass around it on a busy machine
+SLOW_BOUND = HUB_DEADLINE + 60  # the resolution deadline, and room for the pass around it on a busy machine
 
 
 @pytest.fixture(scope="module")

@@ -59,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
                    "default: the pod's ServiceAccount token")
     p.add_argument("--catalog-mode", default="AIModels", choices=["AIModels", "None"])
     p.add_argument("--huggingface-endpoint", default=isvc_catalog.DEFAULT_ENDPOINT)
+    p.add_argument("--hub-deadline-seconds", type=float, default=isvc_catalog.HubLimits().deadline,
+                   help="longest one model resolution may read from the Hub, every request together; past it "
+                   "the order is InvalidModelSource")
     p.add_argument("--public-domain-template", default=None,
                    help="e.g. %%s.example.com: External endpoints are <order>-<namespace>.example.com")
     p.add_argument("--cluster-issuer", default=None)
@@ -220,7 +223,8 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
-    resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(args.huggingface_endpoint), catalog)
+    resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(
+        args.huggingface_endpoint, limits=isvc_catalog.HubLimits(deadline=args.hub_deadline_seconds)), catalog)
     settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
                                               cluster_issuer_name=args.cluster_issuer,
                                               model_fetch_image=args.model_fetch_image,
