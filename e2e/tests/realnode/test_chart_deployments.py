@@ -36,6 +36,7 @@ from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
 from isvc_testbed.realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from isvc_testbed.standin import StandIn
+from isvc_testbed.volumes import STORAGE_CLASS
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -127,6 +128,7 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
         node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub()
+    module.start_volumes()  # the orders' model volumes: the bed's stand-in provisioner and its StorageClass
     dropped = node.forward_dropped()
     try:
         hub = node.relay("hub", module.hub_port, module.hub_port)
@@ -136,6 +138,7 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
             "images": {name: _ref(path) for name, path in archives.items()},
             "huggingFace": {"endpoint": f"http://{hub}"},
             "health": {"periodSeconds": 5, "failureThreshold": 2},
+            "modelVolume": {"storageClassName": STORAGE_CLASS},
         })
         planner = _run_on_real_node(admin_api, node.name, "isvc-planner", [])
         controller = _run_on_real_node(admin_api, node.name, "isvc-controller", [

@@ -223,8 +223,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
-    resolver = isvc_catalog.Resolver(isvc_catalog.HubClient(
-        args.huggingface_endpoint, limits=isvc_catalog.HubLimits(deadline=args.hub_deadline_seconds)), catalog)
+    hub = isvc_catalog.HubClient(args.huggingface_endpoint,
+                                 limits=isvc_catalog.HubLimits(deadline=args.hub_deadline_seconds))
+    resolver = isvc_catalog.Resolver(hub, catalog)
     settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
                                               cluster_issuer_name=args.cluster_issuer,
                                               model_fetch_image=args.model_fetch_image,
