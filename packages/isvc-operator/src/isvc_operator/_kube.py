@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -98,6 +99,39 @@ def slim(obj: Obj) -> Obj:
     return obj
 
 
+_SHORT = 64  # strings up to this length are interned: keys, kinds, reasons, label values recur
+
+
+def _shared(value: Any) -> Any:
+    """The same JSON value with its keys and short strings interned: thousands of cached objects then
+    share one copy of each (a cached object's size roughly halves)."""
+    if isinstance(value, dict):
+        return {sys.intern(k): _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    if isinstance(value, str) and len(value) <= _SHORT:
+        return sys.intern(value)
+    return value
+
+
+def compact(obj: Obj) -> Obj:
+    """What the cache keeps of an object: slimmed, with interned keys and short strings."""
+    shared: Obj = _shared(slim(obj))
+    return shared
+
+
+POD_SPEC_READ = ("nodeName", "resourceClaims")  # the only parts of a pod's spec a pass reads
+
+
+def compact_pod(obj: Obj) -> Obj:
+    """A pod as the cache keeps it: metadata and status, and of its spec only what passes read (the
+    containers, volumes and tolerations are most of a pod and the workload's own manifest holds them)."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    return compact(obj)
+
+
 def _key(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata", {})
     return meta.get("namespace") or "", meta["name"]
@@ -118,8 +152,10 @@ class Informer:
         kind: str,
         label_selector: str | None = None,
         resync: float | None = None,
+        transform: Callable[[Obj], Obj] = compact,
     ) -> None:
         self._dyn = dyn
+        self._transform = transform
         self.api_version = api_version
         self.kind = kind
         self._selector = label_selector
@@ -189,8 +225,11 @@ class Informer:
                 log.exception("handler failed for %s %s", self.kind, _key(obj))
 
     def _relist(self, resource: Any) -> str:
-        listing = resource.get(label_selector=self._selector).to_dict()
-        fresh = {_key(o): slim(o) for o in listing.get("items", [])}
+        # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
+        # start would build (and then flatten) one wrapper per field.
+        response = resource.get(label_selector=self._selector, serialize=False)
+        listing = json.loads(response.data)
+        fresh = {_key(o): self._transform(o) for o in listing.get("items") or []}
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
@@ -223,13 +262,16 @@ class Informer:
                         self._replay()
                         replayed = time.monotonic()
                     self._watcher = k8s_watch.Watch()
-                    for event in self._dyn.watch(
-                        resource, label_selector=self._selector, resource_version=version,
-                        timeout=60, watcher=self._watcher, allow_watch_bookmarks=True,
+                    # The watcher's raw events, not DynamicClient.watch's: that wraps every event in a
+                    # ResourceInstance the cache would drop at once.
+                    for event in self._watcher.stream(
+                        resource.get, label_selector=self._selector, resource_version=version,
+                        timeout_seconds=60, allow_watch_bookmarks=True, serialize=False,
                     ):
-                        kind, obj = event["type"], slim(event["raw_object"])
+                        kind, raw = event["type"], event["raw_object"]
                         if kind == "ERROR":
-                            raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
+                            raise ApiException(status=raw.get("code", 500), reason=raw.get("message"))
+                        obj = raw if kind == "BOOKMARK" else self._transform(raw)
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if kind == "BOOKMARK":
                             continue
@@ -299,7 +341,7 @@ class KubeCluster:
         self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
         # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
-        self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
+        self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel, transform=compact_pod)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
         self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
                                   label_selector=sel)
