@@ -147,3 +147,49 @@ def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pas
         except ResourceNotFoundError:
             pass
     assert dyn.resources.asked == ["Pod", "Certificate"]
+
+
+class _Resource:
+    """A resource as the dynamic client hands it out: records what each list and watch asked for."""
+
+    def __init__(self, dyn: MetadataDynamic) -> None:
+        self.dyn = dyn
+
+    def get(self, **kwargs: Any) -> Any:
+        self.dyn.accepts.append((bool(kwargs.get("watch")), kwargs.get("header_params", {}).get("Accept")))
+        return _Listing([], "10")
+
+
+class MetadataDynamic(FakeDynamic):
+    """Its watch calls the resource's get as the dynamic client does, so the header the watch sends shows."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]], informer_stop: threading.Event) -> None:
+        super().__init__(streams, informer_stop)
+        self.accepts: list[tuple[bool, str | None]] = []
+
+    def get(self, api_version: str | None = None, kind: str | None = None,
+            label_selector: str | None = None) -> Any:
+        return _Resource(self)
+
+    def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
+        resource.get(watch=True, resource_version=resource_version)
+        return super().watch(resource, resource_version)
+
+
+def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
+    from isvc_operator._kube import METADATA_LIST, METADATA_WATCH
+
+    informer = Informer(None, "v1", "Secret", metadata_only=True, store=False)  # type: ignore[arg-type]
+    informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
+    relists: list[int] = []
+    informer.add_relist_handler(lambda: relists.append(1))
+    secret = {"kind": "PartialObjectMetadata", "metadata": {"name": "hf", "namespace": "team-a",
+                                                            "resourceVersion": "11"}}
+    gone = {"type": "ERROR", "raw_object": {"code": 410, "message": "too old resource version"}}
+    dyn = MetadataDynamic([[{"type": "ADDED", "raw_object": secret}, gone], []], informer._stop)
+    seen = run(informer, dyn)
+    assert seen == [("ADDED", "hf")]  # no SYNC of a list, no DELETED guessed
+    assert dyn.accepts == [(False, METADATA_LIST), (True, METADATA_WATCH), (False, METADATA_LIST),
+                           (True, METADATA_WATCH), (True, METADATA_WATCH)]  # the 410 relisted once
+    assert relists == [1]  # after the second list only: before the first nothing was watched
+    assert informer.get("team-a", "hf") is None and informer.list() == []
