@@ -155,9 +155,17 @@ def test_a_gated_model_naming_a_missing_secret_resumes_once_the_secret_exists(be
 
 def _timed_requeues(bed: Bed, reason: str) -> float:
     """How many passes of orders with that status reason asked the controller to come back on a timer."""
-    r = httpx.get(bed.module.metrics_url, timeout=10)
-    r.raise_for_status()
-    return sum(v for (name, labels), v in parse_metrics(r.text, ["isvc_order_timed_requeues_total"]).items()
+
+    def scrape() -> str | None:  # a controller just (re)started may not serve /metrics yet
+        bed.module.check("controller")
+        try:
+            r = httpx.get(bed.module.metrics_url, timeout=10)
+        except httpx.TransportError:
+            return None
+        return r.text if r.status_code == 200 else None
+
+    text = wait_for(scrape, 30, what="the controller's /metrics")
+    return sum(v for (_, labels), v in parse_metrics(text, ["isvc_order_timed_requeues_total"]).items()
                if dict(labels).get("reason") == reason)
 
 
