@@ -187,3 +187,35 @@ def test_a_cached_pod_keeps_of_its_spec_only_what_passes_read() -> None:
                               "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}
     assert set(cached["spec"]) <= set(POD_SPEC_READ)
     assert cached["status"] == pod["status"] and cached["metadata"] == pod["metadata"]
+
+
+class MetadataDynamic(FakeDynamic):
+    """Records the Accept header of each list and watch its resource is asked for."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]], informer_stop: threading.Event) -> None:
+        super().__init__(streams, informer_stop)
+        self.accepts: list[tuple[bool, str | None]] = []
+
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+        if kind is None:
+            self.accepts.append((bool(kwargs.get("watch")), kwargs.get("header_params", {}).get("Accept")))
+        return super().get(api_version, kind, **kwargs)
+
+
+def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
+    from isvc_operator._kube import METADATA_LIST, METADATA_WATCH
+
+    informer = Informer(None, "v1", "Secret", metadata_only=True, store=False)  # type: ignore[arg-type]
+    informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
+    relists: list[int] = []
+    informer.add_relist_handler(lambda: relists.append(1))
+    secret = {"kind": "PartialObjectMetadata", "metadata": {"name": "hf", "namespace": "team-a",
+                                                            "resourceVersion": "11"}}
+    gone = {"type": "ERROR", "raw_object": {"code": 410, "message": "too old resource version"}}
+    dyn = MetadataDynamic([[{"type": "ADDED", "raw_object": secret}, gone], []], informer._stop)
+    seen = run(informer, dyn)
+    assert seen == [("ADDED", "hf")]  # no SYNC of a list, no DELETED guessed
+    assert dyn.accepts == [(False, METADATA_LIST), (True, METADATA_WATCH), (False, METADATA_LIST),
+                           (True, METADATA_WATCH), (True, METADATA_WATCH)]  # the 410 relisted once
+    assert relists == [1]  # after the second list only: before the first nothing was watched
+    assert informer.get("team-a", "hf") is None and informer.list() == []
