@@ -187,7 +187,7 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
 
     # Rotation as the security guide tells it: the endpoint token Secret deleted is made again with a new
     # token. Its deletion passes the order (the Secret watch; which orders a Secret's event passes is
-    # pinned by packages/isvc-operator/tests/test_secret_refs.py); the order's own replay is ten minutes off.
+    # pinned by packages/isvc-operator/tests/test_secret_refs.py); the order's own replay is an hour off.
     core.delete_namespaced_secret("support-llm-auth", team_a)
 
     def remade() -> str | None:

@@ -173,7 +173,7 @@ def test_a_missing_secret_and_then_a_missing_key_lift_on_the_secrets_own_change_
         bed: Bed) -> None:
     """Nothing polls for the Secret: no pass of an order refused with AuthSecretNotFound asks to be passed
     again later (the controller counts every timed requeue by the order's reason), and the order's own
-    replay is ten minutes away. So the order can move only on the Secret's watch event, whatever the age
+    replay is an hour away. So the order can move only on the Secret's watch event, whatever the age
     of the refusal: a refusal an hour old lifts as one a second old does."""
     core = k8s.CoreV1Api(bed.admin_api)
     before = _timed_requeues(bed, "AuthSecretNotFound")
