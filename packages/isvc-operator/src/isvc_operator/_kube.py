@@ -323,7 +323,7 @@ class Informer:
                         kind, raw = event["type"], event["raw_object"]
                         if kind == "ERROR":
                             raise ApiException(status=raw.get("code", 500), reason=raw.get("message"))
-                        obj = raw if kind == "BOOKMARK" else self._transform(raw)
+                        obj = self._transform(raw) if self._store and kind != "BOOKMARK" else raw
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if kind == "BOOKMARK":
                             continue
