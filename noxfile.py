@@ -139,11 +139,11 @@ def realnode(session: nox.Session) -> None:
     session.install(f"-e{ROOT / 'e2e'}")
     session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
     # the module's images for this tree (cached by their inputs; `nox -s build` checks the wheels alone); the
-    # tests import exactly these archives. No model fetcher runs on the node (orders' pods are KWOK's), so its
-    # image is named in the chart but not built here.
+    # tests import exactly these archives: the chart's controller and planner, and the model fetcher that
+    # downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
-    _build_images(session, manifest, "controller planner")
+    _build_images(session, manifest, "controller planner modelFetcher")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
     session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", "--real-node", *session.posargs,

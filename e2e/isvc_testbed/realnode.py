@@ -20,13 +20,14 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,8 @@ __all__ = [
     "RealNode",
     "build_image",
     "busybox_image",
+    "llama_server_image",
+    "port_forward",
 ]
 
 REAL_NODE_NAME = "isvc-real-node"
@@ -137,9 +140,54 @@ def busybox_image() -> Path:
     return build_image(BUSYBOX_IMAGE, {"/bin/busybox": Path(DEBIAN_TOOLS["busybox"])}, links, ["sh"])
 
 
+def llama_server_image(bin_dir: Path, name: str, command: Sequence[str]) -> Path:
+    """llama.cpp's server (`build-bins.sh realnode`: static, CPU only) as the image `name`, at the path the
+    recipe's `command` runs (e.g. /app/llama-server): the image the llamacpp-chat recipe names, made here."""
+    binary = bin_dir / "llama-server"
+    if not binary.is_file():
+        script = Path(__file__).resolve().parent.parent / "tools" / "build-bins.sh"
+        raise BinariesMissing(f"no {binary}; run `bash {script} realnode` (builds llama.cpp's server)")
+    return build_image(name, {command[0]: binary}, {}, [], list(command))
+
+
 def pause_image(bin_dir: Path) -> Path:
     """The sandbox image: the test bed's own static pause binary (e2e/tools/pause)."""
     return build_image(PAUSE_IMAGE, {"/pause": bin_dir / "isvc-pause"}, {}, [], ["/pause"])
+
+
+@contextlib.contextmanager
+def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
+                 timeout: float = 30.0) -> Iterator[int]:
+    """`kubectl port-forward` to a pod's port through the API server, listening on 127.0.0.1 only; yields
+    the local port (the host reaches the real node's pods this way, never by their addresses)."""
+    from isvc_testbed._bins import bin_dir
+
+    proc = subprocess.Popen(
+        [str(bin_dir() / "kubectl"), f"--kubeconfig={kubeconfig}", "-n", namespace, "port-forward",
+         "--address", "127.0.0.1", f"pod/{pod}", f":{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise TestbedError(f"kubectl port-forward to {namespace}/{pod}:{port} ended: {''.join(seen)}")
+            seen.append(line)
+            found = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
+            if found:
+                yield int(found.group(1))
+                return
+        raise TestbedError(f"kubectl port-forward to {namespace}/{pod}:{port} did not listen: "
+                           f"{''.join(seen)}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _free_subnet_index() -> int:
