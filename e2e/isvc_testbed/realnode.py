@@ -23,13 +23,16 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s
@@ -42,6 +45,7 @@ __all__ = [
     "REAL_NODE_NAME",
     "REAL_NODE_TAINT",
     "REAL_NODE_TOLERATION",
+    "PodForwarder",
     "RealNode",
     "build_image",
     "busybox_image",
@@ -188,6 +192,66 @@ def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class PodForwarder:
+    """127.0.0.1:<port> on the host, each connection carried to `pod:port` by the API server's port-forward.
+
+    Unlike `port_forward` it listens before the pod exists and outlives its restarts: every connection asks
+    for the pod anew (a connection while there is none is closed at once, as a refused dial would be). How
+    a controller running on the host probes a real pod through the API server (its own Authorization header
+    goes to the runtime untouched, which a service proxy would not allow).
+    """
+
+    def __init__(self, api: k8s.ApiClient, namespace: str, pod: str, port: int) -> None:
+        self.api, self.namespace, self.pod, self.target = api, namespace, pod, port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True, name=f"forward-{pod}")
+
+    def __enter__(self) -> PodForwarder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(conn,), daemon=True).start()
+
+    def _carry(self, conn: socket.socket) -> None:
+        from kubernetes.stream import portforward
+
+        with conn:
+            try:
+                forward: Any = portforward(k8s.CoreV1Api(self.api).connect_get_namespaced_pod_portforward,
+                                           self.pod, self.namespace, ports=str(self.target))
+            except (k8s.ApiException, OSError, ValueError):
+                return
+            try:
+                remote: socket.socket = forward.socket(self.target)
+                remote.setblocking(True)
+                done = threading.Event()
+
+                def pump(src: socket.socket, dst: socket.socket) -> None:
+                    with contextlib.suppress(OSError):
+                        while chunk := src.recv(65536):
+                            dst.sendall(chunk)
+                    done.set()
+
+                threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
+                threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
+                done.wait()
+            finally:
+                forward.close()
 
 
 def _free_subnet_index() -> int:
