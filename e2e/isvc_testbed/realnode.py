@@ -192,6 +192,8 @@ def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 class PodForwarder:

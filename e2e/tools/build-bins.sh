@@ -202,6 +202,8 @@ steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
   apt_realnode
   steps+=(pause kubelet containerd llamacpp)
+elif [[ "$only" != all && " ${steps[*]} " != *" $only "* ]]; then
+  steps+=("$only")  # one real-node part by name, e.g. `build-bins.sh llamacpp`
 fi
 for step in "${steps[@]}"; do
   if [[ "$only" == all || "$only" == realnode || "$only" == "$step" ]]; then
