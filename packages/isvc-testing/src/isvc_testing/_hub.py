@@ -196,8 +196,8 @@ def build_repo(model: FixtureModel) -> _Repo:
     for name, text in model.raw_files.items():
         files[name] = _File(len(text.encode()), text.encode())
     for name, local in model.local_files.items():
-        data = local.read_bytes()
-        files[name] = _File(len(data), data)
+        content = local.read_bytes()
+        files[name] = _File(len(content), content)
     return repo
 
 
