@@ -6,7 +6,8 @@
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
 # (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
 # `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
-# ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
+# ldflags as the control plane), containerd v2 with containerd-shim-runc-v2 and ctr, isvc-dra-plugin (the fake
+# GPU DRA driver's kubelet plugin, e2e/tools/dra-plugin, pinned by its go.mod/go.sum), plus the Debian
 # packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing.
 set -euo pipefail
 
@@ -107,6 +108,12 @@ build_pause() {
   (cd "$(dirname "$0")/pause" && go build -trimpath -ldflags "-s -w" -o "$BIN/isvc-pause" .)
 }
 
+# The fake GPU DRA driver's kubelet plugin (e2e/tools/dra-plugin): k8s.io/dynamic-resource-allocation at the
+# Kubernetes pin's staging version, fixed by its go.mod and go.sum; rebuilt when its sources change.
+build_draplugin() {
+  (cd "$(dirname "$0")/dra-plugin" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/isvc-dra-plugin" .)
+}
+
 # The Debian packages the real node runs with; installed only when one is missing (needs root and apt).
 apt_realnode() {
   local need=() p
@@ -164,7 +171,10 @@ build_untt() {
 
 pin_of() {
   case $1 in
-    kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
+    kubelet) echo "$K8S" ;;
+    draplugin) (cd "$(dirname "$0")/dra-plugin" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) \
+                  | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
+    containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
     rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
                   | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
@@ -175,7 +185,7 @@ only=${1:-all}
 steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
   apt_realnode
-  steps+=(pause kubelet containerd)
+  steps+=(pause kubelet containerd draplugin)
 fi
 for step in "${steps[@]}"; do
   if [[ "$only" == all || "$only" == realnode || "$only" == "$step" ]]; then
