@@ -11,10 +11,17 @@ from typing import Any
 
 import httpx
 import pytest
+from isvc_planner import Inventory
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import DRIVER, Fleet
 from isvc_testbed.helpers import ignore_404, wait_for
-from isvc_testbed.realnode import BUSYBOX_IMAGE, REAL_NODE_GPU, REAL_NODE_LABEL, REAL_NODE_TOLERATION
+from isvc_testbed.realnode import (
+    BUSYBOX_IMAGE,
+    REAL_NODE_GPU,
+    REAL_NODE_GPU_SELECTOR,
+    REAL_NODE_LABEL,
+    REAL_NODE_TOLERATION,
+)
 from kubernetes import client as k8s
 from kubernetes.stream import stream
 
@@ -176,3 +183,37 @@ def test_a_real_pod_is_reached_from_the_host_through_the_api_servers_port_forwar
             forward.terminate()
             forward.communicate(timeout=10)  # reaps it and closes its pipes
         core.delete_namespaced_pod("httpd", NS, grace_period_seconds=0)
+
+
+def _planner_view(api: k8s.ApiClient) -> Inventory:
+    """The planner's inventory of what the API server holds now (classes, every slice, the nodes' taints)."""
+    custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
+
+    def items(plural: str) -> list[dict[str, Any]]:
+        return list(custom.list_cluster_custom_object("resource.k8s.io", "v1", plural)["items"])
+
+    nodes = [api.sanitize_for_serialization(n) for n in core.list_node().items]
+    return Inventory.from_objects(items("deviceclasses"), items("resourceslices"), [], nodes=nodes)
+
+
+def _card(inventory: Inventory, node: str) -> Any:
+    [card] = [d for d in inventory.devices.values() if d.node == node]
+    return card
+
+
+def test_the_planner_sees_the_real_nodes_card_and_it_opens_while_the_taint_is_lifted(
+        cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> None:
+    node = cluster.node
+    inventory = _planner_view(admin_api)
+    card = _card(inventory, node.name)
+    assert (card.product, card.uuid, card.shareable) == (REAL_NODE_GPU.product, node.devices()[0].uuid, True)
+    assert card.memory == 16 * 2**30
+    assert "gpu.nvidia.com" in card.classes
+    # the selector a class uses to keep an order to this card admits it and none of the fleet's
+    matching = [d.node for d in inventory.devices.values()
+                if inventory.judge.matches(REAL_NODE_GPU_SELECTOR, d.activation)]
+    assert matching == [node.name] and len(inventory.devices) > 1
+    assert card.tainted  # the node's NoSchedule taint closes it to the planner
+    with node.untainted():
+        assert not _card(_planner_view(admin_api), node.name).tainted
+    assert _card(_planner_view(admin_api), node.name).tainted
