@@ -9,7 +9,16 @@ is dropped; pods get a resolv.conf without nameservers. Images are local: busybo
 built from local files with umoci and imported with ctr, never pulled.
 
 The node is tainted `isvc-testbed/real-node=true:NoSchedule` and labelled `isvc-testbed/real-node=true`:
-only pods that tolerate the taint (and select the label) land there; KWOK never manages it.
+only pods that tolerate the taint (and select the label) land there; KWOK never manages it. `untainted()`
+lifts the taint for a while: the planner counts the devices of a tainted node as closed, and an order's pods
+carry no toleration, so an order placed on this node's card needs it lifted.
+
+DRA: the fake GPU driver's kubelet plugin (`isvc-dra-plugin`, e2e/tools/dra-plugin) registers with this
+kubelet as `gpu.nvidia.com` and publishes the node's simulated card itself (the kubelet deletes the slices of
+a driver whose plugin is not registered), in the KWOK fleet's shape (`Fleet.render_devices`): one shareable
+`NVIDIA T4` (ConsumableShares N=100, 16Gi) by default. It prepares a claim by writing a CDI spec into the
+directory containerd reads (`enable_cdi`): the container gets `ISVC_TESTBED_GPU_0_UUID` and
+`NVIDIA_VISIBLE_DEVICES` set to the card's uuid; unpreparing removes the spec and the plugin's record.
 """
 
 from __future__ import annotations
@@ -39,8 +48,11 @@ from kubernetes import client as k8s
 
 from isvc_testbed._errors import BinariesMissing, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
+from isvc_testbed.fleet import DRIVER, Device, Fleet, GpuGroup, NodeSpec
 
 __all__ = [
+    "REAL_NODE_GPU",
+    "REAL_NODE_GPU_SELECTOR",
     "REAL_NODE_LABEL",
     "REAL_NODE_NAME",
     "REAL_NODE_TAINT",
@@ -59,7 +71,14 @@ REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedul
 REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 BUSYBOX_IMAGE = "localhost/busybox:isvc-testbed"
 PAUSE_IMAGE = "localhost/isvc-pause:isvc-testbed"
-REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isvc-pause")
+REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isvc-pause", "isvc-dra-plugin")
+# The real node's simulated card, in the fleet's shape. NVIDIA T4: 16 GB GDDR6 (NVIDIA T4 datasheet,
+# https://www.nvidia.com/en-us/data-center/tesla-t4/), compute capability 7.5
+# (https://developer.nvidia.com/cuda-gpus). No fleet file has it, so a productName selector keeps to it.
+REAL_NODE_GPU = GpuGroup(product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing",
+                         compute_capability="7.5.0", shares=100)
+REAL_NODE_GPU_SELECTOR = (f"device.driver == '{DRIVER}' && "
+                          f"device.attributes['{DRIVER}'].productName == '{REAL_NODE_GPU.product}'")
 DEBIAN_TOOLS = {"runc": "/usr/sbin/runc", "umoci": "/usr/bin/umoci", "bridge": "/usr/lib/cni/bridge",
                 "busybox": "/bin/busybox", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip",
                 "iptables": "/usr/sbin/iptables"}
@@ -287,6 +306,7 @@ class RealNode:
     name: str = REAL_NODE_NAME
     timeout: float = 120.0
     log: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    gpus: tuple[GpuGroup, ...] = (REAL_NODE_GPU,)
 
     index: int = field(init=False, default=0)
     netns: str = field(init=False, default="")
@@ -307,6 +327,45 @@ class RealNode:
     @property
     def containerd_socket(self) -> Path:
         return self._dir / "containerd" / "containerd.sock"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where the DRA plugin writes a prepared claim's CDI spec (`isvc-testbed-<claim uid>.json`)."""
+        return self._dir / "cdi"
+
+    @property
+    def dra_state_dir(self) -> Path:
+        """The DRA plugin's record of each prepared claim (`<claim uid>.json`)."""
+        return self._dir / "dra-plugin" / "claims"
+
+    def _gpu_fleet(self) -> tuple[Fleet, NodeSpec]:
+        spec = NodeSpec(self.name, "gpu", "", "", "", {}, (), self.gpus)
+        return Fleet([spec]), spec
+
+    def devices(self) -> list[Device]:
+        """The devices the DRA plugin publishes for this node (uuids, product, memory): to pin claims to."""
+        fleet, _ = self._gpu_fleet()
+        return fleet.devices(self.name)
+
+    @contextlib.contextmanager
+    def untainted(self) -> Iterator[None]:
+        """Lift the node's NoSchedule taint for the block, then put it back: while it is lifted the planner
+        counts the node's card as open and an order's pods (no toleration) may run here."""
+        with api_client(self.admin_kubeconfig) as api:
+            core = k8s.CoreV1Api(api)
+            node = core.read_node(self.name)
+            taints = [t for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
+            core.patch_node(self.name, {"spec": {"taints": [core.api_client.sanitize_for_serialization(t)
+                                                            for t in taints] or None}})
+        try:
+            yield
+        finally:
+            with api_client(self.admin_kubeconfig) as api:
+                core = k8s.CoreV1Api(api)
+                node = core.read_node(self.name)
+                kept = [core.api_client.sanitize_for_serialization(t)
+                        for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
+                core.patch_node(self.name, {"spec": {"taints": [*kept, REAL_NODE_TAINT]}})
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ctr against this node's containerd (namespace k8s.io)."""
@@ -380,16 +439,18 @@ class RealNode:
             "--v=1",
         ])
         self._wait("kubelet", self._node_ready)
+        t1 = time.monotonic()
+        self._start_dra_plugin(ns)
         self.ready_seconds = time.monotonic() - t0
         self.log(f"isvc-testbed: real node {self.name} Ready in {self.ready_seconds:.1f}s at {self.node_ip} "
-                 f"(netns {self.netns})")
+                 f"(netns {self.netns}; DRA plugin registered, slice out in {time.monotonic() - t1:.1f}s)")
         return self
 
     def stop(self, grace: float = 10.0) -> None:
         """Kubelet, the pods' processes, containerd and its shims, mounts, cgroups, the namespace."""
         if not self.netns:
             return
-        self.stop_components(["kubelet"])
+        self.stop_components(["kubelet", "realnode-dra-plugin"])
         self._kill_cgroup_procs()
         self.stop_components(["containerd"])
         self._kill_shims()
@@ -403,6 +464,36 @@ class RealNode:
         self.netns = ""
 
     # ---- internals ------------------------------------------------------------------------------------
+
+    def _start_dra_plugin(self, ns: list[str]) -> None:
+        """The fake GPU driver's kubelet plugin; returns once the kubelet took it and its slice is out."""
+        fleet, spec = self._gpu_fleet()
+        devices = self._dir / "dra-plugin" / "devices.json"
+        devices.parent.mkdir(parents=True, exist_ok=True)
+        devices.write_text(json.dumps(fleet.render_devices(spec), indent=2))
+        kubelet_root = self._dir / "kubelet"
+        (kubelet_root / "plugins_registry").mkdir(parents=True, exist_ok=True)
+        self.start_component("realnode-dra-plugin", [
+            *ns, str(self.bin_dir / "isvc-dra-plugin"),
+            f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",  # the node's credential (NodeRestriction)
+            f"--node-name={self.name}",
+            f"--driver={DRIVER}",
+            f"--devices={devices}",
+            f"--registry-dir={kubelet_root / 'plugins_registry'}",
+            f"--plugin-dir={kubelet_root / 'plugins' / DRIVER}",
+            f"--cdi-dir={self.cdi_dir}",
+            f"--state-dir={self.dra_state_dir}",
+        ])
+        log = self.workdir / "logs" / "realnode-dra-plugin.log"
+        self._wait("realnode-dra-plugin",
+                   lambda: log.exists() and "isvc-dra-plugin: registered" in log.read_text(errors="replace"))
+        self._wait("realnode-dra-plugin", self._slice_published)
+
+    def _slice_published(self) -> bool:
+        with api_client(self.admin_kubeconfig) as api:
+            slices = k8s.ResourceV1Api(api).list_resource_slice(
+                field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}").items
+        return sum(len(s.spec.devices or []) for s in slices) == len(self.devices())
 
     def _network(self) -> None:
         n, ns = self.index, self.netns

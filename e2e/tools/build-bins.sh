@@ -6,7 +6,8 @@
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
 # (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
 # `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
-# ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
+# ldflags as the control plane), containerd v2 with containerd-shim-runc-v2 and ctr, isvc-dra-plugin (the fake
+# GPU DRA driver's kubelet plugin, e2e/tools/dra-plugin, pinned by its go.mod/go.sum), plus the Debian
 # packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing, and llama.cpp's
 # `llama-server` (CPU only, statically linked) from the llama.cpp vendored in the `llama-cpp-python` sdist on
 # PyPI, pinned by version and hash: the runtime the real node serves a tiny model with.
@@ -132,6 +133,12 @@ build_llamacpp() {
   rm -rf "$t"
 }
 
+# The fake GPU DRA driver's kubelet plugin (e2e/tools/dra-plugin): k8s.io/dynamic-resource-allocation at the
+# Kubernetes pin's staging version, fixed by its go.mod and go.sum; rebuilt when its sources change.
+build_draplugin() {
+  (cd "$(dirname "$0")/dra-plugin" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/isvc-dra-plugin" .)
+}
+
 # The Debian packages the real node runs with; installed only when one is missing (needs root and apt).
 apt_realnode() {
   local need=() p
@@ -189,8 +196,11 @@ build_untt() {
 
 pin_of() {
   case $1 in
-    kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;;
-    llamacpp) echo "$LLAMACPP-$(echo "${LLAMACPP_CMAKE[*]}" | sha256sum | cut -c1-12)" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
+    kubelet) echo "$K8S" ;;
+    draplugin) (cd "$(dirname "$0")/dra-plugin" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) \
+                  | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
+    llamacpp) echo "$LLAMACPP-$(echo "${LLAMACPP_CMAKE[*]}" | sha256sum | cut -c1-12)" ;;
+    containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
     rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
                   | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
@@ -201,7 +211,7 @@ only=${1:-all}
 steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
   apt_realnode
-  steps+=(pause kubelet containerd llamacpp)
+  steps+=(pause kubelet containerd draplugin llamacpp)
 elif [[ "$only" != all && " ${steps[*]} " != *" $only "* ]]; then
   steps+=("$only")  # one real-node part by name, e.g. `build-bins.sh llamacpp`
 fi
