@@ -251,10 +251,14 @@ class PodForwarder:
     def _carry(self, conn: socket.socket) -> None:
         from kubernetes.stream import portforward
 
+        core = k8s.CoreV1Api(self.api)
         with conn:
             try:
-                forward: Any = portforward(k8s.CoreV1Api(self.api).connect_get_namespaced_pod_portforward,
-                                           self.pod, self.namespace, ports=str(self.target))
+                pod = core.read_namespaced_pod(self.pod, self.namespace)
+                if pod.status is None or pod.status.phase != "Running":
+                    return  # nothing to forward to: the caller sees its connection closed
+                forward: Any = portforward(core.connect_get_namespaced_pod_portforward, self.pod,
+                                           self.namespace, ports=str(self.target))
             except (k8s.ApiException, OSError, ValueError):
                 return
             try:
@@ -273,6 +277,9 @@ class PodForwarder:
                 done.wait()
             finally:
                 forward.close()
+                # the client library leaves the websocket's socket open when the server ended the stream
+                with contextlib.suppress(Exception):
+                    forward.websocket.shutdown()
 
 
 def _free_subnet_index() -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFWriter, LlamaFileType, TokenType
 
-__all__ = ["CHAT_TEMPLATE", "TinyModel", "tiny_chat_model"]
+__all__ = ["CHAT_TEMPLATE", "TinyModel", "hub_fixture", "tiny_chat_model", "truncated"]
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
@@ -121,16 +121,27 @@ def tiny_chat_model(name: str = "isvc-tiny-chat", model: TinyModel | None = None
     return out
 
 
-def hub_fixture(directory: Path, repo: str, gguf: Path, model: TinyModel | None = None) -> Path:
-    """A directory with one stand-in Hub repository `repo` holding `gguf` whole as `model.gguf` (the file
+def truncated(gguf: Path, missing: int = 64 * 1024) -> Path:
+    """A copy of `gguf` without its last `missing` bytes, beside it: the header (what the catalog reads) is
+    whole, the last tensors' data is not, and llama.cpp refuses to load it ("data is not within the file
+    bounds, model is corrupted or incomplete")."""
+    out = gguf.with_name(f"{gguf.stem}-cut{missing}.gguf")
+    if not out.is_file():
+        data = gguf.read_bytes()
+        out.write_bytes(data[: len(data) - missing])
+    return out
+
+
+def hub_fixture(directory: Path, repos: dict[str, Path], model: TinyModel | None = None) -> Path:
+    """A directory of stand-in Hub repositories, each holding its GGUF file whole as `model.gguf` (the file
     name the llamacpp-chat recipe loads), for `ModuleProcesses.start_hub(directory)`."""
     model = model or TinyModel()
     directory.mkdir(parents=True, exist_ok=True)
-    fixture = {
+    fixtures = [{
         "repo": repo, "pipeline_tag": "text-generation", "library_name": None, "format": "gguf",
         "parameters": model.parameters,
         "gguf": {"architecture": "llama", "context_length": model.context, "files": {}},
         "local_files": {"model.gguf": str(gguf)},
-    }
-    (directory / "tiny-chat.yaml").write_text(json.dumps(fixture, indent=2))
+    } for repo, gguf in repos.items()]
+    (directory / "tiny-chat.yaml").write_text(json.dumps(fixtures, indent=2))
     return directory

@@ -113,7 +113,7 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
     node.import_image(llama_server_image(cluster.bin_dir, recipe.image, recipe.command), recipe.image)
     fetcher = _archive("modelFetcher")
     node.ctr("images", "import", "--platform", "linux/amd64", str(fetcher))
-    hub_dir = hub_fixture(cluster.workdir / "tiny-hub", REPO, tiny_chat_model())
+    hub_dir = hub_fixture(cluster.workdir / "tiny-hub", {REPO: tiny_chat_model()})
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub(hub_dir)
     module.start_volumes(cluster.workdir / "volumes")
@@ -163,6 +163,8 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
             _ignore_404(lambda c=claim: core.delete_namespaced_persistent_volume_claim(c.metadata.name, NS))
         _ignore_404(lambda: core.delete_namespaced_secret(auth_secret_name(NAME), NS))
         module.stop()
+        # the pod's two CPUs are the next module's
+        wait_for(lambda: not core.list_namespaced_pod(NS).items, 60, interval=1, what="the pod gone")
 
 
 def _ignore_404(call: Any) -> Any:
