@@ -2,12 +2,13 @@
 
 The model is generated here (isvc_testbed.tinymodel: llama architecture, random weights, ChatML template) and
 served whole by the stand-in Hub. Its facts come from the catalog's Hub client reading that repository; the
-launch plan from the planner's estimate and the recipe book's `compile` on a whole fake GPU; the StatefulSet
-from the workload package's `statefulset` over that plan (`WorkloadInputs.from_plan`). So the fetch init
-container (the module's modelFetcher image), the token from the order's Secret, the ports, the readiness
-probe and llama-server's arguments are the platform's own. Three things are changed, and only those: the
-pod template's device claim is dropped (no DRA driver prepares devices in this module), the pods carry the
-real node's selector and toleration, and the set has no owner (no order object exists for it).
+launch plan from the planner's estimate and the recipe book's `compile` on the real node's card; the
+StatefulSet from the workload package's `statefulset` over that plan (`WorkloadInputs.from_plan`). So the
+fetch init container (the module's modelFetcher image), the token from the order's Secret, the ports, the
+readiness probe and llama-server's arguments are the platform's own. Three things are changed, and only
+those: the pod template's device claim is dropped (this module proves what does not depend on a device;
+test_llama_order.py runs an order with its claim), the pods carry the real node's selector and toleration,
+and the set has no owner (no order object exists for it).
 
 The host reaches the pod through the API server only (`kubectl port-forward` on 127.0.0.1).
 """
@@ -40,6 +41,7 @@ from isvc_testbed.fleet import DRIVER
 from isvc_testbed.helpers import namespace, wait_for
 from isvc_testbed.module import ModuleProcesses
 from isvc_testbed.realnode import (
+    REAL_NODE_GPU,
     REAL_NODE_LABEL,
     REAL_NODE_NAME,
     REAL_NODE_TOLERATION,
@@ -68,11 +70,12 @@ REPO = "isvc-testbed/tiny-chat-GGUF"
 RECIPE = "llamacpp-chat"
 NS = "llama-on-node"
 NAME = "tiny-chat"
-# a whole fake L4 (the fleet's kind of card): the recipe compiles the same arguments for any card the tiny
-# model fits on; the device itself is never touched (CPU build)
+# the whole of the real node's card (the DRA plugin's T4): the recipe compiles the same arguments for any card
+# the tiny model fits on; the card itself is never touched (a CPU build), and its claim is not made here
 PLACEMENT = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1, node_name=REAL_NODE_NAME,
-                      device_class_name="gpu.nvidia.com", driver=DRIVER, accelerator_product_name="NVIDIA L4",
-                      accelerator_memory_gi_b=22.0, accelerator_compute_capability="8.9")
+                      device_class_name="gpu.nvidia.com", driver=DRIVER,
+                      accelerator_product_name=REAL_NODE_GPU.product, accelerator_memory_gi_b=16.0,
+                      accelerator_compute_capability="7.5")
 
 
 @dataclass
