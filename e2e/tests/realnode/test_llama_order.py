@@ -33,7 +33,7 @@ from isvc_runtime_recipes import load_recipes
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import ModuleProcesses, install_chart
+from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
 from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, PodForwarder, llama_server_image
 from isvc_testbed.standin import StandIn
@@ -86,6 +86,16 @@ class Bed:
                  90, interval=1, what=f"the pods of {order} gone")
 
 
+def _chart_installed(api: k8s.ApiClient) -> bool:
+    try:
+        k8s.AppsV1Api(api).read_namespaced_deployment("isvc-controller", NAMESPACE)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
 @pytest.fixture(scope="module")
 def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fleet: Fleet, standin: StandIn,
         team_a: str, catalog_crds: list[str]) -> Iterator[Bed]:
@@ -97,7 +107,8 @@ def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fl
     node.ctr("images", "import", "--platform", "linux/amd64", str(fetcher))
     good = tiny_chat_model()
     hub_dir = hub_fixture(cluster.workdir / "tiny-hub-orders", {REPO: good, CUT_REPO: truncated(good)})
-    install_chart(cluster)  # the ServiceAccounts, RBAC and the webhook configuration the processes need
+    if not _chart_installed(admin_api):  # test_chart_deployments.py may have installed it (and left it scaled
+        install_chart(cluster)          # to none): its ServiceAccounts, RBAC and webhook configuration serve
     module = ModuleProcesses(cluster, standin.url_template)
     dropped = node.forward_dropped()
     try:
@@ -106,7 +117,8 @@ def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fl
         hub = node.relay("hub-orders", module.hub_port, module.hub_port)
         module.start_planner()
         with PodForwarder(admin_api, team_a, f"{ORDER}-0", recipe.ports.http) as forwarder, node.untainted():
-            module.start_controller("--huggingface-endpoint", f"http://{hub}",
+            module.start_controller("--leader-elect", "false",  # the only controller of the module
+                                    "--huggingface-endpoint", f"http://{hub}",
                                     "--model-fetch-image", _ref(fetcher),
                                     "--probe-url-template", f"http://127.0.0.1:{forwarder.port}")
             with Orders(module, admin_api, alice_api, team_a, timeout=120) as orders:

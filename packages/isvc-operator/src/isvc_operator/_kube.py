@@ -281,8 +281,10 @@ class _PlanIndex:
         return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
 
 
-# What the kubelet answers (HTTP 200) for the output of a container instance it has already removed.
-LOG_GONE_NOTICE = "unable to retrieve container logs for "
+# What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
+# already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
+# kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
+LOG_GONE_NOTICES = ("unable to retrieve container logs for ", "failed to try resolving symlinks in path ")
 
 
 class KubeCluster:
@@ -434,7 +436,7 @@ class KubeCluster:
                     pod, namespace, container=container, tail_lines=lines, previous=previous,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
-                if text and not text.startswith(LOG_GONE_NOTICE):
+                if text and not text.startswith(LOG_GONE_NOTICES):
                     return text
             except ApiException:
                 continue
