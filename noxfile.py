@@ -39,7 +39,7 @@ PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
 
 nox.options.default_venv_backend = "uv|virtualenv"
-# realnode: the chart's Deployments run as real pods (root; ≈ +14 min cold, ≈ +3 min warm: e2e/README.md)
+# realnode: the chart's Deployments run as real pods (root; ≈ +16 min cold, ≈ +3 min warm: e2e/README.md)
 nox.options.sessions = ["lint", "tests", "chart", "e2e", "realnode"]
 nox.options.reuse_existing_virtualenvs = True
 
