@@ -56,6 +56,7 @@ __all__ = [
     "RealNode",
     "build_image",
     "busybox_image",
+    "gpu_pool",
 ]
 
 REAL_NODE_NAME = "isvc-real-node"
@@ -161,6 +162,12 @@ def pause_image(bin_dir: Path) -> Path:
     return build_image(PAUSE_IMAGE, {"/pause": bin_dir / "isvc-pause"}, {}, [], ["/pause"])
 
 
+def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
+    """A one-node fleet holding the real node's cards: what renders them in the fleet's shape."""
+    spec = NodeSpec(node, "gpu", "", "", "", {}, (), gpus)
+    return Fleet([spec]), spec
+
+
 def _free_subnet_index() -> int:
     """An N free for 10.253.N.0/30 (the node link) and 10.254.N.0/24 (its pods) on this host."""
     used = _run(["ip", "-4", "-o", "addr"]).stdout + _run(["ip", "-4", "route"]).stdout
@@ -225,8 +232,7 @@ class RealNode:
         return self._dir / "dra-plugin" / "claims"
 
     def _gpu_fleet(self) -> tuple[Fleet, NodeSpec]:
-        spec = NodeSpec(self.name, "gpu", "", "", "", {}, (), self.gpus)
-        return Fleet([spec]), spec
+        return gpu_pool(self.name, self.gpus)
 
     def devices(self) -> list[Device]:
         """The devices the DRA plugin publishes for this node (uuids, product, memory): to pin claims to."""
