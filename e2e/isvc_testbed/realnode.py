@@ -243,21 +243,20 @@ class RealNode:
     def untainted(self) -> Iterator[None]:
         """Lift the node's NoSchedule taint for the block, then put it back: while it is lifted the planner
         counts the node's card as open and an order's pods (no toleration) may run here."""
-        with api_client(self.admin_kubeconfig) as api:
-            core = k8s.CoreV1Api(api)
-            node = core.read_node(self.name)
-            taints = [t for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
-            core.patch_node(self.name, {"spec": {"taints": [core.api_client.sanitize_for_serialization(t)
-                                                            for t in taints] or None}})
+        self._set_taint(False)
         try:
             yield
         finally:
-            with api_client(self.admin_kubeconfig) as api:
-                core = k8s.CoreV1Api(api)
-                node = core.read_node(self.name)
-                kept = [core.api_client.sanitize_for_serialization(t)
-                        for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
-                core.patch_node(self.name, {"spec": {"taints": [*kept, REAL_NODE_TAINT]}})
+            self._set_taint(True)
+
+    def _set_taint(self, present: bool) -> None:
+        with api_client(self.admin_kubeconfig) as api:
+            core = k8s.CoreV1Api(api)
+            spec = core.read_node(self.name).spec
+            taints = [api.sanitize_for_serialization(t) for t in (spec.taints if spec else None) or []
+                      if t.key != REAL_NODE_LABEL]
+            taints += [REAL_NODE_TAINT] if present else []
+            core.patch_node(self.name, {"spec": {"taints": taints or None}})
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ctr against this node's containerd (namespace k8s.io)."""
