@@ -39,7 +39,7 @@ PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
 
 nox.options.default_venv_backend = "uv|virtualenv"
-# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +28 min cold
+# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +30 min cold
 # under load, ≈ +4 min warm: e2e/README.md)
 nox.options.sessions = ["lint", "tests", "chart", "e2e", "realnode"]
 nox.options.reuse_existing_virtualenvs = True

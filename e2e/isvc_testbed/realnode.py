@@ -61,6 +61,7 @@ __all__ = [
     "RealNode",
     "build_image",
     "busybox_image",
+    "gpu_pool",
     "llama_server_image",
     "port_forward",
 ]
@@ -282,6 +283,12 @@ class PodForwarder:
                     forward.websocket.shutdown()
 
 
+def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
+    """A one-node fleet holding the real node's cards: what renders them in the fleet's shape."""
+    spec = NodeSpec(node, "gpu", "", "", "", {}, (), gpus)
+    return Fleet([spec]), spec
+
+
 def _free_subnet_index() -> int:
     """An N free for 10.253.N.0/30 (the node link) and 10.254.N.0/24 (its pods) on this host."""
     used = _run(["ip", "-4", "-o", "addr"]).stdout + _run(["ip", "-4", "route"]).stdout
@@ -346,8 +353,7 @@ class RealNode:
         return self._dir / "dra-plugin" / "claims"
 
     def _gpu_fleet(self) -> tuple[Fleet, NodeSpec]:
-        spec = NodeSpec(self.name, "gpu", "", "", "", {}, (), self.gpus)
-        return Fleet([spec]), spec
+        return gpu_pool(self.name, self.gpus)
 
     def devices(self) -> list[Device]:
         """The devices the DRA plugin publishes for this node (uuids, product, memory): to pin claims to."""
@@ -358,21 +364,20 @@ class RealNode:
     def untainted(self) -> Iterator[None]:
         """Lift the node's NoSchedule taint for the block, then put it back: while it is lifted the planner
         counts the node's card as open and an order's pods (no toleration) may run here."""
-        with api_client(self.admin_kubeconfig) as api:
-            core = k8s.CoreV1Api(api)
-            node = core.read_node(self.name)
-            taints = [t for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
-            core.patch_node(self.name, {"spec": {"taints": [core.api_client.sanitize_for_serialization(t)
-                                                            for t in taints] or None}})
+        self._set_taint(False)
         try:
             yield
         finally:
-            with api_client(self.admin_kubeconfig) as api:
-                core = k8s.CoreV1Api(api)
-                node = core.read_node(self.name)
-                kept = [core.api_client.sanitize_for_serialization(t)
-                        for t in (node.spec.taints if node.spec else None) or [] if t.key != REAL_NODE_LABEL]
-                core.patch_node(self.name, {"spec": {"taints": [*kept, REAL_NODE_TAINT]}})
+            self._set_taint(True)
+
+    def _set_taint(self, present: bool) -> None:
+        with api_client(self.admin_kubeconfig) as api:
+            core = k8s.CoreV1Api(api)
+            spec = core.read_node(self.name).spec
+            taints = [api.sanitize_for_serialization(t) for t in (spec.taints if spec else None) or []
+                      if t.key != REAL_NODE_LABEL]
+            taints += [REAL_NODE_TAINT] if present else []
+            core.patch_node(self.name, {"spec": {"taints": taints or None}})
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ctr against this node's containerd (namespace k8s.io)."""

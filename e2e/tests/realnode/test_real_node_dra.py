@@ -103,14 +103,18 @@ def test_the_plugin_publishes_the_real_nodes_card_in_the_fleets_shape(
 
 
 @pytest.fixture
-def claim(admin_api: k8s.ApiClient, fleet: Fleet) -> Iterator[str]:
-    """A ResourceClaim for a tenth of one card of the fleet's class `gpu.nvidia.com` (an order's shape)."""
+def claim(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> Iterator[str]:
+    """A ResourceClaim shaped like an order's (class `gpu.nvidia.com`, pinned to the card by its uuid, a tenth
+    of its shares and some of its memory), with the fleet's cards published beside it."""
     name = "real-gpu"
+    uuid = cluster.node.devices()[0].uuid
+    pin = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].uuid == '{uuid}'"
     body = {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
             "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1,
-            "capacity": {"requests": {"shares": "10"}},
+            "selectors": [{"cel": {"expression": pin}}],
+            "capacity": {"requests": {"shares": "10", "memory": "512Mi"}},
         }}]}},
     }
     k8s.ResourceV1Api(admin_api).create_namespaced_resource_claim(NS, body)  # type: ignore[arg-type]
@@ -130,7 +134,7 @@ def test_a_claim_on_the_real_nodes_card_is_prepared_into_the_container_and_unpre
         allocated = admin_api.sanitize_for_serialization(resource.read_namespaced_resource_claim(claim, NS))
         [result] = allocated["status"]["allocation"]["devices"]["results"]
         assert (result["driver"], result["pool"], result["device"]) == (DRIVER, node.name, "gpu-0")
-        assert result["consumedCapacity"]["shares"] == "10"
+        assert result["consumedCapacity"] == {"shares": "10", "memory": "512Mi"}
         uid = allocated["metadata"]["uid"]
         record, spec = node.dra_state_dir / f"{uid}.json", node.cdi_dir / f"isvc-testbed-{uid}.json"
         assert record.is_file() and spec.is_file()  # the kubelet called NodePrepareResources
