@@ -38,7 +38,7 @@ from isvc_planner import estimate, memory_need
 from isvc_runtime_recipes import load_recipes
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import DRIVER
-from isvc_testbed.helpers import namespace, wait_for
+from isvc_testbed.helpers import ignore_404, namespace, wait_for
 from isvc_testbed.module import ModuleProcesses
 from isvc_testbed.realnode import (
     REAL_NODE_GPU,
@@ -80,9 +80,9 @@ PLACEMENT = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1,
 
 @dataclass
 class Served:
-    facts: ModelFacts
+    """The running pod, what it was compiled from, and where the host reaches it."""
+
     runtime: CompiledRuntime
-    set_: dict[str, Any]
     pod: Any
     token: str
     base_url: str
@@ -147,36 +147,32 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
         token = base64.b64decode(secret["data"][AUTH_SECRET_KEY]).decode()
 
         def ready() -> Any:
-            pod = core.read_namespaced_pod(f"{NAME}-0", NS)
+            try:
+                pod = core.read_namespaced_pod(f"{NAME}-0", NS)
+            except ApiException as e:
+                if e.status == 404:  # the StatefulSet controller has not made it yet
+                    return None
+                raise
             conds = (pod.status.conditions if pod.status else None) or []
             return pod if any(c.type == "Ready" and c.status == "True" for c in conds) else None
 
         try:
-            pod = wait_for(lambda: _ignore_404(ready), 180, interval=1, what="the llama-server pod Ready")
+            pod = wait_for(ready, 180, interval=1, what="the llama-server pod Ready")
         except TimeoutError as e:
             pods = core.list_namespaced_pod(NS).items
             raise AssertionError(f"{e}\n" + "\n".join(_diagnosis_in(core, p) for p in pods)) from None
         http = runtime.ports[0].container_port
         with port_forward(cluster.admin_kubeconfig, NS, pod.metadata.name, http) as port:
-            yield Served(facts, runtime, set_, pod, token, f"http://127.0.0.1:{port}")
+            yield Served(runtime, pod, token, f"http://127.0.0.1:{port}")
         assert node.forward_dropped() == dropped, "the llama-server pod dialled out of the namespace"
     finally:
-        _ignore_404(lambda: apps.delete_namespaced_stateful_set(NAME, NS))
+        ignore_404(lambda: apps.delete_namespaced_stateful_set(NAME, NS))
         for claim in core.list_namespaced_persistent_volume_claim(NS).items:
-            _ignore_404(lambda c=claim: core.delete_namespaced_persistent_volume_claim(c.metadata.name, NS))
-        _ignore_404(lambda: core.delete_namespaced_secret(auth_secret_name(NAME), NS))
+            ignore_404(lambda c=claim: core.delete_namespaced_persistent_volume_claim(c.metadata.name, NS))
+        ignore_404(lambda: core.delete_namespaced_secret(auth_secret_name(NAME), NS))
         module.stop()
         # the pod's two CPUs are the next module's
         wait_for(lambda: not core.list_namespaced_pod(NS).items, 60, interval=1, what="the pod gone")
-
-
-def _ignore_404(call: Any) -> Any:
-    try:
-        return call()
-    except ApiException as e:
-        if e.status != 404:
-            raise
-        return None
 
 
 def _diagnosis_in(core: k8s.CoreV1Api, pod: Any) -> str:
