@@ -74,8 +74,9 @@ NAME = "tiny-chat"
 # the tiny model fits on; the card itself is never touched (a CPU build), and its claim is not made here
 PLACEMENT = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1, node_name=REAL_NODE_NAME,
                       device_class_name="gpu.nvidia.com", driver=DRIVER,
-                      accelerator_product_name=REAL_NODE_GPU.product, accelerator_memory_gi_b=16.0,
-                      accelerator_compute_capability="7.5")
+                      accelerator_product_name=REAL_NODE_GPU.product,
+                      accelerator_memory_gi_b=float((REAL_NODE_GPU.memory or "0Gi").removesuffix("Gi")),
+                      accelerator_compute_capability=".".join(REAL_NODE_GPU.compute_capability.split(".")[:2]))
 
 
 @dataclass
