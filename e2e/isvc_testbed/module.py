@@ -142,11 +142,17 @@ class ModuleProcesses:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.planner_port = _free_port()
         self.hub_port = _free_port()
+        self.metrics_port = _free_port()  # the first controller's /metrics on loopback (a standby has none)
         self.planner_args: tuple[str, ...] = ()  # extra flags of every planner start (e.g. --reservation-ttl)
 
     @property
     def planner_url(self) -> str:
         return f"http://127.0.0.1:{self.planner_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The first controller's /metrics."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def hub_url(self) -> str:
@@ -222,7 +228,9 @@ class ModuleProcesses:
             "--public-domain-template", "%s.example.test", "--cert-manager", "false",
             "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
             "--hub-deadline-seconds", str(HUB_DEADLINE),
-            "--health-failure-threshold", "2", "--metrics-port", "0", "--health-port", "0",
+            "--health-failure-threshold", "2", "--health-port", "0",
+            "--metrics-host", "127.0.0.1",
+            "--metrics-port", str(self.metrics_port) if name == "controller" else "0",
             "--model-volume-storage-class", STORAGE_CLASS,
             # the chart's webhook names one address here: only the first controller serves it (in a
             # cluster every replica does, each in its own pod)

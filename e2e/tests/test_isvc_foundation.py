@@ -185,6 +185,25 @@ def test_the_readme_order_reaches_ready_answers_with_its_token_and_goes_with_its
     assert httpx.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 200
     assert httpx.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
 
+    # Rotation as the security guide tells it: the endpoint token Secret deleted is made again with a new
+    # token. Its deletion passes the order (the Secret watch; which orders a Secret's event passes is
+    # pinned by packages/isvc-operator/tests/test_secret_refs.py); the order's own replay is an hour off.
+    core.delete_namespaced_secret("support-llm-auth", team_a)
+
+    def remade() -> str | None:
+        module.check()
+        try:
+            again = core.read_namespaced_secret("support-llm-auth", team_a)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return base64.b64decode(again.data["token"]).decode() if again.data else None
+
+    rotated = wait_for(remade, 30, what="support-llm-auth made again")
+    assert rotated != token
+    assert order_status(alice_api, team_a, "support-llm")["authSecretName"] == "support-llm-auth"
+
     k8s.CustomObjectsApi(alice_api).delete_namespaced_custom_object(
         GROUP, VERSION, team_a, "inferenceservices", "support-llm")
 

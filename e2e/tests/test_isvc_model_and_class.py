@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from isvc_testbed.bench import parse_metrics
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.module import ModuleProcesses, install_chart
@@ -149,6 +151,54 @@ def test_a_gated_model_naming_a_missing_secret_resumes_once_the_secret_exists(be
     status = bed.wait_true("gated", "ModelResolved", timeout=30)
     assert status["model"]["parameterCount"] == 8030261248
     assert bed.read("gated")["metadata"]["generation"] == generation
+
+
+def _timed_requeues(bed: Bed, reason: str) -> float:
+    """How many passes of orders with that status reason asked the controller to come back on a timer."""
+
+    def scrape() -> str | None:  # a controller just (re)started may not serve /metrics yet
+        bed.module.check("controller")
+        try:
+            r = httpx.get(bed.module.metrics_url, timeout=10)
+        except httpx.TransportError:
+            return None
+        return r.text if r.status_code == 200 else None
+
+    text = wait_for(scrape, 30, what="the controller's /metrics")
+    return sum(v for (_, labels), v in parse_metrics(text, ["isvc_order_timed_requeues_total"]).items()
+               if dict(labels).get("reason") == reason)
+
+
+def test_a_missing_secret_and_then_a_missing_key_lift_on_the_secrets_own_change_not_on_a_timer(
+        bed: Bed) -> None:
+    """Nothing polls for the Secret: no pass of an order refused with AuthSecretNotFound asks to be passed
+    again later (the controller counts every timed requeue by the order's reason), and the order's own
+    replay is an hour away. So the order can move only on the Secret's watch event, whatever the age
+    of the refusal: a refusal an hour old lifts as one a second old does."""
+    core = k8s.CoreV1Api(bed.admin_api)
+    before = _timed_requeues(bed, "AuthSecretNotFound")
+    bed.order("gated-watch", hf("meta-llama/Llama-3.1-8B-Instruct", secret="e2e-hf-watch"),
+              klass="default-llm")
+    status = bed.wait_reason("gated-watch", "ModelResolved", "AuthSecretNotFound")
+    assert "'e2e-hf-watch' named in spec.model.authSecretRef does not exist" in \
+        condition(status, "ModelResolved")["message"]
+    assert _timed_requeues(bed, "AuthSecretNotFound") == before
+
+    # The Secret appears, without the key the order names: the refusal changes to say so.
+    core.create_namespaced_secret(bed.ns, k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name="e2e-hf-watch"), string_data={"hf": "hf_test_token"}))
+    bed.cleanup.append(lambda: core.delete_namespaced_secret("e2e-hf-watch", bed.ns))
+    status = bed.wait("gated-watch", lambda s: "has no key 'token'" in condition(s, "ModelResolved")[
+        "message"], bed.timeout, "ModelResolved names the missing key")
+    assert condition(status, "ModelResolved")["reason"] == "AuthSecretNotFound"
+    assert _timed_requeues(bed, "AuthSecretNotFound") == before
+
+    # The key is added: the order resolves, unedited.
+    core.patch_namespaced_secret("e2e-hf-watch", bed.ns, {"stringData": {"token": "hf_test_token"}})
+    status = bed.wait_true("gated-watch", "ModelResolved")
+    assert status["model"]["parameterCount"] == 8030261248
+    assert bed.read("gated-watch")["metadata"]["generation"] == 1
+    assert _timed_requeues(bed, "AuthSecretNotFound") == before
 
 
 # ---------------------------------------------------------------- ModelResolved: the class's model policy

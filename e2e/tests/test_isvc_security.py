@@ -101,8 +101,9 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     # the controller: verb by verb what its code calls
     ("controller", "get", "", "secrets", "team-a", True),
     ("controller", "create", "", "secrets", "team-a", True),
-    ("controller", "list", "", "secrets", "team-a", False),
-    ("controller", "watch", "", "secrets", None, False),
+    # listed and watched as metadata only (the code asks for PartialObjectMetadata; RBAC cannot say so)
+    ("controller", "list", "", "secrets", "team-a", True),
+    ("controller", "watch", "", "secrets", None, True),
     ("controller", "patch", "", "secrets", "team-a", False),
     ("controller", "update", "", "secrets", "team-a", False),
     ("controller", "delete", "", "secrets", "team-a", False),
@@ -166,7 +167,7 @@ PROXIED: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
     ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
     ("planner", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
-    ("controller", "list", "", "secrets", "team-a", False),
+    ("controller", "delete", "", "secrets", "team-a", False),
     ("planner", "get", "", "secrets", "team-a", False),
     ("stranger", "create", "authentication.k8s.io", "tokenreviews", None, False),
     ("stranger", "create", "authorization.k8s.io", "subjectaccessreviews", None, False),

@@ -17,3 +17,9 @@ from health_standin import StandIn, serve
 def stand_in() -> Iterator[StandIn]:
     with serve() as server:
         yield server
+
+
+@pytest.fixture
+def kept_alive() -> Iterator[StandIn]:
+    with serve(keep_alive=True) as server:
+        yield server

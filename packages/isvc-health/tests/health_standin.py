@@ -20,6 +20,8 @@ class Behaviour:
     status: int | None = None  # force a status
     body: bytes | None = None  # force a body
     delay: float = 0.0
+    drop_after_answer: bool = False  # close a kept-alive connection after answering, saying nothing
+    connections: int = 0
     seen_auth: list[str | None] = field(default_factory=list)
     seen_paths: list[str] = field(default_factory=list)
 
@@ -30,8 +32,14 @@ class StandIn:
     behaviour: Behaviour
 
 
-def _handler(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
+def _handler(behaviour: Behaviour, keep_alive: bool) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+        def setup(self) -> None:
+            behaviour.connections += 1
+            super().setup()
+
         def do_GET(self) -> None:
             behaviour.seen_auth.append(self.headers.get("Authorization"))
             behaviour.seen_paths.append(self.path)
@@ -59,6 +67,8 @@ def _handler(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            if behaviour.drop_after_answer:
+                self.close_connection = True
 
         def log_message(self, format: str, *args: object) -> None:
             return
@@ -67,9 +77,10 @@ def _handler(behaviour: Behaviour) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve() -> Iterator[StandIn]:
+def serve(keep_alive: bool = False) -> Iterator[StandIn]:
+    """An HTTP/1.0 server (a connection per answer), or with `keep_alive` an HTTP/1.1 one."""
     behaviour = Behaviour()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(behaviour))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(behaviour, keep_alive))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()

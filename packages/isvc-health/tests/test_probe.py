@@ -146,3 +146,38 @@ def test_resolvers_build_the_base_url(resolver: ServiceDNSResolver | TemplateRes
 def test_a_template_naming_an_unknown_field_is_refused() -> None:
     with pytest.raises(TemplateInvalid, match="pod_ip"):
         TemplateResolver("http://{pod_ip}:8000")
+
+
+def test_probes_of_one_origin_share_a_kept_alive_connection(kept_alive: StandIn) -> None:
+    """A probe a period per order: a new connection each time would cost more than the probe itself."""
+    with Prober() as prober:
+        results = [prober.probe_url(kept_alive.url, token="secret-token") for _ in range(3)]
+    assert [r.ok for r in results] == [True, True, True]
+    assert kept_alive.behaviour.connections == 1
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_without_a_failure(kept_alive: StandIn) -> None:
+    kept_alive.behaviour.drop_after_answer = True
+    with Prober() as prober:
+        results = [prober.probe_url(kept_alive.url, token="secret-token") for _ in range(3)]
+    assert [r.outcome for r in results] == [ProbeOutcome.OK] * 3
+    assert kept_alive.behaviour.connections == 3
+    assert len(kept_alive.behaviour.seen_paths) == 3
+
+
+def test_an_answer_longer_than_a_model_list_is_cut_and_its_connection_not_kept(kept_alive: StandIn) -> None:
+    from isvc_health._probe import MAX_BODY
+
+    kept_alive.behaviour.body = b"x" * (MAX_BODY + 10)
+    with Prober() as prober:
+        first = prober.probe_url(kept_alive.url, token="secret-token")
+        kept_alive.behaviour.body = None
+        second = prober.probe_url(kept_alive.url, token="secret-token")
+    assert (first.outcome, second.outcome) == (ProbeOutcome.BAD_RESPONSE, ProbeOutcome.OK)
+    assert kept_alive.behaviour.connections == 2
+
+
+def test_a_url_that_is_not_http_is_a_failure_not_an_exception() -> None:
+    with Prober() as prober:
+        result = prober.probe_url("ftp://127.0.0.1:21", token=None)
+    assert result.outcome == ProbeOutcome.CONNECTION_FAILED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -13,12 +14,23 @@ def _pod(name: str, version: str) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "team-a", "resourceVersion": version}}
 
 
-class _Listing:
-    def __init__(self, items: list[dict[str, Any]], version: str) -> None:
-        self._body = {"items": items, "metadata": {"resourceVersion": version}}
+class _Response:
+    """What the API client hands back with serialize=False: a body to read, or a watch's lines to stream."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return self._body
+    def __init__(self, body: dict[str, Any] | None = None,
+                 events: list[dict[str, Any]] | None = None) -> None:
+        self.data = json.dumps(body).encode() if body is not None else b""
+        self._lines = [json.dumps({"type": e["type"], "object": e["raw_object"]}).encode() + b"\n"
+                       for e in events or []]
+
+    def stream(self, amt: int | None = None, decode_content: bool = False) -> Iterator[bytes]:
+        return iter(self._lines)
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
 
 
 class FakeDynamic:
@@ -31,19 +43,17 @@ class FakeDynamic:
         self._stop = informer_stop
         self.resources = self
 
-    def get(self, api_version: str | None = None, kind: str | None = None,
-            label_selector: str | None = None) -> Any:
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
         if kind is not None:
             return self  # resources.get(api_version, kind) -> the resource
-        self.lists += 1
-        return _Listing([_pod("a", "1")], "10")
-
-    def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
-        self.watched_from.append(resource_version)
+        if not kwargs.get("watch"):
+            self.lists += 1
+            return _Response({"items": [_pod("a", "1")], "metadata": {"resourceVersion": "10"}})
+        self.watched_from.append(kwargs["resource_version"])
         if not self._streams:
             self._stop.set()
-            return iter(())
-        return iter(self._streams.pop(0))
+            return _Response(events=[])
+        return _Response(events=self._streams.pop(0))
 
 
 def run(informer: Informer, dyn: FakeDynamic) -> list[tuple[str, str]]:
@@ -147,3 +157,65 @@ def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pas
         except ResourceNotFoundError:
             pass
     assert dyn.resources.asked == ["Pod", "Certificate"]
+
+
+def test_cached_objects_share_their_keys_and_short_strings() -> None:
+    """At 2,000 orders the cache's own copies of "metadata", "Ready", label values… were half its size."""
+    from isvc_operator._kube import compact
+
+    first = compact(json.loads(json.dumps(_pod("a", "1") | {"status": {"phase": "Running"}})))
+    second = compact(json.loads(json.dumps(_pod("b", "2") | {"status": {"phase": "Running"}})))
+    assert first == _pod("a", "1") | {"status": {"phase": "Running"}}
+    key_1 = next(k for k in first if k == "metadata")
+    key_2 = next(k for k in second if k == "metadata")
+    assert key_1 is key_2
+    assert first["status"]["phase"] is second["status"]["phase"]
+    long = "x" * 500
+    assert compact({"a": long})["a"] is long  # a long value is kept as it is, not interned
+
+
+def test_a_cached_pod_keeps_of_its_spec_only_what_passes_read() -> None:
+    from isvc_operator._kube import POD_SPEC_READ, compact_pod
+
+    pod = _pod("a", "1") | {
+        "spec": {"nodeName": "gpu-0", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                 "containers": [{"name": "runtime", "env": [{"name": "X", "value": "y"}]}],
+                 "volumes": [{"name": "model"}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "runtime", "restartCount": 2}]}}
+    cached = compact_pod(json.loads(json.dumps(pod)))
+    assert cached["spec"] == {"nodeName": "gpu-0",
+                              "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}
+    assert set(cached["spec"]) <= set(POD_SPEC_READ)
+    assert cached["status"] == pod["status"] and cached["metadata"] == pod["metadata"]
+
+
+class MetadataDynamic(FakeDynamic):
+    """Records the Accept header of each list and watch its resource is asked for."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]], informer_stop: threading.Event) -> None:
+        super().__init__(streams, informer_stop)
+        self.accepts: list[tuple[bool, str | None]] = []
+
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+        if kind is None:
+            self.accepts.append((bool(kwargs.get("watch")), kwargs.get("header_params", {}).get("Accept")))
+        return super().get(api_version, kind, **kwargs)
+
+
+def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
+    from isvc_operator._kube import METADATA_LIST, METADATA_WATCH
+
+    informer = Informer(None, "v1", "Secret", metadata_only=True, store=False)  # type: ignore[arg-type]
+    informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
+    relists: list[int] = []
+    informer.add_relist_handler(lambda: relists.append(1))
+    secret = {"kind": "PartialObjectMetadata", "metadata": {"name": "hf", "namespace": "team-a",
+                                                            "resourceVersion": "11"}}
+    gone = {"type": "ERROR", "raw_object": {"code": 410, "message": "too old resource version"}}
+    dyn = MetadataDynamic([[{"type": "ADDED", "raw_object": secret}, gone], []], informer._stop)
+    seen = run(informer, dyn)
+    assert seen == [("ADDED", "hf")]  # no SYNC of a list, no DELETED guessed
+    assert dyn.accepts == [(False, METADATA_LIST), (True, METADATA_WATCH), (False, METADATA_LIST),
+                           (True, METADATA_WATCH), (True, METADATA_WATCH)]  # the 410 relisted once
+    assert relists == [1]  # after the second list only: before the first nothing was watched
+    assert informer.get("team-a", "hf") is None and informer.list() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -109,6 +110,24 @@ def test_a_missing_auth_secret_is_named_and_lifts_once_created(world: World) -> 
     world.cluster.secret("team-a", "hf-token", {"token": "hf_abc"})
     assert world.run(obj)["phase"] == "Ready"
     assert world.models.tokens[-1] == "hf_abc"
+
+
+@pytest.mark.parametrize("minutes", [0, 2, 60])
+def test_a_missing_auth_secret_or_key_asks_for_no_timed_pass_at_any_age(world: World, minutes: int) -> None:
+    """The Secret's watch passes the order when the Secret appears or changes: a refusal a minute old or an
+    hour old is not polled (it once was, every 3 s and then every 15 s)."""
+    obj = order(authSecretRef={"name": "hf-token", "key": "token"})
+    assert world.run(obj)["reason"] == "AuthSecretNotFound"
+    world.clock_offset = timedelta(minutes=minutes)
+    assert world.run(obj)["reason"] == "AuthSecretNotFound"
+    assert world.last is not None and world.last.requeue_after is None
+    world.cluster.secret("team-a", "hf-token", {"other": "hf_abc"})  # the key is missing
+    status = world.run(obj)
+    assert status["reason"] == "AuthSecretNotFound"
+    assert "has no key 'token'" in reasons_message(status, "ModelResolved")
+    assert world.last is not None and world.last.requeue_after is None
+    world.cluster.secret("team-a", "hf-token", {"token": "hf_abc"})
+    assert world.run(obj)["phase"] == "Ready"
 
 
 def test_a_catalog_order_with_the_catalog_off_says_catalog_disabled(world: World) -> None:

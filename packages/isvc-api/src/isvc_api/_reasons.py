@@ -87,7 +87,8 @@ class Reason(StrEnum):
 
     @property
     def retried(self) -> bool:
-        """Whether the condition passes on its own (a timed requeue) rather than needing a fix."""
+        """Whether the condition passes on its own (a timed requeue, or a watch of the object it waits for)
+        rather than needing a fix of the order or the class."""
         return self in _PASSES_ON_ITS_OWN
 
 

@@ -1,15 +1,25 @@
-"""One probe of an OpenAI-compatible inference API: GET /v1/models with the endpoint's token."""
+"""One probe of an OpenAI-compatible inference API: GET /v1/models with the endpoint's token.
+
+Probes go through the standard library's `http.client` over kept-alive connections, not httpx: a probe is
+one small GET per order and period, and at 2,000 orders and the default 30 s period httpx's own work
+(≈ 1.0 ms of CPU per request against ≈ 0.4 ms here, measured on loopback) was alone more than the
+controller's 5 % budget at rest. A probe needs nothing httpx adds: no redirects, proxies, cookies, retries.
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
 from isvc_api import now
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,24 +85,81 @@ def judge_response(status_code: int, body: bytes, model: str | None) -> tuple[Pr
     return ProbeOutcome.OK, ""
 
 
-def _transport_failure(error: httpx.HTTPError, timeout: float) -> tuple[ProbeOutcome, str]:
-    if isinstance(error, httpx.TimeoutException):
+def _transport_failure(error: OSError | http.client.HTTPException,
+                       timeout: float) -> tuple[ProbeOutcome, str]:
+    if isinstance(error, TimeoutError):
         return ProbeOutcome.TIMEOUT, f"no answer within {timeout:g}s"
-    if isinstance(error, httpx.ConnectError) and "refused" in str(error).lower():
+    if isinstance(error, ConnectionRefusedError):
         return ProbeOutcome.CONNECTION_REFUSED, "connection refused"
     detail = str(error) or type(error).__name__
     return ProbeOutcome.CONNECTION_FAILED, f"connection failed: {detail}"[:200]
 
 
+MAX_BODY = 1 << 20  # a model list is a few KiB; more than this is not read (nor the connection kept)
+_Origin = tuple[str, str, int]
+# How a kept-alive connection that the server closed meanwhile fails before any answer: asked once more.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
+
+
+class _Connections:
+    """Idle kept-alive connections by origin; beyond `limit` the least recently used is closed."""
+
+    def __init__(self, timeout: float, limit: int = 64) -> None:
+        self._timeout = timeout
+        self._limit = limit
+        self._idle: OrderedDict[int, tuple[_Origin, http.client.HTTPConnection]] = OrderedDict()
+        self._serial = 0
+        self._lock = threading.Lock()
+        self._tls: ssl.SSLContext | None = None
+
+    def take(self, origin: _Origin) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection to `origin` (and True: reused), or a new one (False)."""
+        with self._lock:
+            for serial in reversed(self._idle):
+                if self._idle[serial][0] == origin:
+                    return self._idle.pop(serial)[1], True
+            if origin[0] == "https" and self._tls is None:
+                self._tls = ssl.create_default_context()
+            tls = self._tls
+        scheme, host, port = origin
+        if scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=self._timeout, context=tls), False
+        return http.client.HTTPConnection(host, port, timeout=self._timeout), False
+
+    def give(self, origin: _Origin, conn: http.client.HTTPConnection) -> None:
+        """Keep `conn` for a later probe of `origin`."""
+        with self._lock:
+            self._serial += 1
+            self._idle[self._serial] = (origin, conn)
+            surplus = [self._idle.popitem(last=False)[1][1] for _ in range(len(self._idle) - self._limit)]
+        for old in surplus:
+            old.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), OrderedDict()
+        for _, conn in idle:
+            conn.close()
+
+
+def _origin(url: str) -> tuple[_Origin, str]:
+    """(scheme, host, port) and the path with its query, of an http(s) URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise http.client.InvalidURL(f"not an http(s) URL: {url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (parts.scheme, parts.hostname, port), path
+
+
 class Prober:
-    """Probes orders' inference APIs with one reusable httpx.Client; never raises for a failed probe."""
+    """Probes orders' inference APIs over kept-alive connections; never raises for a failed probe."""
 
     def __init__(
         self,
         resolver: EndpointResolver | None = None,
         *,
         timeout: float = 5.0,
-        client: httpx.Client | None = None,
         metrics: ProbeMetrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -100,8 +167,8 @@ class Prober:
         self.timeout = timeout
         self.metrics = metrics
         self._clock = clock
-        # trust_env off: a proxy from the environment must not carry probes anywhere else.
-        self._client = client or httpx.Client(timeout=timeout, trust_env=False, follow_redirects=False)
+        # No proxy from the environment is used: a probe goes to the order's own address only.
+        self._connections = _Connections(timeout)
 
     def probe(
         self,
@@ -129,13 +196,35 @@ class Prober:
         """GET {base_url}/v1/models with the bearer token (none when `token` is None)."""
         started = self._clock()
         try:
-            response = self._client.get(
-                base_url.rstrip("/") + MODELS_PATH, headers=_headers(token), timeout=self.timeout
-            )
-        except httpx.HTTPError as error:
+            status, body = self._get(base_url.rstrip("/") + MODELS_PATH, _headers(token))
+        except (OSError, http.client.HTTPException) as error:
             return self._finish(namespace, name, started, *_transport_failure(error, self.timeout), None)
-        outcome, reason = judge_response(response.status_code, response.content, model)
-        return self._finish(namespace, name, started, outcome, reason, response.status_code)
+        outcome, reason = judge_response(status, body, model)
+        return self._finish(namespace, name, started, outcome, reason, status)
+
+    def _get(self, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        """GET `url` on a kept-alive connection when one is idle (once more on a fresh one when the server
+        had closed it), returning the status and at most MAX_BODY bytes of the answer."""
+        origin, path = _origin(url)
+        while True:
+            conn, reused = self._connections.take(origin)
+            try:
+                conn.request("GET", path, headers=headers)
+                response = conn.getresponse()
+                body = response.read(MAX_BODY)
+            except _STALE:
+                conn.close()
+                if reused:
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if response.will_close or not response.isclosed():
+                conn.close()  # the server closes it, or the answer was longer than read
+            else:
+                self._connections.give(origin, conn)
+            return response.status, body
 
     def _finish(
         self, namespace: str, name: str, started: float, outcome: ProbeOutcome, reason: str, code: int | None
@@ -146,8 +235,8 @@ class Prober:
         return ProbeResult(outcome=outcome, reason=reason, status_code=code, latency_seconds=latency)
 
     def close(self) -> None:
-        """Close the HTTP client."""
-        self._client.close()
+        """Close the kept-alive connections."""
+        self._connections.close()
 
     def __enter__(self) -> Prober:
         return self

@@ -18,6 +18,7 @@ from isvc_operator._kube import KubeCluster
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import ProbeLoop
 from isvc_operator._queue import ShutDownError, WorkQueue
+from isvc_operator._secret_refs import SecretRefs
 
 __all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
 
@@ -77,6 +78,9 @@ class Controller:
                             registry=registry)
         self.retries = Counter("isvc_workqueue_retries_total", "Keys requeued after a failed pass", ["kind"],
                                registry=registry)
+        self.timed = Counter("isvc_order_timed_requeues_total", "Order passes that asked to be passed again "
+                             "after a delay, by the order's status reason", ["reason"], registry=registry)
+        self.secret_refs = SecretRefs()
         self._running: dict[str, float] = {}  # worker thread name -> when its pass began
         Gauge("isvc_workqueue_longest_running_seconds", "How long the longest pass in progress has run",
               registry=registry).set_function(self.longest_running)
@@ -125,13 +129,29 @@ class Controller:
                 if (klass.get("spec") or {}).get("priorityClassName") == obj["metadata"]["name"]:
                     on_class("SYNC", klass)
 
+        def on_secret(_: str, obj: Obj) -> None:
+            meta = obj["metadata"]
+            for key in self.secret_refs.orders(meta.get("namespace", ""), meta["name"]):
+                orders.add(key)
+
+        def on_secrets_relisted() -> None:
+            # A broken watch of Secrets may have missed a change: every order naming one is passed again.
+            for key in self.secret_refs.all():
+                orders.add(key)
+
         def on_order(_: str, obj: Obj) -> None:
             meta, status = obj["metadata"], obj.get("status") or {}
             # A new or edited order goes before the timed retries of orders waiting for room.
             urgent = status.get("observedGeneration") != meta.get("generation")
             orders.add((meta.get("namespace", ""), meta["name"]), urgent=urgent)
 
+        # The index first: an order is in it before its first pass reads the Secrets it names.
+        k.orders.add_handler(self.secret_refs.on_order)
         k.orders.add_handler(on_order)
+        secrets = getattr(k, "secrets", None)
+        if secrets is not None:
+            secrets.add_handler(on_secret)
+            secrets.add_relist_handler(on_secrets_relisted)
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
         for informer in (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
@@ -197,6 +217,7 @@ class Controller:
         if result.failed:
             raise _PassFailed
         if result.requeue_after is not None:
+            self.timed.labels(result.reason or "").inc()
             self.order_queue.add_after(key, result.requeue_after)
 
     def _class_pass(self, name: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,10 @@ GV = f"{GROUP}/{VERSION}"
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read: seconds
 WATCH_TIMEOUT = (5.0, 90.0)  # the server ends a watch after 60 s and sends bookmarks meanwhile
 Handler = Callable[[str, Obj], None]
+# What the API server is asked for when only metadata is wanted (PartialObjectMetadata, as client-go's
+# metadata informers ask): the objects' data never crosses the wire.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 # A character beyond the Basic Multilingual Plane as json.dumps escapes it: a UTF-16 surrogate pair, after an
@@ -98,6 +103,51 @@ def slim(obj: Obj) -> Obj:
     return obj
 
 
+_SHORT = 64  # strings up to this length are interned: keys, kinds, reasons, label values recur
+
+
+def _shared(value: Any) -> Any:
+    """The same JSON value with its keys and short strings interned: thousands of cached objects then
+    share one copy of each (a cached object's size roughly halves)."""
+    if isinstance(value, dict):
+        return {sys.intern(k): _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    if isinstance(value, str) and len(value) <= _SHORT:
+        return sys.intern(value)
+    return value
+
+
+def compact(obj: Obj) -> Obj:
+    """What the cache keeps of an object: slimmed, with interned keys and short strings."""
+    shared: Obj = _shared(slim(obj))
+    return shared
+
+
+POD_SPEC_READ = ("nodeName", "resourceClaims")  # the only parts of a pod's spec a pass reads
+
+
+def compact_pod(obj: Obj) -> Obj:
+    """A pod as the cache keeps it: metadata and status, and of its spec only what passes read (the
+    containers, volumes and tolerations are most of a pod and the workload's own manifest holds them)."""
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    return compact(obj)
+
+
+class _MetadataOnly:
+    """A resource whose reads ask for metadata only: every list and watch sends the PartialObjectMetadata
+    Accept header, with no fallback to whole objects."""
+
+    def __init__(self, resource: Any) -> None:
+        self._resource = resource
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        accept = METADATA_WATCH if kwargs.get("watch") else METADATA_LIST
+        return self._resource.get(*args, header_params={"Accept": accept}, **kwargs)
+
+
 def _key(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata", {})
     return meta.get("namespace") or "", meta["name"]
@@ -109,6 +159,11 @@ class Informer:
     It lists once, then follows the watch from the listed resourceVersion (bookmarks keep it current);
     only a broken watch (410 Gone, an error, a lost connection) lists again. `resync` seconds, when
     given, replays the cache to the handlers as SYNC events — no API call — as client-go's resync does.
+
+    `metadata_only` asks the API server for the objects' metadata alone (PartialObjectMetadata);
+    `store=False` keeps nothing: handlers see each watch event, and after each list but the first the
+    relist handlers are called instead of SYNC and DELETED events (what changed while the watch was down
+    cannot be told without a store; before the first list nothing was watched, so nothing was missed).
     """
 
     def __init__(
@@ -118,8 +173,16 @@ class Informer:
         kind: str,
         label_selector: str | None = None,
         resync: float | None = None,
+        metadata_only: bool = False,
+        store: bool = True,
+        transform: Callable[[Obj], Obj] = compact,
     ) -> None:
         self._dyn = dyn
+        self._transform = transform
+        self._metadata_only = metadata_only
+        self._store = store
+        self._relist_handlers: list[Callable[[], None]] = []
+        self._listed = False
         self.api_version = api_version
         self.kind = kind
         self._selector = label_selector
@@ -137,6 +200,10 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Call `handler(event_type, obj)` on ADDED, MODIFIED, DELETED and resync."""
         self._handlers.append(handler)
+
+    def add_relist_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler()` after each list but the first of an informer that keeps no store."""
+        self._relist_handlers.append(handler)
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         """A cached object, or None."""
@@ -189,8 +256,21 @@ class Informer:
                 log.exception("handler failed for %s %s", self.kind, _key(obj))
 
     def _relist(self, resource: Any) -> str:
-        listing = resource.get(label_selector=self._selector).to_dict()
-        fresh = {_key(o): slim(o) for o in listing.get("items", [])}
+        # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
+        # start would build (and then flatten) one wrapper per field.
+        response = resource.get(label_selector=self._selector, serialize=False)
+        listing = json.loads(response.data)
+        version = str(listing["metadata"].get("resourceVersion", ""))
+        relisted, self._listed = self._listed, True
+        if not self._store:
+            for handler in self._relist_handlers if relisted else ():
+                try:
+                    handler()
+                except Exception:
+                    log.exception("relist handler failed for %s", self.kind)
+            self.synced.set()
+            return version
+        fresh = {_key(o): self._transform(o) for o in listing.get("items") or []}
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
@@ -202,7 +282,16 @@ class Informer:
         for obj in fresh.values():
             self._emit("SYNC", obj)
         self.synced.set()
-        return str(listing["metadata"].get("resourceVersion", ""))
+        return version
+
+    def _keep(self, kind: str, obj: Obj) -> None:
+        """Bring the cache and its index up to one watch event."""
+        with self._lock:
+            key = _key(obj)
+            old = self._cache.pop(key, None) if kind == "DELETED" else self._cache.get(key)
+            if kind != "DELETED":
+                self._cache[key] = obj
+            self._index(key, None if kind == "DELETED" else obj, old)
 
     def _replay(self) -> None:
         """Hand every cached object to the handlers again (SYNC), from memory."""
@@ -216,6 +305,8 @@ class Informer:
         while not self._stop.is_set():
             try:
                 resource = resource_of(self._dyn, self.api_version, self.kind)
+                if self._metadata_only:
+                    resource = _MetadataOnly(resource)
                 version = self._relist(resource)
                 replayed = time.monotonic()
                 while not self._stop.is_set():
@@ -223,22 +314,21 @@ class Informer:
                         self._replay()
                         replayed = time.monotonic()
                     self._watcher = k8s_watch.Watch()
-                    for event in self._dyn.watch(
-                        resource, label_selector=self._selector, resource_version=version,
-                        timeout=60, watcher=self._watcher, allow_watch_bookmarks=True,
+                    # The watcher's raw events, not DynamicClient.watch's: that wraps every event in a
+                    # ResourceInstance the cache would drop at once.
+                    for event in self._watcher.stream(
+                        resource.get, label_selector=self._selector, resource_version=version,
+                        timeout_seconds=60, allow_watch_bookmarks=True, serialize=False,
                     ):
-                        kind, obj = event["type"], slim(event["raw_object"])
+                        kind, raw = event["type"], event["raw_object"]
                         if kind == "ERROR":
-                            raise ApiException(status=obj.get("code", 500), reason=obj.get("message"))
+                            raise ApiException(status=raw.get("code", 500), reason=raw.get("message"))
+                        obj = self._transform(raw) if self._store and kind != "BOOKMARK" else raw
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if kind == "BOOKMARK":
                             continue
-                        with self._lock:
-                            key = _key(obj)
-                            old = self._cache.pop(key, None) if kind == "DELETED" else self._cache.get(key)
-                            if kind != "DELETED":
-                                self._cache[key] = obj
-                            self._index(key, None if kind == "DELETED" else obj, old)
+                        if self._store:
+                            self._keep(kind, obj)
                         self._emit(kind, obj)
                         if self._stop.is_set():
                             break
@@ -305,7 +395,7 @@ class KubeCluster:
         self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
         # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
-        self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel)
+        self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel, transform=compact_pod)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
         self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
                                   label_selector=sel)
@@ -317,10 +407,13 @@ class KubeCluster:
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
         self.catalog = [Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel")
                         if catalog_enabled]
+        # Secrets: their metadata only, and nothing kept — an event says which Secret changed, and the
+        # orders naming it are passed; a pass reads the one Secret it needs live (get_secret).
+        self.secrets = Informer(self.dyn, "v1", "Secret", metadata_only=True, store=False)
         self.informers = [
             self.orders, self.classes, self.plans, self.statefulsets, self.deployments, self.pods,
             self.claims, self.templates, self.ingresses, self.services, self.autoscalers,
-            self.priority_classes, *self.catalog,
+            self.priority_classes, self.secrets, *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
@@ -421,7 +514,8 @@ class KubeCluster:
             return False
 
     def get_secret(self, namespace: str, name: str) -> Obj | None:
-        """A Secret read live (secrets are not cached: least privilege, and few reads)."""
+        """A Secret read live: no Secret's data is cached (least privilege in memory); only their metadata
+        is watched, to pass the orders that name one when it changes."""
         return self.get("v1", "Secret", namespace, name)
 
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:

@@ -93,9 +93,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-cert-dir", type=Path, default=Path("/etc/isvc/webhook"),
                    help="directory with tls.crt and tls.key the estimate webhook serves")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--resync-seconds", type=float, default=600.0,
+    p.add_argument("--resync-seconds", type=float, default=3600.0,
                    help="every order gets a pass this often even when nothing changed, its plan judged again "
-                   "by the planner (replayed from the cache: no API call); 0: never")
+                   "by the planner (replayed from the cache: no API call); a safety net only — changes "
+                   "arrive by watch and each wait names its own timer; 0: never")
     p.add_argument("--log-level", default="Info")
     return p
 

@@ -33,6 +33,7 @@ class PassResult:
     requeue_after: float | None = None
     wake: tuple[OrderKey, ...] = ()
     failed: bool = False
+    reason: str | None = None  # the order's status reason after the pass (the first condition not True)
 
 
 class OrderReconciler:
@@ -66,7 +67,7 @@ class OrderReconciler:
             for type_event, reason, message in _status.changes(scope) + scope.events:
                 self.d.cluster.event(raw, type_event, reason, message)
         return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),
-                          failed=bool(scope.failed))
+                          failed=bool(scope.failed), reason=_status.first_not_true(scope.verdicts))
 
     def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Verdict:
         """One step; one that raises leaves its condition Unknown with where to look, and later steps wait."""

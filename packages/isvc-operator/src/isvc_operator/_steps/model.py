@@ -14,7 +14,6 @@ from isvc_api import (
     Refusal,
     StatusReason,
     Verdict,
-    find_condition,
 )
 
 from isvc_operator._ports import Deps, TemporaryError
@@ -22,23 +21,11 @@ from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, OrderScope
 
 __all__ = ["step"]
 
-SECRET_RETRY = 3.0  # seconds: a missing token Secret is usually being created right now
-
 
 class _Refused(Exception):
     def __init__(self, verdict: Verdict) -> None:
         super().__init__(verdict.message)
         self.verdict = verdict
-
-
-def _secret_retry(scope: OrderScope) -> float:
-    """Asked again every few seconds for a minute after the Secret went missing (a user creating it now),
-    then on the capacity retry."""
-    last = find_condition(scope.previous.conditions, ConditionType.MODEL_RESOLVED.value)
-    missing = last is not None and last.reason == Reason.AUTH_SECRET_NOT_FOUND.value
-    since = last.last_transition_time if last is not None and missing else scope.now
-    young = since is None or (scope.now - since).total_seconds() < 60
-    return SECRET_RETRY if young else RETRY_CAPACITY
 
 
 def _token(scope: OrderScope, deps: Deps) -> str | None:
@@ -50,7 +37,7 @@ def _token(scope: OrderScope, deps: Deps) -> str | None:
     data = (secret or {}).get("data") or {}
     if secret is None or ref.key not in data:
         missing = "does not exist" if secret is None else f"has no key {ref.key!r}"
-        scope.requeue(_secret_retry(scope))
+        # No timed retry: the Secret's watch passes the order again when that Secret appears or changes.
         raise _Refused(Verdict.refuse(Reason.AUTH_SECRET_NOT_FOUND, (
             f"Secret {ref.name!r} named in spec.model.authSecretRef {missing} in namespace "
             f"{scope.namespace!r}; create it, or correct the name.")))
