@@ -466,6 +466,7 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         b.module.kill("controller", signal.SIGTERM)
         b.start_controller("controller")
         pid = b.module.pid("controller")
+        assert pid is not None, "the controller did not start again"
         leading_s: float | None = None
         judged_s: float | None = None
 
