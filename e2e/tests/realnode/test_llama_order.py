@@ -52,6 +52,8 @@ ORDER = "tiny-chat"
 
 @dataclass
 class Bed:
+    """The module's processes on the host, alice's orders, and the loopback port the probes go through."""
+
     cluster: Cluster
     module: ModuleProcesses
     orders: Orders
@@ -87,6 +89,7 @@ class Bed:
 
 
 def _chart_installed(api: k8s.ApiClient) -> bool:
+    """Whether the chart's controller Deployment exists (an earlier module installed the chart)."""
     try:
         k8s.AppsV1Api(api).read_namespaced_deployment("isvc-controller", NAMESPACE)
     except k8s.ApiException as e:
@@ -99,6 +102,8 @@ def _chart_installed(api: k8s.ApiClient) -> bool:
 @pytest.fixture(scope="module")
 def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fleet: Fleet, standin: StandIn,
         team_a: str, catalog_crds: list[str]) -> Iterator[Bed]:
+    """The images on the node, the Hub with the tiny model and its cut copy, the processes, a class for the
+    node's card, and the node open to the orders' pods (taint lifted) until the module ends."""
     node = cluster.node
     recipe = load_recipes().get(RECIPE)
     assert recipe is not None and cluster.bin_dir is not None
@@ -107,8 +112,10 @@ def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fl
     node.ctr("images", "import", "--platform", "linux/amd64", str(fetcher))
     good = tiny_chat_model()
     hub_dir = hub_fixture(cluster.workdir / "tiny-hub-orders", {REPO: good, CUT_REPO: truncated(good)})
-    if not _chart_installed(admin_api):  # test_chart_deployments.py may have installed it (and left it scaled
-        install_chart(cluster)          # to none): its ServiceAccounts, RBAC and webhook configuration serve
+    # the chart's ServiceAccounts, RBAC and webhook configuration, which the processes run under; the chart
+    # module may have installed it already (and scaled its Deployments to none)
+    if not _chart_installed(admin_api):
+        install_chart(cluster)
     module = ModuleProcesses(cluster, standin.url_template)
     dropped = node.forward_dropped()
     try:
