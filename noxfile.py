@@ -39,8 +39,8 @@ PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
 
 nox.options.default_venv_backend = "uv|virtualenv"
-# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +30 min cold
-# under load, ≈ +4 min warm: e2e/README.md)
+# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +22 min cold
+# under load, ≈ +3-4 min warm: e2e/README.md)
 nox.options.sessions = ["lint", "tests", "chart", "e2e", "realnode"]
 nox.options.reuse_existing_virtualenvs = True
 
