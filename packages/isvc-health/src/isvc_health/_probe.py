@@ -232,7 +232,9 @@ class Prober:
         latency = max(0.0, self._clock() - started)
         if self.metrics is not None:
             self.metrics.observe(namespace, name, outcome.value, latency)
-        return ProbeResult(outcome=outcome, reason=reason, status_code=code, latency_seconds=latency)
+        # Built from values this module made itself: validation would only cost (a probe per order a period).
+        return ProbeResult.model_construct(outcome=outcome, reason=reason, status_code=code,
+                                           latency_seconds=latency, probed_at=now())
 
     def close(self) -> None:
         """Close the kept-alive connections."""

@@ -153,8 +153,10 @@ class ProbeSchedule:
             entry = self._entries.get(target.key)
             if entry is None or entry.generation != generation:
                 return
-            heapq.heappush(self._due, (self._clock() + self.period, generation, target.key))
-            self._lock.notify()
+            due = (self._clock() + self.period, generation, target.key)
+            heapq.heappush(self._due, due)
+            if self._due[0] is due:
+                self._lock.notify()  # the scheduler sleeps until a later probe: this one is now first
             if result is None:
                 return
             previous, entry.result, entry.seen = entry.result, result, self._clock()
