@@ -39,7 +39,8 @@ PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
 
 nox.options.default_venv_backend = "uv|virtualenv"
-# realnode: the chart's Deployments run as real pods (root; ≈ +14 min cold, ≈ +3 min warm: e2e/README.md)
+# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +22 min cold
+# under load, ≈ +3-4 min warm: e2e/README.md)
 nox.options.sessions = ["lint", "tests", "chart", "e2e", "realnode"]
 nox.options.reuse_existing_virtualenvs = True
 
@@ -137,13 +138,14 @@ def realnode(session: nox.Session) -> None:
                       "plugins, umoci, buildah): run `nox -s realnode` as root (e2e/README.md, A real node)")
     _install(session, *PACKAGES)
     session.install(f"-e{ROOT / 'e2e'}")
+    session.install("pip>=24")  # build-bins.sh fetches the llama-cpp-python sdist with pip (hash-checked)
     session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
     # the module's images for this tree (cached by their inputs; `nox -s build` checks the wheels alone); the
-    # tests import exactly these archives. No model fetcher runs on the node (orders' pods are KWOK's), so its
-    # image is named in the chart but not built here.
+    # tests import exactly these archives: the chart's controller and planner, and the model fetcher that
+    # downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
-    _build_images(session, manifest, "controller planner")
+    _build_images(session, manifest, "controller planner modelFetcher")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
     session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", "--real-node", *session.posargs,

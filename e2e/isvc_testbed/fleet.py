@@ -374,6 +374,11 @@ class Fleet:
                 minor += 1
         return devices, counter_sets, index
 
+    def render_devices(self, spec: NodeSpec) -> list[dict[str, Any]]:
+        """The published devices of one node as resource.k8s.io/v1 Device objects (no counter sets): what a
+        kubelet plugin publishing the same cards itself puts in its pool (realnode.py)."""
+        return self._node_devices(spec)[0]
+
     def devices(self, node: str | None = None) -> list[Device]:
         """Every currently published device (of one node, or of the whole fleet)."""
         out: list[Device] = []

@@ -175,17 +175,21 @@ class ModuleProcesses:
 
         wait_for(up, timeout, what=f"{name} at {url}")
 
-    def start_hub(self) -> None:
+    def start_hub(self, *extra_models: Path) -> None:
         """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, and the hostile
-        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py)."""
+        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py);
+        `extra_models`: more directories of repositories (the real node's tiny model, realnode.py)."""
+        more = [a for d in extra_models for a in ("--extra-models", str(d))]
         self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port),
-                            "--extra-models", str(HOSTILE_REPOS)])
+                            "--extra-models", str(HOSTILE_REPOS), *more])
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
 
-    def start_volumes(self) -> None:
-        """The stand-in volume provisioner, as the administrator; its StorageClass exists once it runs."""
+    def start_volumes(self, host_dir: Path | None = None) -> None:
+        """The stand-in volume provisioner, as the administrator; its StorageClass exists once it runs.
+        `host_dir`: the volumes are directories there, for a real node to mount (volumes.volume_for)."""
+        where = ["--host-dir", str(host_dir)] if host_dir is not None else []
         self._spawn("volumes", [sys.executable, "-m", "isvc_testbed.volumes",
-                                "--kubeconfig", str(self.cluster.admin_kubeconfig)])
+                                "--kubeconfig", str(self.cluster.admin_kubeconfig), *where])
         with self.cluster.api_client() as api:
             storage = k8s.StorageV1Api(api)
 

@@ -9,7 +9,16 @@ is dropped; pods get a resolv.conf without nameservers. Images are local: busybo
 built from local files with umoci and imported with ctr, never pulled.
 
 The node is tainted `isvc-testbed/real-node=true:NoSchedule` and labelled `isvc-testbed/real-node=true`:
-only pods that tolerate the taint (and select the label) land there; KWOK never manages it.
+only pods that tolerate the taint (and select the label) land there; KWOK never manages it. `untainted()`
+lifts the taint for a while: the planner counts the devices of a tainted node as closed, and an order's pods
+carry no toleration, so an order placed on this node's card needs it lifted.
+
+DRA: the fake GPU driver's kubelet plugin (`isvc-dra-plugin`, e2e/tools/dra-plugin) registers with this
+kubelet as `gpu.nvidia.com` and publishes the node's simulated card itself (the kubelet deletes the slices of
+a driver whose plugin is not registered), in the KWOK fleet's shape (`Fleet.render_devices`): one shareable
+`NVIDIA T4` (ConsumableShares N=100, 16Gi) by default. It prepares a claim by writing a CDI spec into the
+directory containerd reads (`enable_cdi`): the container gets `ISVC_TESTBED_GPU_0_UUID` and
+`NVIDIA_VISIBLE_DEVICES` set to the card's uuid; unpreparing removes the spec and the plugin's record.
 """
 
 from __future__ import annotations
@@ -20,30 +29,41 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 
 from isvc_testbed._errors import BinariesMissing, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
+from isvc_testbed.fleet import DRIVER, Device, Fleet, GpuGroup, NodeSpec
 
 __all__ = [
+    "REAL_NODE_GPU",
+    "REAL_NODE_GPU_SELECTOR",
     "REAL_NODE_LABEL",
     "REAL_NODE_NAME",
     "REAL_NODE_TAINT",
     "REAL_NODE_TOLERATION",
+    "PodForwarder",
     "RealNode",
     "build_image",
     "busybox_image",
+    "gpu_pool",
+    "llama_server_image",
+    "port_forward",
 ]
 
 REAL_NODE_NAME = "isvc-real-node"
@@ -52,7 +72,14 @@ REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedul
 REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 BUSYBOX_IMAGE = "localhost/busybox:isvc-testbed"
 PAUSE_IMAGE = "localhost/isvc-pause:isvc-testbed"
-REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isvc-pause")
+REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isvc-pause", "isvc-dra-plugin")
+# The real node's simulated card, in the fleet's shape. NVIDIA T4: 16 GB GDDR6 (NVIDIA T4 datasheet,
+# https://www.nvidia.com/en-us/data-center/tesla-t4/), compute capability 7.5
+# (https://developer.nvidia.com/cuda-gpus). No fleet file has it, so a productName selector keeps to it.
+REAL_NODE_GPU = GpuGroup(product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing",
+                         compute_capability="7.5.0", shares=100)
+REAL_NODE_GPU_SELECTOR = (f"device.driver == '{DRIVER}' && "
+                          f"device.attributes['{DRIVER}'].productName == '{REAL_NODE_GPU.product}'")
 DEBIAN_TOOLS = {"runc": "/usr/sbin/runc", "umoci": "/usr/bin/umoci", "bridge": "/usr/lib/cni/bridge",
                 "busybox": "/bin/busybox", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip",
                 "iptables": "/usr/sbin/iptables"}
@@ -137,9 +164,129 @@ def busybox_image() -> Path:
     return build_image(BUSYBOX_IMAGE, {"/bin/busybox": Path(DEBIAN_TOOLS["busybox"])}, links, ["sh"])
 
 
+def llama_server_image(bin_dir: Path, name: str, command: Sequence[str]) -> Path:
+    """llama.cpp's server (`build-bins.sh realnode`: static, CPU only) as the image `name`, at the path the
+    recipe's `command` runs (e.g. /app/llama-server): the image the llamacpp-chat recipe names, made here."""
+    binary = bin_dir / "llama-server"
+    if not binary.is_file():
+        script = Path(__file__).resolve().parent.parent / "tools" / "build-bins.sh"
+        raise BinariesMissing(f"no {binary}; run `bash {script} realnode` (builds llama.cpp's server)")
+    return build_image(name, {command[0]: binary}, {}, [], list(command))
+
+
 def pause_image(bin_dir: Path) -> Path:
     """The sandbox image: the test bed's own static pause binary (e2e/tools/pause)."""
     return build_image(PAUSE_IMAGE, {"/pause": bin_dir / "isvc-pause"}, {}, [], ["/pause"])
+
+
+@contextlib.contextmanager
+def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
+                 timeout: float = 30.0) -> Iterator[int]:
+    """`kubectl port-forward` to a pod's port through the API server, listening on 127.0.0.1 only; yields
+    the local port (the host reaches the real node's pods this way, never by their addresses)."""
+    from isvc_testbed._bins import bin_dir
+
+    proc = subprocess.Popen(
+        [str(bin_dir() / "kubectl"), f"--kubeconfig={kubeconfig}", "-n", namespace, "port-forward",
+         "--address", "127.0.0.1", f"pod/{pod}", f":{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise TestbedError(f"kubectl port-forward to {namespace}/{pod}:{port} ended: {''.join(seen)}")
+            seen.append(line)
+            found = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
+            if found:
+                yield int(found.group(1))
+                return
+        raise TestbedError(f"kubectl port-forward to {namespace}/{pod}:{port} did not listen: "
+                           f"{''.join(seen)}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+class PodForwarder:
+    """127.0.0.1:<port> on the host, each connection carried to `pod:port` by the API server's port-forward.
+
+    Unlike `port_forward` it listens before the pod exists and outlives its restarts: every connection asks
+    for the pod anew (a connection while there is none is closed at once, as a refused dial would be). How
+    a controller running on the host probes a real pod through the API server (its own Authorization header
+    goes to the runtime untouched, which a service proxy would not allow).
+    """
+
+    def __init__(self, api: k8s.ApiClient, namespace: str, pod: str, port: int) -> None:
+        self.api, self.namespace, self.pod, self.target = api, namespace, pod, port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True, name=f"forward-{pod}")
+
+    def __enter__(self) -> PodForwarder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._carry, args=(conn,), daemon=True).start()
+
+    def _carry(self, conn: socket.socket) -> None:
+        from kubernetes.stream import portforward
+
+        core = k8s.CoreV1Api(self.api)
+        with conn:
+            try:
+                pod = core.read_namespaced_pod(self.pod, self.namespace)
+                if pod.status is None or pod.status.phase != "Running":
+                    return  # nothing to forward to: the caller sees its connection closed
+                forward: Any = portforward(core.connect_get_namespaced_pod_portforward, self.pod,
+                                           self.namespace, ports=str(self.target))
+            except (k8s.ApiException, OSError, ValueError):
+                return
+            try:
+                remote: socket.socket = forward.socket(self.target)
+                remote.setblocking(True)
+                done = threading.Event()
+
+                def pump(src: socket.socket, dst: socket.socket) -> None:
+                    with contextlib.suppress(OSError):
+                        while chunk := src.recv(65536):
+                            dst.sendall(chunk)
+                    done.set()
+
+                threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
+                threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
+                done.wait()
+            finally:
+                forward.close()
+                # the client library leaves the websocket's socket open when the server ended the stream
+                with contextlib.suppress(Exception):
+                    forward.websocket.shutdown()
+
+
+def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
+    """A one-node fleet holding the real node's cards: what renders them in the fleet's shape."""
+    spec = NodeSpec(node, "gpu", "", "", "", {}, (), gpus)
+    return Fleet([spec]), spec
 
 
 def _free_subnet_index() -> int:
@@ -173,6 +320,7 @@ class RealNode:
     name: str = REAL_NODE_NAME
     timeout: float = 120.0
     log: Callable[[str], None] = field(default=lambda m: print(m, file=sys.stderr))
+    gpus: tuple[GpuGroup, ...] = (REAL_NODE_GPU,)
 
     index: int = field(init=False, default=0)
     netns: str = field(init=False, default="")
@@ -193,6 +341,43 @@ class RealNode:
     @property
     def containerd_socket(self) -> Path:
         return self._dir / "containerd" / "containerd.sock"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where the DRA plugin writes a prepared claim's CDI spec (`isvc-testbed-<claim uid>.json`)."""
+        return self._dir / "cdi"
+
+    @property
+    def dra_state_dir(self) -> Path:
+        """The DRA plugin's record of each prepared claim (`<claim uid>.json`)."""
+        return self._dir / "dra-plugin" / "claims"
+
+    def _gpu_fleet(self) -> tuple[Fleet, NodeSpec]:
+        return gpu_pool(self.name, self.gpus)
+
+    def devices(self) -> list[Device]:
+        """The devices the DRA plugin publishes for this node (uuids, product, memory): to pin claims to."""
+        fleet, _ = self._gpu_fleet()
+        return fleet.devices(self.name)
+
+    @contextlib.contextmanager
+    def untainted(self) -> Iterator[None]:
+        """Lift the node's NoSchedule taint for the block, then put it back: while it is lifted the planner
+        counts the node's card as open and an order's pods (no toleration) may run here."""
+        self._set_taint(False)
+        try:
+            yield
+        finally:
+            self._set_taint(True)
+
+    def _set_taint(self, present: bool) -> None:
+        with api_client(self.admin_kubeconfig) as api:
+            core = k8s.CoreV1Api(api)
+            spec = core.read_node(self.name).spec
+            taints = [api.sanitize_for_serialization(t) for t in (spec.taints if spec else None) or []
+                      if t.key != REAL_NODE_LABEL]
+            taints += [REAL_NODE_TAINT] if present else []
+            core.patch_node(self.name, {"spec": {"taints": taints or None}})
 
     def ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run ctr against this node's containerd (namespace k8s.io)."""
@@ -266,16 +451,18 @@ class RealNode:
             "--v=1",
         ])
         self._wait("kubelet", self._node_ready)
+        t1 = time.monotonic()
+        self._start_dra_plugin(ns)
         self.ready_seconds = time.monotonic() - t0
         self.log(f"isvc-testbed: real node {self.name} Ready in {self.ready_seconds:.1f}s at {self.node_ip} "
-                 f"(netns {self.netns})")
+                 f"(netns {self.netns}; DRA plugin registered, slice out in {time.monotonic() - t1:.1f}s)")
         return self
 
     def stop(self, grace: float = 10.0) -> None:
         """Kubelet, the pods' processes, containerd and its shims, mounts, cgroups, the namespace."""
         if not self.netns:
             return
-        self.stop_components(["kubelet"])
+        self.stop_components(["kubelet", "realnode-dra-plugin"])
         self._kill_cgroup_procs()
         self.stop_components(["containerd"])
         self._kill_shims()
@@ -289,6 +476,36 @@ class RealNode:
         self.netns = ""
 
     # ---- internals ------------------------------------------------------------------------------------
+
+    def _start_dra_plugin(self, ns: list[str]) -> None:
+        """The fake GPU driver's kubelet plugin; returns once the kubelet took it and its slice is out."""
+        fleet, spec = self._gpu_fleet()
+        devices = self._dir / "dra-plugin" / "devices.json"
+        devices.parent.mkdir(parents=True, exist_ok=True)
+        devices.write_text(json.dumps(fleet.render_devices(spec), indent=2))
+        kubelet_root = self._dir / "kubelet"
+        (kubelet_root / "plugins_registry").mkdir(parents=True, exist_ok=True)
+        self.start_component("realnode-dra-plugin", [
+            *ns, str(self.bin_dir / "isvc-dra-plugin"),
+            f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",  # the node's credential (NodeRestriction)
+            f"--node-name={self.name}",
+            f"--driver={DRIVER}",
+            f"--devices={devices}",
+            f"--registry-dir={kubelet_root / 'plugins_registry'}",
+            f"--plugin-dir={kubelet_root / 'plugins' / DRIVER}",
+            f"--cdi-dir={self.cdi_dir}",
+            f"--state-dir={self.dra_state_dir}",
+        ])
+        log = self.workdir / "logs" / "realnode-dra-plugin.log"
+        self._wait("realnode-dra-plugin",
+                   lambda: log.exists() and "isvc-dra-plugin: registered" in log.read_text(errors="replace"))
+        self._wait("realnode-dra-plugin", self._slice_published)
+
+    def _slice_published(self) -> bool:
+        with api_client(self.admin_kubeconfig) as api:
+            slices = k8s.ResourceV1Api(api).list_resource_slice(
+                field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}").items
+        return sum(len(s.spec.devices or []) for s in slices) == len(self.devices())
 
     def _network(self) -> None:
         n, ns = self.index, self.netns

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 from kubernetes import client as k8s
@@ -44,9 +46,16 @@ def _volume_name(claim: dict[str, Any]) -> str:
     return f"pvc-{claim['metadata']['uid']}"
 
 
-def volume_for(claim: dict[str, Any]) -> dict[str, Any]:
-    """The PersistentVolume for a claim: its size and access modes, pre-bound to it (as provisioners do)."""
+def volume_for(claim: dict[str, Any], host_dir: Path | None = None) -> dict[str, Any]:
+    """The PersistentVolume for a claim: its size and access modes, pre-bound to it (as provisioners do).
+
+    With `host_dir` (a real node runs the pods) the volume is a directory made there beforehand, writable by
+    any user: a hostPath gets no fsGroup, and the workload's containers run as a non-root user.
+    """
     meta, spec = claim["metadata"], claim["spec"]
+    path = f"/var/lib/isvc-testbed/{_volume_name(claim)}"
+    if host_dir is not None:
+        path = str(host_dir / _volume_name(claim))
     return {
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": _volume_name(claim), "annotations": {PROVISIONED_BY: PROVISIONER}},
@@ -56,7 +65,7 @@ def volume_for(claim: dict[str, Any]) -> dict[str, Any]:
             "persistentVolumeReclaimPolicy": "Delete",
             "storageClassName": STORAGE_CLASS,
             "volumeMode": spec.get("volumeMode") or "Filesystem",
-            "hostPath": {"path": f"/var/lib/isvc-testbed/{_volume_name(claim)}", "type": "DirectoryOrCreate"},
+            "hostPath": {"path": path, "type": "DirectoryOrCreate"},
             "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
                          "name": meta["name"], "uid": meta["uid"]},
         },
@@ -66,8 +75,9 @@ def volume_for(claim: dict[str, Any]) -> dict[str, Any]:
 class Provisioner:
     """Watches claims of the test bed's class: a volume for each unbound one, deleted with its claim."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: k8s.ApiClient, host_dir: Path | None = None) -> None:
         self.core = k8s.CoreV1Api(api)
+        self.host_dir = host_dir
         self.api = api
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -110,9 +120,15 @@ class Provisioner:
             return
         if kind == "DELETED":
             self._delete(_volume_name(claim))
+            if self.host_dir is not None:
+                shutil.rmtree(self.host_dir / _volume_name(claim), ignore_errors=True)
         elif not claim["spec"].get("volumeName") and not claim["metadata"].get("deletionTimestamp"):
+            if self.host_dir is not None:
+                made = self.host_dir / _volume_name(claim)
+                made.mkdir(parents=True, exist_ok=True)
+                made.chmod(0o1777)
             try:
-                self.core.create_persistent_volume(cast(Any, volume_for(claim)))
+                self.core.create_persistent_volume(cast(Any, volume_for(claim, self.host_dir)))
                 self.provisioned += 1
             except ApiException as exc:
                 if exc.status != 409:
@@ -131,9 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m isvc_testbed.volumes --kubeconfig PATH`: provision until SIGTERM."""
     p = argparse.ArgumentParser(prog="python -m isvc_testbed.volumes", description=__doc__)
     p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--host-dir", type=Path, default=None,
+                   help="make each volume a directory here (a real node mounts them), writable by any user")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    provisioner = Provisioner(k8s_config.new_client_from_config(config_file=args.kubeconfig))
+    provisioner = Provisioner(k8s_config.new_client_from_config(config_file=args.kubeconfig), args.host_dir)
     signal.signal(signal.SIGTERM, lambda *_: provisioner._stop.set())
     provisioner.start()
     while provisioner._thread is not None and provisioner._thread.is_alive():

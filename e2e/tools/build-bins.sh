@@ -6,8 +6,11 @@
 # kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
 # (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
 # `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
-# ldflags as the control plane) and containerd v2 with containerd-shim-runc-v2 and ctr, plus the Debian
-# packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing.
+# ldflags as the control plane), containerd v2 with containerd-shim-runc-v2 and ctr, isvc-dra-plugin (the fake
+# GPU DRA driver's kubelet plugin, e2e/tools/dra-plugin, pinned by its go.mod/go.sum), plus the Debian
+# packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing, and llama.cpp's
+# `llama-server` (CPU only, statically linked) from the llama.cpp vendored in the `llama-cpp-python` sdist on
+# PyPI, pinned by version and hash: the runtime the real node serves a tiny model with.
 set -euo pipefail
 
 K8S=${ISVC_K8S_VERSION:-1.36.3}
@@ -16,6 +19,15 @@ KWOK=${ISVC_KWOK_VERSION:-0.8.0}
 HELM=${ISVC_HELM_VERSION:-3.22.0}
 UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.0.3}
 CONTAINERD=${ISVC_CONTAINERD_VERSION:-2.4.2}
+# llama-cpp-python's sdist (it vendors llama.cpp under vendor/llama.cpp); the hash is PyPI's for that file
+LLAMACPP=${ISVC_LLAMA_CPP_PYTHON_VERSION:-0.3.36}
+LLAMACPP_SHA256=${ISVC_LLAMA_CPP_PYTHON_SHA256:-832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e}
+# -O1: a third less compile time than Release's -O3, and a tiny model needs no speed
+LLAMACPP_CMAKE=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG"
+  "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DBUILD_SHARED_LIBS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static
+  -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+  -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_LLGUIDANCE=OFF
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF)
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}
 BIN=${ISVC_BIN_DIR:-$CACHE/bin}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -107,10 +119,32 @@ build_pause() {
   (cd "$(dirname "$0")/pause" && go build -trimpath -ldflags "-s -w" -o "$BIN/isvc-pause" .)
 }
 
+# llama.cpp's server from the pinned llama-cpp-python sdist: pip checks the file against the pinned hash, cmake
+# builds the llama-server target alone (-j2), statically linked, without OpenMP, OpenSSL or the web UI (whose
+# prebuilt assets would be downloaded from outside: LLAMA_USE_PREBUILT_UI=OFF), so the image is one file.
+build_llamacpp() {
+  local t src
+  t=$(mktemp -d)
+  printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$LLAMACPP" "$LLAMACPP_SHA256" > "$t/requirements.txt"
+  "${PIP:-pip}" download --quiet --no-deps --no-binary :all: --require-hashes -r "$t/requirements.txt" -d "$t"
+  tar -C "$t" -xzf "$t/llama_cpp_python-$LLAMACPP.tar.gz"
+  src="$t/llama_cpp_python-$LLAMACPP/vendor/llama.cpp"
+  cmake -S "$src" -B "$t/build" "${LLAMACPP_CMAKE[@]}" >/dev/null
+  cmake --build "$t/build" --target llama-server -j2 >/dev/null
+  install -m 0755 "$t/build/bin/llama-server" "$BIN/llama-server"
+  rm -rf "$t"
+}
+
+# The fake GPU DRA driver's kubelet plugin (e2e/tools/dra-plugin): k8s.io/dynamic-resource-allocation at the
+# Kubernetes pin's staging version, fixed by its go.mod and go.sum; rebuilt when its sources change.
+build_draplugin() {
+  (cd "$(dirname "$0")/dra-plugin" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/isvc-dra-plugin" .)
+}
+
 # The Debian packages the real node runs with; installed only when one is missing (needs root and apt).
 apt_realnode() {
   local need=() p
-  for p in runc containernetworking-plugins umoci iptables iproute2 busybox-static; do
+  for p in runc containernetworking-plugins umoci iptables iproute2 busybox-static cmake g++ make; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if (( ${#need[@]} )); then
@@ -164,7 +198,11 @@ build_untt() {
 
 pin_of() {
   case $1 in
-    kubelet) echo "$K8S" ;; containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
+    kubelet) echo "$K8S" ;;
+    draplugin) (cd "$(dirname "$0")/dra-plugin" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) \
+                  | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
+    llamacpp) echo "$LLAMACPP-$(echo "${LLAMACPP_CMAKE[*]}" | sha256sum | cut -c1-12)" ;;
+    containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
     rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
                   | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
@@ -175,7 +213,9 @@ only=${1:-all}
 steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
   apt_realnode
-  steps+=(pause kubelet containerd)
+  steps+=(pause kubelet containerd draplugin llamacpp)
+elif [[ "$only" != all && " ${steps[*]} " != *" $only "* ]]; then
+  steps+=("$only")  # one real-node part by name, e.g. `build-bins.sh llamacpp`
 fi
 for step in "${steps[@]}"; do
   if [[ "$only" == all || "$only" == realnode || "$only" == "$step" ]]; then

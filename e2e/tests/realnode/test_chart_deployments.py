@@ -152,6 +152,17 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
         assert node.forward_dropped() == dropped, "a chart's pod dialled out of the real node's namespace"
     finally:
         module.stop()
+        _leave_the_node(admin_api, node.name)
+
+
+def _leave_the_node(api: k8s.ApiClient, node: str) -> None:
+    """The chart's Deployments scaled to none: the node's two CPUs are the next module's (a runtime's pod
+    asks for both)."""
+    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+    for app in ("isvc-controller", "isvc-planner"):
+        apps.patch_namespaced_deployment_scale(app, NAMESPACE, {"spec": {"replicas": 0}})
+    wait_for(lambda: not [p for app in ("isvc-controller", "isvc-planner") for p in _pods(core, app)
+                          if p.spec.node_name == node], 60, interval=1, what="the chart's pods gone")
 
 
 def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from isvc_testbed import FleetError
 from isvc_testbed.fleet import DRIVER, FLEET_NODE_LABEL, Fleet
+from isvc_testbed.realnode import REAL_NODE_GPU, REAL_NODE_NAME, gpu_pool
 
 DEFAULT = Path(__file__).resolve().parents[2] / "fleets" / "default.yaml"
 
@@ -176,3 +177,22 @@ def test_pool_generation_moves_only_when_the_content_changes(fleet: Fleet) -> No
     fleet._publish_pool(api, spec, "uid")  # type: ignore[arg-type]
     assert generations(api) == {2}
     assert sorted(devices_of(list(api.objects.values()))) == ["gpu-0"]
+
+
+def test_render_devices_is_the_device_list_a_node_pool_publishes(fleet: Fleet) -> None:
+    spec = fleet.node("gpu-l4-0")
+    assert fleet.render_devices(spec) == list(devices_of(fleet.render_slices(spec, generation=1)).values())
+
+
+def test_the_real_nodes_card_has_the_fleets_shareable_shape_and_a_uuid_of_its_own(fleet: Fleet) -> None:
+    """What the DRA plugin of the real node publishes (realnode.py hands it this list)."""
+    pool, spec = gpu_pool(REAL_NODE_NAME, (REAL_NODE_GPU,))
+    [card] = pool.render_devices(spec)
+    l4 = devices_of(fleet.render_slices(fleet.node("gpu-l4-0"), generation=1))["gpu-0"]
+    assert set(card) == set(l4)
+    assert set(card["attributes"]) == set(l4["attributes"])
+    assert card["capacity"]["shares"] == l4["capacity"]["shares"]
+    policy = l4["capacity"]["memory"]["requestPolicy"]
+    assert card["capacity"]["memory"] == {"value": "16Gi", "requestPolicy": policy}
+    assert card["attributes"]["productName"] == {"string": "NVIDIA T4"}
+    assert card["attributes"]["uuid"]["string"] not in {d.uuid for d in fleet.devices()}

@@ -3,11 +3,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
 from isvc_catalog._safetensors import count_elements, header_length  # the reader under test
-from isvc_testing.standin_hub import StandinHub, load_fixtures, packaged_fixtures
+from isvc_testing.standin_hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
 
 SHIPPED = {
     "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-32B-Instruct-AWQ", "meta-llama/Llama-3.1-8B-Instruct",
@@ -75,3 +76,19 @@ def test_the_command_serves_the_shipped_models_on_loopback() -> None:
             assert json.dumps(info)  # plain JSON
         finally:
             proc.terminate()
+
+
+def test_a_local_file_is_served_whole_past_the_header_limit(tmp_path: Path) -> None:
+    # a real model a test made (2 MiB here): the runtime that downloads it loads every byte
+    data = bytes(range(256)) * (8 * 1024)
+    (tmp_path / "model.gguf").write_bytes(data)
+    hub = StandinHub([FixtureModel(repo="o/real-GGUF", format="gguf", parameters=1, library_name=None,
+                                   local_files={"model.gguf": tmp_path / "model.gguf"})])
+    url = hub.start()
+    try:
+        answer = httpx.get(f"{url}/o/real-GGUF/resolve/main/model.gguf")
+        info = httpx.get(f"{url}/api/models/o/real-GGUF?blobs=true").json()
+    finally:
+        hub.stop()
+    assert answer.status_code == 200 and answer.content == data
+    assert {s["rfilename"]: s["size"] for s in info["siblings"]}["model.gguf"] == len(data)

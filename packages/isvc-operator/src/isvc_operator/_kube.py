@@ -371,6 +371,12 @@ class _PlanIndex:
         return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
 
 
+# What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
+# already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
+# kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
+LOG_GONE_NOTICES = ("unable to retrieve container logs for ", "failed to try resolving symlinks in path ")
+
+
 class KubeCluster:
     """The operator's view of the cluster (the Cluster port): cached reads through informers where one
     holds the kind, live reads of orders, plans and Secrets, writes by server-side apply."""
@@ -513,14 +519,18 @@ class KubeCluster:
         return self.get("v1", "Secret", namespace, name)
 
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
-        """The tail of a container's output, previous instance first; None when it cannot be had."""
+        """The tail of a container's output, previous instance first; None when it cannot be had.
+
+        The kubelet keeps one dead instance: while the current one has itself just exited, the one before it
+        is gone and the kubelet answers 200 with a notice instead of its output; the current one's is read.
+        """
         for previous in (True, False):
             try:
                 text: str = self.core.read_namespaced_pod_log(
                     pod, namespace, container=container, tail_lines=lines, previous=previous,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
-                if text:
+                if text and not text.startswith(LOG_GONE_NOTICES):
                     return text
             except ApiException:
                 continue

@@ -7,7 +7,8 @@ request reaching more than 1 MiB into the zeros gets 416, so nothing large is ev
 
 Hostile repositories (issue 14) are fixtures too: `padded_files` make config.json or an index huge,
 `raw_files` malformed, `header_length` announces a safetensors header of any size without holding it,
-`drip` serves files slowly, and `shards` makes as many shards as wanted.
+`drip` serves files slowly, and `shards` makes as many shards as wanted. `local_files` are served whole:
+a small real model a test made, which a real runtime then loads.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class FixtureModel(BaseModel):
     padded_files: dict[str, int] = Field(
         default_factory=dict, description="JSON file -> size: padded to that many bytes, still valid JSON.")
     raw_files: dict[str, str] = Field(default_factory=dict, description="File -> its exact content.")
+    local_files: dict[str, Path] = Field(
+        default_factory=dict, description="File -> a local file served whole (a real model a test made).")
     header_length: int | None = Field(
         default=None, description="Header length every safetensors file announces, with no header behind it.")
     drip: float = Field(default=0.0, description="Seconds between 1 KiB chunks of every resolved file.")
@@ -192,6 +195,9 @@ def build_repo(model: FixtureModel) -> _Repo:
         files[name] = _File(len(raw), raw)
     for name, text in model.raw_files.items():
         files[name] = _File(len(text.encode()), text.encode())
+    for name, local in model.local_files.items():
+        content = local.read_bytes()
+        files[name] = _File(len(content), content)
     return repo
 
 
