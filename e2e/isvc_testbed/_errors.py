@@ -2,6 +2,7 @@
 
 TestbedError
 ├── BinariesMissing      permanent: build them with e2e/tools/build-bins.sh
+├── ImagesMissing        permanent: build the module's images with `nox -s images`
 ├── ComponentDied        permanent: a control-plane process exited; the message carries its log tail
 ├── StartTimeout         temporary: a component did not become ready in time (a slow machine may pass later)
 └── FleetError           permanent: the fleet file or a fleet operation is invalid
@@ -18,6 +19,10 @@ class TestbedError(Exception):
 
 class BinariesMissing(TestbedError):
     """The pinned control-plane binaries are not built."""
+
+
+class ImagesMissing(TestbedError):
+    """The module's image archives (`nox -s images`) are not built."""
 
 
 class ComponentDied(TestbedError):

@@ -20,18 +20,17 @@ machine):
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from isvc_testbed import ImagesMissing
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import wait_for
+from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
 from isvc_testbed.realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -40,29 +39,16 @@ from isvc_testbed.volumes import STORAGE_CLASS
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-IMAGES = Path(os.environ.get("ISVC_CACHE_DIR") or Path.home() / ".cache" / "isvc-testbed") / "images"
 PLANNER_HOST = f"isvc-planner.{NAMESPACE}.svc"  # the chart's isvc_planner_url
 ORDER = "chat"
 
 
 def _archive(name: str) -> Path:
-    """The archive `nox -s images` built for this tree (ISVC_IMAGES_MANIFEST), else the newest one cached."""
-    manifest = os.environ.get("ISVC_IMAGES_MANIFEST")
-    if manifest:
-        built = dict(line.split(" ", 1) for line in Path(manifest).read_text().splitlines() if " " in line)
-        if name not in built:
-            pytest.fail(f"{manifest} names no {name} image", pytrace=False)
-        return Path(built[name])
-    found = sorted(IMAGES.glob(f"{name}-*.oci.tar"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        pytest.fail(f"no {name} image in {IMAGES}: build the images with `nox -s images`", pytrace=False)
-    return found[-1]
-
-
-def _ref(archive: Path) -> str:
-    index = subprocess.run(["tar", "-xOf", str(archive), "index.json"], capture_output=True,
-                           check=True).stdout
-    return str(yaml.safe_load(index)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"])
+    """The module's image archive `name` (isvc_testbed.images), or the test fails saying how to build it."""
+    try:
+        return image_archive(name)
+    except ImagesMissing as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def _pods(core: k8s.CoreV1Api, app: str) -> list[Any]:
@@ -135,7 +121,7 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
         node.relay("standin", 8000, standin.port)  # the Service port of every order (isvc_workload)
         install_chart(cluster, {
             # the model fetcher keeps its default name: orders' pods run on KWOK's nodes, nothing pulls it
-            "images": {name: _ref(path) for name, path in archives.items()},
+            "images": {name: image_ref(path) for name, path in archives.items()},
             "huggingFace": {"endpoint": f"http://{hub}"},
             "health": {"periodSeconds": 5, "failureThreshold": 2},
             "modelVolume": {"storageClassName": STORAGE_CLASS},

@@ -39,6 +39,7 @@ from isvc_runtime_recipes import load_recipes
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import DRIVER
 from isvc_testbed.helpers import ignore_404, namespace, wait_for
+from isvc_testbed.images import image_ref
 from isvc_testbed.module import ModuleProcesses
 from isvc_testbed.realnode import (
     REAL_NODE_GPU,
@@ -64,7 +65,7 @@ from isvc_workload import (
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from .test_chart_deployments import _archive, _ref
+from .test_chart_deployments import _archive
 
 REPO = "isvc-testbed/tiny-chat-GGUF"
 RECIPE = "llamacpp-chat"
@@ -136,7 +137,7 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
         plan = LaunchPlanSpec(placement=PLACEMENT, estimates=estimates, runtime=runtime,
                               model_commit=facts.commit)
         order = _order()
-        settings = WorkloadSettings(model_fetch_image=_ref(fetcher), huggingface_endpoint=f"http://{hub}",
+        settings = WorkloadSettings(model_fetch_image=image_ref(fetcher), huggingface_endpoint=f"http://{hub}",
                                     model_volume_storage_class=STORAGE_CLASS)
         inputs = WorkloadInputs.from_plan(order, plan, None)
         set_ = _on_real_node(statefulset(inputs, settings))
