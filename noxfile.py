@@ -196,10 +196,28 @@ def agreement(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def up(session: nox.Session) -> None:
-    """Bring up the local cluster, install the module, and show the README order reaching Ready."""
+    """Bring up the local cluster, install the module, and show the README order reaching Ready.
+
+    `-- --real-node` (root): alice's order for a tiny model served by llama.cpp on a real node, in the
+    foreground until Ctrl-C, which tears it all down (e2e/README.md, A real node)."""
+    if "--real-node" in session.posargs and os.geteuid() != 0:
+        session.error("the real node needs root (network namespaces, cgroups, mounts): run "
+                      "`nox -s up -- --real-node` as root (e2e/README.md, A real node)")
     _e2e_env(session)
     session.chdir(ROOT)
-    session.run("python", "-m", "isvc_testbed.demo", "up", "--state-dir", str(STATE), *session.posargs)
+    argv = ["python", "-m", "isvc_testbed.demo", "up", "--state-dir", str(STATE), *session.posargs]
+    if "--real-node" not in session.posargs:
+        session.run(*argv)
+        return
+    # the real node's binaries first (`build-bins.sh realnode` is long: the error names it), then the model
+    # fetcher image for this tree, as `nox -s realnode` builds it (cached by its inputs)
+    session.run("python", "-m", "isvc_testbed.demo", "check-real-node", "--state-dir", str(STATE))
+    manifest = Path(session.create_tmp()) / "images.txt"
+    _wheels(session)
+    _build_images(session, manifest, "modelFetcher")
+    session.chdir(ROOT)
+    # Ctrl-C reaches the demo too, which then tears the real node down: nox waits for that
+    session.run(*argv, env={"ISVC_IMAGES_MANIFEST": str(manifest)}, interrupt_timeout=300)
 
 
 @nox.session(python=PYTHON)

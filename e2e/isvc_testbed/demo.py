@@ -1,4 +1,11 @@
-"""`nox -s up` / `nox -s down`: the local cluster, the module installed, and the README order to Ready."""
+"""`nox -s up` / `nox -s down`: the local cluster, the module installed, and the README order to Ready.
+
+`nox -s up -- --real-node` (root) shows alice's order served for real instead: a real node (kubelet,
+containerd, runc) beside KWOK, a generated tiny GGUF chat model, llama.cpp's server answering a chat
+completion (isvc_testbed.llamabed, the bed of the real-node order test). It stays in the foreground until
+Ctrl-C or SIGTERM and then tears everything down itself: `nox -s down` cannot undo a real node (its network
+namespace, cgroups and mounts) from a state file.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +21,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from isvc_runtime_recipes import load_recipes
+from isvc_workload import AUTH_SECRET_KEY, auth_secret_name
 from kubernetes import client as k8s
 
-from isvc_testbed._bins import bin_dir
-from isvc_testbed.cluster import Cluster, ClusterState, stop_recorded
+from isvc_testbed._bins import bin_dir, require_bins
+from isvc_testbed._errors import BinariesMissing, ImagesMissing
+from isvc_testbed.cluster import Cluster, ClusterState, install_crds, stop_recorded
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.images import image_archive
+from isvc_testbed.llamabed import CLASS, ORDER, RECIPE, REPO, llama_bed
 from isvc_testbed.module import ROOT, ModuleProcesses, conditions_line, install_chart, order_status
+from isvc_testbed.orders import hf
+from isvc_testbed.realnode import require_realnode_bins
+from isvc_testbed.standin import StandIn
 
 README_ORDER: dict[str, Any] = {
     "apiVersion": "ai.deckhouse.io/v1alpha1",
@@ -121,6 +136,117 @@ def up(state_dir: Path, timeout: float) -> int:
     return 0
 
 
+def check_real_node(image: bool = True) -> str | None:
+    """Why `up --real-node` cannot run here (not root, binaries or, with `image`, the model fetcher's image
+    missing), or None."""
+    if os.geteuid() != 0:
+        return ("the real node needs root (network namespaces, cgroups, mounts): run "
+                "`nox -s up -- --real-node` as root")
+    try:
+        require_realnode_bins(require_bins())
+        if image:
+            image_archive("modelFetcher")
+    except (BinariesMissing, ImagesMissing) as e:
+        return str(e)
+    return None
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """The first Ctrl-C or SIGTERM ends serving; the teardown that follows is not interrupted again."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _watch_order(read: Any, check: Any, name: str, timeout: float) -> dict[str, Any]:
+    """Print the order's phase and conditions as they change until it is Ready; return its status."""
+    last = ""
+
+    def ready() -> dict[str, Any] | None:
+        nonlocal last
+        check()
+        status: dict[str, Any] = read()
+        line = f"  phase={status.get('phase', '-')} {conditions_line(status)}"
+        blocking = next((c for c in status.get("conditions", []) if c["status"] == "False"), None)
+        if blocking:
+            line += f"\n    {blocking['type']}: {blocking['message']}"
+        if line != last:
+            say(line)
+            last = line
+        return status if status.get("phase") == "Ready" else None
+
+    return wait_for(ready, timeout, interval=0.5, what=f"{name} Ready")
+
+
+def up_real_node(timeout: float, serve: bool = True) -> int:
+    """Alice's order for the tiny model served by llama.cpp on a real node, in the foreground until a signal
+    (or, without `serve`, right after the completion), then everything torn down."""
+    why = check_real_node()
+    if why:
+        say(f"cannot start the real node: {why}")
+        return 2
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    t0 = time.monotonic()
+    reason = "--exit-after-ready"
+    try:
+        with contextlib.ExitStack() as stack:
+            cluster = Cluster(real_node=True)
+            stack.callback(cluster.stop)  # also after a signal half-way through start()
+            cluster.start()
+            say(f"control plane and real node {cluster.node.name} up in {cluster.startup_seconds:.1f}s: "
+                f"{cluster.server}")
+            admin = stack.enter_context(cluster.api_client("admin"))
+            alice = stack.enter_context(cluster.api_client("alice"))
+            Fleet.load(ROOT / "e2e" / "fleets" / "default.yaml").publish(admin)
+            install_crds(admin, sorted((ROOT / "e2e" / "crds").glob("*.yaml")))
+            team_a = user_namespace(admin, "team-a", user="alice", cluster_role="d8:user-authz:isvc:editor")
+            standin = stack.enter_context(StandIn.from_kubeconfig(cluster.admin_kubeconfig))
+            bed = stack.enter_context(llama_bed(cluster, admin, alice, standin.url_template, team_a))
+            say(f"module running (logs: {bed.module.logs}); class {CLASS} admits the real node's card alone")
+            bed.orders.create(ORDER, hf(REPO), CLASS)
+            say(f"alice created {team_a}/{ORDER} for {REPO} (a generated tiny GGUF model); its conditions:")
+            status = _watch_order(lambda: bed.orders.status(ORDER), bed.module.check, ORDER, timeout)
+            plan = bed.orders.plan(ORDER)
+            assert plan is not None
+            runtime = plan["spec"]["runtime"]
+            resolved = status.get("resolved", {})
+            say(f"Ready in {time.monotonic() - t0:.1f}s: phase={status['phase']} {conditions_line(status)}")
+            say(f"  {resolved.get('placementMode')} {resolved.get('acceleratorProductName')} on "
+                f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})")
+            reply = bed.chat(ORDER, runtime["servedName"])
+            say(f"chat completion from llama-server ({runtime['servedName']}): "
+                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens)")
+            _how_to_reach(cluster, bed.forwarder.port, team_a, runtime["servedName"])
+            if serve:
+                say("Serving until Ctrl-C (or SIGTERM); then the real node and everything else stop.")
+                while True:
+                    time.sleep(5)
+                    bed.module.check()
+                    cluster.check()
+            say("stopping (--exit-after-ready)")
+    except KeyboardInterrupt as e:
+        reason = str(e) or "interrupted"
+    say(f"{reason}: stopped alice's order, the module's processes, the real node (kubelet, containerd, its "
+        "network namespace, cgroups and mounts) and the control plane")
+    return 0
+
+
+def _how_to_reach(cluster: Cluster, port: int, namespace: str, served: str) -> None:
+    kubectl = f"{bin_dir() / 'kubectl'} --kubeconfig {cluster.admin_kubeconfig}"
+    recipe = load_recipes().get(RECIPE)
+    assert recipe is not None
+    say(f"  {kubectl} get inferenceservice {ORDER} -n {namespace} -o wide")
+    say(f"  TOKEN=$({kubectl} get secret {auth_secret_name(ORDER)} -n {namespace} "
+        f"-o jsonpath='{{.data.{AUTH_SECRET_KEY}}}' | base64 -d)")
+    say(f"The order's pod, through the API server's port-forward, already on 127.0.0.1:{port}:")
+    say(f"  curl -sS http://127.0.0.1:{port}/v1/chat/completions -H \"Authorization: Bearer $TOKEN\" "
+        f"-H 'Content-Type: application/json' -d '{{\"model\": \"{served}\", \"max_tokens\": 16, "
+        f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
+    say(f"  or a port-forward of your own: {kubectl} -n {namespace} port-forward --address 127.0.0.1 "
+        f"pod/{ORDER}-0 8080:{recipe.ports.http}")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -164,11 +290,25 @@ def down(state_dir: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m isvc_testbed.demo", description=__doc__)
-    p.add_argument("command", choices=["up", "down"])
+    p.add_argument("command", choices=["up", "down", "check-real-node"])
     p.add_argument("--state-dir", type=Path, required=True)
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--real-node", action="store_true",
+                   help="serve alice's order for a tiny model with llama.cpp on a real node (root), in the "
+                        "foreground until Ctrl-C; everything stops on exit")
+    p.add_argument("--exit-after-ready", action="store_true",
+                   help="with --real-node: stop right after the chat completion instead of serving")
     args = p.parse_args(argv)
-    return up(args.state_dir, args.timeout) if args.command == "up" else down(args.state_dir)
+    if args.command == "check-real-node":
+        why = check_real_node(image=False)  # `nox -s up` builds the image next
+        if why:
+            say(f"cannot start the real node: {why}")
+        return 2 if why else 0
+    if args.command == "down":
+        return down(args.state_dir)
+    if args.real_node:
+        return up_real_node(args.timeout, serve=not args.exit_after_ready)
+    return up(args.state_dir, args.timeout)
 
 
 if __name__ == "__main__":
