@@ -216,7 +216,8 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
                 f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})")
             reply = bed.chat(ORDER, runtime["servedName"])
             say(f"chat completion from llama-server ({runtime['servedName']}): "
-                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens)")
+                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the generated "
+                "model's weights are random, so is its text)")
             _how_to_reach(cluster, bed.forwarder.port, team_a, runtime["servedName"])
             if serve:
                 say("Serving until Ctrl-C (or SIGTERM); then the real node and everything else stop.")
@@ -243,8 +244,8 @@ def _how_to_reach(cluster: Cluster, port: int, namespace: str, served: str) -> N
     say(f"  curl -sS http://127.0.0.1:{port}/v1/chat/completions -H \"Authorization: Bearer $TOKEN\" "
         f"-H 'Content-Type: application/json' -d '{{\"model\": \"{served}\", \"max_tokens\": 16, "
         f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
-    say(f"  or a port-forward of your own: {kubectl} -n {namespace} port-forward --address 127.0.0.1 "
-        f"pod/{ORDER}-0 8080:{recipe.ports.http}")
+    say(f"  or a port-forward of your own (it prints its local port): {kubectl} -n {namespace} port-forward "
+        f"--address 127.0.0.1 pod/{ORDER}-0 :{recipe.ports.http}")
 
 
 def _alive(pid: int) -> bool:
