@@ -216,8 +216,8 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
                 f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})")
             reply = bed.chat(ORDER, runtime["servedName"])
             say(f"chat completion from llama-server ({runtime['servedName']}): "
-                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the generated "
-                "model's weights are random, so is its text)")
+                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the "
+                "generated model's weights are random, so is its text)")
             _how_to_reach(cluster, bed.forwarder.port, team_a, runtime["servedName"])
             if serve:
                 say("Serving until Ctrl-C (or SIGTERM); then the real node and everything else stop.")
