@@ -223,7 +223,9 @@ def up(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def down(session: nox.Session) -> None:
     """Tear the local cluster down: every process it started and its temp dir."""
-    _install(session, "isvc-api")
+    # the siblings e2e/pyproject.toml names, from the tree (pip cannot find them on an index)
+    _install(session, "isvc-api", "isvc-planner", "isvc-planner-client", "isvc-runtime-recipes",
+             "isvc-workload")
     session.install(f"-e{ROOT / 'e2e'}")
     session.chdir(ROOT)
     session.run("python", "-m", "isvc_testbed.demo", "down", "--state-dir", str(STATE))

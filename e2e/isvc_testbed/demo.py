@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,22 +99,8 @@ def up(state_dir: Path, timeout: float) -> int:
             k8s.CustomObjectsApi(alice).create_namespaced_custom_object(
                 "ai.deckhouse.io", "v1alpha1", "team-a", "inferenceservices", README_ORDER)
             say("alice created team-a/support-llm; its conditions:")
-            last = ""
-
-            def ready() -> dict[str, Any] | None:
-                nonlocal last
-                module.check()
-                status = order_status(alice, "team-a", "support-llm")
-                line = f"  phase={status.get('phase', '-')} {conditions_line(status)}"
-                blocking = next((c for c in status.get("conditions", []) if c["status"] == "False"), None)
-                if blocking:
-                    line += f"\n    {blocking['type']}: {blocking['message']}"
-                if line != last:
-                    say(line)
-                    last = line
-                return status if status.get("phase") == "Ready" else None
-
-            status = wait_for(ready, timeout, interval=0.5, what="support-llm Ready")
+            status = _watch_order(lambda: order_status(alice, "team-a", "support-llm"), module.check,
+                                  "support-llm", timeout)
     except BaseException:
         _stop_extra(extra)
         cluster.stop()
@@ -158,7 +144,8 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _watch_order(read: Any, check: Any, name: str, timeout: float) -> dict[str, Any]:
+def _watch_order(read: Callable[[], dict[str, Any]], check: Callable[[], None], name: str,
+                 timeout: float) -> dict[str, Any]:
     """Print the order's phase and conditions as they change until it is Ready; return its status."""
     last = ""
 
