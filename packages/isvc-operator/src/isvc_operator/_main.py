@@ -92,7 +92,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-host", default="0.0.0.0")
     p.add_argument("--webhook-cert-dir", type=Path, default=Path("/etc/isvc/webhook"),
                    help="directory with tls.crt and tls.key the estimate webhook serves")
-    p.add_argument("--workers", type=int, default=8,
+    p.add_argument("--workers", type=int, default=4,
                    help="orders passed at once; a pass mostly waits on the API server and the planner, "
                    "so more workers than cores keep a burst or a restart moving (an order is never passed "
                    "twice at once)")
