@@ -458,6 +458,7 @@ class HubClient:
             head_dim=head_dim,
             hidden_size=hidden,
             weight_bytes=weight_bytes,
+            gguf_files=weights if fmt == ModelFormat.GGUF else None,
             dtype_counts=dtype_counts,
             intermediate_size=_pick(config, "intermediate_size", "n_inner", "ffn_dim"),
             vocab_size=_pick(config, "vocab_size"),
