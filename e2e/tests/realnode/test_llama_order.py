@@ -4,9 +4,10 @@ The module's controller and planner run on the host (ModuleProcesses, as in the 
 order runs for real on the real node: the planner places it on the node's card (published by the DRA kubelet
 plugin; the class's selector admits that card alone), the scheduler allocates the claim and the kubelet
 prepares it, the fetch init container (the module's modelFetcher image) downloads the generated tiny model
-from the stand-in Hub into the model volume, `llama-server` (the image the llamacpp-chat recipe names, built
-from source) starts with the arguments the controller compiled, the controller's probe passes with the
-order's token, the order goes Ready, and the openai client gets a completion.
+from the stand-in Hub into the model volume (the one variant the catalog chose of the repository's two),
+`llama-server` (the image the llamacpp-chat recipe names, built from source) starts with the arguments the
+controller compiled, the controller's probe passes with the order's token, the order goes Ready, and the
+openai client gets a completion.
 
 What the test bed supplies, and why:
 - the node's NoSchedule taint is lifted for the module (`RealNode.untainted`): an order's pods carry no
@@ -37,7 +38,7 @@ from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
 from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, PodForwarder, llama_server_image
 from isvc_testbed.standin import StandIn
-from isvc_testbed.tinymodel import hub_fixture, tiny_chat_model, truncated
+from isvc_testbed.tinymodel import GGUF_FILE, hub_fixture, tiny_chat_model, truncated
 from isvc_workload import AUTH_SECRET_KEY, CONTAINER_NAME, auth_secret_name
 from kubernetes import client as k8s
 
@@ -79,6 +80,13 @@ class Bed:
                       f"events: {[f'{e.reason}: {e.message}' for e in events]}"]
         lines.append(f"controller: {self.module.log('controller')[-3000:]}")
         return "\n".join(lines)
+
+    def model_dir(self, order: str, repo: str) -> Path:
+        """Where the fetch container of the order's first replica put the repository, on the host."""
+        claim = self.core.list_namespaced_persistent_volume_claim(
+            self.orders.ns, label_selector=f"{LABEL_ORDER}={order}").items[0]
+        volume = self.core.read_persistent_volume(claim.spec.volume_name)
+        return Path(volume.spec.host_path.path) / repo
 
     def gone(self, order: str) -> None:
         """Delete the order and wait until its pods are gone (the node's CPUs are the next order's)."""
@@ -162,7 +170,7 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
     assert [s.state.terminated.exit_code for s in pod.status.init_container_statuses] == [0]
     log = core.read_namespaced_pod_log(pod.metadata.name, orders.ns, container=CONTAINER_NAME)
     model_path = runtime["args"][runtime["args"].index("-m") + 1]
-    assert model_path == f"/models/{REPO}/model.gguf"
+    assert model_path == f"/models/{REPO}/{GGUF_FILE}"  # the variant resolution chose, under its own name
     assert f"loading model '{model_path}'" in log and "model loaded" in log, log[-2000:]
     # the claim was allocated the node's card and prepared there for real (the DRA plugin's record of it)
     [ref] = pod.status.resource_claim_statuses
@@ -171,6 +179,9 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
     [result] = claim.status.allocation.devices.results
     assert (result.pool, result.device) == (bed.cluster.node.name, bed.cluster.node.devices()[0].name)
     assert (bed.cluster.node.dra_state_dir / f"{claim.metadata.uid}.json").is_file()
+    # the fetch downloaded that variant alone, not the repository's other one
+    assert plan["spec"]["modelFiles"] == [GGUF_FILE]
+    assert sorted(p.name for p in bed.model_dir(ORDER, REPO).glob("*.gguf")) == [GGUF_FILE]
 
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{bed.forwarder.port}/v1", api_key=bed.token(ORDER),
                            max_retries=0, timeout=60)
@@ -201,10 +212,7 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
     assert status.get("phase") != "Ready"
 
     # the file is made whole on the model volume; the kubelet's next restart of the container loads it
-    claim = bed.core.list_namespaced_persistent_volume_claim(
-        orders.ns, label_selector=f"{LABEL_ORDER}={name}").items[0]
-    volume = bed.core.read_persistent_volume(claim.spec.volume_name)
-    shutil.copyfile(bed.good_model, Path(volume.spec.host_path.path) / CUT_REPO / "model.gguf")
+    shutil.copyfile(bed.good_model, bed.model_dir(name, CUT_REPO) / GGUF_FILE)
     try:
         status = orders.wait_ready(name, timeout=240)
     except TimeoutError as e:
