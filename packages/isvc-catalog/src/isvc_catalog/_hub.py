@@ -602,7 +602,9 @@ class HubClient:
             if "model.safetensors" in root:
                 return ModelFormat.SAFETENSORS, ["model.safetensors"]
             return ModelFormat.SAFETENSORS, safetensors
-        gguf = sorted(f for f in root if f.endswith(".gguf"))
+        # the chosen files are named on the fetch container's command line: a name that reads as an option
+        # is never one of them
+        gguf = sorted(f for f in root if f.endswith(".gguf") and not f.startswith("-"))
         if gguf:
             return ModelFormat.GGUF, _gguf_variant(gguf, root)
         bins = sorted(f for f in root if re.fullmatch(r"pytorch_model.*\.bin", f))
