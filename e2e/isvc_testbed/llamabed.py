@@ -67,6 +67,13 @@ class Bed:
         secret: Any = self.core.read_namespaced_secret(auth_secret_name(order), self.orders.ns)
         return base64.b64decode(secret.data[AUTH_SECRET_KEY]).decode()
 
+    def model_dir(self, order: str, repo: str) -> Path:
+        """Where the fetch container of the order's first replica put the repository, on the host."""
+        claim: Any = self.core.list_namespaced_persistent_volume_claim(
+            self.orders.ns, label_selector=f"{LABEL_ORDER}={order}").items[0]
+        volume: Any = self.core.read_persistent_volume(claim.spec.volume_name)
+        return Path(volume.spec.host_path.path) / repo
+
     def client(self, order: str, api_key: str | None = None, timeout: float = 60) -> openai.OpenAI:
         """An openai client for the order's pod through the forwarder's loopback port (the order's token)."""
         return openai.OpenAI(base_url=f"http://127.0.0.1:{self.forwarder.port}/v1",

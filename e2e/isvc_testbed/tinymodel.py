@@ -18,12 +18,18 @@ from pathlib import Path
 import numpy as np
 from gguf import GGUFWriter, LlamaFileType, TokenType
 
-__all__ = ["CHAT_TEMPLATE", "TinyModel", "hub_fixture", "tiny_chat_model", "truncated"]
+__all__ = [
+    "CHAT_TEMPLATE", "GGUF_FILE", "OTHER_VARIANT", "TinyModel", "hub_fixture", "tiny_chat_model", "truncated",
+]
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
     "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+# Names as a GGUF repository on the Hub spells its variants (<model>-<quantization>.gguf); the catalog chooses
+# the largest when no Q4_K_M is offered, the F32 file here.
+GGUF_FILE = "tiny-chat-f32.gguf"
+OTHER_VARIANT = "tiny-chat-q8_0.gguf"
 _CONTROL = ("<unk>", "<s>", "</s>")  # llama.cpp's SentencePiece ids: unk 0, bos 1, eos 2
 
 
@@ -133,15 +139,19 @@ def truncated(gguf: Path, missing: int = 64 * 1024) -> Path:
 
 
 def hub_fixture(directory: Path, repos: dict[str, Path], model: TinyModel | None = None) -> Path:
-    """A directory of stand-in Hub repositories, each holding its GGUF file whole as `model.gguf` (the file
-    name the llamacpp-chat recipe loads), for `ModuleProcesses.start_hub(directory)`."""
+    """A directory of stand-in Hub repositories laid out as GGUF repositories on the Hub are: each holds its
+    GGUF file whole under a variant's name (`GGUF_FILE`, F32 as written) beside a smaller variant whose
+    header alone is real (`OTHER_VARIANT`), which the catalog must not choose and the fetch must not
+    download; for `ModuleProcesses.start_hub(directory)`."""
     model = model or TinyModel()
     directory.mkdir(parents=True, exist_ok=True)
     fixtures = [{
         "repo": repo, "pipeline_tag": "text-generation", "library_name": None, "format": "gguf",
         "parameters": model.parameters,
-        "gguf": {"architecture": "llama", "context_length": model.context, "files": {}},
-        "local_files": {"model.gguf": str(gguf)},
+        # Q8_0 holds 34 bytes per 32 weights (ggml's block_q8_0) against F32's 128: about a quarter
+        "gguf": {"architecture": "llama", "context_length": model.context,
+                 "files": {OTHER_VARIANT: gguf.stat().st_size * 34 // 128}},
+        "local_files": {GGUF_FILE: str(gguf)},
     } for repo, gguf in repos.items()]
     (directory / "tiny-chat.yaml").write_text(json.dumps(fixtures, indent=2))
     return directory

@@ -3,9 +3,9 @@
 The bed (isvc_testbed.llamabed, shared with `nox -s up -- --real-node`) runs the module's controller and
 planner on the host and everything of an order for real on the real node: the planner places it on the node's
 card, the kubelet prepares the claim, the fetch init container downloads the generated tiny model from the
-stand-in Hub, `llama-server` starts with the arguments the controller compiled, the controller's probe passes
-with the order's token through the API server's port-forward, the order goes Ready, and the openai client
-gets a completion.
+stand-in Hub (the one variant the catalog chose of the repository's two), `llama-server` starts with the
+arguments the controller compiled, the controller's probe passes with the order's token through the API
+server's port-forward, the order goes Ready, and the openai client gets a completion.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from isvc_testbed.fleet import Fleet
 from isvc_testbed.llamabed import CLASS, CUT_REPO, ORDER, RECIPE, REPO, Bed, llama_bed
 from isvc_testbed.orders import condition, hf
 from isvc_testbed.standin import StandIn
+from isvc_testbed.tinymodel import GGUF_FILE
 from isvc_workload import CONTAINER_NAME
 from kubernetes import client as k8s
 
@@ -59,7 +60,7 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
     assert [s.state.terminated.exit_code for s in pod.status.init_container_statuses] == [0]
     log = core.read_namespaced_pod_log(pod.metadata.name, orders.ns, container=CONTAINER_NAME)
     model_path = runtime["args"][runtime["args"].index("-m") + 1]
-    assert model_path == f"/models/{REPO}/model.gguf"
+    assert model_path == f"/models/{REPO}/{GGUF_FILE}"  # the variant resolution chose, under its own name
     assert f"loading model '{model_path}'" in log and "model loaded" in log, log[-2000:]
     # the claim was allocated the node's card and prepared there for real (the DRA plugin's record of it)
     [ref] = pod.status.resource_claim_statuses
@@ -68,6 +69,9 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
     [result] = claim.status.allocation.devices.results
     assert (result.pool, result.device) == (bed.cluster.node.name, bed.cluster.node.devices()[0].name)
     assert (bed.cluster.node.dra_state_dir / f"{claim.metadata.uid}.json").is_file()
+    # the fetch downloaded that variant alone, not the repository's other one
+    assert plan["spec"]["modelFiles"] == [GGUF_FILE]
+    assert sorted(p.name for p in bed.model_dir(ORDER, REPO).glob("*.gguf")) == [GGUF_FILE]
 
     reply = bed.chat(ORDER, runtime["servedName"])
     assert reply.usage is not None and reply.usage.completion_tokens > 0, reply
@@ -94,10 +98,7 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
     assert status.get("phase") != "Ready"
 
     # the file is made whole on the model volume; the kubelet's next restart of the container loads it
-    claim = bed.core.list_namespaced_persistent_volume_claim(
-        orders.ns, label_selector=f"{LABEL_ORDER}={name}").items[0]
-    volume = bed.core.read_persistent_volume(claim.spec.volume_name)
-    shutil.copyfile(bed.good_model, Path(volume.spec.host_path.path) / CUT_REPO / "model.gguf")
+    shutil.copyfile(bed.good_model, bed.model_dir(name, CUT_REPO) / GGUF_FILE)
     try:
         status = orders.wait_ready(name, timeout=240)
     except TimeoutError as e:

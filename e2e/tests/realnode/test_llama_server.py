@@ -1,14 +1,14 @@
 """llama.cpp's server as a real pod on the real node: the workload the platform makes for a tiny GGUF model.
 
 The model is generated here (isvc_testbed.tinymodel: llama architecture, random weights, ChatML template) and
-served whole by the stand-in Hub. Its facts come from the catalog's Hub client reading that repository; the
-launch plan from the planner's estimate and the recipe book's `compile` on the real node's card; the
-StatefulSet from the workload package's `statefulset` over that plan (`WorkloadInputs.from_plan`). So the
-fetch init container (the module's modelFetcher image), the token from the order's Secret, the ports, the
-readiness probe and llama-server's arguments are the platform's own. Three things are changed, and only
-those: the pod template's device claim is dropped (this module proves what does not depend on a device;
-test_llama_order.py runs an order with its claim), the pods carry the real node's selector and toleration,
-and the set has no owner (no order object exists for it).
+served whole by the stand-in Hub under a variant's name, beside another variant. Its facts come from the
+catalog's Hub client reading that repository; the launch plan from the planner's estimate and the recipe
+book's `compile` on the real node's card; the StatefulSet from the workload package's `statefulset` over that
+plan (`WorkloadInputs.from_plan`). So the fetch init container (the module's modelFetcher image), the token
+from the order's Secret, the ports, the readiness probe and llama-server's arguments are the platform's own.
+Three things are changed, and only those: the pod template's device claim is dropped (this module proves what
+does not depend on a device; test_llama_order.py runs an order with its claim), the pods carry the real node's
+selector and toleration, and the set has no owner (no order object exists for it).
 
 The host reaches the pod through the API server only (`kubectl port-forward` on 127.0.0.1).
 """
@@ -50,7 +50,7 @@ from isvc_testbed.realnode import (
     port_forward,
 )
 from isvc_testbed.standin import StandIn
-from isvc_testbed.tinymodel import hub_fixture, tiny_chat_model
+from isvc_testbed.tinymodel import GGUF_FILE, hub_fixture, tiny_chat_model
 from isvc_testbed.volumes import STORAGE_CLASS
 from isvc_workload import (
     AUTH_SECRET_KEY,
@@ -135,7 +135,7 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
         runtime = load_recipes().compile(facts, EndpointType.CHAT, PLACEMENT, estimates, REPO)
         assert isinstance(runtime, CompiledRuntime), runtime
         plan = LaunchPlanSpec(placement=PLACEMENT, estimates=estimates, runtime=runtime,
-                              model_commit=facts.commit)
+                              model_commit=facts.commit, model_files=facts.gguf_files)
         order = _order()
         settings = WorkloadSettings(model_fetch_image=image_ref(fetcher), huggingface_endpoint=f"http://{hub}",
                                     model_volume_storage_class=STORAGE_CLASS)
@@ -198,7 +198,8 @@ def test_the_model_is_fetched_by_the_init_container_and_llama_server_runs_the_co
     container = served.pod.spec.containers[0]
     assert container.command == runtime.command and container.args == runtime.args
     assert container.image == load_recipes().get(RECIPE).image  # type: ignore[union-attr]
-    assert runtime.model_path == f"{runtime.model_dir}/model.gguf" and runtime.model_path in runtime.args
+    # the variant the catalog chose in the repository, under its own name (the repository has no model.gguf)
+    assert runtime.model_path == f"{runtime.model_dir}/{GGUF_FILE}" and runtime.model_path in runtime.args
     core = k8s.CoreV1Api(admin_api)
     init = served.pod.status.init_container_statuses[0]
     assert init.name == FETCH_CONTAINER_NAME and init.state.terminated.exit_code == 0

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import httpx
 import numpy as np
 from gguf import GGUFReader
-from isvc_testbed.tinymodel import CHAT_TEMPLATE, TinyModel, hub_fixture, tiny_chat_model, truncated
+from isvc_api import CompiledRuntime, EndpointType, ModelFacts, ModelFormat, Placement, PlacementMode
+from isvc_catalog import HubClient
+from isvc_planner import estimate, memory_need
+from isvc_runtime_recipes import load_recipes
+from isvc_testbed.tinymodel import (
+    CHAT_TEMPLATE,
+    GGUF_FILE,
+    OTHER_VARIANT,
+    TinyModel,
+    hub_fixture,
+    tiny_chat_model,
+    truncated,
+)
+from isvc_testing.standin_hub import StandinHub, load_fixtures
 
 
 def _field(reader: GGUFReader, key: str) -> object:
@@ -44,9 +57,31 @@ def test_a_cut_copy_keeps_the_header_and_loses_the_end(tmp_path: Path) -> None:
     assert cut.read_bytes() == whole.read_bytes()[:-4096]
 
 
-def test_the_hub_fixture_serves_each_file_whole_as_model_gguf(tmp_path: Path) -> None:
+def test_the_hub_fixture_is_a_gguf_repository_of_whose_variants_the_catalog_chooses_the_served_file(
+        tmp_path: Path) -> None:
+    """The repository names its variants as the Hub's GGUF repositories do (no `model.gguf`): the catalog
+    chooses the F32 file, the one served whole, and the recipe loads that file under its own name."""
     whole = tiny_chat_model(cache=tmp_path)
-    directory = hub_fixture(tmp_path / "hub", {"o/a-GGUF": whole})
-    [fixture] = json.loads((directory / "tiny-chat.yaml").read_text())
-    assert fixture["repo"] == "o/a-GGUF" and fixture["local_files"] == {"model.gguf": str(whole)}
-    assert fixture["gguf"]["architecture"] == "llama"
+    [model] = load_fixtures(hub_fixture(tmp_path / "hub", {"o/a-GGUF": whole}))
+    assert (model.repo, model.local_files) == ("o/a-GGUF", {GGUF_FILE: whole})
+    hub = StandinHub([model])
+    url = hub.start()
+    try:
+        with HubClient(url) as client:
+            facts = client.resolve("o/a-GGUF")
+        info = httpx.get(f"{url}/api/models/o/a-GGUF?blobs=true").json()
+    finally:
+        hub.stop()
+    assert {s["rfilename"] for s in info["siblings"]} >= {GGUF_FILE, OTHER_VARIANT}
+    assert isinstance(facts, ModelFacts), facts
+    assert (facts.format, facts.family, facts.gguf_files) == (ModelFormat.GGUF, "llama", [GGUF_FILE])
+    assert facts.weight_bytes == TinyModel().parameters * 4  # sized by the F32 header: four bytes a weight
+    need = memory_need(facts)
+    assert need is not None
+    placement = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1, node_name="n",
+                          device_class_name="gpu.nvidia.com", driver="gpu.nvidia.com",
+                          accelerator_product_name="Tesla T4", accelerator_memory_gi_b=15.0,
+                          accelerator_compute_capability="7.5")
+    runtime = load_recipes().compile(facts, EndpointType.CHAT, placement, estimate(facts, need), "o/a-GGUF")
+    assert isinstance(runtime, CompiledRuntime), runtime
+    assert runtime.args[runtime.args.index("-m") + 1] == f"{runtime.model_dir}/{GGUF_FILE}"

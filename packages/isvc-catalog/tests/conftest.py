@@ -57,6 +57,9 @@ EXTRA_MODELS = [
     FixtureModel(repo="acme/template-list", parameters=1_235_814_400, config=_LLAMA_LIKE,
                  texts={"tokenizer_config.json": '{"chat_template": [{"name": "tool_use", "template": '
                         '"{{ tools }}"}, {"name": "default", "template": "{{ messages }}"}]}'}),
+    FixtureModel(repo="acme/option-named-gguf", parameters=1_000_000, format="gguf",
+                 gguf={"architecture": "llama", "context_length": 4096,
+                       "files": {"--local-dir=..-q4_k_m.gguf": 8192, "m-q8_0.gguf": 4096}}),
     FixtureModel(repo="acme/not-gguf", parameters=1_000_000, format="gguf",
                  gguf={"architecture": "llama", "context_length": 4096, "files": {"m.gguf": 4096}}),
     FixtureModel(repo="acme/vlm", parameters=3_000_000_000,

@@ -86,6 +86,18 @@ def test_a_gguf_repository_is_sized_by_one_variant_preferring_q4_k_m(client: Hub
     144 bytes per 256 weights), not the other variants."""
     got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
     assert got.weight_bytes == 7_615_616_512 * 144 // 256
+    # what the runtime loads and the workload downloads: that variant's shards in order, no other
+    assert got.gguf_files == ["qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf",
+                              "qwen2.5-7b-instruct-q4_k_m-00002-of-00002.gguf"]
+
+
+def test_a_gguf_file_whose_name_reads_as_an_option_is_never_chosen(client: HubClient) -> None:
+    """The chosen files go on the download's command line: `--local-dir=…` would be taken for an option."""
+    assert facts(client.resolve("acme/option-named-gguf")).gguf_files == ["m-q8_0.gguf"]
+
+
+def test_a_safetensors_repository_names_no_gguf_file(client: HubClient) -> None:
+    assert facts(client.resolve("Qwen/Qwen2.5-7B-Instruct")).gguf_files is None
 
 
 def test_the_gguf_header_gives_geometry_vocabulary_and_template_issue_10(

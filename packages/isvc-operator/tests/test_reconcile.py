@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from isvc_api import GROUP, VERSION, Reason, Refusal, Verdict
+from isvc_api import GROUP, VERSION, ModelFacts, Reason, Refusal, Verdict
 from isvc_operator import PassResult, PlanOutcome, TemporaryError
 
 from .fakes import PLACEMENT, World, klass, order
@@ -53,6 +53,20 @@ def test_the_endpoint_names_the_parsers_the_runtime_starts_with_issue_10(world: 
     status = world.run()
     assert status["endpoint"]["toolCallParser"] == "hermes"
     assert status["endpoint"]["reasoningParser"] == "qwen3"
+
+
+def test_the_plan_names_the_commit_and_the_gguf_files_the_workload_downloads(world: World) -> None:
+    """A GGUF repository holds many variants: the plan carries the files resolution chose, and no list when
+    the source named none (the whole repository is downloaded)."""
+    world.run()
+    plain = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
+    assert "modelFiles" not in plain
+    shards = ["m-q4_k_m-00001-of-00002.gguf", "m-q4_k_m-00002-of-00002.gguf"]
+    assert isinstance(world.models.answer, ModelFacts)
+    world.models.answer = world.models.answer.model_copy(update={"commit": "abc", "gguf_files": shards})
+    world.run()
+    plan = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
+    assert (plan["modelCommit"], plan["modelFiles"]) == ("abc", shards)
 
 
 def test_the_status_is_written_once_per_pass(world: World) -> None:

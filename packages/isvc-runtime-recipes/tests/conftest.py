@@ -75,6 +75,9 @@ MODELS: dict[str, dict[str, Any]] = {
         context_length=32768, num_layers=28, num_attention_heads=28, num_kv_heads=4,
         hidden_size=3584,
         chat_template_tools=True,
+        # the Q5_K_M variant of the repository, split in two files
+        gguf_files=["qwen2.5-7b-instruct-q5_k_m-00001-of-00002.gguf",
+                    "qwen2.5-7b-instruct-q5_k_m-00002-of-00002.gguf"],
     ),
     "phi-3-mini-bnb-unknown-arch": dict(
         name="someone/model-without-facts",

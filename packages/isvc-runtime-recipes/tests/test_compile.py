@@ -123,10 +123,27 @@ def test_gguf_tool_calling_is_the_jinja_flag(
     result = compiled(book, model, hardware("l4-24gb-whole"), estimates(model))
     assert (result.recipe, result.tool_calling_supported) == ("llamacpp-chat", True)
     assert "--jinja" in result.args
-    assert arg(result, "-m") == "/models/Qwen/Qwen2.5-7B-Instruct-GGUF/model.gguf"
+    first_shard = "qwen2.5-7b-instruct-q5_k_m-00001-of-00002.gguf"  # llama.cpp finds the second beside it
+    assert arg(result, "-m") == f"/models/Qwen/Qwen2.5-7B-Instruct-GGUF/{first_shard}"
     plain = model.model_copy(update={"family": "gemma"})
     untooled = compiled(book, plain, hardware("l4-24gb-whole"), estimates(plain))
     assert (untooled.tool_calling_supported, "--jinja" in untooled.args) == (False, False)
+
+
+def test_a_one_file_runtime_loads_the_file_the_source_chose(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    model = facts("qwen2.5-7b-instruct-gguf").model_copy(update={"gguf_files": ["q8_0.gguf"]})
+    result = compiled(book, model, hardware("l4-24gb-whole"), estimates(model))
+    assert arg(result, "-m") == "/models/Qwen/Qwen2.5-7B-Instruct-GGUF/q8_0.gguf"
+    # a source that names no file (a catalog model): the recipe's modelFile
+    unnamed = model.model_copy(update={"gguf_files": None})
+    fallback = compiled(book, unnamed, hardware("l4-24gb-whole"), estimates(unnamed))
+    assert arg(fallback, "-m") == "/models/Qwen/Qwen2.5-7B-Instruct-GGUF/model.gguf"
+    # a runtime that loads a directory is not handed a file
+    vllm = facts("llama-3.1-8b-instruct").model_copy(update={"gguf_files": ["stray.gguf"]})
+    directory = compiled(book, vllm, hardware("a100-80gb-whole"), estimates(vllm))
+    assert directory.args[0] == "/models/meta-llama/Llama-3.1-8B-Instruct"
 
 
 def test_embeddings_never_claim_tool_calling(

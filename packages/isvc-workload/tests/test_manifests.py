@@ -453,6 +453,19 @@ def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -
     assert "initContainers" not in statefulset(inputs, SETTINGS)["spec"]["template"]["spec"]
 
 
+def test_only_the_files_the_plan_names_are_fetched_from_a_gguf_repository() -> None:
+    """A GGUF repository holds many variants (tens of GB together): the plan's files, the chosen variant's
+    shards, are downloaded under their own names, which the runtime's -m points at."""
+    shards = ["m-q4_k_m-00001-of-00002.gguf", "m-q4_k_m-00002-of-00002.gguf"]
+    plan = LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates,
+                          runtime=make_inputs().runtime, model_commit="abc123", model_files=shards)
+    inputs = WorkloadInputs.from_plan(make_order(repo="org/m-GGUF"), plan, None)
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
+    init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["command"][:5] == ["hf", "download", "org/m-GGUF", *shards]
+    assert init["command"][5:] == ["--local-dir", "/models/org/model", "--revision", "abc123"]
+
+
 # ---------------------------------------------------------------- Service, Secret, endpoint
 
 

@@ -42,6 +42,12 @@ class ModelFacts(Wire):
     head_dim: int | None = Field(default=None, description="Dimension of one head.")
     hidden_size: int | None = Field(default=None, description="Hidden size.")
     weight_bytes: int | None = Field(default=None, description="Total size of the weight files.")
+    gguf_files: list[str] | None = Field(
+        default=None,
+        description="The GGUF files of the variant chosen in the repository, shards in order: a one-file "
+        "runtime loads the first (it finds the other shards beside it), the download fetches only these; "
+        "None when the source names no file.",
+    )
     dtype_counts: dict[str, int] | None = Field(
         default=None,
         description="Elements per safetensors dtype (e.g. BF16, F8_E4M3, I32) over the weight files, as "

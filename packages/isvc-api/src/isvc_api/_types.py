@@ -654,6 +654,12 @@ class LaunchPlanSpec(Wire):
     model_commit: str | None = Field(
         default=None, description="The model's commit the plan was sized for; the workload downloads it."
     )
+    model_files: list[str] | None = Field(
+        default=None,
+        description="The files of the model repository the workload downloads (a GGUF repository: the "
+        "variant the runtime loads); absent: the whole repository.",
+        max_length=256,
+    )
     planned_at: datetime | None = Field(default=None, description="When the plan was computed.")
 
 

@@ -458,6 +458,7 @@ class HubClient:
             head_dim=head_dim,
             hidden_size=hidden,
             weight_bytes=weight_bytes,
+            gguf_files=weights if fmt == ModelFormat.GGUF else None,
             dtype_counts=dtype_counts,
             intermediate_size=_pick(config, "intermediate_size", "n_inner", "ffn_dim"),
             vocab_size=_pick(config, "vocab_size"),
@@ -601,7 +602,9 @@ class HubClient:
             if "model.safetensors" in root:
                 return ModelFormat.SAFETENSORS, ["model.safetensors"]
             return ModelFormat.SAFETENSORS, safetensors
-        gguf = sorted(f for f in root if f.endswith(".gguf"))
+        # the chosen files are named on the fetch container's command line: a name that reads as an option
+        # is never one of them
+        gguf = sorted(f for f in root if f.endswith(".gguf") and not f.startswith("-"))
         if gguf:
             return ModelFormat.GGUF, _gguf_variant(gguf, root)
         bins = sorted(f for f in root if re.fullmatch(r"pytorch_model.*\.bin", f))

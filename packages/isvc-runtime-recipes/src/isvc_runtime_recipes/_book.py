@@ -417,7 +417,7 @@ class RecipeBook:
     ) -> CompiledRuntime | _Failure:
         placement = hw.placement
         directory = model_dir(facts.name)
-        path = f"{directory}/{recipe.model_file}" if recipe.model_file else directory
+        path = _model_path(recipe, facts, directory)
         utilization = memory_utilization(placement, recipe.memory)
         if utilization <= 0:
             return _Failure(
@@ -506,6 +506,14 @@ class RecipeBook:
         )
         compiled.content_hash = content_hash(compiled)
         return compiled
+
+
+def _model_path(recipe: Recipe, facts: ModelFacts, directory: str) -> str:
+    """What the runtime loads: the model directory, or for a one-file runtime the file in it the source
+    chose (the first shard of a sharded GGUF; llama.cpp finds the others beside it), else the recipe's."""
+    if not recipe.model_file:
+        return directory
+    return f"{directory}/{facts.gguf_files[0] if facts.gguf_files else recipe.model_file}"
 
 
 def load_recipes(extra: list[dict[str, Any]] | None = None) -> RecipeBook:

@@ -194,7 +194,8 @@ class Recipe(Wire):
     api_key_env: Token = Field(description="Environment variable the runtime reads its API key from.")
     model_file: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9._-]+$",
-        description="File name under the model directory, for runtimes that load one file (GGUF).",
+        description="Marks a runtime that loads one file (GGUF): the file the model source chose (a "
+        "Hugging Face GGUF repository's variant), else this name under the model directory.",
     )
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     quantization_values: dict[Quantization, Token] = Field(

@@ -77,6 +77,9 @@ class WorkloadInputs(BaseModel):
     update_strategy: UpdateStrategy | None = Field(default=None, description="How the workload rolls.")
     priority: int = Field(default=0, description="Value of the order's PriorityClass, for claim labels.")
     model_commit: str | None = Field(default=None, description="The model's commit to download.")
+    model_files: list[str] | None = Field(
+        default=None, description="The repository's files to download; None: the whole repository."
+    )
     token_digest: str | None = Field(
         default=None, description="Digest of the endpoint's token: the pods roll when it changes."
     )
@@ -118,5 +121,6 @@ class WorkloadInputs(BaseModel):
             update_strategy=klass.update_strategy if klass else None,
             priority=priority,
             model_commit=plan.model_commit,
+            model_files=plan.model_files,
             token_digest=token_digest,
         )

@@ -113,12 +113,13 @@ _FETCH_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"
 def _fetch_container(
     inputs: WorkloadInputs, settings: WorkloadSettings, volume: str
 ) -> dict[str, Any] | None:
-    """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token."""
+    """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token: the
+    files the plan names (a GGUF repository's chosen variant, not its every variant), else the repository."""
     model = inputs.order.spec.model
     if settings.model_fetch_image is None or model.src != ModelSource.HUGGING_FACE:
         return None
     repo, _, revision = model.ref.name.partition("@")
-    command = ["hf", "download", repo, "--local-dir", _model_dir(inputs)]
+    command = ["hf", "download", repo, *(inputs.model_files or []), "--local-dir", _model_dir(inputs)]
     commit = inputs.model_commit or revision
     if commit:
         command += ["--revision", commit]

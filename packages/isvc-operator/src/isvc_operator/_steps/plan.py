@@ -282,7 +282,8 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
         deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
         return _refused(scope, deps, stored, inputs, compiled)
     plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
-                          inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit)
+                          inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit,
+                          model_files=scope.facts.gguf_files)
     try:
         scope.launch_plan_obj = deps.cluster.apply(_launch_plan(scope, plan))
     except Exception:
