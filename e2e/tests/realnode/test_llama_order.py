@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import pytest
-from isvc_api import LABEL_ORDER
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.llamabed import CLASS, CUT_REPO, ORDER, RECIPE, REPO, Bed, llama_bed
