@@ -68,6 +68,28 @@ def test_a_ready_catalog_object_gives_its_facts() -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "repo", "commit"),
+    [
+        ({"type": "HuggingFace", "repo": "BAAI/bge-m3"}, "BAAI/bge-m3", None),
+        ({"type": "huggingface", "repo": "BAAI/bge-m3", "revision": "5617a9f"}, "BAAI/bge-m3", "5617a9f"),
+        ({"url": "hf://Qwen/Qwen2.5-7B-Instruct/", "revision": "main"}, "Qwen/Qwen2.5-7B-Instruct", "main"),
+        ({"url": "s3://bucket/bge-m3", "revision": "v1"}, None, None),
+        ({"type": "HuggingFace", "repo": "no-owner"}, None, None),
+        ({"type": "Ollama", "repo": "BAAI/bge-m3"}, None, None),
+        (_DELETE, None, None),
+    ],
+)
+def test_the_hugging_face_repository_a_catalog_object_names_is_what_gets_downloaded(
+    source: object, repo: str | None, commit: str | None
+) -> None:
+    """The workload downloads the repository (at the pinned revision) the object's source names; an object
+    with no Hugging Face source gives no repository, and nothing is downloaded for it."""
+    got = parse_catalog_object(with_("spec.source", source), CatalogKind.CLUSTER_MODEL, "bge-m3", None)
+    assert isinstance(got, ModelFacts)
+    assert (got.download_repo, got.commit) == (repo, commit)
+
+
+@pytest.mark.parametrize(
     ("size", "expected"),
     [(15 * 2**30, 15 * 2**30), ("15Gi", 15 * 2**30), ("1.5Gi", 3 * 2**29), ("20G", 20 * 10**9), ("512", 512)],
 )

@@ -69,6 +69,19 @@ def test_the_plan_names_the_commit_and_the_gguf_files_the_workload_downloads(wor
     assert (plan["modelCommit"], plan["modelFiles"]) == ("abc", shards)
 
 
+def test_the_plan_names_the_repository_a_catalog_model_is_downloaded_from(world: World) -> None:
+    """A catalog order names only the catalog object: the plan carries the Hugging Face repository and
+    revision its source names, and no repository when the facts give none."""
+    world.run()
+    assert "modelRepo" not in world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
+    assert isinstance(world.models.answer, ModelFacts)
+    world.models.answer = world.models.answer.model_copy(
+        update={"download_repo": "BAAI/bge-m3", "commit": "5617a9f"})
+    world.run()
+    plan = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
+    assert (plan["modelRepo"], plan["modelCommit"]) == ("BAAI/bge-m3", "5617a9f")
+
+
 def test_the_status_is_written_once_per_pass(world: World) -> None:
     world.run()
     assert [s["kind"] for s in world.cluster.statuses] == ["InferenceService", "LaunchPlan"]

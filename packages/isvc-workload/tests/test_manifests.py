@@ -16,6 +16,7 @@ from isvc_api import (
     Constraints,
     Exposure,
     ExposureType,
+    InferenceService,
     InferenceServiceClassSpec,
     LaunchPlanSpec,
     ModelPolicy,
@@ -464,6 +465,50 @@ def test_only_the_files_the_plan_names_are_fetched_from_a_gguf_repository() -> N
     init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
     assert init["command"][:5] == ["hf", "download", "org/m-GGUF", *shards]
     assert init["command"][5:] == ["--local-dir", "/models/org/model", "--revision", "abc123"]
+
+
+def _catalog_order(auth_ref: dict[str, str] | None = None) -> InferenceService:
+    model: dict[str, Any] = {"src": "AIModels", "ref": {"kind": "ClusterModel", "name": "bge-m3"}}
+    if auth_ref is not None:
+        model["authSecretRef"] = auth_ref
+    return InferenceService.model_validate(
+        {"metadata": {"name": "llm-a", "namespace": "team", "uid": "uid-1234"}, "spec": {"model": model}})
+
+
+def _catalog_plan(repo: str | None, commit: str | None) -> LaunchPlanSpec:
+    runtime = make_inputs().runtime.model_copy(update={"model_dir": "/models/bge-m3"})
+    return LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates,
+                          runtime=runtime, model_commit=commit, model_repo=repo)
+
+
+@pytest.mark.parametrize(("commit", "revision"), [("5617a9f", ["--revision", "5617a9f"]), (None, [])])
+def test_a_catalog_model_is_fetched_from_the_repository_its_catalog_object_names(
+    commit: str | None, revision: list[str]
+) -> None:
+    """The order names only the catalog object: the plan carries the object's Hugging Face repository and
+    pinned revision, downloaded into the directory the runtime reads; no Secret is named, so no token."""
+    inputs = WorkloadInputs.from_plan(_catalog_order(), _catalog_plan("BAAI/bge-m3", commit), None)
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
+    init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["fetch-model"]
+    assert init[0]["command"] == ["hf", "download", "BAAI/bge-m3", "--local-dir", "/models/bge-m3", *revision]
+    assert "HF_TOKEN" not in {e["name"] for e in init[0]["env"]}
+
+
+def test_a_catalog_model_fetch_reads_the_token_the_order_names() -> None:
+    inputs = WorkloadInputs.from_plan(_catalog_order({"name": "my-hf", "key": "token"}),
+                                      _catalog_plan("org/gated", None), None)
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
+    init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
+    token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "token"}}}
+    assert token in init["env"]
+
+
+def test_a_catalog_model_without_a_hugging_face_source_gets_no_download_step() -> None:
+    """Nothing names where its files are: they reach the volume another way, as before."""
+    inputs = WorkloadInputs.from_plan(_catalog_order(), _catalog_plan(None, "v1"), None)
+    settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
+    assert "initContainers" not in statefulset(inputs, settings)["spec"]["template"]["spec"]
 
 
 # ---------------------------------------------------------------- Service, Secret, endpoint

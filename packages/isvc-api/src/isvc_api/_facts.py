@@ -42,6 +42,11 @@ class ModelFacts(Wire):
     head_dim: int | None = Field(default=None, description="Dimension of one head.")
     hidden_size: int | None = Field(default=None, description="Hidden size.")
     weight_bytes: int | None = Field(default=None, description="Total size of the weight files.")
+    download_repo: str | None = Field(
+        default=None,
+        description="The Hugging Face repository (owner/name) the model's files are downloaded from when the "
+        "order names it through a catalog object whose source is that repository; None otherwise.",
+    )
     gguf_files: list[str] | None = Field(
         default=None,
         description="The GGUF files of the variant chosen in the repository, shards in order: a one-file "

@@ -654,6 +654,12 @@ class LaunchPlanSpec(Wire):
     model_commit: str | None = Field(
         default=None, description="The model's commit the plan was sized for; the workload downloads it."
     )
+    model_repo: str | None = Field(
+        default=None,
+        description="The Hugging Face repository the workload downloads a catalog model from (the catalog "
+        "object's source); absent: the order's own Hugging Face reference, or nothing to download.",
+        max_length=253,
+    )
     model_files: list[str] | None = Field(
         default=None,
         description="The files of the model repository the workload downloads (a GGUF repository: the "

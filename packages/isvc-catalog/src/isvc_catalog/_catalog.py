@@ -68,7 +68,20 @@ class _Source(_Shape):
     url: str | None = None  # or {url: hf://owner/name}
     revision: str | None = None
 
+    def hub_repo(self) -> str | None:
+        """The Hugging Face repository (owner/name) this source names, or None for any other source."""
+        if self.repo and (self.type or "").lower() == ModelSource.HUGGING_FACE.value.lower():
+            repo = self.repo
+        elif self.url and self.url.startswith(_HF_URL):
+            repo = self.url.removeprefix(_HF_URL)
+        else:
+            return None
+        repo = repo.strip().strip("/")
+        return repo if _HUB_REPO.match(repo) else None
 
+
+_HF_URL = "hf://"
+_HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -177,10 +190,14 @@ def parse_catalog_object(
             problem = _first_error(exc)
         else:
             revision = parsed.source.revision if parsed.source else None
+            repo = parsed.source.hub_repo() if parsed.source else None
             return ModelFacts(
                 source=ModelSource.AI_MODELS,
                 name=name,
                 revision=revision,
+                # The revision the catalog object pins is what the workload downloads from its repository.
+                commit=revision if repo else None,
+                download_repo=repo,
                 ready=True,
                 format=parsed.format,
                 architecture=parsed.architecture,

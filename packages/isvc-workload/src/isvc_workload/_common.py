@@ -77,6 +77,9 @@ class WorkloadInputs(BaseModel):
     update_strategy: UpdateStrategy | None = Field(default=None, description="How the workload rolls.")
     priority: int = Field(default=0, description="Value of the order's PriorityClass, for claim labels.")
     model_commit: str | None = Field(default=None, description="The model's commit to download.")
+    model_repo: str | None = Field(
+        default=None, description="The catalog model's Hugging Face repository to download; None: none."
+    )
     model_files: list[str] | None = Field(
         default=None, description="The repository's files to download; None: the whole repository."
     )
@@ -122,5 +125,6 @@ class WorkloadInputs(BaseModel):
             priority=priority,
             model_commit=plan.model_commit,
             model_files=plan.model_files,
+            model_repo=plan.model_repo,
             token_digest=token_digest,
         )

@@ -114,11 +114,18 @@ def _fetch_container(
     inputs: WorkloadInputs, settings: WorkloadSettings, volume: str
 ) -> dict[str, Any] | None:
     """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token: the
-    files the plan names (a GGUF repository's chosen variant, not its every variant), else the repository."""
+    files the plan names (a GGUF repository's chosen variant, not its every variant), else the repository.
+    A catalog model is downloaded from the repository its catalog object names; one without a Hugging Face
+    source gets no download step (its files reach the volume another way)."""
     model = inputs.order.spec.model
-    if settings.model_fetch_image is None or model.src != ModelSource.HUGGING_FACE:
+    if settings.model_fetch_image is None:
         return None
-    repo, _, revision = model.ref.name.partition("@")
+    if model.src == ModelSource.HUGGING_FACE:
+        repo, _, revision = model.ref.name.partition("@")
+    elif model.src == ModelSource.AI_MODELS and inputs.model_repo:
+        repo, revision = inputs.model_repo, ""
+    else:
+        return None
     command = ["hf", "download", repo, *(inputs.model_files or []), "--local-dir", _model_dir(inputs)]
     commit = inputs.model_commit or revision
     if commit:

@@ -283,7 +283,7 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
         return _refused(scope, deps, stored, inputs, compiled)
     plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
                           inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit,
-                          model_files=scope.facts.gguf_files)
+                          model_files=scope.facts.gguf_files, model_repo=scope.facts.download_repo)
     try:
         scope.launch_plan_obj = deps.cluster.apply(_launch_plan(scope, plan))
     except Exception:
