@@ -17,7 +17,7 @@ import pytest
 from isvc_testbed.bench import parse_metrics
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
-from isvc_testbed.module import ModuleProcesses, install_chart
+from isvc_testbed.module import IMAGES, ModuleProcesses, install_chart
 from isvc_testbed.orders import CATALOG, GROUP, VERSION, Obj, Orders, assert_refused, catalog, condition, hf
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -378,3 +378,47 @@ def test_catalog_mode_none_grants_no_catalog_permission_and_catalog_orders_say_c
         install_chart(cluster)
         module.restart_controller()
     assert _catalog_rules(bed.admin_api)
+
+
+def test_a_catalog_models_workload_downloads_the_repository_its_object_names(
+    bed: Bed, module: ModuleProcesses
+) -> None:
+    """With a model fetch image set (as the chart always sets it), the order names only the catalog object:
+    its pods' download step fetches the object's Hugging Face repository at the object's revision, into the
+    directory the runtime reads, with no token named; an object whose source is not on the Hub gets no
+    download step."""
+    sourced = {**BGE_FACTS, "source": {"url": "hf://BAAI/bge-m3", "revision": "5617a9f"}}
+    bed.cluster_model("e2e-bge-fetch", sourced)
+    bed.cluster_model("e2e-bge-nosource", {**BGE_FACTS, "source": {"url": "s3://models/bge-m3"}})
+    apps = k8s.AppsV1Api(bed.admin_api)
+
+    def pod_spec(name: str) -> Any | None:
+        try:
+            return apps.read_namespaced_stateful_set(name, bed.ns).spec.template.spec
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    try:
+        module.restart_controller("--model-fetch-image", IMAGES["modelFetcher"])
+        bed.order("bge-fetch", catalog("ClusterModel", "e2e-bge-fetch"), klass="default-llm")
+        bed.order("bge-nosource", catalog("ClusterModel", "e2e-bge-nosource"), klass="default-llm")
+        fetched = wait_for(lambda: pod_spec("bge-fetch"), 90, what="the StatefulSet of bge-fetch")
+        unsourced = wait_for(lambda: pod_spec("bge-nosource"), 90, what="the StatefulSet of bge-nosource")
+    finally:
+        module.restart_controller()
+    plan = bed.plan("bge-fetch")
+    assert plan is not None
+    assert (plan["spec"]["modelRepo"], plan["spec"]["modelCommit"]) == ("BAAI/bge-m3", "5617a9f")
+    [init] = fetched.init_containers
+    assert init.image == IMAGES["modelFetcher"]
+    assert init.command == ["hf", "download", "BAAI/bge-m3", "--local-dir", "/models/e2e-bge-fetch",
+                            "--revision", "5617a9f"]
+    assert "HF_TOKEN" not in {e.name for e in init.env}
+    [server] = fetched.containers
+    assert "/models/e2e-bge-fetch" in [*(server.command or []), *(server.args or [])]  # the runtime reads it
+
+    assert not unsourced.init_containers
+    plan = bed.plan("bge-nosource")
+    assert plan is not None and "modelRepo" not in plan["spec"]
