@@ -154,10 +154,13 @@ def realnode(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks: planner latency, throughput and packing quality; figures to .bench/planner.json."""
-    _install(session, "isvc-testing")
+    """Benchmarks: the planner's latency, throughput and packing (.bench/planner.json), then the controller's
+    at 200 orders with the product's health period (.bench/operator.json); arguments go to the planner's."""
+    _e2e_env(session)
     session.chdir(ROOT)
     session.run("python", "-m", "isvc_testing.bench", *session.posargs)
+    session.run("python", "-m", "isvc_testbed.bench", "--health-period", "30",
+                "--out", str(ROOT / ".bench" / "operator.json"))
 
 
 @nox.session(name="bench-operator", python=PYTHON)
