@@ -156,6 +156,15 @@ def test_probes_of_one_origin_share_a_kept_alive_connection(kept_alive: StandIn)
     assert kept_alive.behaviour.connections == 1
 
 
+def test_a_connection_idle_longer_than_keep_alive_is_not_used_again(kept_alive: StandIn) -> None:
+    """Servers close idle connections after a few seconds: an older one is replaced, not tried."""
+    with Prober(keep_alive=0) as prober:
+        results = [prober.probe_url(kept_alive.url, token="secret-token") for _ in range(3)]
+    assert [r.ok for r in results] == [True, True, True]
+    assert kept_alive.behaviour.connections == 3
+    assert len(kept_alive.behaviour.seen_paths) == 3  # each asked once: no attempt on a closed connection
+
+
 def test_a_kept_alive_connection_the_server_closed_is_replaced_without_a_failure(kept_alive: StandIn) -> None:
     kept_alive.behaviour.drop_after_answer = True
     with Prober() as prober:

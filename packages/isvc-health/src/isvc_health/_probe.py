@@ -96,31 +96,49 @@ def _transport_failure(error: OSError | http.client.HTTPException,
 
 
 MAX_BODY = 1 << 20  # a model list is a few KiB; more than this is not read (nor the connection kept)
+# Servers close idle kept-alive connections after 5 s by default: uvicorn's --timeout-keep-alive, vLLM's
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE (vllm/envs.py), cpp-httplib's CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND (httplib.h,
+# llama.cpp's server).
+# A connection idle longer than this is closed rather than tried and found closed.
+KEEP_ALIVE_SECONDS = 4.0
 _Origin = tuple[str, str, int]
 # How a kept-alive connection that the server closed meanwhile fails before any answer: asked once more.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
 
 
 class _Connections:
-    """Idle kept-alive connections by origin; beyond `limit` the least recently used is closed."""
+    """Idle kept-alive connections by origin; beyond `limit` the least recently used is closed, and one idle
+    longer than `max_idle` seconds is not used again (the server has likely closed it meanwhile)."""
 
-    def __init__(self, timeout: float, limit: int = 64) -> None:
+    def __init__(self, timeout: float, limit: int = 64, max_idle: float = KEEP_ALIVE_SECONDS) -> None:
         self._timeout = timeout
         self._limit = limit
-        self._idle: OrderedDict[int, tuple[_Origin, http.client.HTTPConnection]] = OrderedDict()
+        self._max_idle = max_idle
+        self._idle: OrderedDict[int, tuple[_Origin, http.client.HTTPConnection, float]] = OrderedDict()
         self._serial = 0
         self._lock = threading.Lock()
         self._tls: ssl.SSLContext | None = None
 
     def take(self, origin: _Origin) -> tuple[http.client.HTTPConnection, bool]:
         """An idle connection to `origin` (and True: reused), or a new one (False)."""
+        expired: list[http.client.HTTPConnection] = []
+        found: http.client.HTTPConnection | None = None
         with self._lock:
+            oldest = time.monotonic() - self._max_idle
             for serial in reversed(self._idle):
                 if self._idle[serial][0] == origin:
-                    return self._idle.pop(serial)[1], True
-            if origin[0] == "https" and self._tls is None:
+                    _, conn, since = self._idle.pop(serial)
+                    if since >= oldest:
+                        found = conn
+                        break
+                    expired.append(conn)
+            if found is None and origin[0] == "https" and self._tls is None:
                 self._tls = ssl.create_default_context()
             tls = self._tls
+        for conn in expired:
+            conn.close()
+        if found is not None:
+            return found, True
         scheme, host, port = origin
         if scheme == "https":
             return http.client.HTTPSConnection(host, port, timeout=self._timeout, context=tls), False
@@ -130,7 +148,7 @@ class _Connections:
         """Keep `conn` for a later probe of `origin`."""
         with self._lock:
             self._serial += 1
-            self._idle[self._serial] = (origin, conn)
+            self._idle[self._serial] = (origin, conn, time.monotonic())
             surplus = [self._idle.popitem(last=False)[1][1] for _ in range(len(self._idle) - self._limit)]
         for old in surplus:
             old.close()
@@ -138,7 +156,7 @@ class _Connections:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = list(self._idle.values()), OrderedDict()
-        for _, conn in idle:
+        for _, conn, _ in idle:
             conn.close()
 
 
@@ -160,15 +178,17 @@ class Prober:
         resolver: EndpointResolver | None = None,
         *,
         timeout: float = 5.0,
+        keep_alive: float = KEEP_ALIVE_SECONDS,
         metrics: ProbeMetrics | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """`keep_alive`: how long an idle connection is kept for the next probe of its origin (0: never)."""
         self.resolver = resolver or ServiceDNSResolver()
         self.timeout = timeout
         self.metrics = metrics
         self._clock = clock
         # No proxy from the environment is used: a probe goes to the order's own address only.
-        self._connections = _Connections(timeout)
+        self._connections = _Connections(timeout, max_idle=keep_alive)
 
     def probe(
         self,
