@@ -165,6 +165,21 @@ def test_a_connection_idle_longer_than_keep_alive_is_not_used_again(kept_alive: 
     assert len(kept_alive.behaviour.seen_paths) == 3  # each asked once: no attempt on a closed connection
 
 
+def test_idle_connections_past_keep_alive_are_replaced_however_many_there_are() -> None:
+    from isvc_health._probe import _Connections
+
+    pool = _Connections(timeout=1.0, max_idle=0.0)
+    origin = ("http", "127.0.0.1", 9)
+    kept = [pool.take(origin)[0] for _ in range(3)]
+    for conn in kept:
+        pool.give(origin, conn)
+    conn, reused = pool.take(origin)
+    assert not reused and conn not in kept
+    fresh = _Connections(timeout=1.0)
+    fresh.give(origin, kept[0])
+    assert fresh.take(origin) == (kept[0], True)
+
+
 def test_a_kept_alive_connection_the_server_closed_is_replaced_without_a_failure(kept_alive: StandIn) -> None:
     kept_alive.behaviour.drop_after_answer = True
     with Prober() as prober:

@@ -7,7 +7,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from isvc_operator._kube import Informer
+from kubernetes.client.exceptions import ApiException
 
 
 def _pod(name: str, version: str) -> dict[str, Any]:
@@ -157,6 +159,50 @@ def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pas
         except ResourceNotFoundError:
             pass
     assert dyn.resources.asked == ["Pod", "Certificate"]
+
+
+def test_a_kind_not_served_is_asked_again_by_its_group_version_alone_until_listed() -> None:
+    """At 2,000 orders, the catalog's two kinds (not installed) cost a full rediscovery every ten seconds."""
+    from isvc_operator import _kube
+    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+    class Resources:
+        served = False
+        asked = 0
+
+        def get(self, api_version: str, kind: str) -> str:
+            self.asked += 1
+            if not self.served:
+                raise ResourceNotFoundError("not served")
+            return f"resource {kind}"
+
+    class Dyn:
+        def __init__(self) -> None:
+            self.resources = Resources()
+            self.paths: list[str] = []
+
+        def request(self, method: str, path: str, serialize: bool = True) -> Any:
+            self.paths.append(path)
+            if not self.resources.served:
+                raise NotFoundError(ApiException(status=404))
+            kinds = [{"name": "models", "kind": "Model"}, {"name": "models/status", "kind": "Model"}]
+            return type("Answer", (), {"data": json.dumps({"resources": kinds}).encode()})()
+
+    dyn = Dyn()
+    gv = "ai.deckhouse.io/v1alpha1"
+    with pytest.raises(ResourceNotFoundError):
+        _kube.resource_of(dyn, gv, "Model")  # type: ignore[arg-type]
+    key = (id(dyn), gv, "Model")
+    for served in (False, True):
+        dyn.resources.served = served
+        _kube._MISSING.pop(key, None)  # ten seconds later
+        if served:
+            assert _kube.resource_of(dyn, gv, "Model") == "resource Model"  # type: ignore[arg-type]
+        else:
+            with pytest.raises(ResourceNotFoundError):
+                _kube.resource_of(dyn, gv, "Model")  # type: ignore[arg-type]
+    assert dyn.paths == ["/apis/ai.deckhouse.io/v1alpha1"] * 2
+    assert dyn.resources.asked == 2  # the first miss, then once listed: never a rediscovery meanwhile
 
 
 def test_cached_objects_share_their_keys_and_short_strings() -> None:

@@ -121,24 +121,16 @@ class _Connections:
 
     def take(self, origin: _Origin) -> tuple[http.client.HTTPConnection, bool]:
         """An idle connection to `origin` (and True: reused), or a new one (False)."""
-        expired: list[http.client.HTTPConnection] = []
-        found: http.client.HTTPConnection | None = None
         with self._lock:
-            oldest = time.monotonic() - self._max_idle
-            for serial in reversed(self._idle):
-                if self._idle[serial][0] == origin:
-                    _, conn, since = self._idle.pop(serial)
-                    if since >= oldest:
-                        found = conn
-                        break
-                    expired.append(conn)
-            if found is None and origin[0] == "https" and self._tls is None:
+            latest = next((key for key in reversed(self._idle) if self._idle[key][0] == origin), None)
+            if latest is not None:
+                _, conn, since = self._idle.pop(latest)
+                if time.monotonic() - since <= self._max_idle:
+                    return conn, True
+                conn.close()  # and any older one of the origin ages out of the pool
+            if origin[0] == "https" and self._tls is None:
                 self._tls = ssl.create_default_context()
             tls = self._tls
-        for conn in expired:
-            conn.close()
-        if found is not None:
-            return found, True
         scheme, host, port = origin
         if scheme == "https":
             return http.client.HTTPSConnection(host, port, timeout=self._timeout, context=tls), False

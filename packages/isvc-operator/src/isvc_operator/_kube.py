@@ -20,7 +20,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from isvc_operator._ports import DeviceKey, plan_devices
 
@@ -66,11 +66,24 @@ def api_client(kubeconfig: str | None) -> k8s.ApiClient:
 
 
 # The dynamic client's discovery cache is not safe across threads: a lookup that misses rebuilds it while
-# other threads search it (KeyError 'resources'), and each miss is a full rediscovery. One lock, and
-# resources found are kept; a kind not served is asked again at most every ten seconds.
+# other threads search it (KeyError 'resources'), and each miss is a full rediscovery (every group version
+# asked again, the cache file rewritten). One lock, and resources found are kept; a kind not served is asked
+# again at most every ten seconds, and then by its own group version only (one small request) until listed.
 _DISCOVERY_LOCK = threading.Lock()
 _FOUND: dict[tuple[int, str, str], Any] = {}
 _MISSING: TTLCache[tuple[int, str, str], bool] = TTLCache(maxsize=256, ttl=10.0)
+_ABSENT: set[tuple[int, str, str]] = set()
+
+
+def _listed(dyn: DynamicClient, api_version: str, kind: str) -> bool:
+    """Whether the API server's discovery of `api_version` lists `kind`: one request, no rediscovery."""
+    path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    try:
+        answer = dyn.request("get", path, serialize=False)
+    except NotFoundError:
+        return False
+    resources = json.loads(answer.data).get("resources") or []
+    return any(r.get("kind") == kind for r in resources if "/" not in r.get("name", ""))
 
 
 def resource_of(dyn: DynamicClient, api_version: str, kind: str) -> Any:
@@ -82,11 +95,16 @@ def resource_of(dyn: DynamicClient, api_version: str, kind: str) -> Any:
             return found
         if key in _MISSING:
             raise ResourceNotFoundError(f"{kind} in {api_version} is not served")
+        if key in _ABSENT and not _listed(dyn, api_version, kind):
+            _MISSING[key] = True
+            raise ResourceNotFoundError(f"{kind} in {api_version} is still not served")
         try:
             found = dyn.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
             _MISSING[key] = True
+            _ABSENT.add(key)
             raise
+        _ABSENT.discard(key)
         _FOUND[key] = found
         return found
 
