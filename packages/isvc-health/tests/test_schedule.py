@@ -121,6 +121,14 @@ def test_a_result_the_schedule_stopped_refreshing_is_not_offered() -> None:
     assert sched.latest(TARGET) is None
 
 
+def test_probes_due_within_one_tick_go_out_together() -> None:
+    """One wake a tick, not one a probe: at 2,000 orders the wakes alone cost more than the probes."""
+    schedule = ProbeSchedule(Prober(), period=30.0)
+    released = {due: schedule.release_at(due) for due in (100.01, 100.5, 100.99, 101.0, 101.2)}
+    assert released == {100.01: 101.0, 100.5: 101.0, 100.99: 101.0, 101.0: 101.0, 101.2: 102.0}
+    assert ProbeSchedule(Prober(), period=3.0).release_at(100.05) == pytest.approx(100.2)
+
+
 def test_periods_shorter_than_the_probe_times_resolution_are_refused() -> None:
     with pytest.raises(ValueError, match="at least one second"):
         ProbeSchedule(Prober(), period=0.5)

@@ -4,6 +4,11 @@ A Ready order that keeps answering then costs its controller one probe a period 
 pass is woken only when the health judgement has something to fold — a failed probe, or the first
 success after one. What the schedule holds is a cache of the latest results: losing it (a restart)
 costs each order one probe made by its next pass, which then watches it again.
+
+Probes fall due at times spread over the period; they go out together once a tick (a tenth of the
+period, at most a second). Woken for each probe alone, the scheduler and a worker cost more than the probe
+itself (≈ 0.35 ms of CPU a probe more, measured: at 2,000 orders and a 30 s period, half the controller's
+budget at rest); a tick's batch is handed over at one wake, the workers taking it back to back.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +65,7 @@ class ProbeSchedule:
             raise ValueError("the probe period must be at least one second (probe times are kept in seconds)")
         self.prober = prober
         self.period = period
+        self._tick = min(1.0, period / 10)  # probes due within one tick go out together
         self._clock = clock
         self._wake: Callable[[str, str], None] = lambda namespace, name: None
         self._lock = threading.Condition()
@@ -69,6 +76,10 @@ class ProbeSchedule:
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
         self._stopped = False
+
+    def release_at(self, due: float) -> float:
+        """When a probe due at `due` goes out: the end of its tick, with every other probe due in it."""
+        return math.ceil(due / self._tick) * self._tick
 
     def on_change(self, wake: Callable[[str, str], None]) -> None:
         """Who to tell that an order's pass has a new result to judge (the controller's queue)."""
@@ -131,7 +142,7 @@ class ProbeSchedule:
                 self._lock.wait()
                 continue
             due, generation, key = self._due[0]
-            delay = due - self._clock()
+            delay = self.release_at(due) - self._clock()
             if delay > 0:
                 self._lock.wait(delay)
                 continue
