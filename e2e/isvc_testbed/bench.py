@@ -282,11 +282,13 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
 
 
 class ReadyWatch:
-    """When each order of the namespace was first seen Ready (a watch as admin, in a thread)."""
+    """When each order of the namespace was first seen Ready (a watch as admin, in a thread), and the
+    statuses each went through before: which step a status write beyond the goal's count was."""
 
     def __init__(self, api: k8s.ApiClient) -> None:
         self.api = k8s.CustomObjectsApi(api)
         self.ready: dict[str, float] = {}
+        self.statuses: dict[str, list[str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -305,12 +307,35 @@ class ReadyWatch:
                                       "inferenceservices", timeout_seconds=30):
                     obj = event["object"]
                     name = obj["metadata"]["name"]
+                    if name not in self.ready:
+                        seen, now = self.statuses.setdefault(name, []), _status_line(obj)
+                        if now is not None and (not seen or seen[-1] != now):
+                            seen.append(now)
                     if (obj.get("status") or {}).get("phase") == "Ready" and name not in self.ready:
                         self.ready[name] = time.monotonic()
                     if self._stop.is_set():
                         w.stop()
             except Exception:  # a broken watch is started again
                 time.sleep(0.5)
+
+
+def _status_line(obj: dict[str, Any]) -> str | None:
+    """An order's status in one line: phase, then each condition as type=status/reason: message."""
+    status = obj.get("status")
+    if not status:
+        return None
+    conds = "; ".join(f"{c['type']}={c['status']}/{c.get('reason', '')}: {c.get('message', '')[:80]}"
+                      for c in status.get("conditions", []))
+    return f"{status.get('phase')} [{conds}]"
+
+
+def status_paths(statuses: Mapping[str, list[str]]) -> dict[str, Any]:
+    """How many orders went through how many statuses before Ready, and the longest path seen."""
+    counts: dict[int, int] = {}
+    for seen in statuses.values():
+        counts[len(seen)] = counts.get(len(seen), 0) + 1
+    longest = max(statuses.values(), key=len, default=[])
+    return {"orders_by_statuses": {str(k): v for k, v in sorted(counts.items())}, "longest": longest}
 
 
 def diagnose(b: Bed, limit: int = 5) -> str:
@@ -429,6 +454,8 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         out["create_to_ready"] = {"writes": batch, "controller_writes": controller_writes(batch, orders - 1),
                                   "controller_writes_per_order": round(
                                       controller_writes(batch, orders - 1) / (orders - 1), 2)}
+        out["create_to_ready"]["status_paths"] = status_paths(
+            {n: watch.statuses.get(n, []) for n in created if n != "bench-0000"})
         ready = out["ready_seconds"]
         say(f"{orders} orders Ready: median {ready['median']}s p95 {ready['p95']}s")
         # -- a steady minute
