@@ -106,12 +106,33 @@ class _Bed:
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                  "metadata": {"name": name, "labels": labels}, "spec": spec}
         self.custom.create_namespaced_custom_object("resource.k8s.io", "v1", self.ns, "resourceclaims", claim)
+        self._create_pod(name, labels)
+
+    def _create_pod(self, name: str, labels: dict[str, str]) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
                "spec": {"containers": [{"name": "c", "image": "agreement:none",
                                         "resources": {"claims": [{"name": "gpu"}]}}],
                         "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
                         "terminationGracePeriodSeconds": 0}}
         self.core.create_namespaced_pod(self.ns, cast(Any, pod))
+
+    def ask_again(self, name: str) -> None:
+        """The pod made again, so the scheduler tries it at once: a pod it found no room for waits in its
+        unschedulable queue for an event its plugins name, and the freeing of a device held by another,
+        deleted claim may not be one (it is retried within five minutes, longer than a test waits)."""
+        pod = self.core.read_namespaced_pod(name, self.ns)
+        self.core.delete_namespaced_pod(name, self.ns, grace_period_seconds=0)
+
+        def gone() -> bool:
+            try:
+                self.core.read_namespaced_pod(name, self.ns)
+            except ApiException as e:
+                if e.status == 404:
+                    return True
+                raise
+            return False
+        wait_for(gone, 30, what=f"pod {name} gone")
+        self._create_pod(name, dict(pod.metadata.labels or {}))
 
     def claim(self, name: str) -> dict[str, Any] | None:
         try:
@@ -224,6 +245,9 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
         def settle() -> None:
             for name, answer in in_flight:
                 allocated, words = bed.settle(name, timeout=45.0, persist=20.0)
+                if allocated is None and words is not None and _CANNOT in words:
+                    bed.ask_again(name)  # a refusal counts when the scheduler, asked afresh, repeats it
+                    allocated, words = bed.settle(name, timeout=45.0, persist=20.0)
                 if allocated is None:
                     report.disagreements.append(f"{name} planned on {_where(answer)}: {words}")
                     continue

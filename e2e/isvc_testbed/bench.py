@@ -430,7 +430,8 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         first_writes = writes(before, b.api_sample())
         out["first_order"] = {"ready_seconds": round(watch.ready["bench-0000"] - created["bench-0000"], 2),
                               "writes": first_writes,
-                              "controller_writes": controller_writes(first_writes, 1)}
+                              "controller_writes": controller_writes(first_writes, 1),
+                              "statuses": list(watch.statuses.get("bench-0000", []))}
         plan_kinds = _children(b, "bench-0000")
         out["objects_per_order"] = plan_kinds
         say(f"first order Ready in {out['first_order']['ready_seconds']}s, "
