@@ -349,3 +349,43 @@ def test_a_class_not_judged_yet_is_a_moment_not_class_not_ready(world: World) ->
     class_resolved = next(c for c in status["conditions"] if c["type"] == "ClassResolved")
     assert (class_resolved["status"], class_resolved["reason"]) == ("Unknown", "WaitingForPreviousStep")
     assert status["phase"] == "Pending"
+
+
+def _coming_up(message: str, reason: str = "WorkloadNotReady") -> Verdict:
+    return Verdict(status="False", reason=reason, message=message)
+
+
+def test_the_steps_of_a_quick_start_are_not_each_a_status_write(world: World) -> None:
+    """Issue 15: claim allocated, volume bound, replicas starting — each was a write before Ready."""
+    world.workload.verdict = _coming_up("the claim awaits allocation.", "ResourceClaimPending")
+    first = world.run()
+    writes = len(world.cluster.statuses)
+    assert reasons(first)["WorkloadReady"] == "ResourceClaimPending"
+    world.clock_offset = timedelta(seconds=2)
+    world.workload.verdict = _coming_up("the replicas are coming up.")
+    assert world.run() == first and len(world.cluster.statuses) == writes
+    assert world.last is not None and world.last.requeue_after == pytest.approx(3.0)
+    world.workload.verdict = Verdict(status="True", reason="WorkloadAvailable", message="1 of 1 ready.")
+    ready = world.run()
+    assert ready["phase"] == "Ready" and len(world.cluster.statuses) == writes + 1
+
+
+def test_a_start_that_takes_longer_reports_each_step(world: World) -> None:
+    world.workload.verdict = _coming_up("the claim awaits allocation.", "ResourceClaimPending")
+    world.run()
+    world.clock_offset = timedelta(seconds=6)
+    world.workload.verdict = _coming_up("the replicas are coming up.")
+    status = world.run()
+    assert reasons_message(status, "WorkloadReady") == "the replicas are coming up."
+
+
+def test_an_edit_while_the_workload_comes_up_is_written_at_once(world: World) -> None:
+    world.workload.verdict = _coming_up("the claim awaits allocation.", "ResourceClaimPending")
+    world.run()
+    world.clock_offset = timedelta(seconds=1)
+    edited = order()
+    edited["metadata"]["generation"] = 2
+    world.cluster.put(edited | {"status": world.cluster.status_of("team-a", "support-llm")})
+    world.workload.verdict = _coming_up("the replicas are coming up.")
+    status = world.run(edited)
+    assert status["observedGeneration"] == 2

@@ -57,14 +57,19 @@ class OrderReconciler:
             for type_, step in STEPS:
                 scope.verdicts[type_] = self._run(type_, step, scope)
         finally:
-            _status.write(scope, self.d.cluster)
+            wait = _status.deferred(scope)
+            if wait is None:
+                _status.write(scope, self.d.cluster)
+            else:  # the workload's progress, a moment after it began: written with the next step, or then
+                scope.requeue(wait)
             try:
                 _status.write_plan(scope, self.d.cluster)
             except Exception as exc:  # the plan went meanwhile: the next pass (its watch) writes or skips
                 log.warning("%s/%s: LaunchPlan status not written: %s", scope.namespace, scope.name,
                             type(exc).__name__)
                 scope.requeue(RETRY_SOON)
-            for type_event, reason, message in _status.changes(scope) + scope.events:
+            changes = _status.changes(scope) if wait is None else []
+            for type_event, reason, message in changes + scope.events:
                 self.d.cluster.event(raw, type_event, reason, message)
         return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),
                           failed=bool(scope.failed), reason=_status.first_not_true(scope.verdicts))

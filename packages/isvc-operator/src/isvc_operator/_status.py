@@ -4,6 +4,7 @@ written once per pass and only when its content changed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from isvc_api import (
     GROUP,
@@ -24,7 +25,8 @@ from isvc_api import (
 from isvc_operator._ports import Cluster
 from isvc_operator._scope import OrderScope, kept
 
-__all__ = ["ORDERED", "build", "changes", "first_not_true", "phase", "write", "write_plan"]
+__all__ = ["ORDERED", "PROGRESS_SECONDS", "build", "changes", "deferred", "first_not_true", "phase", "write",
+           "write_plan"]
 
 ORDERED = [
     ConditionType.CLASS_RESOLVED,
@@ -88,6 +90,47 @@ def build(scope: OrderScope) -> InferenceServiceStatus:
         startup_failure=kept(scope.startup_failure, previous.startup_failure),
         health=kept(scope.health, previous.health),
     )
+
+
+# How long after its workload starts coming up an order's status keeps the first step it reported: on a
+# quick start each step in between (claim allocated, volume bound, replicas starting) was a status write
+# of its own, read by no one before Ready replaced it.
+PROGRESS_SECONDS = 5.0
+_COMING_UP = frozenset({Reason.RESOURCE_CLAIM_PENDING.value, Reason.WORKLOAD_NOT_READY.value})
+_FOLLOWING = frozenset({ConditionType.WORKLOAD_READY.value, ConditionType.READY.value,
+                        ConditionType.SCALING_HEALTHY.value})
+
+
+def _besides_progress(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The status without what tells how far the workload has come up."""
+    rest = {k: v for k, v in status.items() if k not in ("reason", "conditions")}
+    rest["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") not in _FOLLOWING]
+    return rest
+
+
+def deferred(scope: OrderScope) -> float | None:
+    """Seconds to wait before writing this pass's status, when all it changes is how far a workload that
+    began coming up less than PROGRESS_SECONDS ago has come; None: write it now.
+
+    Ready, a refusal, an edit or anything else is written at once; the wait is a timer the pass names, and
+    nothing is kept between passes (the condition's lastTransitionTime says when the workload began)."""
+    previous = scope.order.status
+    if previous is None or scope.failed or previous.phase != Phase.PENDING.value:
+        return None
+    status = build(scope)
+    if status.phase != Phase.PENDING.value:
+        return None
+    before = find_condition(previous.conditions, ConditionType.WORKLOAD_READY.value)
+    after = find_condition(status.conditions, ConditionType.WORKLOAD_READY.value)
+    if (before is None or after is None or before.last_transition_time is None
+            or (before.status, after.status) != ("False", "False")
+            or before.reason not in _COMING_UP or after.reason not in _COMING_UP):
+        return None
+    old, new = previous.to_wire(), status.to_wire()
+    if new == old or _besides_progress(new) != _besides_progress(old):
+        return None
+    left = (before.last_transition_time - scope.now).total_seconds() + PROGRESS_SECONDS
+    return left if left > 0 else None
 
 
 def write(scope: OrderScope, cluster: Cluster) -> bool:
