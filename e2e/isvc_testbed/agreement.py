@@ -132,7 +132,7 @@ class _Bed:
                 raise
             return False
         wait_for(gone, 30, what=f"pod {name} gone")
-        self._create_pod(name, dict(pod.metadata.labels or {}))
+        self._create_pod(name, dict((pod.metadata.labels if pod.metadata else None) or {}))
 
     def claim(self, name: str) -> dict[str, Any] | None:
         try:
