@@ -389,3 +389,21 @@ def test_an_edit_while_the_workload_comes_up_is_written_at_once(world: World) ->
     world.workload.verdict = _coming_up("the replicas are coming up.")
     status = world.run(edited)
     assert status["observedGeneration"] == 2
+
+
+def test_a_new_order_says_nothing_until_its_class_is_judged_for_a_few_seconds(world: World) -> None:
+    """Issue 15: an order created as the controller starts raced its class's first judgement, and its
+    first status said only that the class had not been judged yet."""
+    unjudged = klass()
+    del unjudged["status"]
+    world.cluster.put(unjudged)
+    new = order()
+    new["metadata"]["creationTimestamp"] = "2026-11-01T00:00:00Z"  # T0
+    world.clock_offset = timedelta(seconds=1)
+    world.cluster.put(new)
+    first = world.reconciler().reconcile("team-a", "support-llm")
+    assert world.cluster.statuses == []
+    assert first.requeue_after == pytest.approx(4.0)
+    world.clock_offset = timedelta(seconds=6)
+    status = world.run(new)
+    assert reasons(status)["ClassResolved"] == "WaitingForPreviousStep"

@@ -4,6 +4,7 @@ written once per pass and only when its content changed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from isvc_api import (
@@ -115,7 +116,11 @@ def deferred(scope: OrderScope) -> float | None:
     Ready, a refusal, an edit or anything else is written at once; the wait is a timer the pass names, and
     nothing is kept between passes (the condition's lastTransitionTime says when the workload began)."""
     previous = scope.order.status
-    if previous is None or scope.failed or previous.phase != Phase.PENDING.value:
+    if scope.failed:
+        return None
+    if previous is None or not (previous.phase or previous.conditions):
+        return _new_order_waiting_for_its_class(scope)
+    if previous.phase != Phase.PENDING.value:
         return None
     status = build(scope)
     if status.phase != Phase.PENDING.value:
@@ -130,6 +135,22 @@ def deferred(scope: OrderScope) -> float | None:
     if new == old or _besides_progress(new) != _besides_progress(old):
         return None
     left = (before.last_transition_time - scope.now).total_seconds() + PROGRESS_SECONDS
+    return left if left > 0 else None
+
+
+def _new_order_waiting_for_its_class(scope: OrderScope) -> float | None:
+    """A new order whose class has not been judged yet (the controller just started, or the class is new):
+    its first status waits for the class's judgement, which passes the order again, up to
+    PROGRESS_SECONDS after the order was created; then it says what it waits for."""
+    verdict = scope.verdicts.get(ConditionType.CLASS_RESOLVED)
+    created = scope.raw.get("metadata", {}).get("creationTimestamp")
+    if verdict is None or verdict.reason != StatusReason.WAITING.value or not isinstance(created, str):
+        return None
+    try:
+        born = datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    left = (born - scope.now).total_seconds() + PROGRESS_SECONDS
     return left if left > 0 else None
 
 
