@@ -57,9 +57,10 @@ class OrderReconciler:
             for type_, step in STEPS:
                 scope.verdicts[type_] = self._run(type_, step, scope)
         finally:
-            wait = _status.deferred(scope)
+            status = _status.build(scope)
+            wait = _status.deferred(scope, status)
             if wait is None:
-                _status.write(scope, self.d.cluster)
+                _status.write(scope, self.d.cluster, status)
             else:  # the workload's progress, a moment after it began: written with the next step, or then
                 scope.requeue(wait)
             try:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from isvc_workload import auth_secret_name
 
+from isvc_operator._ports import Obj, OrderKey
+
 __all__ = ["SecretRefs", "secrets_named"]
 
-Obj = dict[str, Any]
-OrderKey = tuple[str, str]
 SecretKey = tuple[str, str]  # (namespace, name)
 
 

@@ -109,8 +109,8 @@ def _besides_progress(status: Mapping[str, Any]) -> dict[str, Any]:
     return rest
 
 
-def deferred(scope: OrderScope) -> float | None:
-    """Seconds to wait before writing this pass's status, when all it changes is how far a workload that
+def deferred(scope: OrderScope, status: InferenceServiceStatus) -> float | None:
+    """Seconds to wait before writing `status` (this pass's), when all it changes is how far a workload that
     began coming up less than PROGRESS_SECONDS ago has come; None: write it now.
 
     Ready, a refusal, an edit or anything else is written at once; the wait is a timer the pass names, and
@@ -120,10 +120,7 @@ def deferred(scope: OrderScope) -> float | None:
         return None
     if previous is None or not (previous.phase or previous.conditions):
         return _new_order_waiting_for_its_class(scope)
-    if previous.phase != Phase.PENDING.value:
-        return None
-    status = build(scope)
-    if status.phase != Phase.PENDING.value:
+    if previous.phase != Phase.PENDING.value or status.phase != Phase.PENDING.value:
         return None
     before = find_condition(previous.conditions, ConditionType.WORKLOAD_READY.value)
     after = find_condition(status.conditions, ConditionType.WORKLOAD_READY.value)
@@ -154,9 +151,9 @@ def _new_order_waiting_for_its_class(scope: OrderScope) -> float | None:
     return left if left > 0 else None
 
 
-def write(scope: OrderScope, cluster: Cluster) -> bool:
-    """Apply the status when it differs from what the pass read; True when it was written."""
-    status = build(scope).to_wire()
+def write(scope: OrderScope, cluster: Cluster, built: InferenceServiceStatus) -> bool:
+    """Apply the status the pass built when it differs from what the pass read; True when it was written."""
+    status = built.to_wire()
     if scope.order.status is not None and status == scope.order.status.to_wire():
         return False
     cluster.apply_status({
