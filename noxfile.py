@@ -67,12 +67,14 @@ def tests(session: nox.Session, package: str) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, mypy --strict per package, import-linter layering, and generated files without drift."""
+    """ruff (check and format), mypy --strict per package, import-linter layering, and generated files without drift."""
     _install(session, *PACKAGES)
-    session.install("ruff>=0.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools",
-                    "pytest>=8")
+    session.install(
+        "ruff==0.17.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools", "pytest>=8"
+    )
     session.chdir(ROOT)
     session.run("ruff", "check", "packages", "e2e", "noxfile.py", "tests", "tools")
+    session.run("ruff", "format", "--check", "packages", "e2e", "noxfile.py", "tests", "tools")
     session.install(f"-e{ROOT / 'e2e'}")
     for package in PACKAGES:
         session.run("mypy", "--strict", f"packages/{package}/src")
@@ -89,16 +91,31 @@ def chart(session: nox.Session) -> None:
     """helm lint, helm-unittest, schema cases, rendered args vs each parser, alert rules run by Prometheus."""
     session.install("pytest>=8", "pyyaml>=6", "jsonschema>=4")
     # The binaries whose parsers read the rendered Deployment args (tests/module/test_rendered_args.py).
-    runtime = ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-runtime-recipes", "isvc-workload",
-               "isvc-health", "isvc-planner", "isvc-operator"]
+    runtime = [
+        "isvc-api",
+        "isvc-planner-client",
+        "isvc-catalog",
+        "isvc-runtime-recipes",
+        "isvc-workload",
+        "isvc-health",
+        "isvc-planner",
+        "isvc-operator",
+    ]
     session.install(*[f"-e{ROOT / 'packages' / p}" for p in runtime])
     # helm, untt, and isvc-rulecheck (tools/rulecheck), which tests/module/test_alert_rules.py runs over the
     # rendered PrometheusRules
     binaries = _binaries(session)
     session.chdir(ROOT)
     for values in ("plain", "deckhouse"):
-        session.run(str(binaries / "helm"), "lint", "--strict", "module", "--values",
-                    f"module/tests/values/{values}.yaml", external=True)
+        session.run(
+            str(binaries / "helm"),
+            "lint",
+            "--strict",
+            "module",
+            "--values",
+            f"module/tests/values/{values}.yaml",
+            external=True,
+        )
     session.run(str(binaries / "untt"), "-f", "tests/*_test.yaml", "module", external=True)
     session.run("pytest", "tests/module", "-q")
 
@@ -122,8 +139,10 @@ def e2e(session: nox.Session) -> None:
     _e2e_env(session)
     session.chdir(ROOT)
     if "--kind" in session.posargs:
-        session.error("--kind is not supported: create a kind cluster and pass `--kubeconfig PATH` "
-                      "(e2e/README.md, Bring your own cluster)")
+        session.error(
+            "--kind is not supported: create a kind cluster and pass `--kubeconfig PATH` "
+            "(e2e/README.md, Bring your own cluster)"
+        )
     # `nox -s e2e -- e2e/tests/FILE.py` runs that file alone; without a path, the whole suite.
     # `-- --kubeconfig PATH [--no-kwok]`: against that cluster, not one started here (e2e/tests/conftest.py).
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests"]
@@ -134,8 +153,10 @@ def e2e(session: nox.Session) -> None:
 def realnode(session: nox.Session) -> None:
     """A real kubelet + containerd node beside KWOK (root): the chart's Deployments run as real pods."""
     if os.geteuid() != 0:
-        session.error("the real node needs root (network namespaces, cgroups, mounts, apt-get for runc, CNI "
-                      "plugins, umoci, buildah): run `nox -s realnode` as root (e2e/README.md, A real node)")
+        session.error(
+            "the real node needs root (network namespaces, cgroups, mounts, apt-get for runc, CNI "
+            "plugins, umoci, buildah): run `nox -s realnode` as root (e2e/README.md, A real node)"
+        )
     _install(session, *PACKAGES)
     session.install(f"-e{ROOT / 'e2e'}")
     session.install("pip>=24")  # build-bins.sh fetches the llama-cpp-python sdist with pip (hash-checked)
@@ -148,8 +169,16 @@ def realnode(session: nox.Session) -> None:
     _build_images(session, manifest, "controller planner modelFetcher")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
-    session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", "--real-node", *session.posargs,
-                env={"ISVC_IMAGES_MANIFEST": str(manifest)})
+    session.run(
+        "pytest",
+        *paths,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--real-node",
+        *session.posargs,
+        env={"ISVC_IMAGES_MANIFEST": str(manifest)},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -159,8 +188,15 @@ def bench(session: nox.Session) -> None:
     _e2e_env(session)
     session.chdir(ROOT)
     session.run("python", "-m", "isvc_testing.bench", *session.posargs)
-    session.run("python", "-m", "isvc_testbed.bench", "--health-period", "30",
-                "--out", str(ROOT / ".bench" / "operator.json"))
+    session.run(
+        "python",
+        "-m",
+        "isvc_testbed.bench",
+        "--health-period",
+        "30",
+        "--out",
+        str(ROOT / ".bench" / "operator.json"),
+    )
 
 
 @nox.session(name="bench-operator", python=PYTHON)
@@ -185,8 +221,16 @@ def fuzz(session: nox.Session) -> None:
     _e2e_env(session)
     session.chdir(ROOT)
     orders = os.environ.get("ISVC_FUZZ_ORDERS", "10000")
-    session.run("pytest", "e2e/tests/test_isvc_hostile.py", "-q", "-s", "-p", "no:cacheprovider",
-                *session.posargs, env={"ISVC_FUZZ_ORDERS": orders})
+    session.run(
+        "pytest",
+        "e2e/tests/test_isvc_hostile.py",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"ISVC_FUZZ_ORDERS": orders},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -204,8 +248,10 @@ def up(session: nox.Session) -> None:
     `-- --real-node` (root): alice's order for a tiny model served by llama.cpp on a real node, in the
     foreground until Ctrl-C, which tears it all down (e2e/README.md, A real node)."""
     if "--real-node" in session.posargs and os.geteuid() != 0:
-        session.error("the real node needs root (network namespaces, cgroups, mounts): run "
-                      "`nox -s up -- --real-node` as root (e2e/README.md, A real node)")
+        session.error(
+            "the real node needs root (network namespaces, cgroups, mounts): run "
+            "`nox -s up -- --real-node` as root (e2e/README.md, A real node)"
+        )
     _e2e_env(session)
     session.chdir(ROOT)
     argv = ["python", "-m", "isvc_testbed.demo", "up", "--state-dir", str(STATE), *session.posargs]
@@ -227,8 +273,9 @@ def up(session: nox.Session) -> None:
 def down(session: nox.Session) -> None:
     """Tear the local cluster down: every process it started and its temp dir."""
     # the siblings e2e/pyproject.toml names, from the tree (pip cannot find them on an index)
-    _install(session, "isvc-api", "isvc-planner", "isvc-planner-client", "isvc-runtime-recipes",
-             "isvc-workload")
+    _install(
+        session, "isvc-api", "isvc-planner", "isvc-planner-client", "isvc-runtime-recipes", "isvc-workload"
+    )
     session.install(f"-e{ROOT / 'e2e'}")
     session.chdir(ROOT)
     session.run("python", "-m", "isvc_testbed.demo", "down", "--state-dir", str(STATE))
@@ -240,8 +287,16 @@ def _wheels(session: nox.Session) -> Path:
     for old in dist.glob("*.whl"):
         old.unlink()
     for package in PACKAGES:
-        session.run("uv", "build", "--quiet", "--wheel", "--out-dir", str(dist),
-                    str(ROOT / "packages" / package), external=True)
+        session.run(
+            "uv",
+            "build",
+            "--quiet",
+            "--wheel",
+            "--out-dir",
+            str(dist),
+            str(ROOT / "packages" / package),
+            external=True,
+        )
     return dist
 
 
@@ -257,8 +312,19 @@ def build(session: nox.Session) -> None:
         # Siblings only from dist/ (pinned ==, lockstep; refreshed, since uv caches a wheel by name and
         # version); third-party packages from the index.
         refresh = [arg for p in PACKAGES for arg in ("--refresh-package", p)]
-        session.run("uv", "pip", "install", "--quiet", "--python", str(python), "--find-links", str(dist),
-                    *refresh, f"{package}=={_version()}", external=True)
+        session.run(
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(python),
+            "--find-links",
+            str(dist),
+            *refresh,
+            f"{package}=={_version()}",
+            external=True,
+        )
         session.run(str(python), str(ROOT / "tools" / "check_installed.py"), package, external=True)
 
 
@@ -273,8 +339,11 @@ def _build_images(session: nox.Session, manifest: Path | None = None, names: str
     """tools/build-images.sh over the wheels in dist/; `manifest` gets the archive of each image built;
     `names` (e.g. "controller planner") builds only those."""
     session.install("pip>=24")
-    env = {"PYTHON": "python", **({"ISVC_IMAGES_MANIFEST": str(manifest)} if manifest else {}),
-           **({"ISVC_IMAGE_NAMES": names} if names else {})}
+    env = {
+        "PYTHON": "python",
+        **({"ISVC_IMAGES_MANIFEST": str(manifest)} if manifest else {}),
+        **({"ISVC_IMAGE_NAMES": names} if names else {}),
+    }
     session.run("bash", str(ROOT / "tools" / "build-images.sh"), env=env, external=True)
 
 

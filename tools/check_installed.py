@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         owners = {_norm(d) for d in providers.get(name, [])}
         if not owners & declared:
-            problems.append(f"imports {name} (from {', '.join(sorted(owners)) or 'nowhere'}) but does not "
-                            f"declare it")
+            problems.append(
+                f"imports {name} (from {', '.join(sorted(owners)) or 'nowhere'}) but does not declare it"
+            )
     for problem in problems:
         print(f"{dist}: {problem}", file=sys.stderr)
     if not problems:

@@ -13,19 +13,37 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADERS = {
-    "en": ("# Custom resources\n\nGenerated from `crds/` by `nox -s crds`; every field with its type and "
-           "description. Validation rules the API server enforces at write time are listed under the object "
-           "that carries them.\n"),
-    "ru": ("# Пользовательские ресурсы\n\nСправочник создан из `crds/` командой `nox -s crds`: каждое поле с "
-           "типом и описанием (описания — из `crds/doc-ru-*.yaml`). Правила проверки, которые сервер API "
-           "применяет при записи, перечислены у объекта, к которому относятся (их сообщения — на английском, "
-           "как их возвращает сервер API).\n"),
+    "en": (
+        "# Custom resources\n\nGenerated from `crds/` by `nox -s crds`; every field with its type and "
+        "description. Validation rules the API server enforces at write time are listed under the object "
+        "that carries them.\n"
+    ),
+    "ru": (
+        "# Пользовательские ресурсы\n\nСправочник создан из `crds/` командой `nox -s crds`: каждое поле с "
+        "типом и описанием (описания — из `crds/doc-ru-*.yaml`). Правила проверки, которые сервер API "
+        "применяет при записи, перечислены у объекта, к которому относятся (их сообщения — на английском, "
+        "как их возвращает сервер API).\n"
+    ),
 }
 WORDS = {
-    "en": {"scope": "Scope", "short": "Short names", "field": "Field", "type": "Type",
-           "desc": "Description", "rules": "Write-time rules", "required": "required"},
-    "ru": {"scope": "Область", "short": "Короткие имена", "field": "Поле", "type": "Тип",
-           "desc": "Описание", "rules": "Правила при записи", "required": "обязательное"},
+    "en": {
+        "scope": "Scope",
+        "short": "Short names",
+        "field": "Field",
+        "type": "Type",
+        "desc": "Description",
+        "rules": "Write-time rules",
+        "required": "required",
+    },
+    "ru": {
+        "scope": "Область",
+        "short": "Короткие имена",
+        "field": "Поле",
+        "type": "Тип",
+        "desc": "Описание",
+        "rules": "Правила при записи",
+        "required": "обязательное",
+    },
 }
 
 
@@ -39,8 +57,9 @@ def _type(node: dict[str, Any]) -> str:
     return kind
 
 
-def _walk(node: dict[str, Any], path: str, required: bool, lang: str, rows: list[str],
-          rules: list[str]) -> None:
+def _walk(
+    node: dict[str, Any], path: str, required: bool, lang: str, rows: list[str], rules: list[str]
+) -> None:
     words = WORDS[lang]
     desc = str(node.get("description", "")).replace("\n", " ").replace("|", "\\|")
     mark = f" *({words['required']})*" if required else ""
@@ -78,16 +97,21 @@ def render(lang: str) -> str:
         version = spec["versions"][0]
         if lang == "ru":
             twin = yaml.safe_load((crds / f"doc-ru-{path.name}").read_text())
-            _translate(version["schema"]["openAPIV3Schema"],
-                       twin["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+            _translate(
+                version["schema"]["openAPIV3Schema"], twin["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            )
         out.append(f"\n## {spec['names']['kind']} ({spec['group']}/{version['name']})\n")
-        out.append(f"{words['scope']}: {spec['scope']}. {words['short']}: "
-                   f"{', '.join(spec['names'].get('shortNames', []))}.\n")
+        out.append(
+            f"{words['scope']}: {spec['scope']}. {words['short']}: "
+            f"{', '.join(spec['names'].get('shortNames', []))}.\n"
+        )
         schema = version["schema"]["openAPIV3Schema"]
         out.append(f"{schema.get('description', '')}\n")
         rows: list[str] = []
-        rules = [f"- `metadata.name`: {rule['message']} — `{rule['rule']}`"
-                 for rule in schema.get("x-kubernetes-validations", [])]
+        rules = [
+            f"- `metadata.name`: {rule['message']} — `{rule['rule']}`"
+            for rule in schema.get("x-kubernetes-validations", [])
+        ]
         for part in ("spec", "status"):
             if part in schema["properties"]:
                 _walk(schema["properties"][part], part, part == "spec", lang, rows, rules)

@@ -61,9 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     up = sub.add_parser("up", help="start a cluster in the background and record it in the state dir")
     up.add_argument("--state-dir", required=True, type=Path)
     up.add_argument("--fleet", help="also publish this fleet file, e.g. e2e/fleets/default.yaml")
-    up.add_argument("--no-kwok", dest="kwok", action="store_false",
-                    help="no KWOK: a bare control plane, like a cluster you bring (the suite's --kubeconfig "
-                         "then runs KWOK itself)")
+    up.add_argument(
+        "--no-kwok",
+        dest="kwok",
+        action="store_false",
+        help="no KWOK: a bare control plane, like a cluster you bring (the suite's --kubeconfig "
+        "then runs KWOK itself)",
+    )
     down = sub.add_parser("down", help="stop the cluster recorded in the state dir")
     down.add_argument("--state-dir", required=True, type=Path)
     args = p.parse_args(argv)

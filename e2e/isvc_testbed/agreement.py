@@ -64,17 +64,25 @@ class Report:
 
     def line(self) -> str:
         """One line of figures."""
-        return (f"{self.fleet} seed {self.seed}: {self.orders} orders, {self.placed} placed, "
-                f"{self.allocated} allocated, {len(self.disagreements)} disagreements, "
-                f"{self.refusals} refusals checked by {self.probes} probes, "
-                f"{len(self.false_refusals)} false, {self.preempted} preempted, {self.seconds:.0f} s")
+        return (
+            f"{self.fleet} seed {self.seed}: {self.orders} orders, {self.placed} placed, "
+            f"{self.allocated} allocated, {len(self.disagreements)} disagreements, "
+            f"{self.refusals} refusals checked by {self.probes} probes, "
+            f"{len(self.false_refusals)} false, {self.preempted} preempted, {self.seconds:.0f} s"
+        )
 
 
 def _facts(need_gib: float, name: str) -> ModelFacts:
     """A model whose whole need is about `need_gib`: weights only, KV and overhead estimated."""
     weights = max(0.2, (need_gib - 1) / 1.2)
-    return ModelFacts.model_validate({"source": "HuggingFace", "name": name,
-                                      "parameter_count": int(weights * GIB / 2), "dtype": "bfloat16"})
+    return ModelFacts.model_validate(
+        {
+            "source": "HuggingFace",
+            "name": name,
+            "parameter_count": int(weights * GIB / 2),
+            "dtype": "bfloat16",
+        }
+    )
 
 
 def _order(rng: random.Random, i: int, products: list[str], confine: list[str] | None) -> PlanRequest:
@@ -90,8 +98,12 @@ def _order(rng: random.Random, i: int, products: list[str], confine: list[str] |
     shares = rng.choice([None, None, [25, 50, 75, 100], [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]])
     policy = AcceleratorPolicy(device_class_names=classes, selector=selector, allowed_share_percents=shares)
     priority = rng.choice([None, None, "agree-low", "agree-high"])
-    return PlanRequest(order=OrderRef(namespace="", name=f"o{i:03d}"), facts=_facts(need, f"agree/m{i}"),
-                       accelerator_policy=policy, priority_class_name=priority)
+    return PlanRequest(
+        order=OrderRef(namespace="", name=f"o{i:03d}"),
+        facts=_facts(need, f"agree/m{i}"),
+        accelerator_policy=policy,
+        priority_class_name=priority,
+    )
 
 
 class _Bed:
@@ -103,17 +115,28 @@ class _Bed:
         self.custom = k8s.CustomObjectsApi(api)
 
     def create(self, name: str, spec: dict[str, Any], labels: dict[str, str]) -> None:
-        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                 "metadata": {"name": name, "labels": labels}, "spec": spec}
+        claim = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+        }
         self.custom.create_namespaced_custom_object("resource.k8s.io", "v1", self.ns, "resourceclaims", claim)
         self._create_pod(name, labels)
 
     def _create_pod(self, name: str, labels: dict[str, str]) -> None:
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-               "spec": {"containers": [{"name": "c", "image": "agreement:none",
-                                        "resources": {"claims": [{"name": "gpu"}]}}],
-                        "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-                        "terminationGracePeriodSeconds": 0}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "agreement:none", "resources": {"claims": [{"name": "gpu"}]}}
+                ],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        }
         self.core.create_namespaced_pod(self.ns, cast(Any, pod))
 
     def ask_again(self, name: str) -> None:
@@ -131,13 +154,18 @@ class _Bed:
                     return True
                 raise
             return False
+
         wait_for(gone, 30, what=f"pod {name} gone")
         self._create_pod(name, dict((pod.metadata.labels if pod.metadata else None) or {}))
 
     def claim(self, name: str) -> dict[str, Any] | None:
         try:
-            return cast(dict[str, Any], self.custom.get_namespaced_custom_object(
-                "resource.k8s.io", "v1", self.ns, "resourceclaims", name))
+            return cast(
+                dict[str, Any],
+                self.custom.get_namespaced_custom_object(
+                    "resource.k8s.io", "v1", self.ns, "resourceclaims", name
+                ),
+            )
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -156,8 +184,9 @@ class _Bed:
                 return str(c.message)
         return None
 
-    def settle(self, name: str, timeout: float = 30.0,
-               persist: float = 0.0) -> tuple[list[tuple[str, str]] | None, str | None]:
+    def settle(
+        self, name: str, timeout: float = 30.0, persist: float = 0.0
+    ) -> tuple[list[tuple[str, str]] | None, str | None]:
         """(allocated (pool, device) pairs, None) or (None, the scheduler's refusal or a timeout note).
 
         With `persist`, a refusal counts only once it has lasted that long, as the controller counts it
@@ -180,9 +209,12 @@ class _Bed:
 
     def delete(self, names: Sequence[str]) -> None:
         for name in names:
-            for call in (lambda n=name: self.core.delete_namespaced_pod(n, self.ns, grace_period_seconds=0),
-                         lambda n=name: self.custom.delete_namespaced_custom_object(
-                             "resource.k8s.io", "v1", self.ns, "resourceclaims", n)):
+            for call in (
+                lambda n=name: self.core.delete_namespaced_pod(n, self.ns, grace_period_seconds=0),
+                lambda n=name: self.custom.delete_namespaced_custom_object(
+                    "resource.k8s.io", "v1", self.ns, "resourceclaims", n
+                ),
+            ):
                 try:
                     call()
                 except ApiException as e:
@@ -196,11 +228,18 @@ def _pin(placement: Any) -> dict[str, Any]:
     uuids = placement.device_uuids
     test = f"== '{uuids[0]}'" if len(uuids) == 1 else "in [" + ", ".join(f"'{u}'" for u in uuids) + "]"
     exactly: dict[str, Any] = {
-        "deviceClassName": placement.device_class_name, "allocationMode": "ExactCount",
+        "deviceClassName": placement.device_class_name,
+        "allocationMode": "ExactCount",
         "count": placement.device_count,
-        "selectors": [{"cel": {"expression":
-                               f"device.driver == '{placement.driver}' && "
-                               f"device.attributes['{placement.driver}'].uuid {test}"}}]}
+        "selectors": [
+            {
+                "cel": {
+                    "expression": f"device.driver == '{placement.driver}' && "
+                    f"device.attributes['{placement.driver}'].uuid {test}"
+                }
+            }
+        ],
+    }
     if placement.share_percent is not None:
         exactly["capacity"] = {"requests": {"shares": str(placement.share_percent)}}
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
@@ -213,8 +252,17 @@ def _where(answer: PlanResponse) -> str:
     return f"{p.device_class_name} {p.pool}/{','.join(p.devices or [])}{share}"
 
 
-def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_orders: int = 400,
-        batch: int = 6, confine: list[str] | None = None, ns: str | None = None) -> Report:
+def run(
+    api: k8s.ApiClient,
+    fleet: str,
+    seed: int,
+    *,
+    refusals: int = 8,
+    max_orders: int = 400,
+    batch: int = 6,
+    confine: list[str] | None = None,
+    ns: str | None = None,
+) -> Report:
     """One seeded run against the fleets published on the cluster (see the module docstring)."""
     started = time.monotonic()
     report = Report(fleet, seed)
@@ -233,10 +281,19 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
     bed = _Bed(api, ns)
     live: dict[str, str] = {}  # order -> where it was placed
     try:
-        wait_for(lambda: inventory.synced and all(p in {d.product for d in inventory.devices.values()}
-                                                  for p in confine or []), 60, what="the planner's inventory")
-        wait_for(lambda: all(inventory.priority_of(p) is not None for p in _PRIORITIES), 30,
-                 what="the priority classes in the inventory")
+        wait_for(
+            lambda: (
+                inventory.synced
+                and all(p in {d.product for d in inventory.devices.values()} for p in confine or [])
+            ),
+            60,
+            what="the planner's inventory",
+        )
+        wait_for(
+            lambda: all(inventory.priority_of(p) is not None for p in _PRIORITIES),
+            30,
+            what="the priority classes in the inventory",
+        )
         planner = Planner(inventory)
         products = sorted({d.product for d in inventory.devices.values() if d.product})
         rng = random.Random(seed)
@@ -265,15 +322,21 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
 
             def forgotten() -> bool:
                 with inventory.lock:
-                    return not any(h.source in uids for key in list(inventory.devices)
-                                   for h in inventory.holdings_on(key))
+                    return not any(
+                        h.source in uids
+                        for key in list(inventory.devices)
+                        for h in inventory.holdings_on(key)
+                    )
+
             wait_for(forgotten, 30, what=f"the planner's ledger without {names}")
 
         def probe(name: str, request: PlanRequest, answer: PlanResponse) -> None:
             shapes = planner.shapes(request)
             with inventory.lock:
-                before = {k: (inventory.used(k), [h.source for h in inventory.holdings_on(k)])
-                          for k in inventory.devices}
+                before = {
+                    k: (inventory.used(k), [h.source for h in inventory.holdings_on(k)])
+                    for k in inventory.devices
+                }
             names = [f"{name}-probe-{i}" for i in range(len(shapes))]
             for probe_name, shape in zip(names, shapes, strict=True):
                 bed.create(probe_name, shape.claim_spec(), {"agreement": "probe"})
@@ -286,7 +349,8 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                     report.false_refusals.append(
                         f"{name} refused ({answer.refusal.reason.value}: {answer.refusal.message}) but the "
                         f"scheduler allocated {allocated} for {shape}; the ledger saw them (used, holders): "
-                        f"{seen}")
+                        f"{seen}"
+                    )
             forget(names)
 
         while report.orders < max_orders and report.refusals < refusals:
@@ -310,10 +374,12 @@ def run(api: k8s.ApiClient, fleet: str, seed: int, *, refusals: int = 8, max_ord
                 report.preempted += len(victims)
             # A claim's priority is its order's class's (issue 14): the bench tells the planner both.
             klass = f"agree-{request.priority_class_name or 'none'}"
-            inventory.upsert_service_class({"metadata": {"name": klass},
-                                            "spec": {"priorityClassName": request.priority_class_name}})
-            inventory.upsert_order({"metadata": {"namespace": ns, "name": name},
-                                    "spec": {"inferenceServiceClassName": klass}})
+            inventory.upsert_service_class(
+                {"metadata": {"name": klass}, "spec": {"priorityClassName": request.priority_class_name}}
+            )
+            inventory.upsert_order(
+                {"metadata": {"namespace": ns, "name": name}, "spec": {"inferenceServiceClassName": klass}}
+            )
             bed.create(name, _pin(answer.placement), {LABEL_ORDER: name})
             report.placed += 1
             live[name] = _where(answer)

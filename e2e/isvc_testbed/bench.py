@@ -65,10 +65,20 @@ WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLE
 # resource[/subresource] the controller writes and no other component of the bed does (kcm writes
 # statefulsets/status and the model volumes' claims, the scheduler resourceclaims/status and pods/binding,
 # KWOK pods/status and leases)
-CONTROLLER_KINDS = frozenset({
-    "inferenceservices", "inferenceservices/status", "launchplans", "launchplans/status",
-    "resourceclaimtemplates", "statefulsets", "services", "ingresses", "secrets", "certificates",
-})
+CONTROLLER_KINDS = frozenset(
+    {
+        "inferenceservices",
+        "inferenceservices/status",
+        "launchplans",
+        "launchplans/status",
+        "resourceclaimtemplates",
+        "statefulsets",
+        "services",
+        "ingresses",
+        "secrets",
+        "certificates",
+    }
+)
 
 Labels = tuple[tuple[str, str], ...]
 Sample = dict[tuple[str, Labels], float]
@@ -93,8 +103,9 @@ def parse_metrics(text: str, names: Iterable[str] | None = None) -> Sample:
         name, labels, value = m.group(1), m.group(2) or "", m.group(3)
         if wanted is not None and name not in wanted:
             continue
-        pairs = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\"))
-                             for k, v in _LABEL.findall(labels)))
+        pairs = tuple(
+            sorted((k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(labels))
+        )
         try:
             out[(name, pairs)] = float(value)
         except ValueError:
@@ -155,10 +166,24 @@ def bench_fleet(orders: int) -> dict[str, Any]:
     """A fleet with room for `orders` small orders: a system node and shareable H100 nodes."""
     nodes: list[dict[str, Any]] = [{"name": "system-0", "role": "system", "cpu": "16", "memory": "64Gi"}]
     for n in range(max(2, math.ceil(orders / 12))):
-        nodes.append({"name": f"gpu-h100-{n}", "cpu": "4000", "memory": "64Ti", "pods": "500",
-                      "gpus": [{"product": "NVIDIA H100 80GB HBM3", "count": 8, "memory": "80Gi",
-                                "architecture": "Hopper", "cudaComputeCapability": "9.0.0",
-                                "shares": 100}]})
+        nodes.append(
+            {
+                "name": f"gpu-h100-{n}",
+                "cpu": "4000",
+                "memory": "64Ti",
+                "pods": "500",
+                "gpus": [
+                    {
+                        "product": "NVIDIA H100 80GB HBM3",
+                        "count": 8,
+                        "memory": "80Gi",
+                        "architecture": "Hopper",
+                        "cudaComputeCapability": "9.0.0",
+                        "shares": 100,
+                    }
+                ],
+            }
+        )
     return {"driverVersion": "580.65.6", "cudaDriverVersion": "13.0.0", "nodes": nodes}
 
 
@@ -214,13 +239,23 @@ class Bed:
         return k8s.CustomObjectsApi(self.alice)
 
     def create(self, name: str, model: Mapping[str, Any] = MODEL) -> None:
-        self.orders_api().create_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": {"inferenceServiceClassName": "default-llm", "model": dict(model)}})
+        self.orders_api().create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            BENCH_NS,
+            "inferenceservices",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceService",
+                "metadata": {"name": name},
+                "spec": {"inferenceServiceClassName": "default-llm", "model": dict(model)},
+            },
+        )
 
     def list_orders(self) -> list[dict[str, Any]]:
-        got: Any = self.orders_api().list_namespaced_custom_object(GROUP, VERSION, BENCH_NS,
-                                                                   "inferenceservices")
+        got: Any = self.orders_api().list_namespaced_custom_object(
+            GROUP, VERSION, BENCH_NS, "inferenceservices"
+        )
         return list(got["items"])
 
     def leader(self) -> str | None:
@@ -235,9 +270,14 @@ class Bed:
 
 
 @contextmanager
-def bed(orders: int, controllers: Iterable[str] = ("controller",),
-        health_period: float | None = None, fleet_spec: dict[str, Any] | None = None,
-        resync: float | None = None, planner_args: Iterable[str] = ()) -> Iterator[Bed]:
+def bed(
+    orders: int,
+    controllers: Iterable[str] = ("controller",),
+    health_period: float | None = None,
+    fleet_spec: dict[str, Any] | None = None,
+    resync: float | None = None,
+    planner_args: Iterable[str] = (),
+) -> Iterator[Bed]:
     """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving.
 
     `planner_args` are added to every planner start (the chaos run lengthens `--reservation-ttl`)."""
@@ -256,7 +296,8 @@ def bed(orders: int, controllers: Iterable[str] = ("controller",),
                 nodes: list[Any] = core.list_node().items
                 return len(nodes) == len(fleet.nodes) and all(
                     any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-                    for n in nodes)
+                    for n in nodes
+                )
 
             wait_for(nodes_ready, 60, what="fleet nodes Ready")
             install_chart(cluster)
@@ -303,8 +344,14 @@ class ReadyWatch:
         while not self._stop.is_set():
             w = k8s_watch.Watch()
             try:
-                for event in w.stream(self.api.list_namespaced_custom_object, GROUP, VERSION, BENCH_NS,
-                                      "inferenceservices", timeout_seconds=30):
+                for event in w.stream(
+                    self.api.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    BENCH_NS,
+                    "inferenceservices",
+                    timeout_seconds=30,
+                ):
                     obj = event["object"]
                     name = obj["metadata"]["name"]
                     if name not in self.ready:
@@ -324,8 +371,10 @@ def _status_line(obj: dict[str, Any]) -> str | None:
     status = obj.get("status")
     if not status:
         return None
-    conds = "; ".join(f"{c['type']}={c['status']}/{c.get('reason', '')}: {c.get('message', '')[:80]}"
-                      for c in status.get("conditions", []))
+    conds = "; ".join(
+        f"{c['type']}={c['status']}/{c.get('reason', '')}: {c.get('message', '')[:80]}"
+        for c in status.get("conditions", [])
+    )
     return f"{status.get('phase')} [{conds}]"
 
 
@@ -344,8 +393,11 @@ def diagnose(b: Bed, limit: int = 5) -> str:
     for o in b.list_orders():
         status = o.get("status") or {}
         if status.get("phase") != "Ready" and len(lines) < limit:
-            conds = " ".join(f"{c['type']}={c['status']}/{c['reason']}: {c.get('message', '')}"
-                             for c in status.get("conditions", []) if c["status"] != "True")
+            conds = " ".join(
+                f"{c['type']}={c['status']}/{c['reason']}: {c.get('message', '')}"
+                for c in status.get("conditions", [])
+                if c["status"] != "True"
+            )
             lines.append(f"{o['metadata']['name']} phase={status.get('phase')} {conds}")
             lines += _workload_lines(b, o["metadata"]["name"])
     for name in ("controller", "planner"):
@@ -359,20 +411,25 @@ def _workload_lines(b: Bed, order: str) -> list[str]:
     label = f"ai.deckhouse.io/inference-service={order}"
     lines: list[str] = []
     with suppress(ApiException):
-        sets: list[Any] = k8s.AppsV1Api(b.admin).list_namespaced_stateful_set(
-            BENCH_NS, label_selector=label).items
+        sets: list[Any] = (
+            k8s.AppsV1Api(b.admin).list_namespaced_stateful_set(BENCH_NS, label_selector=label).items
+        )
         pods: list[Any] = k8s.CoreV1Api(b.admin).list_namespaced_pod(BENCH_NS).items
         claims: list[Any] = k8s.ResourceV1Api(b.admin).list_namespaced_resource_claim(BENCH_NS).items
         for d in sets:
             st = d.status
-            lines.append(f"  statefulset {d.metadata.name}: replicas {st.replicas if st else None} "
-                         f"ready {st.ready_replicas if st else None}")
+            lines.append(
+                f"  statefulset {d.metadata.name}: replicas {st.replicas if st else None} "
+                f"ready {st.ready_replicas if st else None}"
+            )
         for pod in pods:
             if not pod.metadata.name.startswith(f"{order}-"):
                 continue
             conds = {c.type: c.status for c in (pod.status.conditions or [])} if pod.status else {}
-            lines.append(f"  pod {pod.metadata.name}: node {pod.spec.node_name if pod.spec else None} "
-                         f"phase {pod.status.phase if pod.status else None} {conds}")
+            lines.append(
+                f"  pod {pod.metadata.name}: node {pod.spec.node_name if pod.spec else None} "
+                f"phase {pod.status.phase if pod.status else None} {conds}"
+            )
         for c in claims:
             if c.metadata.name.startswith(f"{order}-"):
                 allocated = bool(c.status and c.status.allocation)
@@ -393,13 +450,18 @@ def explained(b: Bed) -> Iterator[None]:
 
 def _proc(pid: int) -> tuple[float, int]:
     ticks = os.sysconf("SC_CLK_TCK")
-    return (cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), ticks),
-            rss_bytes(Path(f"/proc/{pid}/status").read_text()))
+    return (
+        cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), ticks),
+        rss_bytes(Path(f"/proc/{pid}/status").read_text()),
+    )
 
 
 def _passes(sample: Sample, kind: str = "order") -> float:
-    return sum(v for (n, labels), v in sample.items()
-               if n == "isvc_reconcile_total" and dict(labels).get("kind") == kind)
+    return sum(
+        v
+        for (n, labels), v in sample.items()
+        if n == "isvc_reconcile_total" and dict(labels).get("kind") == kind
+    )
 
 
 def _sum(sample: Sample, name: str, kind: str = "order") -> float:
@@ -410,15 +472,29 @@ def _loadavg() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def run(orders: int, rate: float, steady: float, timeout: float,
-        health_period: float | None = None, resync: float | None = None) -> dict[str, Any]:
+def run(
+    orders: int,
+    rate: float,
+    steady: float,
+    timeout: float,
+    health_period: float | None = None,
+    resync: float | None = None,
+) -> dict[str, Any]:
     """The whole benchmark; returns the figures."""
-    out: dict[str, Any] = {"orders": orders, "model": MODEL["ref"]["name"], "create_rate_per_s": rate,
-                           "health_period_seconds": health_period or 3.0, "resync_seconds": resync or 3600.0,
-                           "machine": {"cpus": os.cpu_count(), "loadavg_start": _loadavg()}}
+    out: dict[str, Any] = {
+        "orders": orders,
+        "model": MODEL["ref"]["name"],
+        "create_rate_per_s": rate,
+        "health_period_seconds": health_period or 3.0,
+        "resync_seconds": resync or 3600.0,
+        "machine": {"cpus": os.cpu_count(), "loadavg_start": _loadavg()},
+    }
     t_start = time.monotonic()
-    with (bed(orders, health_period=health_period, resync=resync) as b, ReadyWatch(b.admin) as watch,
-          explained(b)):
+    with (
+        bed(orders, health_period=health_period, resync=resync) as b,
+        ReadyWatch(b.admin) as watch,
+        explained(b),
+    ):
         out["bed_seconds"] = round(time.monotonic() - t_start, 1)
         pid = b.module.pid("controller")
         assert pid is not None
@@ -428,14 +504,18 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         b.create("bench-0000")
         wait_for(lambda: "bench-0000" in watch.ready, 120, 0.05, "the first order Ready")
         first_writes = writes(before, b.api_sample())
-        out["first_order"] = {"ready_seconds": round(watch.ready["bench-0000"] - created["bench-0000"], 2),
-                              "writes": first_writes,
-                              "controller_writes": controller_writes(first_writes, 1),
-                              "statuses": list(watch.statuses.get("bench-0000", []))}
+        out["first_order"] = {
+            "ready_seconds": round(watch.ready["bench-0000"] - created["bench-0000"], 2),
+            "writes": first_writes,
+            "controller_writes": controller_writes(first_writes, 1),
+            "statuses": list(watch.statuses.get("bench-0000", [])),
+        }
         plan_kinds = _children(b, "bench-0000")
         out["objects_per_order"] = plan_kinds
-        say(f"first order Ready in {out['first_order']['ready_seconds']}s, "
-            f"{out['first_order']['controller_writes']} controller writes")
+        say(
+            f"first order Ready in {out['first_order']['ready_seconds']}s, "
+            f"{out['first_order']['controller_writes']} controller writes"
+        )
         # -- the rest at a steady pace
         before = b.api_sample()
         t0 = time.monotonic()
@@ -449,14 +529,20 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         wait_for(lambda: len(watch.ready) >= orders, timeout, 1.0, f"{orders} orders Ready")
         batch = writes(before, b.api_sample())
         latencies = [watch.ready[n] - created[n] for n in created if n != "bench-0000"]
-        out["ready_seconds"] = {"median": round(percentile(latencies, 50), 2),
-                                "p95": round(percentile(latencies, 95), 2),
-                                "max": round(max(latencies), 2), "count": len(latencies)}
-        out["create_to_ready"] = {"writes": batch, "controller_writes": controller_writes(batch, orders - 1),
-                                  "controller_writes_per_order": round(
-                                      controller_writes(batch, orders - 1) / (orders - 1), 2)}
+        out["ready_seconds"] = {
+            "median": round(percentile(latencies, 50), 2),
+            "p95": round(percentile(latencies, 95), 2),
+            "max": round(max(latencies), 2),
+            "count": len(latencies),
+        }
+        out["create_to_ready"] = {
+            "writes": batch,
+            "controller_writes": controller_writes(batch, orders - 1),
+            "controller_writes_per_order": round(controller_writes(batch, orders - 1) / (orders - 1), 2),
+        }
         out["create_to_ready"]["status_paths"] = status_paths(
-            {n: watch.statuses.get(n, []) for n in created if n != "bench-0000"})
+            {n: watch.statuses.get(n, []) for n in created if n != "bench-0000"}
+        )
         ready = out["ready_seconds"]
         say(f"{orders} orders Ready: median {ready['median']}s p95 {ready['p95']}s")
         # -- a steady minute
@@ -470,17 +556,21 @@ def run(orders: int, rate: float, steady: float, timeout: float,
         pass_time = _sum(m1, "isvc_reconcile_seconds_sum") - _sum(m0, "isvc_reconcile_seconds_sum")
         minute = writes(before, after)
         per_minute = {k: round(v * 60 / span, 1) for k, v in minute.items()}
-        not_ready = [o["metadata"]["name"] for o in b.list_orders()
-                     if (o.get("status") or {}).get("phase") != "Ready"]
-        out["steady"] = {"seconds": round(span, 1), "writes_per_minute": per_minute,
-                         "controller_writes_per_minute": round(controller_writes(minute) * 60 / span, 1),
-                         "controller_writes_per_order_minute": round(
-                             controller_writes(minute) * 60 / span / orders, 3),
-                         "controller_rss_mb": round(rss / 2**20, 1),
-                         "controller_cpu_percent": round(100 * (cpu1 - cpu0) / span, 1),
-                         "order_passes_per_second": round(passes / span, 1),
-                         "mean_pass_seconds": round(pass_time / passes, 3) if passes else None,
-                         "orders_not_ready": not_ready, "loadavg": _loadavg()}
+        not_ready = [
+            o["metadata"]["name"] for o in b.list_orders() if (o.get("status") or {}).get("phase") != "Ready"
+        ]
+        out["steady"] = {
+            "seconds": round(span, 1),
+            "writes_per_minute": per_minute,
+            "controller_writes_per_minute": round(controller_writes(minute) * 60 / span, 1),
+            "controller_writes_per_order_minute": round(controller_writes(minute) * 60 / span / orders, 3),
+            "controller_rss_mb": round(rss / 2**20, 1),
+            "controller_cpu_percent": round(100 * (cpu1 - cpu0) / span, 1),
+            "order_passes_per_second": round(passes / span, 1),
+            "mean_pass_seconds": round(pass_time / passes, 3) if passes else None,
+            "orders_not_ready": not_ready,
+            "loadavg": _loadavg(),
+        }
         say(f"steady: {out['steady']}")
         # -- what the controller exports
         exported = sorted({n for n, _ in b.controller_metrics()})
@@ -521,11 +611,17 @@ def run(orders: int, rate: float, steady: float, timeout: float,
             out["steady"]["replay_cpu_seconds_at_most"] = round(judged_cpu, 1)
             out["steady"]["replay_cpu_percent_amortized_at_most"] = round(100 * judged_cpu / resync_s, 2)
             out["steady"]["cpu_percent_at_rest_with_replays_at_most"] = round(
-                out["steady"]["controller_cpu_percent"] + 100 * judged_cpu / resync_s, 1)
-        out["restart"] = {"leading_seconds": leading_s, "judged_seconds": judged_s, "cpu_seconds": judged_cpu,
-                          "passes_before_restart": passes_before,
-                          "passes_first_60s": _passes(b.controller_metrics()),
-                          "writes_60s": restart, "controller_writes_60s": controller_writes(restart)}
+                out["steady"]["controller_cpu_percent"] + 100 * judged_cpu / resync_s, 1
+            )
+        out["restart"] = {
+            "leading_seconds": leading_s,
+            "judged_seconds": judged_s,
+            "cpu_seconds": judged_cpu,
+            "passes_before_restart": passes_before,
+            "passes_first_60s": _passes(b.controller_metrics()),
+            "writes_60s": restart,
+            "controller_writes_60s": controller_writes(restart),
+        }
         say(f"restart: {out['restart']}")
         out["total_seconds"] = round(time.monotonic() - t_start, 1)
     return out
@@ -537,9 +633,22 @@ L4_ONLY = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'"
 def waiting_fleet() -> dict[str, Any]:
     """One L4 for the orders that wait, one node of eight shareable H100s for the order that must not."""
     fleet = bench_fleet(1)
-    l4 = {"name": "gpu-l4-0", "cpu": "64", "memory": "256Gi", "pods": "110",
-          "gpus": [{"product": "NVIDIA L4", "count": 1, "memory": "23034Mi", "architecture": "Ada Lovelace",
-                    "cudaComputeCapability": "8.9.0", "shares": 100}]}
+    l4 = {
+        "name": "gpu-l4-0",
+        "cpu": "64",
+        "memory": "256Gi",
+        "pods": "110",
+        "gpus": [
+            {
+                "product": "NVIDIA L4",
+                "count": 1,
+                "memory": "23034Mi",
+                "architecture": "Ada Lovelace",
+                "cudaComputeCapability": "8.9.0",
+                "shares": 100,
+            }
+        ],
+    }
     fleet["nodes"] = [*fleet["nodes"][:2], l4]
     return fleet
 
@@ -549,22 +658,40 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
     class with room is Planned (create → Planned=True), `probes` times."""
     with bed(0, fleet_spec=waiting_fleet()) as b:
         custom = k8s.CustomObjectsApi(b.admin)
-        custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
-            "metadata": {"name": "bench-one-l4"},
-            "spec": {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-                     "exposure": {"type": "ClusterLocal", "authentication": "Token"},
-                     "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": L4_ONLY}}})
+        custom.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "inferenceserviceclasses",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceServiceClass",
+                "metadata": {"name": "bench-one-l4"},
+                "spec": {
+                    "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                    "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                    "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": L4_ONLY},
+                },
+            },
+        )
         say(f"waiting room: {waiting} orders on one L4")
         for i in range(waiting):
-            b.orders_api().create_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
-                "metadata": {"name": f"wait-{i:04d}"},
-                "spec": {"inferenceServiceClassName": "bench-one-l4", "model": dict(MODEL)}})
+            b.orders_api().create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                BENCH_NS,
+                "inferenceservices",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "InferenceService",
+                    "metadata": {"name": f"wait-{i:04d}"},
+                    "spec": {"inferenceServiceClassName": "bench-one-l4", "model": dict(MODEL)},
+                },
+            )
 
         def room() -> float:
-            return sum(v for (name, _), v in b.controller_metrics().items()
-                       if name == "isvc_orders_waiting_for_room")
+            return sum(
+                v for (name, _), v in b.controller_metrics().items() if name == "isvc_orders_waiting_for_room"
+            )
 
         wait_for(lambda: room() >= waiting - 1, timeout, interval=2, what=f"{waiting - 1} orders waiting")
         seconds: list[float] = []
@@ -574,17 +701,25 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
             b.create(name)
 
             def planned(name: str = name) -> bool:
-                got: Any = b.orders_api().get_namespaced_custom_object(GROUP, VERSION, BENCH_NS,
-                                                                       "inferenceservices", name)
-                return any(c.get("type") == "Planned" and c.get("status") == "True"
-                           for c in (got.get("status") or {}).get("conditions") or [])
+                got: Any = b.orders_api().get_namespaced_custom_object(
+                    GROUP, VERSION, BENCH_NS, "inferenceservices", name
+                )
+                return any(
+                    c.get("type") == "Planned" and c.get("status") == "True"
+                    for c in (got.get("status") or {}).get("conditions") or []
+                )
 
             wait_for(planned, 60, interval=0.05, what=f"{name} Planned")
             seconds.append(round(time.monotonic() - start, 2))
             say(f"  {name}: Planned {seconds[-1]} s after create, {room():.0f} waiting")
-        return {"waiting": room(), "new_order_planned_seconds": seconds,
-                "median": round(percentile(seconds, 50), 2), "max": max(seconds), "goal_seconds": 2.0,
-                "loadavg": _loadavg()}
+        return {
+            "waiting": room(),
+            "new_order_planned_seconds": seconds,
+            "median": round(percentile(seconds, 50), 2),
+            "max": max(seconds),
+            "goal_seconds": 2.0,
+            "loadavg": _loadavg(),
+        }
 
 
 def _children(b: Bed, order: str) -> dict[str, int]:
@@ -592,12 +727,14 @@ def _children(b: Bed, order: str) -> dict[str, int]:
     label = f"ai.deckhouse.io/inference-service={order}"
     custom, apps, core = k8s.CustomObjectsApi(b.admin), k8s.AppsV1Api(b.admin), k8s.CoreV1Api(b.admin)
     net, res = k8s.NetworkingV1Api(b.admin), k8s.ResourceV1Api(b.admin)
-    plans: Any = custom.list_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "launchplans",
-                                                      label_selector=label)
+    plans: Any = custom.list_namespaced_custom_object(
+        GROUP, VERSION, BENCH_NS, "launchplans", label_selector=label
+    )
     counts = {
         "LaunchPlan": len(plans["items"]),
-        "ResourceClaimTemplate": len(res.list_namespaced_resource_claim_template(
-            BENCH_NS, label_selector=label).items),
+        "ResourceClaimTemplate": len(
+            res.list_namespaced_resource_claim_template(BENCH_NS, label_selector=label).items
+        ),
         "StatefulSet": len(apps.list_namespaced_stateful_set(BENCH_NS, label_selector=label).items),
         "Service": len(core.list_namespaced_service(BENCH_NS, label_selector=label).items),
         "Ingress": len(net.list_namespaced_ingress(BENCH_NS, label_selector=label).items),
@@ -612,16 +749,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=4.0, help="orders created per second after the first")
     p.add_argument("--steady", type=float, default=60.0, help="seconds of the steady window")
     p.add_argument("--timeout", type=float, default=600.0, help="longest wait for every order Ready")
-    p.add_argument("--health-period", type=float, default=None,
-                   help="the controller's --health-period-seconds (default: the bed's 3; product: 30)")
-    p.add_argument("--resync", type=float, default=None,
-                   help="the controller's --resync-seconds (default: the product's 3600); a steady window at "
-                   "least this long includes one replay of every order")
-    p.add_argument("--waiting", type=int, default=0,
-                   help="instead: a new order's create→Planned with this many orders waiting for room "
-                   "(issue 18); added to .bench/operator.json as `waiting_room`")
-    p.add_argument("--out", type=Path, default=None,
-                   help="default .bench/operator.json (200 orders), else .bench/operator-N.json")
+    p.add_argument(
+        "--health-period",
+        type=float,
+        default=None,
+        help="the controller's --health-period-seconds (default: the bed's 3; product: 30)",
+    )
+    p.add_argument(
+        "--resync",
+        type=float,
+        default=None,
+        help="the controller's --resync-seconds (default: the product's 3600); a steady window at "
+        "least this long includes one replay of every order",
+    )
+    p.add_argument(
+        "--waiting",
+        type=int,
+        default=0,
+        help="instead: a new order's create→Planned with this many orders waiting for room "
+        "(issue 18); added to .bench/operator.json as `waiting_room`",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default .bench/operator.json (200 orders), else .bench/operator-N.json",
+    )
     args = p.parse_args(argv)
     if args.waiting:
         target = args.out or ROOT / ".bench" / "operator.json"

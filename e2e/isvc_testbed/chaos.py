@@ -69,14 +69,19 @@ class Verdict:
         return not any(asdict(self).values())
 
 
-def judge(expected: Mapping[str, str], orders: Mapping[str, tuple[str, str]],
-          children: Mapping[str, Counter[str]], reserved: Iterable[tuple[str, str]] = ()) -> Verdict:
+def judge(
+    expected: Mapping[str, str],
+    orders: Mapping[str, tuple[str, str]],
+    children: Mapping[str, Counter[str]],
+    reserved: Iterable[tuple[str, str]] = (),
+) -> Verdict:
     """Compare: `expected` {order: class}, `orders` {order: (class, phase)} as found in BENCH_NS,
     `children` {Kind: Counter(order label)} of the labelled objects found (ResourceClaim among them),
     `reserved` (namespace, name) of each order the planner holds a reservation for."""
     v = Verdict()
-    v.leaked_reservations = sorted(f"{ns}/{name}" for ns, name in reserved
-                                   if ns != BENCH_NS or name not in orders)
+    v.leaked_reservations = sorted(
+        f"{ns}/{name}" for ns, name in reserved if ns != BENCH_NS or name not in orders
+    )
     v.lost = sorted(set(expected) - set(orders))
     v.left_over = sorted(set(orders) - set(expected))
     for kind, counts in sorted(children.items()):
@@ -93,14 +98,20 @@ def judge(expected: Mapping[str, str], orders: Mapping[str, tuple[str, str]],
 def _children(b: Bed) -> dict[str, Counter[str]]:
     a = b.admin
     found: dict[str, list[Any]] = {
-        "LaunchPlan": _items(k8s.CustomObjectsApi(a).list_namespaced_custom_object(
-            GROUP, VERSION, BENCH_NS, "launchplans", label_selector=LABEL_ORDER)),
-        "ResourceClaimTemplate": k8s.ResourceV1Api(a).list_namespaced_resource_claim_template(
-            BENCH_NS, label_selector=LABEL_ORDER).items,
-        "ResourceClaim": k8s.ResourceV1Api(a).list_namespaced_resource_claim(
-            BENCH_NS, label_selector=LABEL_ORDER).items,
-        "StatefulSet": k8s.AppsV1Api(a).list_namespaced_stateful_set(BENCH_NS,
-                                                                     label_selector=LABEL_ORDER).items,
+        "LaunchPlan": _items(
+            k8s.CustomObjectsApi(a).list_namespaced_custom_object(
+                GROUP, VERSION, BENCH_NS, "launchplans", label_selector=LABEL_ORDER
+            )
+        ),
+        "ResourceClaimTemplate": k8s.ResourceV1Api(a)
+        .list_namespaced_resource_claim_template(BENCH_NS, label_selector=LABEL_ORDER)
+        .items,
+        "ResourceClaim": k8s.ResourceV1Api(a)
+        .list_namespaced_resource_claim(BENCH_NS, label_selector=LABEL_ORDER)
+        .items,
+        "StatefulSet": k8s.AppsV1Api(a)
+        .list_namespaced_stateful_set(BENCH_NS, label_selector=LABEL_ORDER)
+        .items,
         "Service": k8s.CoreV1Api(a).list_namespaced_service(BENCH_NS, label_selector=LABEL_ORDER).items,
         "Ingress": k8s.NetworkingV1Api(a).list_namespaced_ingress(BENCH_NS, label_selector=LABEL_ORDER).items,
         "Secret": k8s.CoreV1Api(a).list_namespaced_secret(BENCH_NS, label_selector=LABEL_ORDER).items,
@@ -129,9 +140,14 @@ def _labels(obj: Any) -> dict[str, str]:
 
 
 def _orders(b: Bed) -> dict[str, tuple[str, str]]:
-    return {o["metadata"]["name"]: (o["spec"].get("inferenceServiceClassName", ""),
-                                    (o.get("status") or {}).get("phase", ""))
-            for o in b.list_orders() if not o["metadata"].get("deletionTimestamp")}
+    return {
+        o["metadata"]["name"]: (
+            o["spec"].get("inferenceServiceClassName", ""),
+            (o.get("status") or {}).get("phase", ""),
+        )
+        for o in b.list_orders()
+        if not o["metadata"].get("deletionTimestamp")
+    }
 
 
 class Chaos:
@@ -172,21 +188,46 @@ class Chaos:
         self.expected[name] = klass
 
     def _create(self, name: str, klass: str) -> None:
-        self.b.orders_api().create_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": {"inferenceServiceClassName": klass,
-                     "model": {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}}}})
+        self.b.orders_api().create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            BENCH_NS,
+            "inferenceservices",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceService",
+                "metadata": {"name": name},
+                "spec": {
+                    "inferenceServiceClassName": klass,
+                    "model": {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}},
+                },
+            },
+        )
 
     def edit(self, name: str) -> None:
         klass = CLASSES[1 - CLASSES.index(self.expected[name])]
-        self._call("edit", lambda: self.b.orders_api().patch_namespaced_custom_object(
-            GROUP, VERSION, BENCH_NS, "inferenceservices", name,
-            {"spec": {"inferenceServiceClassName": klass}}))
+        self._call(
+            "edit",
+            lambda: self.b.orders_api().patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                BENCH_NS,
+                "inferenceservices",
+                name,
+                {"spec": {"inferenceServiceClassName": klass}},
+            ),
+        )
         self.expected[name] = klass
 
     def delete(self, name: str) -> None:
-        self._call("delete", lambda: ignore_404(lambda: self.b.orders_api().delete_namespaced_custom_object(
-            GROUP, VERSION, BENCH_NS, "inferenceservices", name)))
+        self._call(
+            "delete",
+            lambda: ignore_404(
+                lambda: self.b.orders_api().delete_namespaced_custom_object(
+                    GROUP, VERSION, BENCH_NS, "inferenceservices", name
+                )
+            ),
+        )
         del self.expected[name]
 
     # ---- faults
@@ -246,8 +287,14 @@ class Chaos:
             if name in self.down or proc is None or proc.poll() is None:
                 continue
             lines = self.b.module.log(name).strip().splitlines()
-            self.exits.append({"process": name, "at": round(time.monotonic() - self.t0, 1),
-                               "code": proc.returncode, "last_line": lines[-1][:300] if lines else ""})
+            self.exits.append(
+                {
+                    "process": name,
+                    "at": round(time.monotonic() - self.t0, 1),
+                    "code": proc.returncode,
+                    "last_line": lines[-1][:300] if lines else "",
+                }
+            )
             say(f"exited by itself: {self.exits[-1]}")
             del self.b.module.procs[name]
             self.down[name] = time.monotonic() + 1.0
@@ -273,13 +320,24 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
     """The whole chaos run; returns its figures and the verdict."""
     rng = random.Random(seed)
     t_start = time.monotonic()
-    with bed(orders, controllers=("controller", "standby"),
-             planner_args=("--reservation-ttl", str(RESERVATION_TTL))) as b:
+    with bed(
+        orders,
+        controllers=("controller", "standby"),
+        planner_args=("--reservation-ttl", str(RESERVATION_TTL)),
+    ) as b:
         custom = k8s.CustomObjectsApi(b.admin)
         alt: Any = custom.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", CLASSES[0])
-        custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
-            "metadata": {"name": CLASSES[1]}, "spec": alt["spec"]})
+        custom.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "inferenceserviceclasses",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceServiceClass",
+                "metadata": {"name": CLASSES[1]},
+                "spec": alt["spec"],
+            },
+        )
         chaos = Chaos(b, rng)
         # the faults at random steps: the first kills the leader (the standby's takeover is measured), then
         # every other kind once in a random order, then random kinds
@@ -326,11 +384,18 @@ def run(orders: int, seed: int, gap: float, faults: int, settle: float) -> dict[
             say(diagnose(b))
         converge_s = round(time.monotonic() - t0, 1)
         return {
-            "orders_churned": orders, "seed": seed, "orders_expected": len(chaos.expected),
-            "faults": chaos.faults, "takeover": chaos.takeover, "exited_by_themselves": chaos.exits,
-            "churn_seconds": churn_s, "converge_seconds": converge_s,
-            "verdict": asdict(verdict), "ok": verdict.ok,
-            "reservations_at_end": len(reserved), "reservations_leaked": len(verdict.leaked_reservations),
+            "orders_churned": orders,
+            "seed": seed,
+            "orders_expected": len(chaos.expected),
+            "faults": chaos.faults,
+            "takeover": chaos.takeover,
+            "exited_by_themselves": chaos.exits,
+            "churn_seconds": churn_s,
+            "converge_seconds": converge_s,
+            "verdict": asdict(verdict),
+            "ok": verdict.ok,
+            "reservations_at_end": len(reserved),
+            "reservations_leaked": len(verdict.leaked_reservations),
             "total_seconds": round(time.monotonic() - t_start, 1),
         }
 

@@ -266,8 +266,9 @@ class Cluster:
         r = httpx.post(f"{base}/kv/range", json={"key": "AA=="}, timeout=10)
         r.raise_for_status()
         revision = int(r.json()["header"]["revision"])
-        httpx.post(f"{base}/kv/compaction", json={"revision": revision, "physical": True},
-                   timeout=30).raise_for_status()
+        httpx.post(
+            f"{base}/kv/compaction", json={"revision": revision, "physical": True}, timeout=30
+        ).raise_for_status()
         return revision
 
     def check(self) -> None:
@@ -386,8 +387,10 @@ class Cluster:
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - t0
-        self.log(f"isvc-testbed: using the cluster at {self.server} (Kubernetes {version.git_version}), "
-                 f"KWOK {'started' if self.kwok else 'not started'} ({self.workdir})")
+        self.log(
+            f"isvc-testbed: using the cluster at {self.server} (Kubernetes {version.git_version}), "
+            f"KWOK {'started' if self.kwok else 'not started'} ({self.workdir})"
+        )
         return self
 
     def _kwok_argv(self) -> list[str]:
@@ -422,8 +425,9 @@ class Cluster:
             # the node's credential (Node authorizer, NodeRestriction) and the API server's to its kubelet;
             # InternalIP only: the API server must never look a node's name up (it would ask a resolver)
             pki.client("real-node", f"system:node:{REAL_NODE_NAME}", ("system:nodes",))
-            kubelet_client = pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
-                                        ("system:masters",))
+            kubelet_client = pki.client(
+                "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
+            )
             real_node_args = [
                 "--kubelet-preferred-address-types=InternalIP",
                 f"--kubelet-client-certificate={kubelet_client.cert}",
@@ -646,8 +650,9 @@ def _drop_stale_fake_pods(api: k8s.ApiClient) -> int:
         if pod.spec.node_name not in fake or pod.metadata.deletion_timestamp is not None:
             continue
         conditions = (pod.status.conditions if pod.status else None) or []
-        if pod.status.phase == "Running" and not any(c.type == "Ready" and c.status == "True"
-                                                     for c in conditions):
+        if pod.status.phase == "Running" and not any(
+            c.type == "Ready" and c.status == "True" for c in conditions
+        ):
             with contextlib.suppress(ApiException):
                 core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0)
                 deleted += 1
@@ -678,7 +683,9 @@ def _request_client_cert(
         csr: Any = certs.read_certificate_signing_request(name)
         csr.status.conditions = [
             k8s.V1CertificateSigningRequestCondition(
-                type="Approved", status="True", reason="IsvcTestbed",
+                type="Approved",
+                status="True",
+                reason="IsvcTestbed",
                 message=f"the isvc test bed's user {user}",
             )
         ]

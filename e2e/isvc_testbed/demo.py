@@ -41,8 +41,10 @@ README_ORDER: dict[str, Any] = {
     "apiVersion": "ai.deckhouse.io/v1alpha1",
     "kind": "InferenceService",
     "metadata": {"name": "support-llm"},
-    "spec": {"inferenceServiceClassName": "default-llm",
-             "model": {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}}},
+    "spec": {
+        "inferenceServiceClassName": "default-llm",
+        "model": {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}},
+    },
 }
 STATE = "demo.json"
 
@@ -55,7 +57,9 @@ def _start_standin(cluster: Cluster, log_dir: Path) -> tuple[subprocess.Popen[by
     with (log_dir / "standin.log").open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "isvc_testbed.standin", "--kubeconfig", str(cluster.admin_kubeconfig)],
-            stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
         )
     assert proc.stdout is not None
     template = proc.stdout.readline().decode().strip()
@@ -91,33 +95,49 @@ def up(state_dir: Path, timeout: float) -> int:
         module = ModuleProcesses(cluster, template).start()
         extra.update(module.state()["pids"])
         state = cluster.state()
-        state_file.write_text(json.dumps({"cluster": json.loads(state.to_json()), "extra": extra,
-                                          "admin": str(cluster.admin_kubeconfig),
-                                          "alice": str(cluster.alice_kubeconfig)}, indent=2))
+        state_file.write_text(
+            json.dumps(
+                {
+                    "cluster": json.loads(state.to_json()),
+                    "extra": extra,
+                    "admin": str(cluster.admin_kubeconfig),
+                    "alice": str(cluster.alice_kubeconfig),
+                },
+                indent=2,
+            )
+        )
         say(f"controller and planner running as the chart's ServiceAccounts (logs: {logs})")
         with cluster.api_client("alice") as alice:
             k8s.CustomObjectsApi(alice).create_namespaced_custom_object(
-                "ai.deckhouse.io", "v1alpha1", "team-a", "inferenceservices", README_ORDER)
+                "ai.deckhouse.io", "v1alpha1", "team-a", "inferenceservices", README_ORDER
+            )
             say("alice created team-a/support-llm; its conditions:")
-            status = _watch_order(lambda: order_status(alice, "team-a", "support-llm"), module.check,
-                                  "support-llm", timeout)
+            status = _watch_order(
+                lambda: order_status(alice, "team-a", "support-llm"), module.check, "support-llm", timeout
+            )
     except BaseException:
         _stop_extra(extra)
         cluster.stop()
         state_file.unlink(missing_ok=True)
         raise
     resolved = status.get("resolved", {})
-    say(f"Ready in {time.monotonic() - t0:.1f}s: {status['endpoint']['url']} "
+    say(
+        f"Ready in {time.monotonic() - t0:.1f}s: {status['endpoint']['url']} "
         f"({status['model']['endpointType']}, {resolved.get('placementMode')} "
-        f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')})")
+        f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')})"
+    )
     kubectl = bin_dir() / "kubectl"
     say(f"export KUBECONFIG={cluster.alice_kubeconfig}   # as alice")
     say(f"{kubectl} get inferenceservice support-llm -n team-a -o yaml")
     say("The endpoint's address is simulated; its stand-in answers on loopback:")
-    say(f"  TOKEN=$({kubectl} get secret {status['authSecretName']} -n team-a -o jsonpath='{{.data.token}}' "
-        "| base64 -d)")
-    say(f"  curl -sS {template.format(namespace='team-a', name='support-llm')}/v1/models "
-        "-H \"Authorization: Bearer $TOKEN\"")
+    say(
+        f"  TOKEN=$({kubectl} get secret {status['authSecretName']} -n team-a -o jsonpath='{{.data.token}}' "
+        "| base64 -d)"
+    )
+    say(
+        f"  curl -sS {template.format(namespace='team-a', name='support-llm')}/v1/models "
+        '-H "Authorization: Bearer $TOKEN"'
+    )
     say("Tear down: nox -s down")
     return 0
 
@@ -126,8 +146,10 @@ def check_real_node(image: bool = True) -> str | None:
     """Why `up --real-node` cannot run here (not root, binaries or, with `image`, the model fetcher's image
     missing), or None."""
     if os.geteuid() != 0:
-        return ("the real node needs root (network namespaces, cgroups, mounts): run "
-                "`nox -s up -- --real-node` as root")
+        return (
+            "the real node needs root (network namespaces, cgroups, mounts): run "
+            "`nox -s up -- --real-node` as root"
+        )
     try:
         require_realnode_bins(require_bins())
         if image:
@@ -144,8 +166,9 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _watch_order(read: Callable[[], dict[str, Any]], check: Callable[[], None], name: str,
-                 timeout: float) -> dict[str, Any]:
+def _watch_order(
+    read: Callable[[], dict[str, Any]], check: Callable[[], None], name: str, timeout: float
+) -> dict[str, Any]:
     """Print the order's phase and conditions as they change until it is Ready; return its status."""
     last = ""
 
@@ -181,8 +204,10 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
             cluster = Cluster(real_node=True)
             stack.callback(cluster.stop)  # also after a signal half-way through start()
             cluster.start()
-            say(f"control plane and real node {cluster.node.name} up in {cluster.startup_seconds:.1f}s: "
-                f"{cluster.server}")
+            say(
+                f"control plane and real node {cluster.node.name} up in {cluster.startup_seconds:.1f}s: "
+                f"{cluster.server}"
+            )
             admin = stack.enter_context(cluster.api_client("admin"))
             alice = stack.enter_context(cluster.api_client("alice"))
             Fleet.load(ROOT / "e2e" / "fleets" / "default.yaml").publish(admin)
@@ -199,12 +224,16 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
             runtime = plan["spec"]["runtime"]
             resolved = status.get("resolved", {})
             say(f"Ready in {time.monotonic() - t0:.1f}s: phase={status['phase']} {conditions_line(status)}")
-            say(f"  {resolved.get('placementMode')} {resolved.get('acceleratorProductName')} on "
-                f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})")
+            say(
+                f"  {resolved.get('placementMode')} {resolved.get('acceleratorProductName')} on "
+                f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})"
+            )
             reply = bed.chat(ORDER, runtime["servedName"])
-            say(f"chat completion from llama-server ({runtime['servedName']}): "
+            say(
+                f"chat completion from llama-server ({runtime['servedName']}): "
                 f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the "
-                "generated model's weights are random, so is its text)")
+                "generated model's weights are random, so is its text)"
+            )
             _how_to_reach(cluster, bed.forwarder.port, team_a, runtime["servedName"])
             if serve:
                 say("Serving until Ctrl-C (or SIGTERM); then the real node and everything else stop.")
@@ -215,8 +244,10 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
             say("stopping (--exit-after-ready)")
     except KeyboardInterrupt as e:
         reason = str(e) or "interrupted"
-    say(f"{reason}: stopped alice's order, the module's processes, the real node (kubelet, containerd, its "
-        "network namespace, cgroups and mounts) and the control plane")
+    say(
+        f"{reason}: stopped alice's order, the module's processes, the real node (kubelet, containerd, its "
+        "network namespace, cgroups and mounts) and the control plane"
+    )
     return 0
 
 
@@ -225,14 +256,20 @@ def _how_to_reach(cluster: Cluster, port: int, namespace: str, served: str) -> N
     recipe = load_recipes().get(RECIPE)
     assert recipe is not None
     say(f"  {kubectl} get inferenceservice {ORDER} -n {namespace} -o wide")
-    say(f"  TOKEN=$({kubectl} get secret {auth_secret_name(ORDER)} -n {namespace} "
-        f"-o jsonpath='{{.data.{AUTH_SECRET_KEY}}}' | base64 -d)")
+    say(
+        f"  TOKEN=$({kubectl} get secret {auth_secret_name(ORDER)} -n {namespace} "
+        f"-o jsonpath='{{.data.{AUTH_SECRET_KEY}}}' | base64 -d)"
+    )
     say(f"The order's pod, through the API server's port-forward, already on 127.0.0.1:{port}:")
-    say(f"  curl -sS http://127.0.0.1:{port}/v1/chat/completions -H \"Authorization: Bearer $TOKEN\" "
-        f"-H 'Content-Type: application/json' -d '{{\"model\": \"{served}\", \"max_tokens\": 16, "
-        f"\"messages\": [{{\"role\": \"user\", \"content\": \"Hello\"}}]}}'")
-    say(f"  or a port-forward of your own (it prints its local port): {kubectl} -n {namespace} port-forward "
-        f"--address 127.0.0.1 pod/{ORDER}-0 :{recipe.ports.http}")
+    say(
+        f'  curl -sS http://127.0.0.1:{port}/v1/chat/completions -H "Authorization: Bearer $TOKEN" '
+        f'-H \'Content-Type: application/json\' -d \'{{"model": "{served}", "max_tokens": 16, '
+        f'"messages": [{{"role": "user", "content": "Hello"}}]}}\''
+    )
+    say(
+        f"  or a port-forward of your own (it prints its local port): {kubectl} -n {namespace} port-forward "
+        f"--address 127.0.0.1 pod/{ORDER}-0 :{recipe.ports.http}"
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -281,11 +318,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("command", choices=["up", "down", "check-real-node"])
     p.add_argument("--state-dir", type=Path, required=True)
     p.add_argument("--timeout", type=float, default=300.0)
-    p.add_argument("--real-node", action="store_true",
-                   help="serve alice's order for a tiny model with llama.cpp on a real node (root), in the "
-                        "foreground until Ctrl-C; everything stops on exit")
-    p.add_argument("--exit-after-ready", action="store_true",
-                   help="with --real-node: stop right after the chat completion instead of serving")
+    p.add_argument(
+        "--real-node",
+        action="store_true",
+        help="serve alice's order for a tiny model with llama.cpp on a real node (root), in the "
+        "foreground until Ctrl-C; everything stops on exit",
+    )
+    p.add_argument(
+        "--exit-after-ready",
+        action="store_true",
+        help="with --real-node: stop right after the chat completion instead of serving",
+    )
     args = p.parse_args(argv)
     if args.command == "check-real-node":
         why = check_real_node(image=False)  # `nox -s up` builds the image next

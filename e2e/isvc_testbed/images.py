@@ -28,6 +28,7 @@ def image_archive(name: str) -> Path:
 
 def image_ref(archive: Path) -> str:
     """The image reference an OCI archive was saved under (its index's ref.name annotation)."""
-    index = subprocess.run(["tar", "-xOf", str(archive), "index.json"], capture_output=True,
-                           check=True).stdout
+    index = subprocess.run(
+        ["tar", "-xOf", str(archive), "index.json"], capture_output=True, check=True
+    ).stdout
     return str(json.loads(index)["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"])

@@ -70,41 +70,60 @@ class Bed:
     def model_dir(self, order: str, repo: str) -> Path:
         """Where the fetch container of the order's first replica put the repository, on the host."""
         claim: Any = self.core.list_namespaced_persistent_volume_claim(
-            self.orders.ns, label_selector=f"{LABEL_ORDER}={order}").items[0]
+            self.orders.ns, label_selector=f"{LABEL_ORDER}={order}"
+        ).items[0]
         volume: Any = self.core.read_persistent_volume(claim.spec.volume_name)
         return Path(volume.spec.host_path.path) / repo
 
     def client(self, order: str, api_key: str | None = None, timeout: float = 60) -> openai.OpenAI:
         """An openai client for the order's pod through the forwarder's loopback port (the order's token)."""
-        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.forwarder.port}/v1",
-                             api_key=self.token(order) if api_key is None else api_key,
-                             max_retries=0, timeout=timeout)
+        return openai.OpenAI(
+            base_url=f"http://127.0.0.1:{self.forwarder.port}/v1",
+            api_key=self.token(order) if api_key is None else api_key,
+            max_retries=0,
+            timeout=timeout,
+        )
 
     def chat(self, order: str, served_name: str, content: str = "Say something.") -> Any:
         """A short deterministic chat completion from the order's llama-server."""
         return self.client(order).chat.completions.create(
-            model=served_name, max_tokens=8, temperature=0, seed=13,
-            messages=[{"role": "user", "content": content}])
+            model=served_name,
+            max_tokens=8,
+            temperature=0,
+            seed=13,
+            messages=[{"role": "user", "content": content}],
+        )
 
     def diagnosis(self, order: str) -> str:
         """The order's status, its pods' states and events, and the controller's last lines."""
         lines = [f"status: {self.orders.status(order)}"]
-        pods: list[Any] = list(self.core.list_namespaced_pod(
-            self.orders.ns, label_selector=f"{LABEL_ORDER}={order}").items)
+        pods: list[Any] = list(
+            self.core.list_namespaced_pod(self.orders.ns, label_selector=f"{LABEL_ORDER}={order}").items
+        )
         for pod in pods:
             events = self.core.list_namespaced_event(
-                self.orders.ns, field_selector=f"involvedObject.name={pod.metadata.name}").items
-            lines += [f"{pod.metadata.name} on {pod.spec.node_name}: {pod.status.container_statuses}",
-                      f"events: {[f'{e.reason}: {e.message}' for e in events]}"]
+                self.orders.ns, field_selector=f"involvedObject.name={pod.metadata.name}"
+            ).items
+            lines += [
+                f"{pod.metadata.name} on {pod.spec.node_name}: {pod.status.container_statuses}",
+                f"events: {[f'{e.reason}: {e.message}' for e in events]}",
+            ]
         lines.append(f"controller: {self.module.log('controller')[-3000:]}")
         return "\n".join(lines)
 
     def gone(self, order: str) -> None:
         """Delete the order and wait until its pods are gone (the node's CPUs are the next order's)."""
         self.orders.delete(order)
-        wait_for(lambda: not self.core.list_namespaced_pod(self.orders.ns,
-                                                           label_selector=f"{LABEL_ORDER}={order}").items,
-                 90, interval=1, what=f"the pods of {order} gone")
+        wait_for(
+            lambda: (
+                not self.core.list_namespaced_pod(
+                    self.orders.ns, label_selector=f"{LABEL_ORDER}={order}"
+                ).items
+            ),
+            90,
+            interval=1,
+            what=f"the pods of {order} gone",
+        )
 
 
 def chart_installed(api: k8s.ApiClient) -> bool:
@@ -119,8 +138,13 @@ def chart_installed(api: k8s.ApiClient) -> bool:
 
 
 @contextlib.contextmanager
-def llama_bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, standin_template: str,
-              namespace: str) -> Iterator[Bed]:
+def llama_bed(
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    alice_api: k8s.ApiClient,
+    standin_template: str,
+    namespace: str,
+) -> Iterator[Bed]:
     """The images on the node, the Hub with the tiny model and its cut copy, the module's processes, a class
     for the node's card, and the node open to the orders' pods (taint lifted) while the bed is in use.
 
@@ -147,18 +171,32 @@ def llama_bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClie
         module.start_volumes(cluster.workdir / "volumes")
         hub = node.relay("hub-orders", module.hub_port, module.hub_port)
         module.start_planner()
-        with PodForwarder(admin_api, namespace, f"{ORDER}-0", recipe.ports.http) as forwarder, \
-                node.untainted():
-            module.start_controller("--leader-elect", "false",  # the only controller of the module
-                                    "--huggingface-endpoint", f"http://{hub}",
-                                    "--model-fetch-image", image_ref(fetcher),
-                                    "--probe-url-template", f"http://127.0.0.1:{forwarder.port}")
+        with (
+            PodForwarder(admin_api, namespace, f"{ORDER}-0", recipe.ports.http) as forwarder,
+            node.untainted(),
+        ):
+            module.start_controller(
+                "--leader-elect",
+                "false",  # the only controller of the module
+                "--huggingface-endpoint",
+                f"http://{hub}",
+                "--model-fetch-image",
+                image_ref(fetcher),
+                "--probe-url-template",
+                f"http://127.0.0.1:{forwarder.port}",
+            )
             with Orders(module, admin_api, alice_api, namespace, timeout=120) as orders:
-                orders.create_class(CLASS, {
-                    "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-                    "exposure": {"type": "ClusterLocal", "authentication": "Token"},
-                    "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"],
-                                          "selector": REAL_NODE_GPU_SELECTOR}})
+                orders.create_class(
+                    CLASS,
+                    {
+                        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                        "acceleratorPolicy": {
+                            "deviceClassNames": ["gpu.nvidia.com"],
+                            "selector": REAL_NODE_GPU_SELECTOR,
+                        },
+                    },
+                )
                 yield Bed(cluster, module, orders, forwarder, good, dropped)
     finally:
         module.stop()

@@ -58,8 +58,11 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 # What `nox -s images` tags; the chart is installed as plain Helm does it, naming its images.
-IMAGES = {"controller": "localhost/isvc/controller:0.1.0", "planner": "localhost/isvc/planner:0.1.0",
-          "modelFetcher": "localhost/isvc/model-fetcher:0.1.0"}
+IMAGES = {
+    "controller": "localhost/isvc/controller:0.1.0",
+    "planner": "localhost/isvc/planner:0.1.0",
+    "modelFetcher": "localhost/isvc/model-fetcher:0.1.0",
+}
 
 
 def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -102,20 +105,42 @@ def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> Non
     chart = chart_values(values)
     chart["isvc"]["internal"] = {
         "estimateWebhookURL": f"https://127.0.0.1:{port}/estimate",
-        "webhookCert": {"crt": (certs / "tls.crt").read_text(), "key": (certs / "tls.key").read_text(),
-                        "ca": (certs / "ca.crt").read_text()},
+        "webhookCert": {
+            "crt": (certs / "tls.crt").read_text(),
+            "key": (certs / "tls.key").read_text(),
+            "ca": (certs / "ca.crt").read_text(),
+        },
     }
     values_file = cluster.workdir / "module-values.yaml"
     values_file.write_text(yaml.safe_dump(chart))
     helm = bin_dir() / "helm"
-    env = {**os.environ, "HELM_CACHE_HOME": str(cluster.workdir / "helm-cache"),
-           "HELM_CONFIG_HOME": str(cluster.workdir / "helm-config"),
-           "HELM_DATA_HOME": str(cluster.workdir / "helm-data")}
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(cluster.workdir / "helm-cache"),
+        "HELM_CONFIG_HOME": str(cluster.workdir / "helm-config"),
+        "HELM_DATA_HOME": str(cluster.workdir / "helm-data"),
+    }
     done = subprocess.run(
-        [str(helm), "upgrade", "--install", RELEASE, str(ROOT / "module"), "--namespace", "default",
-         "--kubeconfig", str(cluster.admin_kubeconfig), "--values", str(values_file), "--wait",
-         "--timeout", "120s"],
-        check=False, env=env, capture_output=True, text=True,
+        [
+            str(helm),
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(ROOT / "module"),
+            "--namespace",
+            "default",
+            "--kubeconfig",
+            str(cluster.admin_kubeconfig),
+            "--values",
+            str(values_file),
+            "--wait",
+            "--timeout",
+            "120s",
+        ],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         raise RuntimeError(f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -161,7 +186,10 @@ class ModuleProcesses:
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
         with (self.logs / f"{name}.log").open("ab") as log:
             self.procs[name] = subprocess.Popen(
-                list(argv), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                list(argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
 
@@ -180,34 +208,71 @@ class ModuleProcesses:
         repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py);
         `extra_models`: more directories of repositories (the real node's tiny model, realnode.py)."""
         more = [a for d in extra_models for a in ("--extra-models", str(d))]
-        self._spawn("hub", [sys.executable, "-m", "isvc_testing.standin_hub", "--port", str(self.hub_port),
-                            "--extra-models", str(HOSTILE_REPOS), *more])
+        self._spawn(
+            "hub",
+            [
+                sys.executable,
+                "-m",
+                "isvc_testing.standin_hub",
+                "--port",
+                str(self.hub_port),
+                "--extra-models",
+                str(HOSTILE_REPOS),
+                *more,
+            ],
+        )
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
 
     def start_volumes(self, host_dir: Path | None = None) -> None:
         """The stand-in volume provisioner, as the administrator; its StorageClass exists once it runs.
         `host_dir`: the volumes are directories there, for a real node to mount (volumes.volume_for)."""
         where = ["--host-dir", str(host_dir)] if host_dir is not None else []
-        self._spawn("volumes", [sys.executable, "-m", "isvc_testbed.volumes",
-                                "--kubeconfig", str(self.cluster.admin_kubeconfig), *where])
+        self._spawn(
+            "volumes",
+            [
+                sys.executable,
+                "-m",
+                "isvc_testbed.volumes",
+                "--kubeconfig",
+                str(self.cluster.admin_kubeconfig),
+                *where,
+            ],
+        )
         with self.cluster.api_client() as api:
             storage = k8s.StorageV1Api(api)
 
             def made() -> bool:
                 self.check("volumes")
-                return any(c.metadata is not None and c.metadata.name == STORAGE_CLASS
-                           for c in storage.list_storage_class().items)
+                return any(
+                    c.metadata is not None and c.metadata.name == STORAGE_CLASS
+                    for c in storage.list_storage_class().items
+                )
 
             wait_for(made, 30, what=f"StorageClass {STORAGE_CLASS}")
 
     def start_planner(self) -> None:
         """The planner service, as the chart's planner ServiceAccount."""
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "planner")
-        self._spawn("planner", [sys.executable, "-m", "isvc_planner", "serve", "--host", "127.0.0.1",
-                                "--port", str(self.planner_port), "--kubeconfig", str(kubeconfig),
-                                "--metrics-port", "0",
-                                "--allowed-caller", f"system:serviceaccount:{NAMESPACE}:controller",
-                                *self.planner_args])
+        self._spawn(
+            "planner",
+            [
+                sys.executable,
+                "-m",
+                "isvc_planner",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.planner_port),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--metrics-port",
+                "0",
+                "--allowed-caller",
+                f"system:serviceaccount:{NAMESPACE}:controller",
+                *self.planner_args,
+            ],
+        )
         self._wait_http("planner", f"{self.planner_url}/readyz")
 
     def stop_planner(self) -> None:
@@ -220,23 +285,54 @@ class ModuleProcesses:
         Flags in `extra` come last, so they override the defaults (e.g. `--metrics-port 18090`).
         """
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "controller")
-        self._spawn(name, [
-            sys.executable, "-m", "isvc_operator", "--kubeconfig", str(kubeconfig),
-            "--namespace", NAMESPACE, "--planner-url", self.planner_url,
-            "--planner-token-file", str(token_file(kubeconfig)),
-            "--huggingface-endpoint", self.hub_url, "--catalog-mode", self.catalog_mode,
-            "--public-domain-template", "%s.example.test", "--cert-manager", "false",
-            "--probe-url-template", self.standin_template, "--health-period-seconds", "3",
-            "--hub-deadline-seconds", str(HUB_DEADLINE),
-            "--health-failure-threshold", "2", "--health-port", "0",
-            "--metrics-host", "127.0.0.1",
-            "--metrics-port", str(self.metrics_port) if name == "controller" else "0",
-            "--model-volume-storage-class", STORAGE_CLASS,
-            # the chart's webhook names one address here: only the first controller serves it (in a
-            # cluster every replica does, each in its own pod)
-            "--leader-elect", "true", *(self._webhook_flags() if name == "controller" else []),
-            "--log-level", "Info", *extra,
-        ])
+        self._spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "isvc_operator",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--namespace",
+                NAMESPACE,
+                "--planner-url",
+                self.planner_url,
+                "--planner-token-file",
+                str(token_file(kubeconfig)),
+                "--huggingface-endpoint",
+                self.hub_url,
+                "--catalog-mode",
+                self.catalog_mode,
+                "--public-domain-template",
+                "%s.example.test",
+                "--cert-manager",
+                "false",
+                "--probe-url-template",
+                self.standin_template,
+                "--health-period-seconds",
+                "3",
+                "--hub-deadline-seconds",
+                str(HUB_DEADLINE),
+                "--health-failure-threshold",
+                "2",
+                "--health-port",
+                "0",
+                "--metrics-host",
+                "127.0.0.1",
+                "--metrics-port",
+                str(self.metrics_port) if name == "controller" else "0",
+                "--model-volume-storage-class",
+                STORAGE_CLASS,
+                # the chart's webhook names one address here: only the first controller serves it (in a
+                # cluster every replica does, each in its own pod)
+                "--leader-elect",
+                "true",
+                *(self._webhook_flags() if name == "controller" else []),
+                "--log-level",
+                "Info",
+                *extra,
+            ],
+        )
         time.sleep(1.0)
         self.check(name)
 
@@ -295,14 +391,19 @@ class ModuleProcesses:
             self._kill(name, signal.SIGTERM)
 
     def state(self) -> dict[str, Any]:
-        return {"pids": {n: p.pid for n, p in self.procs.items()}, "planner": self.planner_url,
-                "hub": self.hub_url, "logs": str(self.logs)}
+        return {
+            "pids": {n: p.pid for n, p in self.procs.items()},
+            "planner": self.planner_url,
+            "hub": self.hub_url,
+            "logs": str(self.logs),
+        }
 
 
 def order_status(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     """The status of an order, or {} while it has none."""
     obj: Any = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-        "ai.deckhouse.io", "v1alpha1", namespace, "inferenceservices", name)
+        "ai.deckhouse.io", "v1alpha1", namespace, "inferenceservices", name
+    )
     return dict(obj.get("status") or {})
 
 

@@ -74,8 +74,14 @@ class Orders:
     `timeout` is how long `wait_reason` and `wait_true` wait unless told otherwise.
     """
 
-    def __init__(self, module: ModuleProcesses, admin: k8s.ApiClient, alice: k8s.ApiClient, namespace: str,
-                 timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        module: ModuleProcesses,
+        admin: k8s.ApiClient,
+        alice: k8s.ApiClient,
+        namespace: str,
+        timeout: float = 60.0,
+    ) -> None:
         self.module = module
         self.admin_api, self.alice_api = admin, alice
         self.admin, self.alice = k8s.CustomObjectsApi(admin), k8s.CustomObjectsApi(alice)
@@ -91,9 +97,18 @@ class Orders:
         spec: Obj = {"model": model}
         if klass is not None:
             spec["inferenceServiceClassName"] = klass
-        self.alice.create_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": spec})
+        self.alice.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            self.ns,
+            "inferenceservices",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceService",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
         self.orders.append(name)
         return name
 
@@ -108,8 +123,11 @@ class Orders:
 
     def delete(self, name: str) -> None:
         """Delete order `name` as alice; one already gone is fine."""
-        ignore_404(lambda: self.alice.delete_namespaced_custom_object(
-            GROUP, VERSION, self.ns, "inferenceservices", name))
+        ignore_404(
+            lambda: self.alice.delete_namespaced_custom_object(
+                GROUP, VERSION, self.ns, "inferenceservices", name
+            )
+        )
 
     # ---- what an order holds
 
@@ -125,15 +143,21 @@ class Orders:
 
     def events(self, name: str) -> list[tuple[str, str, str]]:
         """(type, reason, message) of the events on order `name`, as alice reads them, oldest first."""
-        items: list[Any] = k8s.CoreV1Api(self.alice_api).list_namespaced_event(
-            self.ns, field_selector=f"involvedObject.kind=InferenceService,involvedObject.name={name}").items
-        items.sort(key=lambda e: (e.last_timestamp or e.event_time or e.metadata.creation_timestamp))
+        items: list[Any] = (
+            k8s.CoreV1Api(self.alice_api)
+            .list_namespaced_event(
+                self.ns, field_selector=f"involvedObject.kind=InferenceService,involvedObject.name={name}"
+            )
+            .items
+        )
+        items.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
         return [(e.type, e.reason, e.message) for e in items]
 
     def templates(self, name: str) -> set[str]:
         """Names of the ResourceClaimTemplates labelled as made for order `name`."""
-        items: list[Any] = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim_template(
-            self.ns).items
+        items: list[Any] = (
+            k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim_template(self.ns).items
+        )
         return {t.metadata.name for t in items if (t.metadata.labels or {}).get(LABEL_ORDER) == name}
 
     def claims(self, name: str) -> list[Any]:
@@ -156,18 +180,28 @@ class Orders:
             return wait_for(probe, timeout, interval=0.5, what=f"{name}: {what}")
         except TimeoutError as e:
             last = seen[0]
-            raise TimeoutError(f"{e}; status: {conditions_line(last)} phase {last.get('phase')}; "
-                               f"{[c.get('message') for c in last.get('conditions', [])]}") from None
+            raise TimeoutError(
+                f"{e}; status: {conditions_line(last)} phase {last.get('phase')}; "
+                f"{[c.get('message') for c in last.get('conditions', [])]}"
+            ) from None
 
     def wait_reason(self, name: str, type_: str, reason: str, timeout: float | None = None) -> Obj:
         """The order's status once condition `type_` carries `reason`."""
-        return self.wait(name, lambda s: condition(s, type_).get("reason") == reason,
-                         self.timeout if timeout is None else timeout, f"{type_} reason {reason}")
+        return self.wait(
+            name,
+            lambda s: condition(s, type_).get("reason") == reason,
+            self.timeout if timeout is None else timeout,
+            f"{type_} reason {reason}",
+        )
 
     def wait_true(self, name: str, type_: str, timeout: float | None = None) -> Obj:
         """The order's status once condition `type_` is True."""
-        return self.wait(name, lambda s: condition(s, type_).get("status") == "True",
-                         self.timeout if timeout is None else timeout, f"{type_} True")
+        return self.wait(
+            name,
+            lambda s: condition(s, type_).get("status") == "True",
+            self.timeout if timeout is None else timeout,
+            f"{type_} True",
+        )
 
     def wait_ready(self, name: str, timeout: float = 120) -> Obj:
         """The order's status once its phase is Ready."""
@@ -177,11 +211,20 @@ class Orders:
 
     def create_class(self, name: str, spec: Obj, ready: bool | None = True) -> Obj:
         """Create a class; unless `ready` is None, wait until the class controller judged it Ready=`ready`."""
-        self.admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass", "metadata": {"name": name},
-            "spec": spec})
-        self.cleanup.append(lambda: self.admin.delete_cluster_custom_object(
-            GROUP, VERSION, "inferenceserviceclasses", name))
+        self.admin.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "inferenceserviceclasses",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceServiceClass",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+        self.cleanup.append(
+            lambda: self.admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
+        )
         if ready is None:
             return {}
         want = ready
@@ -198,18 +241,22 @@ class Orders:
         body = {"apiVersion": f"{CATALOG}/{VERSION}", "kind": kind, "metadata": {"name": name}, "spec": spec}
         if kind == "Model":
             self.admin.create_namespaced_custom_object(CATALOG, VERSION, self.ns, "models", body)
-            self.cleanup.append(lambda: self.admin.delete_namespaced_custom_object(
-                CATALOG, VERSION, self.ns, "models", name))
+            self.cleanup.append(
+                lambda: self.admin.delete_namespaced_custom_object(CATALOG, VERSION, self.ns, "models", name)
+            )
             if status is not None:
                 self.admin.patch_namespaced_custom_object_status(
-                    CATALOG, VERSION, self.ns, "models", name, {"status": status})
+                    CATALOG, VERSION, self.ns, "models", name, {"status": status}
+                )
         else:
             self.admin.create_cluster_custom_object(CATALOG, VERSION, "clustermodels", body)
-            self.cleanup.append(lambda: self.admin.delete_cluster_custom_object(
-                CATALOG, VERSION, "clustermodels", name))
+            self.cleanup.append(
+                lambda: self.admin.delete_cluster_custom_object(CATALOG, VERSION, "clustermodels", name)
+            )
             if status is not None:
                 self.admin.patch_cluster_custom_object_status(
-                    CATALOG, VERSION, "clustermodels", name, {"status": status})
+                    CATALOG, VERSION, "clustermodels", name, {"status": status}
+                )
         return name
 
     # ---- the end of a test
@@ -237,6 +284,7 @@ class Orders:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -76,13 +76,21 @@ REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isv
 # The real node's simulated card, in the fleet's shape. NVIDIA T4: 16 GB GDDR6 (NVIDIA T4 datasheet,
 # https://www.nvidia.com/en-us/data-center/tesla-t4/), compute capability 7.5
 # (https://developer.nvidia.com/cuda-gpus). No fleet file has it, so a productName selector keeps to it.
-REAL_NODE_GPU = GpuGroup(product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing",
-                         compute_capability="7.5.0", shares=100)
-REAL_NODE_GPU_SELECTOR = (f"device.driver == '{DRIVER}' && "
-                          f"device.attributes['{DRIVER}'].productName == '{REAL_NODE_GPU.product}'")
-DEBIAN_TOOLS = {"runc": "/usr/sbin/runc", "umoci": "/usr/bin/umoci", "bridge": "/usr/lib/cni/bridge",
-                "busybox": "/bin/busybox", "nsenter": "/usr/bin/nsenter", "ip": "/usr/sbin/ip",
-                "iptables": "/usr/sbin/iptables"}
+REAL_NODE_GPU = GpuGroup(
+    product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing", compute_capability="7.5.0", shares=100
+)
+REAL_NODE_GPU_SELECTOR = (
+    f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].productName == '{REAL_NODE_GPU.product}'"
+)
+DEBIAN_TOOLS = {
+    "runc": "/usr/sbin/runc",
+    "umoci": "/usr/bin/umoci",
+    "bridge": "/usr/lib/cni/bridge",
+    "busybox": "/bin/busybox",
+    "nsenter": "/usr/bin/nsenter",
+    "ip": "/usr/sbin/ip",
+    "iptables": "/usr/sbin/iptables",
+}
 CNI_BIN_DIR = "/usr/lib/cni"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (cluster.SERVICE_CIDR's first address)
 _MNT_DETACH = 2
@@ -94,8 +102,10 @@ def require_realnode_bins(bin_dir: Path) -> None:
     missing += [path for path in DEBIAN_TOOLS.values() if not Path(path).exists()]
     if missing:
         script = Path(__file__).resolve().parent.parent / "tools" / "build-bins.sh"
-        raise BinariesMissing(f"the real node needs {', '.join(missing)}; run `bash {script} realnode` "
-                              "(as root: it installs runc, CNI plugins, umoci, busybox-static with apt-get)")
+        raise BinariesMissing(
+            f"the real node needs {', '.join(missing)}; run `bash {script} realnode` "
+            "(as root: it installs runc, CNI plugins, umoci, busybox-static with apt-get)"
+        )
 
 
 def _run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -110,8 +120,13 @@ def _cache_dir() -> Path:
     return cache / "realnode-images"
 
 
-def build_image(name: str, files: dict[str, Path], symlinks: dict[str, str], cmd: Sequence[str],
-                entrypoint: Sequence[str] = ()) -> Path:
+def build_image(
+    name: str,
+    files: dict[str, Path],
+    symlinks: dict[str, str],
+    cmd: Sequence[str],
+    entrypoint: Sequence[str] = (),
+) -> Path:
     """An OCI archive (cached by content) of a one-layer image made of local files with umoci; no registry.
 
     `files` maps a path in the image to a local file, `symlinks` a path in the image to its target.
@@ -180,16 +195,30 @@ def pause_image(bin_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
-                 timeout: float = 30.0) -> Iterator[int]:
+def port_forward(
+    kubeconfig: Path, namespace: str, pod: str, port: int, timeout: float = 30.0
+) -> Iterator[int]:
     """`kubectl port-forward` to a pod's port through the API server, listening on 127.0.0.1 only; yields
     the local port (the host reaches the real node's pods this way, never by their addresses)."""
     from isvc_testbed._bins import bin_dir
 
     proc = subprocess.Popen(
-        [str(bin_dir() / "kubectl"), f"--kubeconfig={kubeconfig}", "-n", namespace, "port-forward",
-         "--address", "127.0.0.1", f"pod/{pod}", f":{port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            str(bin_dir() / "kubectl"),
+            f"--kubeconfig={kubeconfig}",
+            "-n",
+            namespace,
+            "port-forward",
+            "--address",
+            "127.0.0.1",
+            f"pod/{pod}",
+            f":{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -203,8 +232,9 @@ def port_forward(kubeconfig: Path, namespace: str, pod: str, port: int,
             if found:
                 yield int(found.group(1))
                 return
-        raise TestbedError(f"kubectl port-forward to {namespace}/{pod}:{port} did not listen: "
-                           f"{''.join(seen)}")
+        raise TestbedError(
+            f"kubectl port-forward to {namespace}/{pod}:{port} did not listen: {''.join(seen)}"
+        )
     finally:
         proc.terminate()
         try:
@@ -258,8 +288,12 @@ class PodForwarder:
                 pod = core.read_namespaced_pod(self.pod, self.namespace)
                 if pod.status is None or pod.status.phase != "Running":
                     return  # nothing to forward to: the caller sees its connection closed
-                forward: Any = portforward(core.connect_get_namespaced_pod_portforward, self.pod,
-                                           self.namespace, ports=str(self.target))
+                forward: Any = portforward(
+                    core.connect_get_namespaced_pod_portforward,
+                    self.pod,
+                    self.namespace,
+                    ports=str(self.target),
+                )
             except (k8s.ApiException, OSError, ValueError):
                 return
             try:
@@ -374,8 +408,11 @@ class RealNode:
         with api_client(self.admin_kubeconfig) as api:
             core = k8s.CoreV1Api(api)
             spec = core.read_node(self.name).spec
-            taints = [api.sanitize_for_serialization(t) for t in (spec.taints if spec else None) or []
-                      if t.key != REAL_NODE_LABEL]
+            taints = [
+                api.sanitize_for_serialization(t)
+                for t in (spec.taints if spec else None) or []
+                if t.key != REAL_NODE_LABEL
+            ]
             taints += [REAL_NODE_TAINT] if present else []
             core.patch_node(self.name, {"spec": {"taints": taints or None}})
 
@@ -396,10 +433,17 @@ class RealNode:
         stand-in): the address is the node's own, inside the test bed's namespace; nothing else is dialled.
         """
         component = f"realnode-relay-{name}"
-        self.start_component(component, [
-            sys.executable, "-m", "isvc_testbed._nsbridge", f"/run/netns/{self.netns}", str(target_port),
-            f"{self.node_ip}:{listen_port}",
-        ])
+        self.start_component(
+            component,
+            [
+                sys.executable,
+                "-m",
+                "isvc_testbed._nsbridge",
+                f"/run/netns/{self.netns}",
+                str(target_port),
+                f"{self.node_ip}:{listen_port}",
+            ],
+        )
         self._relays.append(component)
         log = self.workdir / "logs" / f"{component}.log"
         self._wait(component, lambda: log.exists() and "nsbridge:" in log.read_text(errors="replace"))
@@ -410,8 +454,11 @@ class RealNode:
         veth (the only address a pod could leave by). The suite expects none."""
         ipt = ["ip", "netns", "exec", self.netns, "iptables", "-w"]
         out = _run([*ipt, "-L", "FORWARD", "-v", "-x", "-n"]).stdout
-        return sum(int(line.split()[0]) for line in out.splitlines()[2:]
-                   if line.split() and line.split()[2] == "DROP")
+        return sum(
+            int(line.split()[0])
+            for line in out.splitlines()[2:]
+            if line.split() and line.split()[2] == "DROP"
+        )
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -429,33 +476,57 @@ class RealNode:
         self._cgroups()
         self._write_configs()
         ns = ["nsenter", f"--net=/run/netns/{self.netns}", "--"]
-        self.start_component("realnode-bridge", [
-            sys.executable, "-m", "isvc_testbed._nsbridge", f"/run/netns/{self.netns}", str(self.api_port),
-            f"127.0.0.1:{self.api_port}", f"{self.node_ip}:{self.api_port}",
-        ])
-        self.start_component("containerd", [*ns, str(self.bin_dir / "containerd"),
-                                            "--config", str(self._dir / "containerd.toml")])
-        self._wait("containerd", lambda: self.containerd_socket.exists()
-                   and _run([str(self.bin_dir / "ctr"), "--address", str(self.containerd_socket), "version"],
-                            check=False).returncode == 0)
+        self.start_component(
+            "realnode-bridge",
+            [
+                sys.executable,
+                "-m",
+                "isvc_testbed._nsbridge",
+                f"/run/netns/{self.netns}",
+                str(self.api_port),
+                f"127.0.0.1:{self.api_port}",
+                f"{self.node_ip}:{self.api_port}",
+            ],
+        )
+        self.start_component(
+            "containerd",
+            [*ns, str(self.bin_dir / "containerd"), "--config", str(self._dir / "containerd.toml")],
+        )
+        self._wait(
+            "containerd",
+            lambda: (
+                self.containerd_socket.exists()
+                and _run(
+                    [str(self.bin_dir / "ctr"), "--address", str(self.containerd_socket), "version"],
+                    check=False,
+                ).returncode
+                == 0
+            ),
+        )
         self.import_image(pause_image(self.bin_dir), PAUSE_IMAGE)
         self.import_image(busybox_image(), BUSYBOX_IMAGE)
-        self.start_component("kubelet", [
-            *ns, str(self.bin_dir / "kubelet"),
-            f"--config={self._dir / 'kubelet.yaml'}",
-            f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",
-            f"--root-dir={self._dir / 'kubelet'}",
-            f"--hostname-override={self.name}",
-            f"--node-ip={self.node_ip}",
-            f"--node-labels={REAL_NODE_LABEL}=true",
-            "--v=1",
-        ])
+        self.start_component(
+            "kubelet",
+            [
+                *ns,
+                str(self.bin_dir / "kubelet"),
+                f"--config={self._dir / 'kubelet.yaml'}",
+                f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",
+                f"--root-dir={self._dir / 'kubelet'}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={self.node_ip}",
+                f"--node-labels={REAL_NODE_LABEL}=true",
+                "--v=1",
+            ],
+        )
         self._wait("kubelet", self._node_ready)
         t1 = time.monotonic()
         self._start_dra_plugin(ns)
         self.ready_seconds = time.monotonic() - t0
-        self.log(f"isvc-testbed: real node {self.name} Ready in {self.ready_seconds:.1f}s at {self.node_ip} "
-                 f"(netns {self.netns}; DRA plugin registered, slice out in {time.monotonic() - t1:.1f}s)")
+        self.log(
+            f"isvc-testbed: real node {self.name} Ready in {self.ready_seconds:.1f}s at {self.node_ip} "
+            f"(netns {self.netns}; DRA plugin registered, slice out in {time.monotonic() - t1:.1f}s)"
+        )
         return self
 
     def stop(self, grace: float = 10.0) -> None:
@@ -485,26 +556,35 @@ class RealNode:
         devices.write_text(json.dumps(fleet.render_devices(spec), indent=2))
         kubelet_root = self._dir / "kubelet"
         (kubelet_root / "plugins_registry").mkdir(parents=True, exist_ok=True)
-        self.start_component("realnode-dra-plugin", [
-            *ns, str(self.bin_dir / "isvc-dra-plugin"),
-            f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",  # the node's credential (NodeRestriction)
-            f"--node-name={self.name}",
-            f"--driver={DRIVER}",
-            f"--devices={devices}",
-            f"--registry-dir={kubelet_root / 'plugins_registry'}",
-            f"--plugin-dir={kubelet_root / 'plugins' / DRIVER}",
-            f"--cdi-dir={self.cdi_dir}",
-            f"--state-dir={self.dra_state_dir}",
-        ])
+        self.start_component(
+            "realnode-dra-plugin",
+            [
+                *ns,
+                str(self.bin_dir / "isvc-dra-plugin"),
+                f"--kubeconfig={self._dir / 'kubelet.kubeconfig'}",  # the node's credential (NodeRestriction)
+                f"--node-name={self.name}",
+                f"--driver={DRIVER}",
+                f"--devices={devices}",
+                f"--registry-dir={kubelet_root / 'plugins_registry'}",
+                f"--plugin-dir={kubelet_root / 'plugins' / DRIVER}",
+                f"--cdi-dir={self.cdi_dir}",
+                f"--state-dir={self.dra_state_dir}",
+            ],
+        )
         log = self.workdir / "logs" / "realnode-dra-plugin.log"
-        self._wait("realnode-dra-plugin",
-                   lambda: log.exists() and "isvc-dra-plugin: registered" in log.read_text(errors="replace"))
+        self._wait(
+            "realnode-dra-plugin",
+            lambda: log.exists() and "isvc-dra-plugin: registered" in log.read_text(errors="replace"),
+        )
         self._wait("realnode-dra-plugin", self._slice_published)
 
     def _slice_published(self) -> bool:
         with api_client(self.admin_kubeconfig) as api:
-            slices = k8s.ResourceV1Api(api).list_resource_slice(
-                field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}").items
+            slices = (
+                k8s.ResourceV1Api(api)
+                .list_resource_slice(field_selector=f"spec.nodeName={self.name},spec.driver={DRIVER}")
+                .items
+            )
         return sum(len(s.spec.devices or []) for s in slices) == len(self.devices())
 
     def _network(self) -> None:
@@ -524,12 +604,42 @@ class RealNode:
         _run(["ip", "route", "add", self.pod_subnet, "via", self.node_ip, "dev", host_if])
         ipt = ["ip", "netns", "exec", ns, "iptables", "-w"]
         # nothing forwarded leaves the namespace but replies (no default route, no masquerade)
-        _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
-              "-j", "ACCEPT"])
+        _run(
+            [
+                *ipt,
+                "-A",
+                "FORWARD",
+                "-o",
+                "eth0",
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "ESTABLISHED,RELATED",
+                "-j",
+                "ACCEPT",
+            ]
+        )
         _run([*ipt, "-A", "FORWARD", "-o", "eth0", "-j", "DROP"])
         # in-cluster clients (KUBERNETES_SERVICE_HOST) reach the API server through the bridge; no kube-proxy
-        _run([*ipt, "-t", "nat", "-A", "PREROUTING", "-d", f"{SERVICE_IP}/32", "-p", "tcp", "--dport", "443",
-              "-j", "DNAT", "--to-destination", f"{self.node_ip}:{self.api_port}"])
+        _run(
+            [
+                *ipt,
+                "-t",
+                "nat",
+                "-A",
+                "PREROUTING",
+                "-d",
+                f"{SERVICE_IP}/32",
+                "-p",
+                "tcp",
+                "--dport",
+                "443",
+                "-j",
+                "DNAT",
+                "--to-destination",
+                f"{self.node_ip}:{self.api_port}",
+            ]
+        )
 
     def _v1_controllers(self) -> list[Path]:
         root = Path("/sys/fs/cgroup")
@@ -612,20 +722,35 @@ class RealNode:
         for sub in ("containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "cdi", "pod-logs"):
             (d / sub).mkdir(parents=True)
         (d / "resolv.conf").write_text("search cluster.local\noptions ndots:1\n")
-        (d / "cni" / "net.d" / "10-isvc-testbed.conflist").write_text(json.dumps({
-            "cniVersion": "1.0.0",
-            "name": "isvc-testbed",
-            "plugins": [{
-                "type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": self.pod_subnet}]],
-                         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(d / "cni" / "ipam")},
-            }],
-        }, indent=2))
+        (d / "cni" / "net.d" / "10-isvc-testbed.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "isvc-testbed",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": "cni0",
+                            "isGateway": True,
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": self.pod_subnet}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                                "dataDir": str(d / "cni" / "ipam"),
+                            },
+                        }
+                    ],
+                },
+                indent=2,
+            )
+        )
         c = d / "containerd"
         cri_rt = '[plugins."io.containerd.cri.v1.runtime"]'
         (d / "containerd.toml").write_text(f"""version = 3
-root = "{c / 'root'}"
-state = "{c / 'state'}"
+root = "{c / "root"}"
+state = "{c / "state"}"
 disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
                     "io.containerd.tracing.processor.v1.otlp", "io.containerd.snapshotter.v1.blockfile"]
 
@@ -647,17 +772,17 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   enable_cdi = true
-  cdi_spec_dirs = ["{d / 'cdi'}"]
+  cdi_spec_dirs = ["{d / "cdi"}"]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        BinaryName = "{DEBIAN_TOOLS['runc']}"
+        BinaryName = "{DEBIAN_TOOLS["runc"]}"
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["{CNI_BIN_DIR}"]
-    conf_dir = "{d / 'cni' / 'net.d'}"
+    conf_dir = "{d / "cni" / "net.d"}"
 
 [plugins."io.containerd.grpc.v1.cri"]
   disable_tcp_service = true
@@ -665,40 +790,66 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
   stream_server_port = "0"
 """)
         kubeconfig = {
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "testbed", "cluster": {
-                "server": f"https://127.0.0.1:{self.api_port}", "certificate-authority": str(self.ca_cert)}}],
-            "users": [{"name": "node", "user": {
-                "client-certificate": str(self.node_cert[0]), "client-key": str(self.node_cert[1])}}],
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "testbed",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{self.api_port}",
+                        "certificate-authority": str(self.ca_cert),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "node",
+                    "user": {
+                        "client-certificate": str(self.node_cert[0]),
+                        "client-key": str(self.node_cert[1]),
+                    },
+                }
+            ],
             "contexts": [{"name": "node", "context": {"cluster": "testbed", "user": "node"}}],
             "current-context": "node",
         }
         (d / "kubelet.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-        (d / "kubelet.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": self.node_ip,
-            "port": 10250,
-            "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1",
-            "healthzPort": 10248,
-            "cgroupDriver": "cgroupfs",
-            "cgroupRoot": f"/{self._cgroup}",
-            "failCgroupV1": False,
-            "failSwapOn": False,
-            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": str(self.ca_cert)}},
-            "authorization": {"mode": "Webhook"},
-            "resolvConf": str(d / "resolv.conf"),
-            "registerWithTaints": [REAL_NODE_TAINT],
-            "podLogsDir": str(d / "pod-logs"),
-            "serializeImagePulls": False,
-            "maxPods": 30,
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},
-        }))
+        (d / "kubelet.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                    "kind": "KubeletConfiguration",
+                    "address": self.node_ip,
+                    "port": 10250,
+                    "readOnlyPort": 0,
+                    "healthzBindAddress": "127.0.0.1",
+                    "healthzPort": 10248,
+                    "cgroupDriver": "cgroupfs",
+                    "cgroupRoot": f"/{self._cgroup}",
+                    "failCgroupV1": False,
+                    "failSwapOn": False,
+                    "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+                    "authentication": {
+                        "anonymous": {"enabled": False},
+                        "webhook": {"enabled": True},
+                        "x509": {"clientCAFile": str(self.ca_cert)},
+                    },
+                    "authorization": {"mode": "Webhook"},
+                    "resolvConf": str(d / "resolv.conf"),
+                    "registerWithTaints": [REAL_NODE_TAINT],
+                    "podLogsDir": str(d / "pod-logs"),
+                    "serializeImagePulls": False,
+                    "maxPods": 30,
+                    "imageGCHighThresholdPercent": 100,
+                    "imageGCLowThresholdPercent": 99,
+                    "evictionHard": {
+                        "memory.available": "1Mi",
+                        "nodefs.available": "0%",
+                        "imagefs.available": "0%",
+                    },
+                }
+            )
+        )
 
     def _wait(self, name: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.timeout

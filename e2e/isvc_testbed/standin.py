@@ -38,8 +38,16 @@ from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._kube import api_client
 
-__all__ = ["LaunchPlanNames", "OrderState", "SecretTokens", "ServedNameSource", "StandIn", "TokenSource",
-           "main", "served_name"]
+__all__ = [
+    "LaunchPlanNames",
+    "OrderState",
+    "SecretTokens",
+    "ServedNameSource",
+    "StandIn",
+    "TokenSource",
+    "main",
+    "served_name",
+]
 
 TokenSource = Callable[[str, str], str | None]
 """(namespace, order name) -> the token the order accepts, or None when it has no auth Secret."""
@@ -134,8 +142,13 @@ def _vector(text: str, dim: int = 8) -> list[float]:
 class StandIn:
     """The stand-in server. `start()` returns the base URL; `stop()` closes the port."""
 
-    def __init__(self, token_source: TokenSource, served_names: ServedNameSource,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        token_source: TokenSource,
+        served_names: ServedNameSource,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         if host != "127.0.0.1":
             raise ValueError("the stand-in listens on 127.0.0.1 only")
         self._tokens = token_source
@@ -330,8 +343,9 @@ class _Handler(BaseHTTPRequestHandler):
         handlers: dict[tuple[str, str], Callable[[str | None], Any]] = {
             ("GET", "v1/models"): lambda m: {
                 "object": "list",
-                "data": [] if m is None else [
-                    {"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
+                "data": []
+                if m is None
+                else [{"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
             },
             ("POST", "v1/chat/completions"): self._chat,
             ("POST", "v1/embeddings"): self._embeddings,
@@ -357,11 +371,21 @@ class _Handler(BaseHTTPRequestHandler):
             delta: dict[str, str] = {"content": word if i == 0 else f" {word}"}
             if i == 0:
                 delta["role"] = "assistant"
-            chunk = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created,
-                     "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            chunk = {
+                "id": "chatcmpl-standin",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            }
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        done = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        done = {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        }
         self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
         self.close_connection = True
 

@@ -19,7 +19,13 @@ import numpy as np
 from gguf import GGUFWriter, LlamaFileType, TokenType
 
 __all__ = [
-    "CHAT_TEMPLATE", "GGUF_FILE", "OTHER_VARIANT", "TinyModel", "hub_fixture", "tiny_chat_model", "truncated",
+    "CHAT_TEMPLATE",
+    "GGUF_FILE",
+    "OTHER_VARIANT",
+    "TinyModel",
+    "hub_fixture",
+    "tiny_chat_model",
+    "truncated",
 ]
 
 CHAT_TEMPLATE = (
@@ -64,15 +70,21 @@ class TinyModel:
         def w(*shape: int) -> np.ndarray:
             return (rng.standard_normal(shape) * 0.2).astype(np.float32)
 
-        out = {"token_embd.weight": w(vocab, d), "output_norm.weight": np.ones(d, np.float32),
-               "output.weight": w(vocab, d)}
+        out = {
+            "token_embd.weight": w(vocab, d),
+            "output_norm.weight": np.ones(d, np.float32),
+            "output.weight": w(vocab, d),
+        }
         for i in range(self.layers):
             out |= {
                 f"blk.{i}.attn_norm.weight": np.ones(d, np.float32),
-                f"blk.{i}.attn_q.weight": w(d, d), f"blk.{i}.attn_k.weight": w(kv, d),
-                f"blk.{i}.attn_v.weight": w(kv, d), f"blk.{i}.attn_output.weight": w(d, d),
+                f"blk.{i}.attn_q.weight": w(d, d),
+                f"blk.{i}.attn_k.weight": w(kv, d),
+                f"blk.{i}.attn_v.weight": w(kv, d),
+                f"blk.{i}.attn_output.weight": w(d, d),
                 f"blk.{i}.ffn_norm.weight": np.ones(d, np.float32),
-                f"blk.{i}.ffn_gate.weight": w(ff, d), f"blk.{i}.ffn_up.weight": w(ff, d),
+                f"blk.{i}.ffn_gate.weight": w(ff, d),
+                f"blk.{i}.ffn_up.weight": w(ff, d),
                 f"blk.{i}.ffn_down.weight": w(d, ff),
             }
         return out
@@ -95,8 +107,11 @@ class TinyModel:
         writer.add_tokenizer_model("llama")
         writer.add_token_list(tokens)
         writer.add_token_scores([0.0] * len(_CONTROL) + [0.0] * 256 + [-1.0] * (len(tokens) - 259))
-        writer.add_token_types([TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
-                               + [TokenType.BYTE] * 256 + [TokenType.NORMAL] * (len(tokens) - 259))
+        writer.add_token_types(
+            [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
+            + [TokenType.BYTE] * 256
+            + [TokenType.NORMAL] * (len(tokens) - 259)
+        )
         writer.add_unk_token_id(0)
         writer.add_bos_token_id(1)
         writer.add_eos_token_id(2)
@@ -111,8 +126,9 @@ class TinyModel:
         return path
 
 
-def tiny_chat_model(name: str = "isvc-tiny-chat", model: TinyModel | None = None,
-                    cache: Path | None = None) -> Path:
+def tiny_chat_model(
+    name: str = "isvc-tiny-chat", model: TinyModel | None = None, cache: Path | None = None
+) -> Path:
     """The GGUF file of `model` named `name`, written once into the test bed's cache (keyed by its recipe)."""
     model = model or TinyModel()
     root = Path(os.environ.get("ISVC_CACHE_DIR") or Path.home() / ".cache" / "isvc-testbed")
@@ -145,13 +161,22 @@ def hub_fixture(directory: Path, repos: dict[str, Path], model: TinyModel | None
     download; for `ModuleProcesses.start_hub(directory)`."""
     model = model or TinyModel()
     directory.mkdir(parents=True, exist_ok=True)
-    fixtures = [{
-        "repo": repo, "pipeline_tag": "text-generation", "library_name": None, "format": "gguf",
-        "parameters": model.parameters,
-        # Q8_0 holds 34 bytes per 32 weights (ggml's block_q8_0) against F32's 128: about a quarter
-        "gguf": {"architecture": "llama", "context_length": model.context,
-                 "files": {OTHER_VARIANT: gguf.stat().st_size * 34 // 128}},
-        "local_files": {GGUF_FILE: str(gguf)},
-    } for repo, gguf in repos.items()]
+    fixtures = [
+        {
+            "repo": repo,
+            "pipeline_tag": "text-generation",
+            "library_name": None,
+            "format": "gguf",
+            "parameters": model.parameters,
+            # Q8_0 holds 34 bytes per 32 weights (ggml's block_q8_0) against F32's 128: about a quarter
+            "gguf": {
+                "architecture": "llama",
+                "context_length": model.context,
+                "files": {OTHER_VARIANT: gguf.stat().st_size * 34 // 128},
+            },
+            "local_files": {GGUF_FILE: str(gguf)},
+        }
+        for repo, gguf in repos.items()
+    ]
     (directory / "tiny-chat.yaml").write_text(json.dumps(fixtures, indent=2))
     return directory

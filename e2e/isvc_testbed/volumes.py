@@ -33,8 +33,14 @@ log = logging.getLogger(__name__)
 
 def ensure_storage_class(api: k8s.ApiClient) -> None:
     """The test bed's StorageClass (Immediate binding: a claim is bound before its pod is scheduled)."""
-    body = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": STORAGE_CLASS},
-            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
     try:
         k8s.StorageV1Api(api).create_storage_class(cast(Any, body))
     except ApiException as exc:
@@ -57,7 +63,8 @@ def volume_for(claim: dict[str, Any], host_dir: Path | None = None) -> dict[str,
     if host_dir is not None:
         path = str(host_dir / _volume_name(claim))
     return {
-        "apiVersion": "v1", "kind": "PersistentVolume",
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
         "metadata": {"name": _volume_name(claim), "annotations": {PROVISIONED_BY: PROVISIONER}},
         "spec": {
             "capacity": {"storage": spec["resources"]["requests"]["storage"]},
@@ -66,8 +73,13 @@ def volume_for(claim: dict[str, Any], host_dir: Path | None = None) -> dict[str,
             "storageClassName": STORAGE_CLASS,
             "volumeMode": spec.get("volumeMode") or "Filesystem",
             "hostPath": {"path": path, "type": "DirectoryOrCreate"},
-            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
-                         "name": meta["name"], "uid": meta["uid"]},
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
         },
     }
 
@@ -107,9 +119,11 @@ class Provisioner:
         listed = self.core.list_persistent_volume_claim_for_all_namespaces()
         for claim in listed.items:
             self._on("ADDED", self.api.sanitize_for_serialization(claim))
-        stream = watch.Watch().stream(self.core.list_persistent_volume_claim_for_all_namespaces,
-                                      resource_version=cast(Any, listed.metadata).resource_version,
-                                      timeout_seconds=WATCH_SECONDS)
+        stream = watch.Watch().stream(
+            self.core.list_persistent_volume_claim_for_all_namespaces,
+            resource_version=cast(Any, listed.metadata).resource_version,
+            timeout_seconds=WATCH_SECONDS,
+        )
         for event in stream:
             self._on(event["type"], event["raw_object"])
             if self._stop.is_set():
@@ -147,8 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m isvc_testbed.volumes --kubeconfig PATH`: provision until SIGTERM."""
     p = argparse.ArgumentParser(prog="python -m isvc_testbed.volumes", description=__doc__)
     p.add_argument("--kubeconfig", required=True)
-    p.add_argument("--host-dir", type=Path, default=None,
-                   help="make each volume a directory here (a real node mounts them), writable by any user")
+    p.add_argument(
+        "--host-dir",
+        type=Path,
+        default=None,
+        help="make each volume a directory here (a real node mounts them), writable by any user",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     provisioner = Provisioner(k8s_config.new_client_from_config(config_file=args.kubeconfig), args.host_dir)

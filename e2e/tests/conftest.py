@@ -31,13 +31,23 @@ CATALOG_CRDS = sorted((E2E / "crds").glob("*.yaml"))
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("isvc-testbed")
-    group.addoption("--kubeconfig", metavar="PATH", type=Path,
-                    help="run against the cluster this administrator's kubeconfig names (bring your own)")
-    group.addoption("--no-kwok", dest="kwok", action="store_false",
-                    help="with --kubeconfig: the cluster already runs KWOK for the fake nodes; start none")
-    group.addoption("--real-node", action="store_true",
-                    help="collect e2e/tests/realnode (a real kubelet + containerd node, root): "
-                         "`nox -s realnode`")
+    group.addoption(
+        "--kubeconfig",
+        metavar="PATH",
+        type=Path,
+        help="run against the cluster this administrator's kubeconfig names (bring your own)",
+    )
+    group.addoption(
+        "--no-kwok",
+        dest="kwok",
+        action="store_false",
+        help="with --kubeconfig: the cluster already runs KWOK for the fake nodes; start none",
+    )
+    group.addoption(
+        "--real-node",
+        action="store_true",
+        help="collect e2e/tests/realnode (a real kubelet + containerd node, root): `nox -s realnode`",
+    )
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -56,8 +66,9 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         return
     existing: Path | None = request.config.getoption("kubeconfig")
     try:
-        c = Cluster(existing=existing.resolve() if existing else None,
-                    kwok=request.config.getoption("kwok")).start()
+        c = Cluster(
+            existing=existing.resolve() if existing else None, kwok=request.config.getoption("kwok")
+        ).start()
     except BinariesMissing as e:
         pytest.fail(str(e), pytrace=False)
     try:

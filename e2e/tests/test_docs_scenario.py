@@ -79,9 +79,14 @@ def _shows(expected: list[str], actual: str) -> bool:
         rows = [_columns(line) for line in lines]
         for row in expected[1:]:
             want = _columns(row)
-            if not any(len(have) == len(want) and all(
+            if not any(
+                len(have) == len(want)
+                and all(
                     h == "AGE" or (w.endswith("...") and v.startswith(w[:-3])) or w == v
-                    for h, w, v in zip(header, want, have, strict=True)) for have in rows):
+                    for h, w, v in zip(header, want, have, strict=True)
+                )
+                for have in rows
+            ):
                 return False
         return True
     if all(_CONDITION.match(line) for line in expected):  # a status "at any moment": the conditions shown
@@ -93,19 +98,35 @@ class Person:
     """Runs a step's commands as one identity, in a directory holding the step's YAML files."""
 
     def __init__(self, kubeconfig: Path, workdir: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-                    "PATH": f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "PATH": f"{bin_dir()}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
         self.workdir = workdir
 
     def run(self, command: str) -> tuple[int, str]:
-        done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=self.workdir, env=self.env,
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         return done.returncode, done.stdout + done.stderr
 
     def watch_until_ready(self, command: str, timeout: float) -> str:
         """A `-w` command, read until a row says Ready, then stopped."""
-        proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=self.workdir,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seen: list[str] = []
         deadline = time.monotonic() + timeout
         try:
@@ -135,23 +156,30 @@ def _clean(admin_api: k8s.ApiClient, namespaces: tuple[str, ...], classes: tuple
     custom = k8s.CustomObjectsApi(admin_api)
 
     def items(namespace: str, plural: str) -> list[Any]:
-        listed = cast(dict[str, Any], custom.list_namespaced_custom_object(
-            "ai.deckhouse.io", "v1alpha1", namespace, plural))
+        listed = cast(
+            dict[str, Any],
+            custom.list_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", namespace, plural),
+        )
         return list(listed["items"])
 
     for namespace in namespaces:
         for item in items(namespace, "inferenceservices"):
-            custom.delete_namespaced_custom_object("ai.deckhouse.io", "v1alpha1", namespace,
-                                                   "inferenceservices", item["metadata"]["name"])
+            custom.delete_namespaced_custom_object(
+                "ai.deckhouse.io", "v1alpha1", namespace, "inferenceservices", item["metadata"]["name"]
+            )
     for name in classes:
         try:
-            custom.delete_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses",
-                                                name)
+            custom.delete_cluster_custom_object(
+                "ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses", name
+            )
         except k8s.ApiException as exc:
             if exc.status != 404:
                 raise
-    wait_for(lambda: not any(items(ns, "launchplans") for ns in namespaces), 120,
-             what="the documents' LaunchPlans gone")
+    wait_for(
+        lambda: not any(items(ns, "launchplans") for ns in namespaces),
+        120,
+        what="the documents' LaunchPlans gone",
+    )
 
 
 @pytest.fixture
@@ -182,8 +210,10 @@ def example_namespaces(module: Any, admin_api: k8s.ApiClient) -> Iterator[tuple[
 def test_every_command_of_the_scenario_runs_as_written_by_the_person_it_names(
     cluster: Cluster, support: str, tmp_path: Path
 ) -> None:
-    people = {"Alice": Person(cluster.admin_kubeconfig, tmp_path),
-              "Bob": Person(cluster.alice_kubeconfig, tmp_path)}
+    people = {
+        "Alice": Person(cluster.admin_kubeconfig, tmp_path),
+        "Bob": Person(cluster.alice_kubeconfig, tmp_path),
+    }
     ran: list[str] = []
     replans: list[int] = []
     for person, language, body in _steps(SCENARIO.read_text(encoding="utf-8")):
@@ -268,6 +298,7 @@ def _until_shown(who: Person, person: str, command: str, expected: list[str]) ->
 
 def _replans(bob: Person) -> int:
     """Wait until the edited order is Ready on its new plan; its replanCount."""
+
     def ready() -> int | None:
         code, out = bob.run("kubectl get infsvc support-llm -n support -o yaml")
         status = (yaml.safe_load(out) or {}).get("status") or {} if code == 0 else {}

@@ -16,7 +16,8 @@ SEED = 20260818
 
 @pytest.mark.parametrize("fleet_name", ["default", "partitioned"])
 def test_every_placement_is_allocated_and_every_refusal_is_true(
-        admin_api: k8s.ApiClient, fleet: Fleet, fleet_name: str) -> None:
+    admin_api: k8s.ApiClient, fleet: Fleet, fleet_name: str
+) -> None:
     publish(admin_api, fleet_name)
     try:
         report = run(admin_api, fleet_name, SEED, refusals=6, confine=products(fleet_name))

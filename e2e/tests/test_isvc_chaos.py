@@ -43,5 +43,6 @@ def test_a_standby_controller_takes_over_when_the_leader_dies(chaos: dict[str, A
     """How soon (the 15 s goal) is a figure of `nox -s chaos`, not asserted here: no timed tests."""
     killed = next(f for f in chaos["faults"] if "takeover" in f)
     # Either process may lead first (whichever took the Lease); the other one must take over.
-    assert killed["takeover"]["by"] == {"controller": "standby", "standby": "controller"}[killed["killed"]], \
+    assert killed["takeover"]["by"] == {"controller": "standby", "standby": "controller"}[killed["killed"]], (
         chaos["faults"]
+    )

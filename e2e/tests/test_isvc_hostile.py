@@ -57,13 +57,27 @@ CLASS_REASONS = {r.value for r in ClassReason}
 # ---- what is generated ----------------------------------------------------------------------------------
 
 DNS = string.ascii_lowercase + string.digits
-REAL = ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-3B-Instruct", "BAAI/bge-m3",
-        "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-405B-Instruct",
-        "Qwen/Qwen2.5-32B-Instruct-AWQ", "Qwen/Qwen2.5-7B-Instruct-GGUF"]
+REAL = [
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-3B-Instruct",
+    "BAAI/bge-m3",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.1-405B-Instruct",
+    "Qwen/Qwen2.5-32B-Instruct-AWQ",
+    "Qwen/Qwen2.5-7B-Instruct-GGUF",
+]
 # the hostile repositories that answer at once (hostile/slow holds a worker for the whole deadline: alone)
-FAST_HOSTILE = ["hostile/huge-config", "hostile/huge-index", "hostile/huge-header", "hostile/many-shards",
-                "hostile/malformed-config", "hostile/malformed-index", "hostile/malformed-header",
-                "hostile/truncated-header"]
+FAST_HOSTILE = [
+    "hostile/huge-config",
+    "hostile/huge-index",
+    "hostile/huge-header",
+    "hostile/many-shards",
+    "hostile/malformed-config",
+    "hostile/malformed-index",
+    "hostile/malformed-header",
+    "hostile/truncated-header",
+]
+
 
 @st.composite
 def weighted(draw: st.DrawFn, *choices: tuple[int, st.SearchStrategy[Any]]) -> Any:
@@ -79,29 +93,79 @@ def weighted(draw: st.DrawFn, *choices: tuple[int, st.SearchStrategy[Any]]) -> A
 
 # A fresh name: a length around the 52-character bound and a tail of DNS characters, '-' and '.'; the run
 # puts its own counter first, so that fresh names do not collide (hypothesis repeats small examples).
-fresh_names = st.tuples(st.one_of(st.integers(1, 56), st.integers(50, 54)),
-                        st.text(alphabet=DNS + "-.", max_size=56)).map(lambda t: ("fresh", *t))
+fresh_names = st.tuples(
+    st.one_of(st.integers(1, 56), st.integers(50, 54)), st.text(alphabet=DNS + "-.", max_size=56)
+).map(lambda t: ("fresh", *t))
 names = st.one_of(
     st.text(alphabet=DNS + "-.", min_size=1, max_size=64),  # '--', leading or trailing '-', dots
     st.integers(50, 54).flatmap(lambda n: st.text(alphabet=DNS, min_size=n, max_size=n)),  # around 52
     st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,50}[a-z0-9])?", fullmatch=True),
     st.text(max_size=300),  # anything: capitals, spaces, other scripts, control characters, empty
-    st.sampled_from(["a", "-a", "a-", "a..b", "a.b", "x" * 52, "x" * 53, "x" * 253, "x" * 254, "ℌ", "a_b",
-                     "default", "kube-system", "a\u0000b"]),
+    st.sampled_from(
+        [
+            "a",
+            "-a",
+            "a-",
+            "a..b",
+            "a.b",
+            "x" * 52,
+            "x" * 53,
+            "x" * 253,
+            "x" * 254,
+            "ℌ",
+            "a_b",
+            "default",
+            "kube-system",
+            "a\u0000b",
+        ]
+    ),
 )
 # (the first choice of each is what hypothesis draws most, its simplest: never a model that gets planned)
 revisions = weighted(
-    (45, st.sampled_from(["@main", "@refs/pr/1", "@v1.0", "@" + "0" * 40, "@../../etc/passwd", "@%2F", "@ ",
-                          "@", "@@", "@main@main", "@" + "f" * 300])),
+    (
+        45,
+        st.sampled_from(
+            [
+                "@main",
+                "@refs/pr/1",
+                "@v1.0",
+                "@" + "0" * 40,
+                "@../../etc/passwd",
+                "@%2F",
+                "@ ",
+                "@",
+                "@@",
+                "@main@main",
+                "@" + "f" * 300,
+            ]
+        ),
+    ),
     (45, st.text(max_size=40).map(lambda t: "@" + t)),
     (10, st.just("")),
 )
 repo_ids = st.one_of(
     st.tuples(st.sampled_from(FAST_HOSTILE + REAL), revisions).map("".join),
-    st.tuples(st.text(alphabet=DNS + "-_.", min_size=1, max_size=40), st.text(min_size=1, max_size=60),
-              revisions).map(lambda t: f"{t[0]}/{t[1]}{t[2]}"),
-    st.sampled_from(["", "/", "//", "a/", "/b", "a/b/c", "..", "../..", "a/..", "https://example.test/x",
-                     "a" * 512, "a" * 513, "a/" + "b" * 510, "Qwen/Qwen2.5-7B-Instruct\n"]),
+    st.tuples(
+        st.text(alphabet=DNS + "-_.", min_size=1, max_size=40), st.text(min_size=1, max_size=60), revisions
+    ).map(lambda t: f"{t[0]}/{t[1]}{t[2]}"),
+    st.sampled_from(
+        [
+            "",
+            "/",
+            "//",
+            "a/",
+            "/b",
+            "a/b/c",
+            "..",
+            "../..",
+            "a/..",
+            "https://example.test/x",
+            "a" * 512,
+            "a" * 513,
+            "a/" + "b" * 510,
+            "Qwen/Qwen2.5-7B-Instruct\n",
+        ]
+    ),
     st.text(max_size=600),
 )
 secret_refs = st.fixed_dictionaries({"name": names}, optional={"key": st.text(max_size=300)})
@@ -113,69 +177,132 @@ def _hf(ref: str) -> dict[str, Any]:
 
 models = weighted(
     # a Hugging Face id, perhaps with a token Secret that does not exist
-    (50, st.fixed_dictionaries({"src": st.just("HuggingFace"),
-                                "ref": st.fixed_dictionaries({"name": repo_ids})},
-                          optional={"authSecretRef": secret_refs})),
+    (
+        50,
+        st.fixed_dictionaries(
+            {"src": st.just("HuggingFace"), "ref": st.fixed_dictionaries({"name": repo_ids})},
+            optional={"authSecretRef": secret_refs},
+        ),
+    ),
     # a catalog reference, of any kind and namespace
-    (25, st.fixed_dictionaries({"src": st.just("AIModels"), "ref": st.fixed_dictionaries(
-        {"name": names}, optional={"kind": st.sampled_from(["Model", "ClusterModel", "model", "Bogus", ""]),
-                                   "namespace": names})})),
+    (
+        25,
+        st.fixed_dictionaries(
+            {
+                "src": st.just("AIModels"),
+                "ref": st.fixed_dictionaries(
+                    {"name": names},
+                    optional={
+                        "kind": st.sampled_from(["Model", "ClusterModel", "model", "Bogus", ""]),
+                        "namespace": names,
+                    },
+                ),
+            }
+        ),
+    ),
     # the two sources' fields mixed, or no source the platform knows
-    (10, st.fixed_dictionaries({
-        "src": st.one_of(st.sampled_from(["HuggingFace", "AIModels", "S3", "", "huggingface"]),
-                         st.text(max_size=20)),
-        "ref": st.dictionaries(st.sampled_from(["name", "kind", "namespace", "revision"]),
-                               st.one_of(st.text(max_size=80), st.integers(), st.none()))})),
+    (
+        10,
+        st.fixed_dictionaries(
+            {
+                "src": st.one_of(
+                    st.sampled_from(["HuggingFace", "AIModels", "S3", "", "huggingface"]),
+                    st.text(max_size=20),
+                ),
+                "ref": st.dictionaries(
+                    st.sampled_from(["name", "kind", "namespace", "revision"]),
+                    st.one_of(st.text(max_size=80), st.integers(), st.none()),
+                ),
+            }
+        ),
+    ),
     # garbage where an object belongs
     (10, st.one_of(st.none(), st.text(max_size=50), st.integers(), st.lists(st.integers(), max_size=3))),
     # now and then, a model that resolves and is planned (the rest of the path runs too)
     (2, st.sampled_from(REAL[:3]).map(_hf)),
 )
 selectors = st.one_of(
-    st.sampled_from([
-        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'",
-        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'",
-        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",
-        "true", "false", "1", "'x'", "device.attributes['gpu.nvidia.com'].nope == 1", "device.", "((((((",
-        "[" * 200 + "]" * 200, "size('a' * 100000) > 0", "device.attributes['a'].b.c.d.e.f.g.h",
-        "1/0 == 1", "has(device.attributes['gpu.nvidia.com'].productName) || true",
-    ]),
+    st.sampled_from(
+        [
+            "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'",
+            "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'",
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",
+            "true",
+            "false",
+            "1",
+            "'x'",
+            "device.attributes['gpu.nvidia.com'].nope == 1",
+            "device.",
+            "((((((",
+            "[" * 200 + "]" * 200,
+            "size('a' * 100000) > 0",
+            "device.attributes['a'].b.c.d.e.f.g.h",
+            "1/0 == 1",
+            "has(device.attributes['gpu.nvidia.com'].productName) || true",
+        ]
+    ),
     st.text(max_size=200),
 )
 # Classes the schema admits, odd within it (selectors, shares, priorities, namespaces), and now and then one
 # field set to what the schema refuses.
 class_specs = st.fixed_dictionaries(
-    {"modelPolicy": st.fixed_dictionaries(
-        {"allowedEndpointTypes": st.lists(st.sampled_from(["Chat", "Embeddings", "Rerank"]), max_size=3)},
-        optional={"allowedFormats": st.lists(st.sampled_from(["Safetensors", "GGUF", "PyTorch"]), max_size=8),
-                  "maxParameterCount": st.integers(1, 10**15)})},
+    {
+        "modelPolicy": st.fixed_dictionaries(
+            {"allowedEndpointTypes": st.lists(st.sampled_from(["Chat", "Embeddings", "Rerank"]), max_size=3)},
+            optional={
+                "allowedFormats": st.lists(st.sampled_from(["Safetensors", "GGUF", "PyTorch"]), max_size=8),
+                "maxParameterCount": st.integers(1, 10**15),
+            },
+        )
+    },
     optional={
-        "admissionPolicy": st.fixed_dictionaries({"allowedNamespaces": st.lists(
-            st.one_of(st.just(NS), names), max_size=5)}),
-        "exposure": st.fixed_dictionaries({}, optional={
-            "type": st.sampled_from(["ClusterLocal", "External"]),
-            "authentication": st.sampled_from(["Token", "None"]),
-            "tls": st.fixed_dictionaries({"clusterIssuerName": st.one_of(names, st.just(""))})}),
-        "scalingPolicy": st.fixed_dictionaries({}, optional={
-            "minReplicas": st.integers(0, 1000), "maxReplicas": st.integers(1, 1000),
-            "autoscaler": st.booleans()}),
+        "admissionPolicy": st.fixed_dictionaries(
+            {"allowedNamespaces": st.lists(st.one_of(st.just(NS), names), max_size=5)}
+        ),
+        "exposure": st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(["ClusterLocal", "External"]),
+                "authentication": st.sampled_from(["Token", "None"]),
+                "tls": st.fixed_dictionaries({"clusterIssuerName": st.one_of(names, st.just(""))}),
+            },
+        ),
+        "scalingPolicy": st.fixed_dictionaries(
+            {},
+            optional={
+                "minReplicas": st.integers(0, 1000),
+                "maxReplicas": st.integers(1, 1000),
+                "autoscaler": st.booleans(),
+            },
+        ),
         "priorityClassName": st.one_of(names, st.sampled_from(["system-cluster-critical", "no-such-class"])),
-        "acceleratorPolicy": st.fixed_dictionaries({}, optional={
-            "deviceClassNames": st.lists(
-                st.one_of(st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com"]), names), max_size=16),
-            "selector": selectors,
-            "allowedSharePercents": st.lists(st.integers(-5, 250), max_size=100)}),
-        "updateStrategy": st.fixed_dictionaries(
-            {"type": st.sampled_from(["RollingUpdate", "Recreate"])}),
+        "acceleratorPolicy": st.fixed_dictionaries(
+            {},
+            optional={
+                "deviceClassNames": st.lists(
+                    st.one_of(st.sampled_from(["gpu.nvidia.com", "mig.nvidia.com"]), names), max_size=16
+                ),
+                "selector": selectors,
+                "allowedSharePercents": st.lists(st.integers(-5, 250), max_size=100),
+            },
+        ),
+        "updateStrategy": st.fixed_dictionaries({"type": st.sampled_from(["RollingUpdate", "Recreate"])}),
     },
 )
 MUTATIONS: list[tuple[tuple[str, ...], Any]] = [
-    (("modelPolicy", "allowedEndpointTypes"), ["chat"]), (("modelPolicy", "allowedFormats"), ["ONNX"]),
-    (("modelPolicy", "maxParameterCount"), -1), (("modelPolicy", "allowedEndpointTypes"), ["Chat"] * 4),
-    (("exposure", "type"), "NodePort"), (("scalingPolicy", "minReplicas"), -1),
-    (("scalingPolicy", "maxReplicas"), 1001), (("scalingPolicy",), {"minReplicas": 3, "maxReplicas": 2}),
-    (("acceleratorPolicy", "selector"), "x" * 10241), (("updateStrategy", "type"), "Blue"),
-    (("priorityClassName",), "p" * 254), (("modelPolicy",), None), (("spam",), 1),
+    (("modelPolicy", "allowedEndpointTypes"), ["chat"]),
+    (("modelPolicy", "allowedFormats"), ["ONNX"]),
+    (("modelPolicy", "maxParameterCount"), -1),
+    (("modelPolicy", "allowedEndpointTypes"), ["Chat"] * 4),
+    (("exposure", "type"), "NodePort"),
+    (("scalingPolicy", "minReplicas"), -1),
+    (("scalingPolicy", "maxReplicas"), 1001),
+    (("scalingPolicy",), {"minReplicas": 3, "maxReplicas": 2}),
+    (("acceleratorPolicy", "selector"), "x" * 10241),
+    (("updateStrategy", "type"), "Blue"),
+    (("priorityClassName",), "p" * 254),
+    (("modelPolicy",), None),
+    (("spam",), 1),
 ]
 mutations = weighted((70, st.none()), (30, st.sampled_from(MUTATIONS)))
 
@@ -188,12 +315,20 @@ def _mutate(spec: dict[str, Any], mutation: tuple[tuple[str, ...], Any] | None) 
             at = at.setdefault(key, {})
         at[path[-1]] = value
     return spec
+
+
 order_names = weighted((75, fresh_names), (25, names))
 # which class an order names: none, one of this run's (by index), the shipped one, one that does not exist
 class_choices = st.one_of(st.none(), st.integers(0, 10**6), st.just("default-llm"), names)
 
-FUZZ_SETTINGS = settings(database=None, deadline=None, derandomize=False, print_blob=True,
-                         phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+FUZZ_SETTINGS = settings(
+    database=None,
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    phases=[Phase.generate, Phase.shrink],
+    suppress_health_check=list(HealthCheck),
+)
 
 # ---- the run --------------------------------------------------------------------------------------------
 
@@ -217,8 +352,11 @@ class Controller:
         return parse_metrics(r.text)
 
     def passes(self) -> float:
-        return sum(v for (n, labels), v in self.metrics().items()
-                   if n == "isvc_reconcile_total" and dict(labels).get("kind") == "order")
+        return sum(
+            v
+            for (n, labels), v in self.metrics().items()
+            if n == "isvc_reconcile_total" and dict(labels).get("kind") == "order"
+        )
 
     def leading(self) -> bool:
         try:
@@ -293,9 +431,12 @@ def _refusal(e: ApiException, kind: str, name: str, taken: set[str]) -> str:
 def _judged(status: dict[str, Any], generation: int) -> bool:
     """The order's status is of its current generation and every condition carries a documented reason."""
     conds = status.get("conditions") or []
-    return (bool(conds) and status.get("observedGeneration") == generation
-            and all(c.get("reason") in DOCUMENTED for c in conds)
-            and (status.get("reason") is None or status.get("reason") in DOCUMENTED))
+    return (
+        bool(conds)
+        and status.get("observedGeneration") == generation
+        and all(c.get("reason") in DOCUMENTED for c in conds)
+        and (status.get("reason") is None or status.get("reason") in DOCUMENTED)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -315,9 +456,17 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         spec = _mutate(spec, mutation)
         run.attempts += 1
         try:
-            admin.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServiceClass",
-                "metadata": {"name": name}, "spec": spec})
+            admin.create_cluster_custom_object(
+                GROUP,
+                VERSION,
+                "inferenceserviceclasses",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "InferenceServiceClass",
+                    "metadata": {"name": name},
+                    "spec": spec,
+                },
+            )
             run.classes.append(name)
         except ApiException as e:
             run.refused[_refusal(e, "class", name, set(run.classes))] += 1
@@ -336,9 +485,18 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         if run.attempts % 200 == 0:
             sample_rss()
         try:
-            alice.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-                "spec": spec})
+            alice.create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                NS,
+                "inferenceservices",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "InferenceService",
+                    "metadata": {"name": name},
+                    "spec": spec,
+                },
+            )
             run.orders[name] = spec
         except ApiException as e:
             run.refused[_refusal(e, "order", name, set(run.orders))] += 1
@@ -371,12 +529,15 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             obj = admin.get_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
             run.class_status[name] = obj.get("status") or {}
         run.took = time.monotonic() - started
-        print(f"fuzz: {ORDERS} orders, {CLASSES} classes generated; {len(run.orders)} orders and "
-              f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
-              f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
-              f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after ({run.retried} orders retried); "
-              f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s")
+        print(
+            f"fuzz: {ORDERS} orders, {CLASSES} classes generated; {len(run.orders)} orders and "
+            f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
+            f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
+            f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after ({run.retried} orders retried); "
+            f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s"
+        )
     finally:  # before the tests judge the run, so that what follows in the module finds the bed quiet
+
         def delete_all() -> None:
             """Every order of the namespace deleted; with thousands the API server may answer 504 before it
             is through (it goes on), so what is left undeleted is deleted again on the next look."""
@@ -396,8 +557,9 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             claims = k8s.ResourceV1Api(admin_api).list_namespaced_resource_claim(NS).items
             return not (left or plans or claims)
 
-        wait_for(gone, 180 + 0.05 * len(run.orders), interval=2,
-                 what="the fuzzed orders and all they held gone")
+        wait_for(
+            gone, 180 + 0.05 * len(run.orders), interval=2, what="the fuzzed orders and all they held gone"
+        )
         for name in run.classes:
             try:
                 admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", name)
@@ -412,21 +574,27 @@ def test_every_fuzzed_order_is_refused_at_write_or_judged_with_a_documented_reas
     assert fuzz.refused, "no generated order was refused at write: the generator is too tame"
     unjudged = {n: fuzz.statuses.get(n) for n in fuzz.orders if not _judged(fuzz.statuses.get(n, {}), 1)}
     shown = dict(list(unjudged.items())[:5])
-    assert unjudged == {}, (f"{len(unjudged)} of {len(fuzz.orders)} orders not judged with a documented "
-                                     f"reason; e.g. {shown}; their specs "
-                                     f"{ {n: fuzz.orders[n] for n in shown} }")
+    assert unjudged == {}, (
+        f"{len(unjudged)} of {len(fuzz.orders)} orders not judged with a documented "
+        f"reason; e.g. {shown}; their specs "
+        f"{ {n: fuzz.orders[n] for n in shown} }"
+    )
 
 
 def test_every_fuzzed_class_is_refused_at_write_or_judged(fuzz: Fuzz) -> None:
     assert fuzz.classes, "no generated class was accepted"
-    unjudged = {n: s for n, s in fuzz.class_status.items()
-                if condition(s, "Ready").get("reason") not in CLASS_REASONS}
-    assert unjudged == {}, f"{len(unjudged)} classes without a Ready condition of a ClassReason: " \
-                           f"{dict(list(unjudged.items())[:5])}"
+    unjudged = {
+        n: s for n, s in fuzz.class_status.items() if condition(s, "Ready").get("reason") not in CLASS_REASONS
+    }
+    assert unjudged == {}, (
+        f"{len(unjudged)} classes without a Ready condition of a ClassReason: "
+        f"{dict(list(unjudged.items())[:5])}"
+    )
 
 
 def test_the_controller_survives_with_passes_per_order_bounded_and_no_hot_loop(
-        fuzz: Fuzz, controller: Controller) -> None:
+    fuzz: Fuzz, controller: Controller
+) -> None:
     controller.module.check("controller")  # alive: raises with its log tail when it exited
     per_order = fuzz.passes / max(1, len(fuzz.orders))
     # a pass for the create, one for the status it wrote, a few for retried reasons (5 s and up) and for
@@ -438,7 +606,8 @@ def test_the_controller_survives_with_passes_per_order_bounded_and_no_hot_loop(
     bound = 2 * (fuzz.retried + 5) * QUIET / RETRY_CAPACITY
     assert fuzz.quiet_passes <= bound, (
         f"{fuzz.quiet_passes:.0f} passes in {QUIET:.0f}s after every order was judged "
-        f"({fuzz.retried} waiting on a retried reason; bound {bound:.0f})")
+        f"({fuzz.retried} waiting on a retried reason; bound {bound:.0f})"
+    )
 
 
 def test_the_controller_memory_stays_bounded(fuzz: Fuzz) -> None:
@@ -469,9 +638,18 @@ def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[s
     alice = k8s.CustomObjectsApi(alice_api)
     orders = {repo: f"hub-{repo}" for repo in HOSTILE}
     for repo, name in orders.items():
-        alice.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "metadata": {"name": name},
-            "spec": {"model": _hf(f"hostile/{repo}")}})
+        alice.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            NS,
+            "inferenceservices",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "InferenceService",
+                "metadata": {"name": name},
+                "spec": {"model": _hf(f"hostile/{repo}")},
+            },
+        )
     seen: dict[str, Any] = {"rss_start": controller.rss()}
     seen["rss_peak"] = seen["rss_start"]
 
@@ -485,8 +663,10 @@ def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[s
     try:
         with contextlib.suppress(TimeoutError):  # each test names its own
             wait_for(refused, SLOW_BOUND, interval=1, what="every hostile repository refused")
-        print(f"hostile repositories: controller RSS {seen['rss_start'] / MIB:.0f} -> peak "
-              f"{seen['rss_peak'] / MIB:.0f} MiB")
+        print(
+            f"hostile repositories: controller RSS {seen['rss_start'] / MIB:.0f} -> peak "
+            f"{seen['rss_peak'] / MIB:.0f} MiB"
+        )
         yield seen
     finally:
         for name in orders.values():
@@ -499,16 +679,21 @@ def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[s
 
 @pytest.mark.parametrize("repo", list(HOSTILE))
 def test_a_hostile_hub_repository_is_refused_as_invalid_model_source_naming_the_limit(
-        hostile: dict[str, Any], repo: str) -> None:
+    hostile: dict[str, Any], repo: str
+) -> None:
     status = hostile[repo]
     cond = condition(status, "ModelResolved")
     assert (cond.get("status"), cond.get("reason"), status.get("reason")) == (
-        "False", Reason.INVALID_MODEL_SOURCE.value, Reason.INVALID_MODEL_SOURCE.value), status
+        "False",
+        Reason.INVALID_MODEL_SOURCE.value,
+        Reason.INVALID_MODEL_SOURCE.value,
+    ), status
     assert HOSTILE[repo] in cond.get("message", ""), cond.get("message")
 
 
 def test_hostile_repositories_leave_the_controller_alive_and_its_memory_bounded(
-        hostile: dict[str, Any], controller: Controller) -> None:
+    hostile: dict[str, Any], controller: Controller
+) -> None:
     controller.module.check("controller")
     start, peak = hostile["rss_start"], hostile["rss_peak"]
     figures = f"controller RSS {start / MIB:.0f} MiB before the orders, peak {peak / MIB:.0f} MiB"

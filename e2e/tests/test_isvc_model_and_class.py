@@ -32,12 +32,23 @@ CONTROLLER_SA = "system:serviceaccount:d8-isvc:controller"
 
 
 BGE_FACTS: Obj = {
-    "source": {"url": "hf://BAAI/bge-m3"}, "format": "Safetensors", "architecture": "XLMRobertaModel",
-    "family": "xlm-roberta", "parameterCount": 567754752, "dtype": "float32", "quantization": "None",
-    "contextLength": 8192, "endpointTypes": ["Embeddings"], "size": "2Gi",
+    "source": {"url": "hf://BAAI/bge-m3"},
+    "format": "Safetensors",
+    "architecture": "XLMRobertaModel",
+    "family": "xlm-roberta",
+    "parameterCount": 567754752,
+    "dtype": "float32",
+    "quantization": "None",
+    "contextLength": 8192,
+    "endpointTypes": ["Embeddings"],
+    "size": "2Gi",
 }
-READY_STATUS: Obj = {"phase": "Ready", "conditions": [
-    {"type": "Ready", "status": "True", "reason": "Downloaded", "message": "weights are in place"}]}
+READY_STATUS: Obj = {
+    "phase": "Ready",
+    "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Downloaded", "message": "weights are in place"}
+    ],
+}
 
 
 class Bed(Orders):
@@ -58,8 +69,13 @@ class Bed(Orders):
 
 
 @pytest.fixture
-def bed(module: ModuleProcesses, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str,
-        catalog_crds: list[str]) -> Iterator[Bed]:
+def bed(
+    module: ModuleProcesses,
+    admin_api: k8s.ApiClient,
+    alice_api: k8s.ApiClient,
+    team_a: str,
+    catalog_crds: list[str],
+) -> Iterator[Bed]:
     with Bed(module, admin_api, alice_api, team_a, timeout=30) as b:
         yield b
 
@@ -70,8 +86,9 @@ def bed(module: ModuleProcesses, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
 def test_an_order_naming_a_missing_class_says_class_not_found(bed: Bed) -> None:
     bed.order("cls-missing", hf("Qwen/Qwen2.5-7B-Instruct"), klass="default-llm-v0")
     status = bed.wait_reason("cls-missing", "ClassResolved", "ClassNotFound")
-    assert_refused(status, "ClassResolved", "ClassNotFound", "spec.inferenceServiceClassName",
-                   "'default-llm-v0'")
+    assert_refused(
+        status, "ClassResolved", "ClassNotFound", "spec.inferenceServiceClassName", "'default-llm-v0'"
+    )
     assert condition(status, "ModelResolved")["status"] == "Unknown"
 
     bed.klass("default-llm-v0", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]}})  # the class appears
@@ -90,17 +107,32 @@ def test_a_class_with_no_endpoint_types_is_not_ready_and_its_orders_say_class_no
 
 
 def test_widening_allowed_namespaces_lifts_namespace_not_allowed_without_editing_the_order(bed: Bed) -> None:
-    bed.klass("e2e-team-b-only", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-                                  "admissionPolicy": {"allowedNamespaces": ["team-b"]}})
+    bed.klass(
+        "e2e-team-b-only",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "admissionPolicy": {"allowedNamespaces": ["team-b"]},
+        },
+    )
     bed.order("ns-refused", hf("Qwen/Qwen2.5-7B-Instruct"), klass="e2e-team-b-only")
     status = bed.wait_reason("ns-refused", "ClassResolved", "NamespaceNotAllowed")
-    assert_refused(status, "ClassResolved", "NamespaceNotAllowed", "'e2e-team-b-only'", "'team-a'",
-                   "admissionPolicy.allowedNamespaces")
+    assert_refused(
+        status,
+        "ClassResolved",
+        "NamespaceNotAllowed",
+        "'e2e-team-b-only'",
+        "'team-a'",
+        "admissionPolicy.allowedNamespaces",
+    )
     generation = bed.read("ns-refused")["metadata"]["generation"]
 
-    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "e2e-team-b-only",
-                                          {"spec": {"admissionPolicy": {"allowedNamespaces": ["team-b",
-                                                                                             "team-a"]}}})
+    bed.admin.patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "inferenceserviceclasses",
+        "e2e-team-b-only",
+        {"spec": {"admissionPolicy": {"allowedNamespaces": ["team-b", "team-a"]}}},
+    )
     status = bed.wait_true("ns-refused", "ClassResolved", timeout=10)  # a watch, not the 15 s requeue
     assert status.get("reason") != "NamespaceNotAllowed"
     assert bed.read("ns-refused")["metadata"]["generation"] == generation
@@ -108,16 +140,26 @@ def test_widening_allowed_namespaces_lifts_namespace_not_allowed_without_editing
 
 def test_what_the_class_decided_is_echoed_into_the_order(bed: Bed) -> None:
     scheduling = k8s.SchedulingV1Api(bed.admin_api)
-    scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name="e2e-isvc-high"),
-                                                         value=100000))
+    scheduling.create_priority_class(
+        k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name="e2e-isvc-high"), value=100000)
+    )
     bed.cleanup.append(lambda: scheduling.delete_priority_class("e2e-isvc-high"))
-    bed.klass("e2e-scaled", {"modelPolicy": {"allowedEndpointTypes": ["Embeddings", "Chat"]},
-                             "scalingPolicy": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True},
-                             "priorityClassName": "e2e-isvc-high"})
+    bed.klass(
+        "e2e-scaled",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Embeddings", "Chat"]},
+            "scalingPolicy": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True},
+            "priorityClassName": "e2e-isvc-high",
+        },
+    )
     bed.order("echo", hf("BAAI/bge-m3"), klass="e2e-scaled")
     status = bed.wait_true("echo", "ModelResolved")
-    assert status["constraints"] == {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True,
-                                     "priorityClassName": "e2e-isvc-high"}
+    assert status["constraints"] == {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "autoscaler": True,
+        "priorityClassName": "e2e-isvc-high",
+    }
     assert status["model"]["endpointType"] == "Embeddings"
 
 
@@ -140,13 +182,16 @@ def test_a_repository_id_without_an_owner_says_invalid_model_source(bed: Bed) ->
 def test_a_gated_model_naming_a_missing_secret_resumes_once_the_secret_exists(bed: Bed) -> None:
     bed.order("gated", hf("meta-llama/Llama-3.1-8B-Instruct", secret="e2e-hf-token"), klass="default-llm")
     status = bed.wait_reason("gated", "ModelResolved", "AuthSecretNotFound")
-    assert_refused(status, "ModelResolved", "AuthSecretNotFound", "'e2e-hf-token'",
-                   "spec.model.authSecretRef", "team-a")
+    assert_refused(
+        status, "ModelResolved", "AuthSecretNotFound", "'e2e-hf-token'", "spec.model.authSecretRef", "team-a"
+    )
     generation = bed.read("gated")["metadata"]["generation"]
 
     core = k8s.CoreV1Api(bed.admin_api)
-    core.create_namespaced_secret(bed.ns, k8s.V1Secret(
-        metadata=k8s.V1ObjectMeta(name="e2e-hf-token"), string_data={"token": "hf_test_token"}))
+    core.create_namespaced_secret(
+        bed.ns,
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="e2e-hf-token"), string_data={"token": "hf_test_token"}),
+    )
     bed.cleanup.append(lambda: core.delete_namespaced_secret("e2e-hf-token", bed.ns))
     status = bed.wait_true("gated", "ModelResolved", timeout=30)
     assert status["model"]["parameterCount"] == 8030261248
@@ -165,31 +210,44 @@ def _timed_requeues(bed: Bed, reason: str) -> float:
         return r.text if r.status_code == 200 else None
 
     text = wait_for(scrape, 30, what="the controller's /metrics")
-    return sum(v for (_, labels), v in parse_metrics(text, ["isvc_order_timed_requeues_total"]).items()
-               if dict(labels).get("reason") == reason)
+    return sum(
+        v
+        for (_, labels), v in parse_metrics(text, ["isvc_order_timed_requeues_total"]).items()
+        if dict(labels).get("reason") == reason
+    )
 
 
 def test_a_missing_secret_and_then_a_missing_key_lift_on_the_secrets_own_change_not_on_a_timer(
-        bed: Bed) -> None:
+    bed: Bed,
+) -> None:
     """Nothing polls for the Secret: no pass of an order refused with AuthSecretNotFound asks to be passed
     again later (the controller counts every timed requeue by the order's reason), and the order's own
     replay is an hour away. So the order can move only on the Secret's watch event, whatever the age
     of the refusal: a refusal an hour old lifts as one a second old does."""
     core = k8s.CoreV1Api(bed.admin_api)
     before = _timed_requeues(bed, "AuthSecretNotFound")
-    bed.order("gated-watch", hf("meta-llama/Llama-3.1-8B-Instruct", secret="e2e-hf-watch"),
-              klass="default-llm")
+    bed.order(
+        "gated-watch", hf("meta-llama/Llama-3.1-8B-Instruct", secret="e2e-hf-watch"), klass="default-llm"
+    )
     status = bed.wait_reason("gated-watch", "ModelResolved", "AuthSecretNotFound")
-    assert "'e2e-hf-watch' named in spec.model.authSecretRef does not exist" in \
-        condition(status, "ModelResolved")["message"]
+    assert (
+        "'e2e-hf-watch' named in spec.model.authSecretRef does not exist"
+        in condition(status, "ModelResolved")["message"]
+    )
     assert _timed_requeues(bed, "AuthSecretNotFound") == before
 
     # The Secret appears, without the key the order names: the refusal changes to say so.
-    core.create_namespaced_secret(bed.ns, k8s.V1Secret(
-        metadata=k8s.V1ObjectMeta(name="e2e-hf-watch"), string_data={"hf": "hf_test_token"}))
+    core.create_namespaced_secret(
+        bed.ns,
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="e2e-hf-watch"), string_data={"hf": "hf_test_token"}),
+    )
     bed.cleanup.append(lambda: core.delete_namespaced_secret("e2e-hf-watch", bed.ns))
-    status = bed.wait("gated-watch", lambda s: "has no key 'token'" in condition(s, "ModelResolved")[
-        "message"], bed.timeout, "ModelResolved names the missing key")
+    status = bed.wait(
+        "gated-watch",
+        lambda s: "has no key 'token'" in condition(s, "ModelResolved")["message"],
+        bed.timeout,
+        "ModelResolved names the missing key",
+    )
     assert condition(status, "ModelResolved")["reason"] == "AuthSecretNotFound"
     assert _timed_requeues(bed, "AuthSecretNotFound") == before
 
@@ -205,16 +263,20 @@ def test_a_missing_secret_and_then_a_missing_key_lift_on_the_secrets_own_change_
 
 
 def test_a_parameter_count_over_the_class_limit_says_parameter_count_not_allowed(bed: Bed) -> None:
-    bed.klass("e2e-small-models", {"modelPolicy": {"allowedEndpointTypes": ["Chat"],
-                                                   "maxParameterCount": 3000000000}})
+    bed.klass(
+        "e2e-small-models",
+        {"modelPolicy": {"allowedEndpointTypes": ["Chat"], "maxParameterCount": 3000000000}},
+    )
     bed.order("too-big", hf("Qwen/Qwen2.5-7B-Instruct"), klass="e2e-small-models")
     status = bed.wait_reason("too-big", "ModelResolved", "ParameterCountNotAllowed")
     assert_refused(status, "ModelResolved", "ParameterCountNotAllowed", "7,615,616,512", "3,000,000,000")
 
 
 def test_a_format_outside_the_class_list_says_format_not_allowed(bed: Bed) -> None:
-    bed.klass("e2e-safetensors-only", {"modelPolicy": {"allowedEndpointTypes": ["Chat"],
-                                                       "allowedFormats": ["Safetensors"]}})
+    bed.klass(
+        "e2e-safetensors-only",
+        {"modelPolicy": {"allowedEndpointTypes": ["Chat"], "allowedFormats": ["Safetensors"]}},
+    )
     bed.order("gguf", hf("Qwen/Qwen2.5-7B-Instruct-GGUF"), klass="e2e-safetensors-only")
     status = bed.wait_reason("gguf", "ModelResolved", "FormatNotAllowed")
     assert_refused(status, "ModelResolved", "FormatNotAllowed", "Safetensors", "GGUF")
@@ -225,8 +287,9 @@ def test_a_model_that_serves_nothing_the_class_allows_says_endpoint_type_policy_
     bed.cluster_model("e2e-bge-conflict", BGE_FACTS)
     bed.order("conflict", catalog("ClusterModel", "e2e-bge-conflict"), klass="e2e-chat-only")
     status = bed.wait_reason("conflict", "ModelResolved", "EndpointTypePolicyConflict")
-    assert_refused(status, "ModelResolved", "EndpointTypePolicyConflict", "Chat", "Embeddings",
-                   "different class")
+    assert_refused(
+        status, "ModelResolved", "EndpointTypePolicyConflict", "Chat", "Embeddings", "different class"
+    )
 
 
 def test_an_embedding_model_gets_chat_from_a_bare_hub_reference_and_embeddings_from_facts(bed: Bed) -> None:
@@ -235,26 +298,41 @@ def test_an_embedding_model_gets_chat_from_a_bare_hub_reference_and_embeddings_f
     bed.order("bge-hub-default", hf("BAAI/bge-m3"), klass="default-llm")
     bed.order("bge-hub-embeddings", hf("BAAI/bge-m3"), klass="e2e-embeddings")
     bed.order("bge-catalog-default", catalog("ClusterModel", "e2e-bge"), klass="default-llm")
-    got = {name: bed.wait_true(name, "ModelResolved")["model"]["endpointType"]
-           for name in ("bge-hub-default", "bge-hub-embeddings", "bge-catalog-default")}
-    assert got == {"bge-hub-default": "Chat", "bge-hub-embeddings": "Embeddings",
-                   "bge-catalog-default": "Embeddings"}
+    got = {
+        name: bed.wait_true(name, "ModelResolved")["model"]["endpointType"]
+        for name in ("bge-hub-default", "bge-hub-embeddings", "bge-catalog-default")
+    }
+    assert got == {
+        "bge-hub-default": "Chat",
+        "bge-hub-embeddings": "Embeddings",
+        "bge-catalog-default": "Embeddings",
+    }
 
 
 # ---------------------------------------------------------------- ModelResolved: the catalog
 
 
 def test_a_catalog_model_not_ready_says_model_not_ready_and_resumes_once_it_is(bed: Bed) -> None:
-    bed.model("e2e-bge-pending", BGE_FACTS, {"phase": "Pending", "conditions": [
-        {"type": "Ready", "status": "False", "reason": "Downloading", "message": "41% of the weights"}]})
+    bed.model(
+        "e2e-bge-pending",
+        BGE_FACTS,
+        {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "Downloading", "message": "41% of the weights"}
+            ],
+        },
+    )
     bed.order("pending", catalog("Model", "e2e-bge-pending"), klass="default-llm")
     status = bed.wait_reason("pending", "ModelResolved", "ModelNotReady")
-    assert_refused(status, "ModelResolved", "ModelNotReady", "team-a/e2e-bge-pending", "Pending",
-                   "41% of the weights")
+    assert_refused(
+        status, "ModelResolved", "ModelNotReady", "team-a/e2e-bge-pending", "Pending", "41% of the weights"
+    )
     generation = bed.read("pending")["metadata"]["generation"]
 
-    bed.admin.patch_namespaced_custom_object_status(CATALOG, "v1alpha1", bed.ns, "models",
-                                                    "e2e-bge-pending", {"status": READY_STATUS})
+    bed.admin.patch_namespaced_custom_object_status(
+        CATALOG, "v1alpha1", bed.ns, "models", "e2e-bge-pending", {"status": READY_STATUS}
+    )
     status = bed.wait_true("pending", "ModelResolved", timeout=30)
     assert status["model"]["endpointType"] == "Embeddings"
     assert bed.read("pending")["metadata"]["generation"] == generation
@@ -264,8 +342,7 @@ def test_a_catalog_object_missing_its_facts_says_invalid_model_source(bed: Bed) 
     bed.cluster_model("e2e-shapeless", {"source": {"url": "hf://BAAI/bge-m3"}, "family": "xlm-roberta"})
     bed.order("shapeless", catalog("ClusterModel", "e2e-shapeless"), klass="default-llm")
     status = bed.wait_reason("shapeless", "ModelResolved", "InvalidModelSource")
-    assert_refused(status, "ModelResolved", "InvalidModelSource", "ClusterModel e2e-shapeless",
-                   "spec.format")
+    assert_refused(status, "ModelResolved", "InvalidModelSource", "ClusterModel e2e-shapeless", "spec.format")
 
 
 def test_a_catalog_object_that_does_not_exist_says_model_not_found(bed: Bed) -> None:
@@ -286,10 +363,21 @@ def test_a_class_less_order_has_no_endpoint_type_and_works_without_default_llm(
 
     def restore() -> None:
         meta = saved["metadata"]
-        custom.create_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", {
-            "apiVersion": saved["apiVersion"], "kind": saved["kind"], "spec": saved["spec"],
-            "metadata": {"name": "default-llm", "labels": meta.get("labels"),
-                         "annotations": meta.get("annotations")}})
+        custom.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "inferenceserviceclasses",
+            {
+                "apiVersion": saved["apiVersion"],
+                "kind": saved["kind"],
+                "spec": saved["spec"],
+                "metadata": {
+                    "name": "default-llm",
+                    "labels": meta.get("labels"),
+                    "annotations": meta.get("annotations"),
+                },
+            },
+        )
         wait_for(lambda: bed.class_judged("default-llm", True), 30, what="default-llm Ready again")
 
     bed.cleanup.append(restore)
@@ -317,17 +405,30 @@ def test_a_catalog_kind_the_cluster_does_not_serve_says_catalog_kind_not_served(
         wait_for(gone, 60, what=f"CRD {crd} deleted")
         bed.order("kind-unserved", catalog("ClusterModel", "e2e-bge"), klass="default-llm")
         status = bed.wait_reason("kind-unserved", "ModelResolved", "CatalogKindNotServed")
-        assert_refused(status, "ModelResolved", "CatalogKindNotServed", "ClusterModel",
-                       f"clustermodels.{CATALOG}/v1alpha1", "spec.model.ref.kind")
+        assert_refused(
+            status,
+            "ModelResolved",
+            "CatalogKindNotServed",
+            "ClusterModel",
+            f"clustermodels.{CATALOG}/v1alpha1",
+            "spec.model.ref.kind",
+        )
     finally:
         wait_for(gone, 60, what=f"CRD {crd} deleted")
         install_crds(bed.admin_api, sorted(CATALOG_CRDS.glob("clustermodels*.yaml")))
 
 
 def _may_read_cluster_models(admin: k8s.ApiClient) -> bool:
-    review = k8s.AuthorizationV1Api(admin).create_subject_access_review(k8s.V1SubjectAccessReview(
-        spec=k8s.V1SubjectAccessReviewSpec(user=CONTROLLER_SA, resource_attributes=k8s.V1ResourceAttributes(
-            group=CATALOG, resource="clustermodels", verb="get"))))
+    review = k8s.AuthorizationV1Api(admin).create_subject_access_review(
+        k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(
+                user=CONTROLLER_SA,
+                resource_attributes=k8s.V1ResourceAttributes(
+                    group=CATALOG, resource="clustermodels", verb="get"
+                ),
+            )
+        )
+    )
     return bool(review.status is not None and review.status.allowed)
 
 
@@ -345,8 +446,15 @@ def test_a_failing_catalog_request_says_catalog_lookup_failed_until_it_succeeds(
         assert not _may_read_cluster_models(bed.admin_api)
         bed.order("lookup", catalog("ClusterModel", "e2e-bge-lookup"), klass="default-llm")
         status = bed.wait_reason("lookup", "ModelResolved", "CatalogLookupFailed")
-        assert_refused(status, "ModelResolved", "CatalogLookupFailed", "clustermodels", "403",
-                       "catalog.mode", "the next pass asks again")
+        assert_refused(
+            status,
+            "ModelResolved",
+            "CatalogLookupFailed",
+            "clustermodels",
+            "403",
+            "catalog.mode",
+            "the next pass asks again",
+        )
         assert condition(status, "ModelResolved")["message"].count("again") == 1
         generation = bed.read("lookup")["metadata"]["generation"]
     finally:
@@ -413,8 +521,15 @@ def test_a_catalog_models_workload_downloads_the_repository_its_object_names(
     assert (plan["spec"]["modelRepo"], plan["spec"]["modelCommit"]) == ("BAAI/bge-m3", "5617a9f")
     [init] = fetched.init_containers
     assert init.image == IMAGES["modelFetcher"]
-    assert init.command == ["hf", "download", "BAAI/bge-m3", "--local-dir", "/models/e2e-bge-fetch",
-                            "--revision", "5617a9f"]
+    assert init.command == [
+        "hf",
+        "download",
+        "BAAI/bge-m3",
+        "--local-dir",
+        "/models/e2e-bge-fetch",
+        "--revision",
+        "5617a9f",
+    ]
     assert "HF_TOKEN" not in {e.name for e in init.env}
     [server] = fetched.containers
     assert "/models/e2e-bge-fetch" in [*(server.command or []), *(server.args or [])]  # the runtime reads it

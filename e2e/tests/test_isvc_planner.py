@@ -36,17 +36,26 @@ GH200_ONLY = _product("NVIDIA GH200 480GB")
 class Bed(Orders):
     """Orders (as alice) and classes, priority classes and plans (as admin) made by one test, undone after."""
 
-    def klass(self, name: str, *, selector: str | None = None, endpoint_types: tuple[str, ...] = ("Chat",),
-              priority_class: str | None = None, shares: list[int] | None = None,
-              wait_ready: bool = True) -> str:
+    def klass(
+        self,
+        name: str,
+        *,
+        selector: str | None = None,
+        endpoint_types: tuple[str, ...] = ("Chat",),
+        priority_class: str | None = None,
+        shares: list[int] | None = None,
+        wait_ready: bool = True,
+    ) -> str:
         accel: dict[str, Any] = {"deviceClassNames": [GPU]}
         if selector:
             accel["selector"] = selector
         if shares:
             accel["allowedSharePercents"] = shares
-        spec: dict[str, Any] = {"modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
-                                "exposure": {"type": "ClusterLocal", "authentication": "Token"},
-                                "acceleratorPolicy": accel}
+        spec: dict[str, Any] = {
+            "modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": accel,
+        }
         if priority_class:
             spec["priorityClassName"] = priority_class
         self.create_class(name, spec, ready=True if wait_ready else None)
@@ -55,7 +64,8 @@ class Bed(Orders):
     def priority_class(self, name: str, value: int) -> str:
         scheduling = k8s.SchedulingV1Api(self.admin_api)
         scheduling.create_priority_class(
-            k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value))
+            k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=name), value=value)
+        )
         self.cleanup.append(lambda: scheduling.delete_priority_class(name))
         return name
 
@@ -63,8 +73,12 @@ class Bed(Orders):
         """Secret plan-hf-token (key token) that the stand-in hub accepts for gated models."""
         core = k8s.CoreV1Api(self.admin_api)
         try:
-            core.create_namespaced_secret(self.ns, k8s.V1Secret(
-                metadata=k8s.V1ObjectMeta(name="plan-hf-token"), string_data={"token": "hf_test_token"}))
+            core.create_namespaced_secret(
+                self.ns,
+                k8s.V1Secret(
+                    metadata=k8s.V1ObjectMeta(name="plan-hf-token"), string_data={"token": "hf_test_token"}
+                ),
+            )
         except ApiException as e:
             if e.status != 409:
                 raise
@@ -75,7 +89,8 @@ class Bed(Orders):
 
     def set_model(self, name: str, model: str, secret: str | None = None) -> None:
         self.alice.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, "inferenceservices", name, {"spec": {"model": hf(model, secret)}})
+            GROUP, VERSION, self.ns, "inferenceservices", name, {"spec": {"model": hf(model, secret)}}
+        )
 
 
 @pytest.fixture
@@ -118,8 +133,13 @@ def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_m
     klass = bed.klass("plan-h100-only", selector=H100_ONLY)
     order = bed.order("too-large", "meta-llama/Llama-3.1-405B-Instruct", klass, secret=bed.hf_token())
     status = bed.wait_reason(order, "Planned", "NoAcceleratorWithEnoughMemory")
-    message = assert_refused(status, "Planned", "NoAcceleratorWithEnoughMemory",
-                             "the largest accelerator found publishes 80", "NVIDIA H100 80GB HBM3")
+    message = assert_refused(
+        status,
+        "Planned",
+        "NoAcceleratorWithEnoughMemory",
+        "the largest accelerator found publishes 80",
+        "NVIDIA H100 80GB HBM3",
+    )
     required = float(message.split("The model needs ")[1].split(" GiB")[0])
     assert required > 8 * 80  # more than all eight H100s of the node together: no tensor-parallel plan
 
@@ -128,8 +148,14 @@ def test_a_device_without_memory_capacity_says_no_compatible_placement_for_an_ad
     klass = bed.klass("plan-gh200-only", selector=GH200_ONLY)
     order = bed.order("no-profile", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "NoCompatiblePlacement")
-    assert_refused(status, "Planned", "NoCompatiblePlacement", "memory profile of the hardware is incomplete",
-                   "An administrator's subject", "waiting will not help")
+    assert_refused(
+        status,
+        "Planned",
+        "NoCompatiblePlacement",
+        "memory profile of the hardware is incomplete",
+        "An administrator's subject",
+        "waiting will not help",
+    )
     assert bed.plan(order) is None
 
 
@@ -142,15 +168,22 @@ def test_free_memory_in_no_permitted_share_says_no_compatible_placement_no_room_
         assert bed.wait_ready(name)["resolved"]["sharePercent"] == 60
     third = bed.order("sixty-3", BGE, klass)
     status = bed.wait_reason(third, "Planned", "NoCompatiblePlacement")
-    message = assert_refused(status, "Planned", "NoCompatiblePlacement", "No room now", "permitted share",
-                             "Replanned when capacity changes")
+    message = assert_refused(
+        status,
+        "Planned",
+        "NoCompatiblePlacement",
+        "No room now",
+        "permitted share",
+        "Replanned when capacity changes",
+    )
     assert "incomplete" not in message
     bed.delete(first)
     bed.wait_ready(third, 120)
 
 
 def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recovers_untouched(
-        bed: Bed) -> None:
+    bed: Bed,
+) -> None:
     klass = bed.klass("plan-h100-crash", selector=H100_ONLY)
     bed.module.stop_planner()
     try:
@@ -158,21 +191,28 @@ def test_a_planner_killed_midway_says_planner_request_failed_and_the_order_recov
         status = bed.wait_reason(order, "Planned", "PlannerRequestFailed")
         assert_refused(status, "Planned", "PlannerRequestFailed", "the planner did not answer", "retried")
         generation = bed.alice.get_namespaced_custom_object(
-            GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"]
+            GROUP, VERSION, bed.ns, "inferenceservices", order
+        )["metadata"]["generation"]
     finally:
         bed.module.start_planner()
     status = bed.wait_ready(order)
     assert condition(status, "Planned")["status"] == "True"
-    assert bed.alice.get_namespaced_custom_object(
-        GROUP, VERSION, bed.ns, "inferenceservices", order)["metadata"]["generation"] == generation
+    assert (
+        bed.alice.get_namespaced_custom_object(GROUP, VERSION, bed.ns, "inferenceservices", order)[
+            "metadata"
+        ]["generation"]
+        == generation
+    )
 
 
 def test_a_model_too_large_for_anything_says_so_on_a_class_that_tries_a_device_without_memory(
-        bed: Bed) -> None:
+    bed: Bed,
+) -> None:
     """Issue 16: on default-llm (which may try the GH200 that publishes no memory) a 405B model was
     told its hardware profile was incomplete, an administrator's subject."""
-    name = bed.create("too-large-default", hf("meta-llama/Llama-3.1-405B-Instruct", bed.hf_token()),
-                      "default-llm")
+    name = bed.create(
+        "too-large-default", hf("meta-llama/Llama-3.1-405B-Instruct", bed.hf_token()), "default-llm"
+    )
     status = bed.wait_reason(name, "Planned", "NoAcceleratorWithEnoughMemory")
     assert_refused(status, "Planned", "NoAcceleratorWithEnoughMemory", "publishing no memory", "288 GiB")
 
@@ -187,8 +227,9 @@ def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: 
         # A Ready order at rest has no pass to show the outage in (its probes run apart): alice's edit
         # of a label brings one, after the minute the controller keeps a plan's judgement for.
         time.sleep(61)
-        bed.alice.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "inferenceservices", order,
-                                                 {"metadata": {"labels": {"touched": "yes"}}})
+        bed.alice.patch_namespaced_custom_object(
+            GROUP, VERSION, bed.ns, "inferenceservices", order, {"metadata": {"labels": {"touched": "yes"}}}
+        )
         status = bed.wait_reason(order, "Planned", "LaunchPlanInForce", timeout=60)
         assert "the planner did not answer" in condition(status, "Planned")["message"]
         assert status["phase"] == "Ready" and status["endpoint"] == before["endpoint"]
@@ -199,8 +240,9 @@ def test_a_serving_order_stays_ready_on_its_plan_while_the_planner_is_down(bed: 
 
 
 def test_a_class_naming_a_missing_priority_class_says_priority_class_not_found(bed: Bed) -> None:
-    klass = bed.klass("plan-missing-priority", selector=H100_ONLY, priority_class="plan-no-such-priority",
-                      wait_ready=False)
+    klass = bed.klass(
+        "plan-missing-priority", selector=H100_ONLY, priority_class="plan-no-such-priority", wait_ready=False
+    )
     order = bed.order("no-priority", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "PriorityClassNotFound")
     assert_refused(status, "Planned", "PriorityClassNotFound", "plan-no-such-priority", "administrator")
@@ -211,8 +253,14 @@ def test_a_selector_that_errors_on_a_device_says_placement_undecidable(bed: Bed)
     klass = bed.klass("plan-bad-selector", selector=f"device.attributes['{GPU}'].index == 0")
     order = bed.order("undecidable", QWEN, klass)
     status = bed.wait_reason(order, "Planned", "PlacementUndecidable")
-    assert_refused(status, "Planned", "PlacementUndecidable", "no such key", "search never started",
-                   "waiting will not help")
+    assert_refused(
+        status,
+        "Planned",
+        "PlacementUndecidable",
+        "no such key",
+        "search never started",
+        "waiting will not help",
+    )
     time.sleep(6)  # it never passes on its own
     assert condition(bed.status(order), "Planned")["reason"] == "PlacementUndecidable"
 
@@ -254,9 +302,13 @@ def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capaci
         status = bed.wait_ready(urgent, 150)
     except TimeoutError as e:  # say who holds what, so a stall explains itself
         claims = k8s.ResourceV1Api(bed.admin_api).list_resource_claim_for_all_namespaces().items
-        held = {f"{c.metadata.namespace}/{c.metadata.name}": [(r.pool, r.device) for r in
-                                                              c.status.allocation.devices.results]
-                for c in claims if c.status and c.status.allocation}
+        held = {
+            f"{c.metadata.namespace}/{c.metadata.name}": [
+                (r.pool, r.device) for r in c.status.allocation.devices.results
+            ]
+            for c in claims
+            if c.status and c.status.allocation
+        }
         lines = {n: conditions_line(bed.status(n)) for n in lows}
         raise AssertionError(f"{e}; lows: {lines}; allocated: {held}") from None
     assert status["resolved"]["acceleratorProductName"] == "NVIDIA L4"
@@ -282,15 +334,28 @@ def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_f
     # Both L4s hold a high-priority chat order; a low-priority embedding order sits beside one of them.
     # Releasing it frees far less than another chat order needs: preemption cannot work out.
     high = bed.klass("plan-l4-high2", selector=L4_ONLY, priority_class=bed.priority_class("plan-high2", 1000))
-    low = bed.klass("plan-l4-low2", selector=L4_ONLY, endpoint_types=("Embeddings",),
-                    priority_class=bed.priority_class("plan-low2", 100))
-    for name in (bed.order("keep-1", QWEN, high), bed.order("keep-2", QWEN, high),
-                 bed.order("small-low", BGE, low)):
+    low = bed.klass(
+        "plan-l4-low2",
+        selector=L4_ONLY,
+        endpoint_types=("Embeddings",),
+        priority_class=bed.priority_class("plan-low2", 100),
+    )
+    for name in (
+        bed.order("keep-1", QWEN, high),
+        bed.order("keep-2", QWEN, high),
+        bed.order("small-low", BGE, low),
+    ):
         bed.wait_ready(name)
     order = bed.order("no-victims-enough", QWEN, high)
     status = bed.wait_reason(order, "Planned", "PlanningPreemptionFailed")
-    assert_refused(status, "Planned", "PlanningPreemptionFailed", "lower-priority",
-                   "would still leave no room", "retried")
+    assert_refused(
+        status,
+        "Planned",
+        "PlanningPreemptionFailed",
+        "lower-priority",
+        "would still leave no room",
+        "retried",
+    )
     assert bed.status("small-low")["phase"] == "Ready"  # nobody was released for nothing
 
 
@@ -305,8 +370,12 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
     blockers = [bed.order("hold-1", QWEN, whole), bed.order("hold-2", QWEN, whole)]
     for name in blockers:
         assert bed.wait_ready(name)["resolved"]["sharePercent"] == 100
-    waiting = [bed.order("wait-embed-1", BGE, embed), bed.order("wait-embed-2", BGE, embed),
-               bed.order("wait-chat-1", QWEN, chat), bed.order("wait-chat-2", QWEN, chat)]
+    waiting = [
+        bed.order("wait-embed-1", BGE, embed),
+        bed.order("wait-embed-2", BGE, embed),
+        bed.order("wait-chat-1", QWEN, chat),
+        bed.order("wait-chat-2", QWEN, chat),
+    ]
     for name in waiting:
         bed.wait_reason(name, "Planned", "NoCapacity")
     for name in blockers:
@@ -318,9 +387,12 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
         raise AssertionError(f"{e}: {lines}") from None
     # Each order's claim holds exactly the device its plan names: what the planner chose together is what
     # the scheduler allocated, not merely what the plans say.
-    uuids = {(s.spec.pool.name, d.name): d.attributes["uuid"].string
-             for s in k8s.ResourceV1Api(bed.admin_api).list_resource_slice().items
-             if s.spec.driver == GPU for d in s.spec.devices or []}
+    uuids = {
+        (s.spec.pool.name, d.name): d.attributes["uuid"].string
+        for s in k8s.ResourceV1Api(bed.admin_api).list_resource_slice().items
+        if s.spec.driver == GPU
+        for d in s.spec.devices or []
+    }
     shares: dict[str, list[int]] = {}
     for name, status in statuses.items():
         resolved = status["resolved"]
@@ -328,9 +400,12 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
         placement = bed.plan(name)["spec"]["placement"]  # type: ignore[index]
         assert (placement["placementMode"], placement["sharePercent"]) == ("Shared", resolved["sharePercent"])
         claims = bed.claims(name)
-        allocated = [(r.pool, r.device, (r.consumed_capacity or {}).get("shares"))
-                     for c in claims if c.status and c.status.allocation
-                     for r in c.status.allocation.devices.results]
+        allocated = [
+            (r.pool, r.device, (r.consumed_capacity or {}).get("shares"))
+            for c in claims
+            if c.status and c.status.allocation
+            for r in c.status.allocation.devices.results
+        ]
         pool, device, share = placement["pool"], placement["devices"][0], placement["sharePercent"]
         assert allocated == [(pool, device, str(share))], name
         assert placement["deviceUuids"] == [uuids[(pool, device)]], name
@@ -342,9 +417,19 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
 
 
 def _share_150(name: str) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LaunchPlan", "metadata": {"name": name},
-            "spec": {"placement": {"deviceClassName": GPU, "placementMode": "Shared",
-                                   "sharingMode": "Shares", "sharePercent": 150}}}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LaunchPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "placement": {
+                "deviceClassName": GPU,
+                "placementMode": "Shared",
+                "sharingMode": "Shares",
+                "sharePercent": 150,
+            }
+        },
+    }
 
 
 def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(bed: Bed) -> None:
@@ -354,8 +439,14 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
     try:
         bed.order(name, QWEN, klass)
         status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-        message = assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150",
-                                 "outside 1..100", "delete the LaunchPlan")
+        message = assert_refused(
+            status,
+            "Planned",
+            "LaunchPlanNotAPlacement",
+            "sharePercent=150",
+            "outside 1..100",
+            "delete the LaunchPlan",
+        )
         # Issue 16: the name the FAQ's recovery one-liner reads stays while the plan exists, and the
         # message says what to do once.
         assert status["launchPlanName"] == name
@@ -378,9 +469,17 @@ def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None
     name = bed.order("hand-plan-after", QWEN, klass)
     bed.wait_ready(name)
     # rewritten by hand: share 150, and no longer marked as computed by the module
-    bed.admin.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name, {
-        "metadata": {"annotations": {"ai.deckhouse.io/computed-by": None}},
-        "spec": {"placement": {"sharePercent": 150}}})
+    bed.admin.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        bed.ns,
+        "launchplans",
+        name,
+        {
+            "metadata": {"annotations": {"ai.deckhouse.io/computed-by": None}},
+            "spec": {"placement": {"sharePercent": 150}},
+        },
+    )
     status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
     assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
     count = status["resolved"]["replanCount"]
@@ -412,8 +511,14 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     assert status["resolved"]["replanCount"] == count + 1
     assert bed.plan(name)["spec"]["placement"] == plan_before["spec"]["placement"]  # type: ignore[index]
     bed.set_model(name, "meta-llama/Llama-3.1-8B-Instruct", secret=bed.hf_token())  # placeable: a new plan
-    status = bed.wait(name, lambda s: condition(s, "Planned").get("reason") == "Planned"
-                      and s["resolved"]["replanCount"] == count + 2, 60, "replanned onto Llama-3.1-8B")
+    status = bed.wait(
+        name,
+        lambda s: (
+            condition(s, "Planned").get("reason") == "Planned" and s["resolved"]["replanCount"] == count + 2
+        ),
+        60,
+        "replanned onto Llama-3.1-8B",
+    )
     assert "meta-llama/Llama-3.1-8B-Instruct" in bed.plan(name)["spec"]["runtime"]["args"]  # type: ignore[index]
 
 
@@ -427,11 +532,21 @@ def test_a_ready_order_edited_to_a_model_on_another_share_rolls_onto_a_new_claim
     bed.set_model(name, QWEN)
     # While the one replica is replaced the order stays Ready (a rollout is a blip), so wait for the
     # workload itself on the new share.
-    bed.wait(name, lambda s: s.get("phase") == "Ready" and condition(s, "Planned")["reason"] == "Planned"
-             and condition(s, "WorkloadReady")["reason"] == "WorkloadAvailable"
-             and s["resolved"]["sharePercent"] != before["resolved"]["sharePercent"], 90,
-             "Ready again on another share")
-    wait_for(lambda: bed.templates(name) and not bed.templates(name) & old, 60,
-             what="the workload on a new claim template, the old one gone")
+    bed.wait(
+        name,
+        lambda s: (
+            s.get("phase") == "Ready"
+            and condition(s, "Planned")["reason"] == "Planned"
+            and condition(s, "WorkloadReady")["reason"] == "WorkloadAvailable"
+            and s["resolved"]["sharePercent"] != before["resolved"]["sharePercent"]
+        ),
+        90,
+        "Ready again on another share",
+    )
+    wait_for(
+        lambda: bed.templates(name) and not bed.templates(name) & old,
+        60,
+        what="the workload on a new claim template, the old one gone",
+    )
     reasons = [e[1] for e in bed.events(name)]
     assert "Planned" in reasons and "Serving" in reasons  # issue 16: the order tells its story in events

@@ -26,14 +26,28 @@ class Bed(Orders):
     """Orders (as alice), classes and catalog models (as admin) made by one test, deleted after it."""
 
     def klass(self, name: str, endpoint_types: tuple[str, ...]) -> str:
-        self.create_class(name, {"modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
-                                 "exposure": {"type": "ClusterLocal", "authentication": "Token"}})
+        self.create_class(
+            name,
+            {
+                "modelPolicy": {"allowedEndpointTypes": list(endpoint_types)},
+                "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            },
+        )
         return name
 
     def catalog_model(self, name: str, spec: dict[str, Any]) -> str:
         """A namespaced catalog Model, Ready in the catalog."""
-        return self.catalog_object("Model", name, spec, {"phase": "Ready", "conditions": [
-            {"type": "Ready", "status": "True", "reason": "Ready", "message": "the model is ready"}]})
+        return self.catalog_object(
+            "Model",
+            name,
+            spec,
+            {
+                "phase": "Ready",
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "Ready", "message": "the model is ready"}
+                ],
+            },
+        )
 
     def order(self, name: str, klass: str, model: dict[str, Any]) -> str:
         return self.create(name, model, klass)
@@ -46,8 +60,9 @@ class Bed(Orders):
 
 
 @pytest.fixture
-def bed(module: Any, catalog_crds: list[str], admin_api: k8s.ApiClient, alice_api: k8s.ApiClient,
-        team_a: str) -> Iterator[Bed]:
+def bed(
+    module: Any, catalog_crds: list[str], admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str
+) -> Iterator[Bed]:
     with Bed(module, admin_api, alice_api, team_a) as b:
         yield b
 
@@ -57,18 +72,40 @@ def bed(module: Any, catalog_crds: list[str], admin_api: k8s.ApiClient, alice_ap
 
 def test_a_model_that_exists_only_in_another_quantization_says_quantization_mismatch(bed: Bed) -> None:
     klass = bed.klass("recipe-chat", ("Chat",))
-    model = bed.catalog_model("llama-8b-bnb", {
-        "source": {"url": "hf://unsloth/Llama-3.1-8B-Instruct-bnb-4bit"}, "format": "Safetensors",
-        "architecture": "LlamaForCausalLM", "family": "llama", "parameterCount": 8030261248,
-        "dtype": "bfloat16", "quantization": "BitsAndBytes", "quantizationBits": 4, "contextLength": 131072,
-        "endpointTypes": ["Chat"], "size": "6Gi"})
+    model = bed.catalog_model(
+        "llama-8b-bnb",
+        {
+            "source": {"url": "hf://unsloth/Llama-3.1-8B-Instruct-bnb-4bit"},
+            "format": "Safetensors",
+            "architecture": "LlamaForCausalLM",
+            "family": "llama",
+            "parameterCount": 8030261248,
+            "dtype": "bfloat16",
+            "quantization": "BitsAndBytes",
+            "quantizationBits": 4,
+            "contextLength": 131072,
+            "endpointTypes": ["Chat"],
+            "size": "6Gi",
+        },
+    )
     order = bed.order("bnb-chat", klass, catalog("Model", model))
     status = bed.wait_reason(order, "Planned", "QuantizationMismatch")
-    message = assert_refused(status, "Planned", "QuantizationMismatch", "quantization BitsAndBytes",
-                             "another quantization", "AWQ", "platform-side")
+    message = assert_refused(
+        status,
+        "Planned",
+        "QuantizationMismatch",
+        "quantization BitsAndBytes",
+        "another quantization",
+        "AWQ",
+        "platform-side",
+    )
     # every candidate recipe, each with the first check it failed
-    for recipe, check in [("vllm-chat", "quantization"), ("vllm-chat-turing", "quantization"),
-                          ("tei-embed", "endpoint type"), ("llamacpp-chat", "format")]:
+    for recipe, check in [
+        ("vllm-chat", "quantization"),
+        ("vllm-chat-turing", "quantization"),
+        ("tei-embed", "endpoint type"),
+        ("llamacpp-chat", "format"),
+    ]:
         assert f"{recipe} fails {check}" in message, (recipe, message)
     assert condition(status, "ModelResolved")["status"] == "True"
     assert status["model"]["quantization"] == "BitsAndBytes"
@@ -78,9 +115,17 @@ def test_a_gguf_model_on_a_rerank_only_class_says_no_compatible_runtime_availabl
     klass = bed.klass("recipe-rerank", ("Rerank",))
     order = bed.hf_order("gguf-rerank", klass, GGUF)
     status = bed.wait_reason(order, "Planned", "NoCompatibleRuntimeAvailable")
-    message = assert_refused(status, "Planned", "NoCompatibleRuntimeAvailable", "GGUF", "as Rerank",
-                             "tei-rerank fails format", "llamacpp-chat fails endpoint type",
-                             "llamacpp-chat serve(s) it as Chat", "allowedEndpointTypes names Chat alone")
+    message = assert_refused(
+        status,
+        "Planned",
+        "NoCompatibleRuntimeAvailable",
+        "GGUF",
+        "as Rerank",
+        "tei-rerank fails format",
+        "llamacpp-chat fails endpoint type",
+        "llamacpp-chat serve(s) it as Chat",
+        "allowedEndpointTypes names Chat alone",
+    )
     assert "another quantization" not in message
     assert status["model"]["endpointType"] == "Rerank"
 
@@ -120,42 +165,73 @@ def test_an_unchanged_order_never_rolls_its_workload(bed: Bed) -> None:
     annotation = (first.spec.template.metadata.annotations or {}).get(RUNTIME_HASH_ANNOTATION)
     plan = bed.admin.get_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", order)
     assert annotation and annotation == plan["spec"]["runtime"]["contentHash"]
-    pods = {p.metadata.name for p in k8s.CoreV1Api(bed.admin_api).list_namespaced_pod(
-        bed.ns, label_selector=f"{LABEL_ORDER}={order}").items}
+    pods = {
+        p.metadata.name
+        for p in k8s.CoreV1Api(bed.admin_api)
+        .list_namespaced_pod(bed.ns, label_selector=f"{LABEL_ORDER}={order}")
+        .items
+    }
     # several passes: the health probe requeues every 3 s, and label edits wake the controller too
     for i in range(4):
-        bed.alice.patch_namespaced_custom_object(GROUP, VERSION, bed.ns, "inferenceservices", order,
-                                                 {"metadata": {"labels": {"touch": str(i)}}})
+        bed.alice.patch_namespaced_custom_object(
+            GROUP, VERSION, bed.ns, "inferenceservices", order, {"metadata": {"labels": {"touch": str(i)}}}
+        )
         time.sleep(3)
     later = bed.workload(order)
     assert later.metadata.generation == first.metadata.generation
     assert (later.spec.template.metadata.annotations or {}).get(RUNTIME_HASH_ANNOTATION) == annotation
-    assert bed.admin.get_namespaced_custom_object(
-        GROUP, VERSION, bed.ns, "launchplans", order)["spec"]["plannedAt"] == plan["spec"]["plannedAt"]
+    assert (
+        bed.admin.get_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", order)["spec"][
+            "plannedAt"
+        ]
+        == plan["spec"]["plannedAt"]
+    )
     status = bed.status(order)
     assert status["phase"] == "Ready" and status["resolved"]["replanCount"] == 0
-    left = {p.metadata.name for p in k8s.CoreV1Api(bed.admin_api).list_namespaced_pod(
-        bed.ns, label_selector=f"{LABEL_ORDER}={order}").items}
+    left = {
+        p.metadata.name
+        for p in k8s.CoreV1Api(bed.admin_api)
+        .list_namespaced_pod(bed.ns, label_selector=f"{LABEL_ORDER}={order}")
+        .items
+    }
     assert left == pods
 
 
 # ---------------------------------------------------------------- administrator's recipes
 
 BNB_RECIPE: dict[str, Any] = {
-    "name": "vllm-chat-bnb", "runtime": "vllm", "priority": 15,
+    "name": "vllm-chat-bnb",
+    "runtime": "vllm",
+    "priority": 15,
     "description": "vLLM for bitsandbytes 4-bit checkpoints, Ampere or newer.",
-    "image": "registry.example.com/vllm/vllm-openai:v0.11.0", "command": ["vllm", "serve"],
-    "serves": {"endpointTypes": ["Chat"], "formats": ["Safetensors"], "quantizations": ["BitsAndBytes"],
-               "architectures": ["*ForCausalLM"]},
+    "image": "registry.example.com/vllm/vllm-openai:v0.11.0",
+    "command": ["vllm", "serve"],
+    "serves": {
+        "endpointTypes": ["Chat"],
+        "formats": ["Safetensors"],
+        "quantizations": ["BitsAndBytes"],
+        "architectures": ["*ForCausalLM"],
+    },
     "accelerator": {"minComputeCapability": "8.0"},
-    "placement": {"modes": ["Shared", "WholeDevice"], "sharingModes": ["None", "Shares", "Partition"],
-                  "maxDevices": 1},
-    "ports": {"http": 8000, "metrics": 8000}, "apiKeyEnv": "VLLM_API_KEY", "memory": {"margin": 0.05},
-    "quantizationValues": {"BitsAndBytes": "bitsandbytes"}, "env": {"HF_HUB_OFFLINE": "1"},
-    "args": [["{modelPath}"], ["--served-model-name", "{servedName}"], ["--port", "{httpPort}"],
-             ["--gpu-memory-utilization", "{gpuMemoryUtilization}"],
-             ["--max-model-len", "{maxContextLength}"],
-             ["--quantization", "{quantization}"], ["--load-format", "bitsandbytes"]],
+    "placement": {
+        "modes": ["Shared", "WholeDevice"],
+        "sharingModes": ["None", "Shares", "Partition"],
+        "maxDevices": 1,
+    },
+    "ports": {"http": 8000, "metrics": 8000},
+    "apiKeyEnv": "VLLM_API_KEY",
+    "memory": {"margin": 0.05},
+    "quantizationValues": {"BitsAndBytes": "bitsandbytes"},
+    "env": {"HF_HUB_OFFLINE": "1"},
+    "args": [
+        ["{modelPath}"],
+        ["--served-model-name", "{servedName}"],
+        ["--port", "{httpPort}"],
+        ["--gpu-memory-utilization", "{gpuMemoryUtilization}"],
+        ["--max-model-len", "{maxContextLength}"],
+        ["--quantization", "{quantization}"],
+        ["--load-format", "bitsandbytes"],
+    ],
 }
 
 
@@ -163,11 +239,22 @@ def test_a_recipe_the_administrator_adds_in_the_module_settings_serves_what_none
     bed: Bed, module: Any, tmp_path: Any
 ) -> None:
     klass = bed.klass("recipe-admin", ("Chat",))
-    model = bed.catalog_model("llama-8b-bnb-admin", {
-        "source": {"url": "hf://unsloth/Llama-3.1-8B-Instruct-bnb-4bit"}, "format": "Safetensors",
-        "architecture": "LlamaForCausalLM", "family": "llama", "parameterCount": 8030261248,
-        "dtype": "bfloat16", "quantization": "BitsAndBytes", "quantizationBits": 4, "contextLength": 131072,
-        "endpointTypes": ["Chat"], "size": "6Gi"})
+    model = bed.catalog_model(
+        "llama-8b-bnb-admin",
+        {
+            "source": {"url": "hf://unsloth/Llama-3.1-8B-Instruct-bnb-4bit"},
+            "format": "Safetensors",
+            "architecture": "LlamaForCausalLM",
+            "family": "llama",
+            "parameterCount": 8030261248,
+            "dtype": "bfloat16",
+            "quantization": "BitsAndBytes",
+            "quantizationBits": 4,
+            "contextLength": 131072,
+            "endpointTypes": ["Chat"],
+            "size": "6Gi",
+        },
+    )
     order = bed.order("bnb-admin", klass, catalog("Model", model))
     bed.wait_reason(order, "Planned", "QuantizationMismatch")
     recipes = tmp_path / "recipes.yaml"
@@ -192,6 +279,12 @@ def test_an_embedding_model_by_bare_hub_reference_on_default_llm_is_told_the_cla
     """Issue 16: it was told to ask for a recipe, while the FAQ's fix is a class naming one contract."""
     order = bed.hf_order("bge-on-chat", "default-llm", BGE)
     status = bed.wait_reason(order, "Planned", "NoCompatibleRuntimeAvailable")
-    assert_refused(status, "Planned", "NoCompatibleRuntimeAvailable", "as Chat", "serve(s) it as Embeddings",
-                   "allowedEndpointTypes names Embeddings alone")
+    assert_refused(
+        status,
+        "Planned",
+        "NoCompatibleRuntimeAvailable",
+        "as Chat",
+        "serve(s) it as Embeddings",
+        "allowedEndpointTypes names Embeddings alone",
+    )
     assert status["model"]["endpointType"] == "Chat"  # the class's first contract, as the FAQ says

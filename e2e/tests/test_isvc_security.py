@@ -53,8 +53,10 @@ def test_only_the_controllers_token_lists_the_planners_reservations(
 ) -> None:
     namespace(admin_api, "team-b")
     url = f"{module.planner_url}/v1/reservations"
-    codes = [httpx.get(url, headers=h, timeout=10).status_code
-             for h in ({}, _bearer(cluster, "team-b", "default"), _bearer(cluster, NAMESPACE, "planner"))]
+    codes = [
+        httpx.get(url, headers=h, timeout=10).status_code
+        for h in ({}, _bearer(cluster, "team-b", "default"), _bearer(cluster, NAMESPACE, "planner"))
+    ]
     answer = httpx.get(url, headers=_bearer(cluster, NAMESPACE, "controller"), timeout=10)
 
     assert codes == [401, 403, 403]
@@ -62,16 +64,22 @@ def test_only_the_controllers_token_lists_the_planners_reservations(
 
 
 def test_health_and_readiness_stay_open_and_docs_are_gone(module: ModuleProcesses) -> None:
-    codes: dict[str, Any] = {p: httpx.get(f"{module.planner_url}{p}", timeout=5).status_code
-                             for p in ("/healthz", "/readyz", "/docs", "/openapi.json")}
+    codes: dict[str, Any] = {
+        p: httpx.get(f"{module.planner_url}{p}", timeout=5).status_code
+        for p in ("/healthz", "/readyz", "/docs", "/openapi.json")
+    }
     assert codes == {"/healthz": 200, "/readyz": 200, "/docs": 404, "/openapi.json": 404}
 
 
 # ---------------------------------------------------------------- who may do what (finding 7)
 
+
 def _sa(ns: str, name: str) -> tuple[str, list[str]]:
-    return f"system:serviceaccount:{ns}:{name}", ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
-                                                  "system:authenticated"]
+    return f"system:serviceaccount:{ns}:{name}", [
+        "system:serviceaccounts",
+        f"system:serviceaccounts:{ns}",
+        "system:authenticated",
+    ]
 
 
 SUBJECTS = {
@@ -176,14 +184,20 @@ PROXIED: list[tuple[str, str, str, str, str | None, bool]] = [
 PROXY_IMAGE = "localhost/isvc/kube-rbac-proxy:0.1.0"
 
 
-def _allowed(admin_api: k8s.ApiClient, who: str, verb: str, group: str, resource: str,
-             ns: str | None) -> bool:
+def _allowed(
+    admin_api: k8s.ApiClient, who: str, verb: str, group: str, resource: str, ns: str | None
+) -> bool:
     user, groups = SUBJECTS[who]
     plural, _, sub = resource.partition("/")
-    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(
-        user=user, groups=groups,
-        resource_attributes=k8s.V1ResourceAttributes(verb=verb, group=group, resource=plural,
-                                                     subresource=sub or None, namespace=ns)))
+    review = k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=user,
+            groups=groups,
+            resource_attributes=k8s.V1ResourceAttributes(
+                verb=verb, group=group, resource=plural, subresource=sub or None, namespace=ns
+            ),
+        )
+    )
     answer = k8s.AuthorizationV1Api(admin_api).create_subject_access_review(review)
     return bool(answer.status.allowed)
 
@@ -193,17 +207,31 @@ def bob_namespace(admin_api: k8s.ApiClient) -> str:
     return user_namespace(admin_api, "team-b", user="bob", cluster_role="d8:user-authz:isvc:editor")
 
 
-@pytest.mark.parametrize(("who", "verb", "group", "resource", "ns", "allowed"), MATRIX,
-                         ids=[f"{r[0]}-{r[1]}-{r[3]}-{r[4] or 'cluster'}" for r in MATRIX])
+@pytest.mark.parametrize(
+    ("who", "verb", "group", "resource", "ns", "allowed"),
+    MATRIX,
+    ids=[f"{r[0]}-{r[1]}-{r[3]}-{r[4] or 'cluster'}" for r in MATRIX],
+)
 def test_each_subject_may_do_exactly_what_the_docs_promise(
-    module: ModuleProcesses, admin_api: k8s.ApiClient, team_a: str, bob_namespace: str,
-    who: str, verb: str, group: str, resource: str, ns: str | None, allowed: bool,
+    module: ModuleProcesses,
+    admin_api: k8s.ApiClient,
+    team_a: str,
+    bob_namespace: str,
+    who: str,
+    verb: str,
+    group: str,
+    resource: str,
+    ns: str | None,
+    allowed: bool,
 ) -> None:
     assert _allowed(admin_api, who, verb, group, resource, ns) == allowed
 
 
 def test_the_kube_rbac_proxy_sidecars_may_review_tokens_and_access_and_nothing_more(
-    module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient, team_a: str,
+    module: ModuleProcesses,
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    team_a: str,
 ) -> None:
     rows = [r[:5] for r in PROXIED]
     assert [_allowed(admin_api, *r) for r in rows[:4]] == [False, True, True, False]  # before: can tell

@@ -21,8 +21,13 @@ class Bed(Orders):
     """Orders (as alice) and classes (as admin) made by one test, deleted after it."""
 
     def klass(self, name: str, exposure: str) -> str:
-        self.create_class(name, {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-                                 "exposure": {"type": exposure, "authentication": "Token"}})
+        self.create_class(
+            name,
+            {
+                "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                "exposure": {"type": exposure, "authentication": "Token"},
+            },
+        )
         return name
 
     def ingress(self, name: str) -> Any | None:
@@ -54,17 +59,23 @@ def test_an_external_endpoint_routes_only_the_guarded_api_to_a_host_of_its_own(b
 
 
 def test_an_exposure_changed_to_cluster_local_takes_the_ingress_down_and_says_where_it_listens(
-        bed: Bed) -> None:
+    bed: Bed,
+) -> None:
     """Issue 12: switching External → ClusterLocal left the Ingress up, and the URL named HTTPS on a port
     where nothing terminated TLS."""
     klass = bed.klass("serve-switch", "External")
     name = bed.create("serve-switch", hf(QWEN), klass)
     bed.wait_ready(name)
     assert bed.ingress(name) is not None
-    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", klass,
-                                          {"spec": {"exposure": {"type": "ClusterLocal"}}})
-    status = bed.wait(name, lambda s: s.get("endpoint", {}).get("type") == "ClusterLocal", 60,
-                      "the endpoint republished as ClusterLocal")
+    bed.admin.patch_cluster_custom_object(
+        GROUP, VERSION, "inferenceserviceclasses", klass, {"spec": {"exposure": {"type": "ClusterLocal"}}}
+    )
+    status = bed.wait(
+        name,
+        lambda s: s.get("endpoint", {}).get("type") == "ClusterLocal",
+        60,
+        "the endpoint republished as ClusterLocal",
+    )
     assert status["endpoint"]["url"] == f"http://{name}.{bed.ns}.svc:8000"
     wait_for(lambda: bed.ingress(name) is None, 30, what="the Ingress taken down")
 
@@ -89,29 +100,42 @@ def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(
     """ScaleUpBlocked and GrowthClaimUnplaced from a real order: the class asks for two replicas of a
     model that takes most of an L4, so the second replica's claim finds no room on the planned card."""
     gpu = "gpu.nvidia.com"
-    bed.create_class("serve-grow", {
-        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
-        "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
-        "acceleratorPolicy": {"deviceClassNames": [gpu],
-                              "selector": f"device.attributes['{gpu}'].productName == 'NVIDIA L4'"}})
+    bed.create_class(
+        "serve-grow",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
+            "acceleratorPolicy": {
+                "deviceClassNames": [gpu],
+                "selector": f"device.attributes['{gpu}'].productName == 'NVIDIA L4'",
+            },
+        },
+    )
     name = bed.create("serve-grow", hf(QWEN), "serve-grow")
     status = bed.wait(name, lambda s: s.get("phase") == "Degraded", 120, "Degraded: serving, growth blocked")
     scaling = next(c for c in status["conditions"] if c["type"] == "ScalingHealthy")
     assert (scaling["status"], scaling["reason"]) == ("False", "ScaleUpBlocked")
     assert "the class asks for 2" in scaling["message"]
     assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "True"
-    wait_for(lambda: [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"], 30,
-             what="a GrowthClaimUnplaced event")
+    wait_for(
+        lambda: [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"],
+        30,
+        what="a GrowthClaimUnplaced event",
+    )
 
 
 def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_asking(bed: Bed) -> None:
     """Issue 12: `autoscaler: true` made nothing that scaled; the StatefulSet now leaves its count to an
     autoscaler (autoscaling/v2) over it, which goes when the class no longer asks for one."""
-    bed.create_class("serve-autoscaled", {
-        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
-        "scalingPolicy": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True}})
+    bed.create_class(
+        "serve-autoscaled",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "scalingPolicy": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": True},
+        },
+    )
     name = bed.create("serve-auto", hf(QWEN), "serve-autoscaled")
     bed.wait_ready(name)
     scaling = k8s.AutoscalingV2Api(bed.admin_api)
@@ -128,8 +152,13 @@ def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_ask
     assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (1, 3)
     assert (hpa.spec.scale_target_ref.kind, hpa.spec.scale_target_ref.name) == ("StatefulSet", name)
     assert hpa.metadata.owner_references[0].kind == "InferenceService"
-    bed.admin.patch_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "serve-autoscaled",
-                                          {"spec": {"scalingPolicy": {"autoscaler": False}}})
+    bed.admin.patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "inferenceserviceclasses",
+        "serve-autoscaled",
+        {"spec": {"scalingPolicy": {"autoscaler": False}}},
+    )
     wait_for(lambda: autoscaler() is None, 60, what="the autoscaler taken down")
     workload = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns)
     assert workload.spec.replicas == 1  # the count is the class's minReplicas again
@@ -143,17 +172,40 @@ def _pod_status(bed: Bed, name: str, ready: bool, started: bool | None = None) -
     server = next(c for c in pod.spec.containers if c.name == "server")
     pulling = f'Back-off pulling image "{server.image}"'
     started = ready if started is None else started
-    state = ({"running": {"startedAt": pod.status.start_time.isoformat()}} if started else
-             {"waiting": {"reason": "ImagePullBackOff", "message": pulling}})
+    state = (
+        {"running": {"startedAt": pod.status.start_time.isoformat()}}
+        if started
+        else {"waiting": {"reason": "ImagePullBackOff", "message": pulling}}
+    )
     word = "True" if ready else "False"
-    core.patch_namespaced_pod_status(pod.metadata.name, bed.ns, {"status": {
-        "conditions": [{"type": "Ready", "status": word}, {"type": "ContainersReady", "status": word}],
-        "containerStatuses": [{"name": "server", "image": server.image, "imageID": "", "ready": ready,
-                               "restartCount": 0, "started": started, "state": state}]}})
+    core.patch_namespaced_pod_status(
+        pod.metadata.name,
+        bed.ns,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": word},
+                    {"type": "ContainersReady", "status": word},
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "server",
+                        "image": server.image,
+                        "imageID": "",
+                        "ready": ready,
+                        "restartCount": 0,
+                        "started": started,
+                        "state": state,
+                    }
+                ],
+            }
+        },
+    )
 
 
 def test_a_claim_the_scheduler_has_not_allocated_yet_is_resource_claim_pending_and_lifts(
-        bed: Bed, cluster: Any) -> None:
+    bed: Bed, cluster: Any
+) -> None:
     """Issue 12: ResourceClaimPending from a real order. With the scheduler stopped nothing allocates the
     pod's device claim, a stage the order names; the scheduler back, the claim is allocated and it serves."""
     if not cluster.runs_scheduler:
@@ -181,7 +233,10 @@ def test_a_container_that_never_starts_says_so_and_the_order_recovers_when_it_ru
     assert f"pod {name}-" in message and "container server: ImagePullBackOff" in message
     failure = status["startupFailure"]
     assert (failure["container"], failure.get("output", []), failure.get("outputRead", False)) == (
-        "server", [], False)
+        "server",
+        [],
+        False,
+    )
     # it served before: no replica serving is a blip at first, a failure once it lasts
     failed = bed.wait(name, lambda s: s.get("phase") == "Failed", 60, "the order Failed")
     assert next(c for c in failed["conditions"] if c["type"] == "Ready")["reason"] == "ServiceUnhealthy"

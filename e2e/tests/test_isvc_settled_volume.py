@@ -37,14 +37,21 @@ class Bed(Orders):
 
     def bound_volumes(self, name: str) -> dict[str, str]:
         """The order's model-volume claims that are Bound: name → capacity."""
-        claims = k8s.CoreV1Api(self.admin_api).list_namespaced_persistent_volume_claim(
-            self.ns, label_selector=f"{LABEL_ORDER}={name}").items
-        return {c.metadata.name: c.status.capacity["storage"] for c in claims
-                if c.status.phase == "Bound" and c.metadata.deletion_timestamp is None}
+        claims = (
+            k8s.CoreV1Api(self.admin_api)
+            .list_namespaced_persistent_volume_claim(self.ns, label_selector=f"{LABEL_ORDER}={name}")
+            .items
+        )
+        return {
+            c.metadata.name: c.status.capacity["storage"]
+            for c in claims
+            if c.status.phase == "Bound" and c.metadata.deletion_timestamp is None
+        }
 
     def edit(self, name: str, repo: str) -> None:
-        self.alice.patch_namespaced_custom_object(GROUP, VERSION, self.ns, "inferenceservices", name,
-                                                  {"spec": {"model": hf(repo)}})
+        self.alice.patch_namespaced_custom_object(
+            GROUP, VERSION, self.ns, "inferenceservices", name, {"spec": {"model": hf(repo)}}
+        )
 
 
 @pytest.fixture
@@ -59,8 +66,13 @@ def _volume(workload: Any) -> tuple[str, int]:
 
 
 def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_brings_it_back(bed: Bed) -> None:
-    bed.create_class("settled", {"modelPolicy": {"allowedEndpointTypes": ["Chat"]},
-                                 "exposure": {"type": "ClusterLocal", "authentication": "Token"}})
+    bed.create_class(
+        "settled",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+        },
+    )
     name = bed.create("settled", hf(SMALL), "settled")
     bed.wait_ready(name)
     workload = bed.workload(name)
@@ -72,18 +84,29 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
     assert claim == f"{first_volume}-{name}-0" and int(parse_quantity(capacity)) == first_size
 
     bed.edit(name, LARGE)
-    status = bed.wait(name, lambda s: condition(s, "WorkloadReady").get("reason") == "WorkloadError", 90,
-                      "WorkloadError: the order outgrew its volume")
+    status = bed.wait(
+        name,
+        lambda s: condition(s, "WorkloadReady").get("reason") == "WorkloadError",
+        90,
+        "WorkloadError: the order outgrew its volume",
+    )
     message = condition(status, "WorkloadReady")["message"]
     assert "Release notes" in message and f"delete statefulset {name}" in message
-    events = wait_for(lambda: [e for e in bed.events(name) if e[1] == "SettledRegionTooSmall"], 30,
-                      what="a SettledRegionTooSmall event alice reads")
+    events = wait_for(
+        lambda: [e for e in bed.events(name) if e[1] == "SettledRegionTooSmall"],
+        30,
+        what="a SettledRegionTooSmall event alice reads",
+    )
     assert events[0][0] == "Warning" and "smaller than the order now needs" in events[0][2]
     held = bed.workload(name)
     assert held is not None and _volume(held) == (first_volume, first_size)  # never edited
     assert held.status.ready_replicas == 1  # the old replica keeps serving meanwhile
-    bed.wait(name, lambda s: condition(s, "WorkloadReady").get("reason") == "WorkloadError", 10,
-             "still refused: it does not pass on its own")
+    bed.wait(
+        name,
+        lambda s: condition(s, "WorkloadReady").get("reason") == "WorkloadError",
+        10,
+        "still refused: it does not pass on its own",
+    )
     assert len([e for e in bed.events(name) if e[1] == "SettledRegionTooSmall"]) == 1  # once, not per pass
 
     # The Release notes procedure: delete the StatefulSet; the module makes it anew with the larger volume.
@@ -93,13 +116,23 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
     assert remade is not None and remade.metadata.uid != held.metadata.uid
     second_volume, second_size = _volume(remade)
     assert second_size > first_size and second_volume != first_volume
-    wait_for(lambda: list(bed.bound_volumes(name)) == [f"{second_volume}-{name}-0"], 60,
-             what="only the larger volume left (the old one went with its set)")
+    wait_for(
+        lambda: list(bed.bound_volumes(name)) == [f"{second_volume}-{name}-0"],
+        60,
+        what="only the larger volume left (the old one went with its set)",
+    )
 
     # A smaller model fits on the volume the set holds: the set rolls, its claim template stays.
     bed.edit(name, SMALL)
-    bed.wait(name, lambda s: condition(s, "WorkloadReady").get("status") == "True"
-             and (s.get("resolved") or {}).get("servedModel") == SMALL, 120, "Ready on the smaller model")
+    bed.wait(
+        name,
+        lambda s: (
+            condition(s, "WorkloadReady").get("status") == "True"
+            and (s.get("resolved") or {}).get("servedModel") == SMALL
+        ),
+        120,
+        "Ready on the smaller model",
+    )
     kept = bed.workload(name)
     assert kept is not None and kept.metadata.uid == remade.metadata.uid
     assert _volume(kept) == (second_volume, second_size)

@@ -256,8 +256,11 @@ def without_estimates(module: Any, admin_api: k8s.ApiClient) -> Iterator[None]:
 
 
 def _stored(api: k8s.ApiClient, namespace: str, plural: str) -> int:
-    return len(k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-        "ai.deckhouse.io", "v1alpha1", namespace, plural)["items"])
+    return len(
+        k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            "ai.deckhouse.io", "v1alpha1", namespace, plural
+        )["items"]
+    )
 
 
 def test_estimate_without_the_webhook_is_accepted_as_a_dry_run_and_cannot_tell(
@@ -267,7 +270,8 @@ def test_estimate_without_the_webhook_is_accepted_as_a_dry_run_and_cannot_tell(
 
     def unanswered() -> dict[str, Any] | None:  # the API server forgets a deleted webhook in a moment
         code, e = plugin_json(
-            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a)
+            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", team_a
+        )
         return e if (code, e["verdict"]) == (2, "Unknown") else None
 
     e = wait_for(unanswered, 30, interval=1, what="the dry run answered without an estimate")
@@ -284,13 +288,16 @@ def test_estimate_as_alice_is_what_the_order_then_gets_and_the_estimate_writes_n
 
     def answered() -> tuple[int, dict[str, Any]] | None:  # the API server learns of a webhook in a moment
         code, e = plugin_json(
-            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
+            cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns
+        )
         return (code, e) if code != 2 else None
 
     code, e = wait_for(answered, 60, interval=1, what="the estimate webhook answering")
     assert (code, e["verdict"], e["endpointType"], e["className"]) == (0, "Planned", "Chat", "default-llm")
     assert (_stored(alice_api, bed.ns, "inferenceservices"), _stored(alice_api, bed.ns, "launchplans")) == (
-        orders, plans)
+        orders,
+        plans,
+    )
 
     bed.create("kis-estimated", hf(QWEN), "default-llm")
     plan = wait_for(lambda: bed.plan("kis-estimated"), 90, what="the order's LaunchPlan")["spec"]
@@ -299,17 +306,29 @@ def test_estimate_as_alice_is_what_the_order_then_gets_and_the_estimate_writes_n
         plan["placement"].get("sharePercent"),
         plan["estimates"]["requiredMemoryGiB"],
     )
-    in_force = wait_for(lambda: next((c for c in (bed.plan("kis-estimated") or {}).get("status", {}).get(
-        "conditions", []) if c["type"] == "InForce" and c["status"] == "True"), None), 60, what="InForce")
+    in_force = wait_for(
+        lambda: next(
+            (
+                c
+                for c in (bed.plan("kis-estimated") or {}).get("status", {}).get("conditions", [])
+                if c["type"] == "InForce" and c["status"] == "True"
+            ),
+            None,
+        ),
+        60,
+        what="InForce",
+    )
     assert in_force["reason"] == "Planned"  # the controller mirrors the order's Planned onto its plan
     args = " ".join(plan["runtime"]["args"])
     assert e["plan"]["flags"] and all(flag in args for flag in e["plan"]["flags"])
 
     code, admin = plugin_json(
-        cluster.admin_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
+        cluster.admin_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns
+    )
     assert (code, admin["verdict"]) == (0, "Planned")  # the administrator asks the same way
     code, e = plugin_json(
-        cluster.alice_kubeconfig, "estimate", QWEN, "--class", "no-such-class", "-n", bed.ns)
+        cluster.alice_kubeconfig, "estimate", QWEN, "--class", "no-such-class", "-n", bed.ns
+    )
     assert (code, e["verdict"], e["reason"], e["faq"]["who"]) == (1, "Refused", "ClassNotFound", "user")
     code, text = plugin(cluster.alice_kubeconfig, "estimate", QWEN, "--class", "default-llm", "-n", bed.ns)
     assert code == 0 and f"Accelerator: {plan['placement']['acceleratorProductName']}" in text

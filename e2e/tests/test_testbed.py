@@ -78,7 +78,8 @@ def test_alice_is_forbidden_in_another_namespace_and_allowed_in_her_own(
 ) -> None:
     # A role of the test bed's own, so the module's d8:user-authz:isvc:editor is never shadowed or deleted.
     created = ensure_cluster_role(
-        admin_api, "testbed:pod-reader",
+        admin_api,
+        "testbed:pod-reader",
         [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
     )
     try:

@@ -17,7 +17,14 @@ from isvc_runtime_recipes import load_recipes
 DOCS = Path(__file__).resolve().parents[2] / "module" / "docs"
 FAQS = ("FAQ.md", "FAQ.ru.md")
 PAGES = (
-    "README", "USER_GUIDE", "FAQ", "CONFIGURATION", "RECIPES", "EXAMPLES", "SCENARIO", "RELEASE_NOTES",
+    "README",
+    "USER_GUIDE",
+    "FAQ",
+    "CONFIGURATION",
+    "RECIPES",
+    "EXAMPLES",
+    "SCENARIO",
+    "RELEASE_NOTES",
     "SECURITY",
 )
 
@@ -165,7 +172,8 @@ def test_relative_links_resolve(page: str) -> None:
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")), ids=str)
 def test_links_to_sections_land_on_a_heading(page: str) -> None:
     broken = [
-        f"{target}#{fragment}" for target, fragment in fragment_links(_read(page))
+        f"{target}#{fragment}"
+        for target, fragment in fragment_links(_read(page))
         if (target == "" or target.endswith(".md")) and fragment not in anchors(_read(target or page))
     ]
     assert broken == []
@@ -182,7 +190,8 @@ def test_the_index_links_every_page(index: str) -> None:
 @pytest.mark.parametrize("page", PAGES)
 def test_russian_twins_link_russian_pages(page: str) -> None:
     english_links = [
-        t for t in local_links(_read(f"{page}.ru.md"))
+        t
+        for t in local_links(_read(f"{page}.ru.md"))
         if Path(t).parent == Path(".") and t.endswith(".md") and not t.endswith(".ru.md")
     ]
     assert english_links == []

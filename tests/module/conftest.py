@@ -59,8 +59,10 @@ def _rulecheck_or_skip() -> str:
     rulecheck = _rulecheck()
     if rulecheck is not None:
         return rulecheck
-    why = (f"no isvc-rulecheck binary: set ISVC_RULECHECK, or run `nox -s chart`, which builds it into "
-           f"{_bin_dir()}")
+    why = (
+        f"no isvc-rulecheck binary: set ISVC_RULECHECK, or run `nox -s chart`, which builds it into "
+        f"{_bin_dir()}"
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(why)
     pytest.skip(why)

@@ -55,7 +55,8 @@ def test_every_rule_file_renders_one_prometheus_rule(render: Render) -> None:
 
 
 def test_the_rendered_rules_load_in_prometheus_and_pass_every_case(
-        render: Render, rulecheck: str, tmp_path: Path) -> None:
+    render: Render, rulecheck: str, tmp_path: Path
+) -> None:
     result = _check(rulecheck, _write(_rule_objects(render), tmp_path / "rules"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok   parse: 3 files, 8 alerting rules" in result.stdout
@@ -64,27 +65,59 @@ def test_the_rendered_rules_load_in_prometheus_and_pass_every_case(
 
 # (alert, field, text in it, replacement, a line the check must print)
 BREAKS = [
-    ("D8IsvcOrdersNotReady", "for", "30m", "25m",
-     "FAIL D8IsvcOrdersNotReady: an order Pending with NoCapacity for 29 minutes, then Ready, stays quiet: "
-     "fires at 25m0s"),
-    ("D8IsvcOrdersNotReady", "for", "30m", "35m",
-     "FAIL D8IsvcOrdersNotReady: an order Pending with NoCapacity for 31 minutes fires: at 31m0s expected"),
-    ("D8IsvcControllerTargetDown", "expr", "== 0", "== 1",
-     "FAIL D8IsvcControllerTargetDown: the controller down for 6 minutes fires"),
-    ("D8IsvcReconcileErrors", "expr", "> 0.2", "> 0.4",
-     "FAIL D8IsvcReconcileErrors: 3 failed order passes in 10 for 16 minutes fire"),
-    ("D8IsvcPlannerRefusingMostRequests", "expr", ">= 10", ">= 1",
-     "FAIL D8IsvcPlannerRefusingMostRequests: every plan refused, but fewer than 10 in 15 minutes"),
+    (
+        "D8IsvcOrdersNotReady",
+        "for",
+        "30m",
+        "25m",
+        "FAIL D8IsvcOrdersNotReady: an order Pending with NoCapacity for 29 minutes, then Ready, stays quiet: "
+        "fires at 25m0s",
+    ),
+    (
+        "D8IsvcOrdersNotReady",
+        "for",
+        "30m",
+        "35m",
+        "FAIL D8IsvcOrdersNotReady: an order Pending with NoCapacity for 31 minutes fires: at 31m0s expected",
+    ),
+    (
+        "D8IsvcControllerTargetDown",
+        "expr",
+        "== 0",
+        "== 1",
+        "FAIL D8IsvcControllerTargetDown: the controller down for 6 minutes fires",
+    ),
+    (
+        "D8IsvcReconcileErrors",
+        "expr",
+        "> 0.2",
+        "> 0.4",
+        "FAIL D8IsvcReconcileErrors: 3 failed order passes in 10 for 16 minutes fire",
+    ),
+    (
+        "D8IsvcPlannerRefusingMostRequests",
+        "expr",
+        ">= 10",
+        ">= 1",
+        "FAIL D8IsvcPlannerRefusingMostRequests: every plan refused, but fewer than 10 in 15 minutes",
+    ),
     ("D8IsvcOrdersNotReady", "expr", "> 0", "> 0)", "could not parse expression"),
-    ("D8IsvcPlannerTargetDown", "alert", "D8IsvcPlannerTargetDown", "D8IsvcPlannerUnreachable",
-     "FAIL coverage: alert D8IsvcPlannerUnreachable: no case makes it fire"),
+    (
+        "D8IsvcPlannerTargetDown",
+        "alert",
+        "D8IsvcPlannerTargetDown",
+        "D8IsvcPlannerUnreachable",
+        "FAIL coverage: alert D8IsvcPlannerUnreachable: no case makes it fire",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("alert", "field", "old", "new", "expected"), BREAKS,
-                         ids=[f"{b[0]}-{b[1]}-{b[3]}" for b in BREAKS])
-def test_a_broken_rule_fails_the_check(render: Render, rulecheck: str, tmp_path: Path, alert: str, field: str,
-                                       old: str, new: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("alert", "field", "old", "new", "expected"), BREAKS, ids=[f"{b[0]}-{b[1]}-{b[3]}" for b in BREAKS]
+)
+def test_a_broken_rule_fails_the_check(
+    render: Render, rulecheck: str, tmp_path: Path, alert: str, field: str, old: str, new: str, expected: str
+) -> None:
     objects = _rule_objects(render)
     rule = _rule(objects, alert)
     assert old in str(rule[field])

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "module" / "monitoring"
 
 _REGISTERED = re.compile(
-    r"""(?:Counter|Gauge|Histogram|GaugeMetricFamily|CounterMetricFamily)\(\s*["'](isvc_[a-z_]+)["']""")
+    r"""(?:Counter|Gauge|Histogram|GaugeMetricFamily|CounterMetricFamily)\(\s*["'](isvc_[a-z_]+)["']"""
+)
 _USED = re.compile(r"\b(isvc_[a-z_]+)\b")
 _SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 
@@ -52,9 +53,17 @@ def test_every_metric_in_the_rules_and_the_dashboard_is_exported() -> None:
 
 
 def test_the_metrics_the_rules_were_written_for_are_registered() -> None:
-    expected = {"isvc_reconcile_total", "isvc_reconcile_duration_seconds", "isvc_orders_waiting_for_room",
-                "isvc_health_probe_duration_seconds", "isvc_health_probes", "isvc_planner_plans",
-                "isvc_planner_plan_duration_seconds", "isvc_planner_inventory_synced", "isvc_orders"}
+    expected = {
+        "isvc_reconcile_total",
+        "isvc_reconcile_duration_seconds",
+        "isvc_orders_waiting_for_room",
+        "isvc_health_probe_duration_seconds",
+        "isvc_health_probes",
+        "isvc_planner_plans",
+        "isvc_planner_plan_duration_seconds",
+        "isvc_planner_inventory_synced",
+        "isvc_orders",
+    }
     assert set() == expected - _registered()
 
 

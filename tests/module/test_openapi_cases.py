@@ -58,8 +58,9 @@ def _schema(kind: str) -> dict[str, Any]:
 
 def _cases(polarity: str) -> list[Any]:
     cases = _load(OPENAPI / "openapi-case-tests.yaml")[polarity]
-    return [pytest.param(kind, value, id=f"{kind}-{i}") for kind in cases for i, value in
-            enumerate(cases[kind])]
+    return [
+        pytest.param(kind, value, id=f"{kind}-{i}") for kind in cases for i, value in enumerate(cases[kind])
+    ]
 
 
 def _defaults(schema: dict[str, Any]) -> Any:

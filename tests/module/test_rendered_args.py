@@ -24,13 +24,19 @@ RENDERINGS = {
     "plain defaults": ((), PLAIN),
     "Deckhouse, every optional API": ((), DECKHOUSE),
     "catalog off, own domain, fetch image, Warn": (
-        ('isvc.catalog={"mode":"None"}', 'isvc.publicDomainTemplate="%s.ai.example.com"',
-         'isvc.modelFetchImage="registry.example.com/isvc/model-fetcher@sha256:0"', 'isvc.logLevel="Warn"',
-         'isvc.modelVolume={"storageClassName":"local-path"}'),
+        (
+            'isvc.catalog={"mode":"None"}',
+            'isvc.publicDomainTemplate="%s.ai.example.com"',
+            'isvc.modelFetchImage="registry.example.com/isvc/model-fetcher@sha256:0"',
+            'isvc.logLevel="Warn"',
+            'isvc.modelVolume={"storageClassName":"local-path"}',
+        ),
         PLAIN,
     ),
-    "Debug, health tuned": (('isvc.logLevel="Debug"', 'isvc.health={"periodSeconds":5,"failureThreshold":7}'),
-                            PLAIN),
+    "Debug, health tuned": (
+        ('isvc.logLevel="Debug"', 'isvc.health={"periodSeconds":5,"failureThreshold":7}'),
+        PLAIN,
+    ),
 }
 APIS = ("cert-manager.io/v1/Certificate", "monitoring.coreos.com/v1/ServiceMonitor")
 
@@ -71,8 +77,13 @@ def test_the_planner_serves_on_the_ports_its_service_and_probes_name(render: Any
     ports = {p["name"]: p["containerPort"] for p in planner["ports"]}
 
     assert (args.command, args.port, args.metrics_host) == ("serve", ports["http"], "127.0.0.1")
-    proxy = next(c for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "isvc-planner"
-                 for c in d["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-rbac-proxy")
+    proxy = next(
+        c
+        for d in docs
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "isvc-planner"
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "kube-rbac-proxy"
+    )
     upstream = next(e["value"] for e in proxy["env"] if e["name"] == "KUBE_RBAC_PROXY_CONFIG")
     assert f"http://127.0.0.1:{args.metrics_port}/metrics" in upstream
 
@@ -98,8 +109,9 @@ def test_the_controller_serves_estimates_where_the_webhook_service_points(render
     args = _parse("controller", controller["args"])
     ports = {p["name"]: p["containerPort"] for p in controller["ports"]}
     mounts = {m["name"]: m["mountPath"] for m in controller["volumeMounts"]}
-    service = next(d for d in docs
-                   if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-controller-webhook")
+    service = next(
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-controller-webhook"
+    )
 
     assert args.webhook_port == ports["webhook"] and service["spec"]["ports"][0]["targetPort"] == "webhook"
     assert str(args.webhook_cert_dir) == mounts["webhook-tls"]

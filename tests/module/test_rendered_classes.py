@@ -36,10 +36,13 @@ def test_default_llm_conforms_to_the_class_crd(render: Any) -> None:
 
 
 def test_additional_class_from_settings_conforms_to_the_class_crd(render: Any) -> None:
-    embeddings = {"name": "embeddings", "spec": {
-        "modelPolicy": {"allowedEndpointTypes": ["Embeddings"]},
-        "exposure": {"type": "ClusterLocal", "authentication": "None"},
-    }}
+    embeddings = {
+        "name": "embeddings",
+        "spec": {
+            "modelPolicy": {"allowedEndpointTypes": ["Embeddings"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "None"},
+        },
+    }
     rendered = _classes(render(f"isvc.additionalClasses=[{json.dumps(embeddings)}]"))
 
     jsonschema.validate(rendered["embeddings"], _class_schema())
@@ -47,9 +50,13 @@ def test_additional_class_from_settings_conforms_to_the_class_crd(render: Any) -
 
 def test_a_class_with_a_wrong_exposure_does_not_conform(render: Any) -> None:
     """Guards the check above against a schema that accepts anything."""
-    broken = {"name": "broken", "spec": {
-        "modelPolicy": {"allowedEndpointTypes": ["Chat"]}, "exposure": {"type": "Public"},
-    }}
+    broken = {
+        "name": "broken",
+        "spec": {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "Public"},
+        },
+    }
     rendered = _classes(render(f"isvc.additionalClasses=[{json.dumps(broken)}]"))
 
     with pytest.raises(jsonschema.ValidationError):

@@ -105,8 +105,14 @@ class ChartOnNode:
 
 
 @pytest.fixture(scope="module")
-def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, standin: StandIn, team_a: str,
-                  catalog_crds: list[str]) -> Iterator[ChartOnNode]:
+def chart_on_node(
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    fleet: Fleet,
+    standin: StandIn,
+    team_a: str,
+    catalog_crds: list[str],
+) -> Iterator[ChartOnNode]:
     """The chart installed; its planner and controller Deployments running on the real node, Ready."""
     node = cluster.node
     archives = {name: _archive(name) for name in ("controller", "planner")}
@@ -119,18 +125,26 @@ def chart_on_node(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet, stan
     try:
         hub = node.relay("hub", module.hub_port, module.hub_port)
         node.relay("standin", 8000, standin.port)  # the Service port of every order (isvc_workload)
-        install_chart(cluster, {
-            # the model fetcher keeps its default name: orders' pods run on KWOK's nodes, nothing pulls it
-            "images": {name: image_ref(path) for name, path in archives.items()},
-            "huggingFace": {"endpoint": f"http://{hub}"},
-            "health": {"periodSeconds": 5, "failureThreshold": 2},
-            "modelVolume": {"storageClassName": STORAGE_CLASS},
-        })
+        install_chart(
+            cluster,
+            {
+                # the model fetcher keeps its default name: orders' pods run on KWOK's nodes, nothing pulls it
+                "images": {name: image_ref(path) for name, path in archives.items()},
+                "huggingFace": {"endpoint": f"http://{hub}"},
+                "health": {"periodSeconds": 5, "failureThreshold": 2},
+                "modelVolume": {"storageClassName": STORAGE_CLASS},
+            },
+        )
         planner = _run_on_real_node(admin_api, node.name, "isvc-planner", [])
-        controller = _run_on_real_node(admin_api, node.name, "isvc-controller", [
-            {"ip": planner.status.pod_ip, "hostnames": [PLANNER_HOST]},
-            {"ip": node.node_ip, "hostnames": [f"{ORDER}.{team_a}.svc"]},
-        ])
+        controller = _run_on_real_node(
+            admin_api,
+            node.name,
+            "isvc-controller",
+            [
+                {"ip": planner.status.pod_ip, "hostnames": [PLANNER_HOST]},
+                {"ip": node.node_ip, "hostnames": [f"{ORDER}.{team_a}.svc"]},
+            ],
+        )
         yield ChartOnNode(planner, controller, standin, module)
         # the network rule: neither pod sent anything out of the test bed's namespace (every stand-in is
         # relayed into it, every Service name is a host alias); the FORWARD rule that would drop it counted
@@ -147,21 +161,35 @@ def _leave_the_node(api: k8s.ApiClient, node: str) -> None:
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     for app in ("isvc-controller", "isvc-planner"):
         apps.patch_namespaced_deployment_scale(app, NAMESPACE, {"spec": {"replicas": 0}})
-    wait_for(lambda: not [p for app in ("isvc-controller", "isvc-planner") for p in _pods(core, app)
-                          if p.spec.node_name == node], 60, interval=1, what="the chart's pods gone")
+    wait_for(
+        lambda: (
+            not [
+                p
+                for app in ("isvc-controller", "isvc-planner")
+                for p in _pods(core, app)
+                if p.spec.node_name == node
+            ]
+        ),
+        60,
+        interval=1,
+        what="the chart's pods gone",
+    )
 
 
 def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(
-        chart_on_node: ChartOnNode, admin_api: k8s.ApiClient) -> None:
+    chart_on_node: ChartOnNode, admin_api: k8s.ApiClient
+) -> None:
     pod = chart_on_node.planner
     assert pod.spec.service_account_name == "planner"
     body = k8s.CoreV1Api(admin_api).connect_get_namespaced_pod_proxy_with_path(
-        f"{pod.metadata.name}:8080", NAMESPACE, "readyz")
+        f"{pod.metadata.name}:8080", NAMESPACE, "readyz"
+    )
     assert "ok" in str(body)
 
 
 def test_the_charts_controller_deployment_runs_ready_and_holds_the_lease(
-        chart_on_node: ChartOnNode, admin_api: k8s.ApiClient) -> None:
+    chart_on_node: ChartOnNode, admin_api: k8s.ApiClient
+) -> None:
     pod = chart_on_node.controller
     core = k8s.CoreV1Api(admin_api)
     container = pod.spec.containers[0]
@@ -181,6 +209,7 @@ def test_the_charts_controller_deployment_runs_ready_and_holds_the_lease(
         return lease if holder.startswith(f"{pod.metadata.name}_") else None
 
     first = wait_for(held, 60, what="the controller pod holding the isvc-controller Lease")
+
     def renewed() -> Any:
         now = held()
         return now if now is not None and now.spec.renew_time > first.spec.renew_time else None
@@ -191,7 +220,8 @@ def test_the_charts_controller_deployment_runs_ready_and_holds_the_lease(
 
 
 def test_an_order_by_alice_is_planned_and_ready_through_the_controller_pod(
-        chart_on_node: ChartOnNode, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> None:
+    chart_on_node: ChartOnNode, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str
+) -> None:
     core = k8s.CoreV1Api(admin_api)
     with Orders(chart_on_node.module, admin_api, alice_api, team_a, timeout=120) as orders:
         orders.create(ORDER, hf("Qwen/Qwen2.5-7B-Instruct"), "default-llm")

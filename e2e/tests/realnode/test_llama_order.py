@@ -26,8 +26,15 @@ from kubernetes import client as k8s
 
 
 @pytest.fixture(scope="module")
-def bed(cluster: Cluster, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fleet: Fleet, standin: StandIn,
-        team_a: str, catalog_crds: list[str]) -> Iterator[Bed]:
+def bed(
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    alice_api: k8s.ApiClient,
+    fleet: Fleet,
+    standin: StandIn,
+    team_a: str,
+    catalog_crds: list[str],
+) -> Iterator[Bed]:
     """The llama.cpp bed on the real node (isvc_testbed.llamabed) until the module ends; no order's pod
     dialled out of the node's namespace meanwhile."""
     with llama_bed(cluster, admin_api, alice_api, standin.url_template, team_a) as bed:
@@ -79,14 +86,19 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
 
 
 def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_when_it_comes_up(
-        bed: Bed) -> None:
+    bed: Bed,
+) -> None:
     orders = bed.orders
     name = "tiny-cut"
     bed.forwarder.pod = f"{name}-0"
     orders.create(name, hf(CUT_REPO), CLASS)
     try:
-        status = orders.wait(name, lambda s: condition(s, "WorkloadReady").get("reason")
-                             == "WorkloadStartupFailed", 180, "WorkloadStartupFailed")
+        status = orders.wait(
+            name,
+            lambda s: condition(s, "WorkloadReady").get("reason") == "WorkloadStartupFailed",
+            180,
+            "WorkloadStartupFailed",
+        )
     except TimeoutError as e:
         raise AssertionError(f"{e}\n{bed.diagnosis(name)}") from None
     message = condition(status, "WorkloadReady")["message"]
@@ -104,4 +116,3 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
     ready = condition(status, "WorkloadReady")
     assert ready.get("status") == "True", ready
     bed.gone(name)
-

@@ -73,11 +73,16 @@ NS = "llama-on-node"
 NAME = "tiny-chat"
 # the whole of the real node's card (the DRA plugin's T4): the recipe compiles the same arguments for any card
 # the tiny model fits on; the card itself is never touched (a CPU build), and its claim is not made here
-PLACEMENT = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1, node_name=REAL_NODE_NAME,
-                      device_class_name="gpu.nvidia.com", driver=DRIVER,
-                      accelerator_product_name=REAL_NODE_GPU.product,
-                      accelerator_memory_gi_b=float((REAL_NODE_GPU.memory or "0Gi").removesuffix("Gi")),
-                      accelerator_compute_capability=".".join(REAL_NODE_GPU.compute_capability.split(".")[:2]))
+PLACEMENT = Placement(
+    placement_mode=PlacementMode.WHOLE_DEVICE,
+    device_count=1,
+    node_name=REAL_NODE_NAME,
+    device_class_name="gpu.nvidia.com",
+    driver=DRIVER,
+    accelerator_product_name=REAL_NODE_GPU.product,
+    accelerator_memory_gi_b=float((REAL_NODE_GPU.memory or "0Gi").removesuffix("Gi")),
+    accelerator_compute_capability=".".join(REAL_NODE_GPU.compute_capability.split(".")[:2]),
+)
 
 
 @dataclass
@@ -91,10 +96,12 @@ class Served:
 
 
 def _order() -> InferenceService:
-    return InferenceService.model_validate({
-        "metadata": {"name": NAME, "namespace": NS, "uid": "00000000-0000-0000-0000-000000000013"},
-        "spec": {"model": {"src": "HuggingFace", "ref": {"name": REPO}}},
-    })
+    return InferenceService.model_validate(
+        {
+            "metadata": {"name": NAME, "namespace": NS, "uid": "00000000-0000-0000-0000-000000000013"},
+            "spec": {"model": {"src": "HuggingFace", "ref": {"name": REPO}}},
+        }
+    )
 
 
 def _on_real_node(set_: dict[str, Any]) -> dict[str, Any]:
@@ -134,11 +141,19 @@ def served(cluster: Cluster, admin_api: k8s.ApiClient, standin: StandIn) -> Iter
         estimates = estimate(facts, need)
         runtime = load_recipes().compile(facts, EndpointType.CHAT, PLACEMENT, estimates, REPO)
         assert isinstance(runtime, CompiledRuntime), runtime
-        plan = LaunchPlanSpec(placement=PLACEMENT, estimates=estimates, runtime=runtime,
-                              model_commit=facts.commit, model_files=facts.gguf_files)
+        plan = LaunchPlanSpec(
+            placement=PLACEMENT,
+            estimates=estimates,
+            runtime=runtime,
+            model_commit=facts.commit,
+            model_files=facts.gguf_files,
+        )
         order = _order()
-        settings = WorkloadSettings(model_fetch_image=image_ref(fetcher), huggingface_endpoint=f"http://{hub}",
-                                    model_volume_storage_class=STORAGE_CLASS)
+        settings = WorkloadSettings(
+            model_fetch_image=image_ref(fetcher),
+            huggingface_endpoint=f"http://{hub}",
+            model_volume_storage_class=STORAGE_CLASS,
+        )
         inputs = WorkloadInputs.from_plan(order, plan, None)
         set_ = _on_real_node(statefulset(inputs, settings))
         secret = auth_secret(order)
@@ -184,15 +199,17 @@ def _diagnosis_in(core: k8s.CoreV1Api, pod: Any) -> str:
     lines = [f"{name}: {pod.status}", f"events: {[f'{e.reason}: {e.message}' for e in events]}"]
     for container in (FETCH_CONTAINER_NAME, CONTAINER_NAME):
         try:
-            lines.append(f"{container}: " + core.read_namespaced_pod_log(name, NS, container=container,
-                                                                         tail_lines=30))
+            lines.append(
+                f"{container}: " + core.read_namespaced_pod_log(name, NS, container=container, tail_lines=30)
+            )
         except ApiException as e:
             lines.append(f"{container}: {e.reason}")
     return "\n".join(lines)
 
 
 def test_the_model_is_fetched_by_the_init_container_and_llama_server_runs_the_compiled_arguments(
-        served: Served, admin_api: k8s.ApiClient) -> None:
+    served: Served, admin_api: k8s.ApiClient
+) -> None:
     runtime = served.runtime
     assert runtime.recipe == RECIPE
     container = served.pod.spec.containers[0]
@@ -221,8 +238,12 @@ def test_a_wrong_token_is_refused_by_llama_server(served: Served) -> None:
         none = prober.probe_url(served.base_url, token=None)
     assert (wrong.outcome, wrong.status_code) == (ProbeOutcome.HTTP_STATUS, 401), wrong
     assert none.status_code == 401, none
-    answer = httpx.post(f"{served.base_url}/v1/chat/completions", json={"messages": []},
-                        headers={"Authorization": "Bearer nope"}, timeout=10)
+    answer = httpx.post(
+        f"{served.base_url}/v1/chat/completions",
+        json={"messages": []},
+        headers={"Authorization": "Bearer nope"},
+        timeout=10,
+    )
     assert answer.status_code == 401, answer.text
 
 
@@ -231,7 +252,9 @@ def test_the_openai_client_gets_a_chat_completion_with_tokens(served: Served) ->
     reply = client.chat.completions.create(
         model=served.runtime.served_name,
         messages=[{"role": "user", "content": "Say something."}],
-        max_tokens=8, temperature=0, seed=13,
+        max_tokens=8,
+        temperature=0,
+        seed=13,
     )
     assert reply.usage is not None and reply.usage.completion_tokens > 0, reply
     assert reply.usage.prompt_tokens > 0

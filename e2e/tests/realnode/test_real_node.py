@@ -20,18 +20,21 @@ def _busybox_pod(name: str) -> dict[str, Any]:
             "nodeSelector": {REAL_NODE_LABEL: "true"},
             "tolerations": [REAL_NODE_TOLERATION],
             "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c", "echo hello from the real node; exec sleep 3600"],
-            }],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", "echo hello from the real node; exec sleep 3600"],
+                }
+            ],
         },
     }
 
 
-def test_node_is_real_tainted_and_addressed_inside_its_namespace(cluster: Cluster,
-                                                                 admin_api: k8s.ApiClient) -> None:
+def test_node_is_real_tainted_and_addressed_inside_its_namespace(
+    cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
     node = k8s.CoreV1Api(admin_api).read_node(cluster.node.name)
     assert node.status is not None and node.spec is not None
     addresses = {a.type: a.address for a in node.status.addresses or []}
@@ -43,8 +46,9 @@ def test_node_is_real_tainted_and_addressed_inside_its_namespace(cluster: Cluste
     assert node.status.node_info.kubelet_version == "v1.36.3"
 
 
-def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(cluster: Cluster,
-                                                                   admin_api: k8s.ApiClient) -> None:
+def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(
+    cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
     core = k8s.CoreV1Api(admin_api)
     core.create_namespaced_pod("default", _busybox_pod("busybox"))  # type: ignore[arg-type]
 
@@ -57,12 +61,23 @@ def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(cluster: Clu
     assert pod.spec is not None and pod.spec.node_name == cluster.node.name
     assert pod.status is not None and str(pod.status.pod_ip).startswith("10.254.")
 
-    wait_for(lambda: "hello from the real node" in core.read_namespaced_pod_log("busybox", "default"), 30,
-             what="the pod's log line through the API server")
+    wait_for(
+        lambda: "hello from the real node" in core.read_namespaced_pod_log("busybox", "default"),
+        30,
+        what="the pod's log line through the API server",
+    )
 
-    ws = stream(core.connect_get_namespaced_pod_exec, "busybox", "default",
-                command=["sh", "-c", "echo exec-ok; cat /etc/resolv.conf"],
-                stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        "busybox",
+        "default",
+        command=["sh", "-c", "echo exec-ok; cat /etc/resolv.conf"],
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+        _preload_content=False,
+    )
     try:
         ws.run_forever(timeout=30)
         out = ws.read_stdout()
@@ -74,20 +89,32 @@ def test_busybox_runs_and_logs_and_exec_work_through_the_api_server(cluster: Clu
     assert "nameserver" not in out  # the network rule: pods get no resolver
 
 
-def test_a_pod_cannot_leave_the_namespace_and_the_drop_is_counted(cluster: Cluster,
-                                                                  admin_api: k8s.ApiClient) -> None:
+def test_a_pod_cannot_leave_the_namespace_and_the_drop_is_counted(
+    cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
     """The host's end of the veth is the one address a pod could leave by: dropped, and counted (the chart
     tests assert that count does not move while the chart's pods run)."""
     core = k8s.CoreV1Api(admin_api)
     if not _exists(core, "busybox"):
         core.create_namespaced_pod("default", _busybox_pod("busybox"))  # type: ignore[arg-type]
-    wait_for(lambda: core.read_namespaced_pod("busybox", "default").status.phase == "Running", 90,
-             what="busybox Running")
+    wait_for(
+        lambda: core.read_namespaced_pod("busybox", "default").status.phase == "Running",
+        90,
+        what="busybox Running",
+    )
     before = cluster.node.forward_dropped()
     host_end = cluster.node.node_ip.rsplit(".", 1)[0] + ".1"
-    ws = stream(core.connect_get_namespaced_pod_exec, "busybox", "default",
-                command=["nc", "-w", "2", host_end, "9"],
-                stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        "busybox",
+        "default",
+        command=["nc", "-w", "2", host_end, "9"],
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+        _preload_content=False,
+    )
     try:
         ws.run_forever(timeout=30)
         assert ws.returncode != 0

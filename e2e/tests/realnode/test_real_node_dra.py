@@ -29,8 +29,12 @@ NS = "default"
 
 
 def _pod(name: str, command: str, claim: str | None = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                 "command": ["sh", "-c", command]}
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": BUSYBOX_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", command],
+    }
     spec: dict[str, Any] = {
         "nodeSelector": {REAL_NODE_LABEL: "true"},
         "tolerations": [REAL_NODE_TOLERATION],
@@ -57,8 +61,17 @@ def _gone(core: k8s.CoreV1Api, name: str) -> bool:
 
 
 def _exec(core: k8s.CoreV1Api, pod: str, command: list[str]) -> str:
-    ws = stream(core.connect_get_namespaced_pod_exec, pod, NS, command=command,
-                stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        pod,
+        NS,
+        command=command,
+        stderr=True,
+        stdin=False,
+        stdout=True,
+        tty=False,
+        _preload_content=False,
+    )
     try:
         ws.run_forever(timeout=30)
         out = str(ws.read_stdout())
@@ -70,12 +83,16 @@ def _exec(core: k8s.CoreV1Api, pod: str, command: list[str]) -> str:
 
 
 def _slices(api: k8s.ApiClient, node: str) -> list[Any]:
-    return list(k8s.ResourceV1Api(api).list_resource_slice(
-        field_selector=f"spec.nodeName={node},spec.driver={DRIVER}").items)
+    return list(
+        k8s.ResourceV1Api(api)
+        .list_resource_slice(field_selector=f"spec.nodeName={node},spec.driver={DRIVER}")
+        .items
+    )
 
 
 def test_the_plugin_publishes_the_real_nodes_card_in_the_fleets_shape(
-        cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> None:
+    cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
     node = cluster.node
     log = (cluster.workdir / "logs" / "realnode-dra-plugin.log").read_text(errors="replace")
     assert f"registered {DRIVER} with the kubelet of {node.name}" in log
@@ -110,12 +127,25 @@ def claim(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> Iterator[
     uuid = cluster.node.devices()[0].uuid
     pin = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].uuid == '{uuid}'"
     body = {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1,
-            "selectors": [{"cel": {"expression": pin}}],
-            "capacity": {"requests": {"shares": "10", "memory": "512Mi"}},
-        }}]}},
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                            "selectors": [{"cel": {"expression": pin}}],
+                            "capacity": {"requests": {"shares": "10", "memory": "512Mi"}},
+                        },
+                    }
+                ]
+            }
+        },
     }
     k8s.ResourceV1Api(admin_api).create_namespaced_resource_claim(NS, body)  # type: ignore[arg-type]
     try:
@@ -125,7 +155,8 @@ def claim(cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> Iterator[
 
 
 def test_a_claim_on_the_real_nodes_card_is_prepared_into_the_container_and_unprepared(
-        cluster: Cluster, admin_api: k8s.ApiClient, claim: str) -> None:
+    cluster: Cluster, admin_api: k8s.ApiClient, claim: str
+) -> None:
     node, core, resource = cluster.node, k8s.CoreV1Api(admin_api), k8s.ResourceV1Api(admin_api)
     card = node.devices()[0]
     core.create_namespaced_pod(NS, _pod("dra-busybox", "exec sleep 3600", claim))  # type: ignore[arg-type]
@@ -152,10 +183,12 @@ def test_a_claim_on_the_real_nodes_card_is_prepared_into_the_container_and_unpre
 
 
 def test_a_real_pod_is_reached_from_the_host_through_the_api_servers_port_forward(
-        cluster: Cluster, admin_api: k8s.ApiClient) -> None:
+    cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
     core = k8s.CoreV1Api(admin_api)
-    serve = ("mkdir -p /www && echo served from the real node > /www/index.html && "
-             "exec httpd -f -p 8080 -h /www")
+    serve = (
+        "mkdir -p /www && echo served from the real node > /www/index.html && exec httpd -f -p 8080 -h /www"
+    )
     core.create_namespaced_pod(NS, _pod("httpd", serve))  # type: ignore[arg-type]
     forward: subprocess.Popen[str] | None = None
     try:
@@ -164,9 +197,20 @@ def test_a_real_pod_is_reached_from_the_host_through_the_api_servers_port_forwar
         # kubectl listens on the host's 127.0.0.1 and tunnels through the API server (itself on 127.0.0.1),
         # which reaches the kubelet at the node's address inside the test bed's namespace
         forward = subprocess.Popen(
-            [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.admin_kubeconfig}", "-n", NS,
-             "port-forward", "pod/httpd", ":8080", "--address=127.0.0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                str(cluster.bin_dir / "kubectl"),
+                f"--kubeconfig={cluster.admin_kubeconfig}",
+                "-n",
+                NS,
+                "port-forward",
+                "pod/httpd",
+                ":8080",
+                "--address=127.0.0.1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert forward.stdout is not None
         line = forward.stdout.readline()
         match = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> 8080", line)
@@ -206,7 +250,8 @@ def _card(inventory: Inventory, node: str) -> Any:
 
 
 def test_the_planner_sees_the_real_nodes_card_and_it_opens_while_the_taint_is_lifted(
-        cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet) -> None:
+    cluster: Cluster, admin_api: k8s.ApiClient, fleet: Fleet
+) -> None:
     node = cluster.node
     inventory = _planner_view(admin_api)
     card = _card(inventory, node.name)
@@ -214,8 +259,11 @@ def test_the_planner_sees_the_real_nodes_card_and_it_opens_while_the_taint_is_li
     assert card.memory == 16 * 2**30
     assert "gpu.nvidia.com" in card.classes
     # the selector a class uses to keep an order to this card admits it and none of the fleet's
-    matching = [d.node for d in inventory.devices.values()
-                if inventory.judge.matches(REAL_NODE_GPU_SELECTOR, d.activation)]
+    matching = [
+        d.node
+        for d in inventory.devices.values()
+        if inventory.judge.matches(REAL_NODE_GPU_SELECTOR, d.activation)
+    ]
     assert matching == [node.name] and len(inventory.devices) > 1
     assert card.tainted  # the node's NoSchedule taint closes it to the planner
     with node.untainted():

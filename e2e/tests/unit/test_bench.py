@@ -20,22 +20,29 @@ from isvc_testbed.chaos import judge
 
 def _line(verb: str, group: str, resource: str, subresource: str, value: int, dry_run: str = "") -> str:
     """One apiserver_request_total line as the API server writes it."""
-    return (f'apiserver_request_total{{code="200",component="apiserver",dry_run="{dry_run}",group="{group}",'
-            f'resource="{resource}",scope="resource",subresource="{subresource}",verb="{verb}",'
-            f'version="v1"}} {value}')
+    return (
+        f'apiserver_request_total{{code="200",component="apiserver",dry_run="{dry_run}",group="{group}",'
+        f'resource="{resource}",scope="resource",subresource="{subresource}",verb="{verb}",'
+        f'version="v1"}} {value}'
+    )
 
 
-METRICS = "\n".join([
-    "# HELP apiserver_request_total [STABLE] Counter of apiserver requests",
-    "# TYPE apiserver_request_total counter",
-    _line("POST", "ai.deckhouse.io", "inferenceservices", "", 3),
-    _line("APPLY", "ai.deckhouse.io", "inferenceservices", "status", 7),
-    _line("APPLY", "apps", "statefulsets", "", 2),
-    _line("PUT", "apps", "statefulsets", "status", 9),
-    _line("LIST", "", "pods", "", 40),
-    _line("APPLY", "apps", "statefulsets", "", 5, dry_run="All"),
-    'apiserver_request_duration_seconds_bucket{le="0.1",verb="GET"} 12',
-]) + "\n"
+METRICS = (
+    "\n".join(
+        [
+            "# HELP apiserver_request_total [STABLE] Counter of apiserver requests",
+            "# TYPE apiserver_request_total counter",
+            _line("POST", "ai.deckhouse.io", "inferenceservices", "", 3),
+            _line("APPLY", "ai.deckhouse.io", "inferenceservices", "status", 7),
+            _line("APPLY", "apps", "statefulsets", "", 2),
+            _line("PUT", "apps", "statefulsets", "status", 9),
+            _line("LIST", "", "pods", "", 40),
+            _line("APPLY", "apps", "statefulsets", "", 5, dry_run="All"),
+            'apiserver_request_duration_seconds_bucket{le="0.1",verb="GET"} 12',
+        ]
+    )
+    + "\n"
+)
 
 
 def test_metrics_text_parses_into_name_labels_and_value() -> None:
@@ -54,11 +61,16 @@ def test_metrics_of_other_names_are_left_out_when_names_are_given() -> None:
 
 def test_writes_count_only_write_verbs_between_two_samples_and_no_dry_runs() -> None:
     before = parse_metrics(METRICS)
-    after = parse_metrics(METRICS.replace("} 7\n", "} 10\n").replace("} 40\n", "} 90\n")
-                          .replace("} 3\n", "} 4\n"))
+    after = parse_metrics(
+        METRICS.replace("} 7\n", "} 10\n").replace("} 40\n", "} 90\n").replace("} 3\n", "} 4\n")
+    )
     assert writes(before, after) == {"APPLY inferenceservices/status": 3, "POST inferenceservices": 1}
-    assert writes({}, before) == {"APPLY statefulsets": 2, "APPLY inferenceservices/status": 7,
-                                  "POST inferenceservices": 3, "PUT statefulsets/status": 9}
+    assert writes({}, before) == {
+        "APPLY statefulsets": 2,
+        "APPLY inferenceservices/status": 7,
+        "POST inferenceservices": 3,
+        "PUT statefulsets/status": 9,
+    }
 
 
 def test_the_controllers_writes_leave_out_other_components_and_the_benchs_own_creates() -> None:
@@ -88,11 +100,20 @@ def test_an_object_set_as_expected_is_ok() -> None:
 def test_lost_left_over_duplicate_orphaned_and_leaked_are_each_named() -> None:
     expected = {"a": "default-llm", "b": "chaos-alt", "c": "default-llm"}
     found = {"a": ("default-llm", "Ready"), "b": ("default-llm", "Ready"), "x": ("default-llm", "Ready")}
-    children = {"StatefulSet": Counter({"a": 2, "gone": 1}), "ResourceClaim": Counter({"gone": 1}),
-                "ResourceClaimTemplate": Counter({"a": 2})}
+    children = {
+        "StatefulSet": Counter({"a": 2, "gone": 1}),
+        "ResourceClaim": Counter({"gone": 1}),
+        "ResourceClaimTemplate": Counter({"a": 2}),
+    }
     v = judge(expected, found, children)
     assert (v.lost, v.left_over, v.duplicate, v.orphaned, v.leaked_claims, v.wrong_class) == (
-        ["c"], ["x"], ["StatefulSet/a"], ["StatefulSet/gone"], ["ResourceClaim/gone"], ["b"])
+        ["c"],
+        ["x"],
+        ["StatefulSet/a"],
+        ["StatefulSet/gone"],
+        ["ResourceClaim/gone"],
+        ["b"],
+    )
     assert not v.ok
 
 

@@ -14,5 +14,5 @@ def test_settings_are_nested_under_the_module_key_where_the_chart_reads_them() -
 def test_the_test_domain_is_kept_unless_a_setting_overrides_it() -> None:
     assert chart_values()["isvc"]["publicDomainTemplate"] == "%s.example.test"
     assert chart_values({"publicDomainTemplate": "%s.other.test"})["isvc"]["publicDomainTemplate"] == (
-        "%s.other.test")
-
+        "%s.other.test"
+    )

@@ -27,8 +27,12 @@ def test_gpu_node_is_a_kwok_node_with_the_fleet_label_and_allocatable(fleet: Fle
     node = fleet.render_node(fleet.node("gpu-h100-0"))
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     assert node["metadata"]["labels"][FLEET_NODE_LABEL] == "true"
-    assert node["status"]["allocatable"] == {"cpu": "192", "memory": "2Ti", "pods": "110",
-                                             "ephemeral-storage": "100Gi"}
+    assert node["status"]["allocatable"] == {
+        "cpu": "192",
+        "memory": "2Ti",
+        "pods": "110",
+        "ephemeral-storage": "100Gi",
+    }
 
 
 def test_shareable_h100_devices_carry_the_consumable_shares_shape(fleet: Fleet) -> None:

@@ -39,15 +39,19 @@ def test_an_order_without_a_compiled_runtime_lists_no_model(standin: StandIn) ->
 def test_set_model_lists_another_name_until_cleared(standin: StandIn) -> None:
     standin.set_model("team-a", "chat", "someone-else/model")
     assert [m["id"] for m in get(standin, "team-a", "chat", "/v1/models", "s3cret").json()["data"]] == [
-        "someone-else/model"]
+        "someone-else/model"
+    ]
     standin.set_model("team-a", "chat", None)
     assert [m["id"] for m in get(standin, "team-a", "chat", "/v1/models", "s3cret").json()["data"]] == [
-        "Qwen/Qwen2.5-7B-Instruct"]
+        "Qwen/Qwen2.5-7B-Instruct"
+    ]
 
 
 def test_the_served_name_is_read_from_runtime_arguments() -> None:
-    assert served_name(["/models/q", "--served-model-name", "Qwen/Qwen2.5-7B-Instruct", "--port", "8000"]) \
+    assert (
+        served_name(["/models/q", "--served-model-name", "Qwen/Qwen2.5-7B-Instruct", "--port", "8000"])
         == "Qwen/Qwen2.5-7B-Instruct"
+    )
     assert served_name(["-m", "/models/x.gguf", "--alias", "org/x"]) == "org/x"
     assert served_name(["--port", "8000"]) is None
 
@@ -126,14 +130,16 @@ def test_a_chat_asked_to_stream_answers_in_events_the_openai_client_reads(standi
     """Issue 16: the stand-in ignored `stream: true`, so the openai client's streaming call yielded nothing,
     and it answered with the order's name instead of the served model's."""
     client = openai.OpenAI(base_url=f"{standin.url_for('team-a', 'chat')}/v1", api_key="s3cret")
-    stream = client.chat.completions.create(model="Qwen/Qwen2.5-7B-Instruct", stream=True,
-                                            messages=[{"role": "user", "content": "hello there"}])
+    stream = client.chat.completions.create(
+        model="Qwen/Qwen2.5-7B-Instruct", stream=True, messages=[{"role": "user", "content": "hello there"}]
+    )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "echo: hello there"
     assert {c.model for c in chunks} == {"Qwen/Qwen2.5-7B-Instruct"}
     assert chunks[-1].choices[0].finish_reason == "stop"
-    whole = client.chat.completions.create(model="Qwen/Qwen2.5-7B-Instruct",
-                                           messages=[{"role": "user", "content": "hello"}])
+    whole = client.chat.completions.create(
+        model="Qwen/Qwen2.5-7B-Instruct", messages=[{"role": "user", "content": "hello"}]
+    )
     assert (whole.model, whole.choices[0].message.content) == ("Qwen/Qwen2.5-7B-Instruct", "echo: hello")
 
 

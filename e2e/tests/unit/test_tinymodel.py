@@ -58,7 +58,8 @@ def test_a_cut_copy_keeps_the_header_and_loses_the_end(tmp_path: Path) -> None:
 
 
 def test_the_hub_fixture_is_a_gguf_repository_of_whose_variants_the_catalog_chooses_the_served_file(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The repository names its variants as the Hub's GGUF repositories do (no `model.gguf`): the catalog
     chooses the F32 file, the one served whole, and the recipe loads that file under its own name."""
     whole = tiny_chat_model(cache=tmp_path)
@@ -78,10 +79,16 @@ def test_the_hub_fixture_is_a_gguf_repository_of_whose_variants_the_catalog_choo
     assert facts.weight_bytes == TinyModel().parameters * 4  # sized by the F32 header: four bytes a weight
     need = memory_need(facts)
     assert need is not None
-    placement = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, device_count=1, node_name="n",
-                          device_class_name="gpu.nvidia.com", driver="gpu.nvidia.com",
-                          accelerator_product_name="Tesla T4", accelerator_memory_gi_b=15.0,
-                          accelerator_compute_capability="7.5")
+    placement = Placement(
+        placement_mode=PlacementMode.WHOLE_DEVICE,
+        device_count=1,
+        node_name="n",
+        device_class_name="gpu.nvidia.com",
+        driver="gpu.nvidia.com",
+        accelerator_product_name="Tesla T4",
+        accelerator_memory_gi_b=15.0,
+        accelerator_compute_capability="7.5",
+    )
     runtime = load_recipes().compile(facts, EndpointType.CHAT, placement, estimate(facts, need), "o/a-GGUF")
     assert isinstance(runtime, CompiledRuntime), runtime
     assert runtime.args[runtime.args.index("-m") + 1] == f"{runtime.model_dir}/{GGUF_FILE}"

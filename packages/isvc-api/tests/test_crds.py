@@ -75,8 +75,11 @@ def test_every_printer_column_says_what_it_shows(name: str) -> None:
 
 
 def test_only_the_class_crd_is_backed_up_as_cluster_configuration() -> None:
-    labelled = {name for name, crd in CRDS.items()
-                if crd["metadata"]["labels"].get("backup.deckhouse.io/cluster-config") == "true"}
+    labelled = {
+        name
+        for name, crd in CRDS.items()
+        if crd["metadata"]["labels"].get("backup.deckhouse.io/cluster-config") == "true"
+    }
     assert labelled == {"inferenceserviceclasses.yaml"}
 
 
@@ -88,20 +91,38 @@ def test_a_launch_plan_has_a_status_subresource_with_in_force_conditions() -> No
     keys = (conditions["x-kubernetes-list-type"], conditions["x-kubernetes-list-map-keys"])
     assert keys == ("map", ["type"])
     assert set(conditions["items"]["properties"]) == {
-        "type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastTransitionTime",
+        "observedGeneration",
+    }
     assert "observedGeneration" in status["properties"]
     in_force = next(c for c in version["additionalPrinterColumns"] if c["name"] == "InForce")
     assert in_force["jsonPath"] == '.status.conditions[?(@.type=="InForce")].status'
 
 
 def test_the_launch_plan_status_round_trips_on_the_wire() -> None:
-    wire = {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "LaunchPlan",
-            "metadata": {"name": "a", "namespace": "n", "generation": 3},
-            "spec": {"placement": {"deviceClassName": "gpu.nvidia.com", "placementMode": "WholeDevice"}},
-            "status": {"observedGeneration": 3, "conditions": [
-                {"type": LaunchPlanConditionType.IN_FORCE.value, "status": "True", "reason": "Planned",
-                 "message": "WholeDevice of 1× H100 on gpu-0, runtime vllm.", "observedGeneration": 3,
-                 "lastTransitionTime": "2026-11-30T08:00:00Z"}]}}
+    wire = {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "LaunchPlan",
+        "metadata": {"name": "a", "namespace": "n", "generation": 3},
+        "spec": {"placement": {"deviceClassName": "gpu.nvidia.com", "placementMode": "WholeDevice"}},
+        "status": {
+            "observedGeneration": 3,
+            "conditions": [
+                {
+                    "type": LaunchPlanConditionType.IN_FORCE.value,
+                    "status": "True",
+                    "reason": "Planned",
+                    "message": "WholeDevice of 1× H100 on gpu-0, runtime vllm.",
+                    "observedGeneration": 3,
+                    "lastTransitionTime": "2026-11-30T08:00:00Z",
+                }
+            ],
+        },
+    }
     plan = LaunchPlan.model_validate(wire)
     assert isinstance(plan.status, LaunchPlanStatus)
     assert plan.to_wire()["status"] == wire["status"]

@@ -71,8 +71,12 @@ def test_quantized_weights_count_embeddings_and_lm_head_at_16_bit_issue_10() -> 
 
 
 def test_element_counts_give_the_bytes_of_the_checkpoint() -> None:
-    counts = ModelFacts(source="HuggingFace", name="x", quantization="FP8",
-                        dtype_counts={"F8_E4M3": 1000, "BF16": 100, "F32": 10})
+    counts = ModelFacts(
+        source="HuggingFace",
+        name="x",
+        quantization="FP8",
+        dtype_counts={"F8_E4M3": 1000, "BF16": 100, "F32": 10},
+    )
     estimate = checkpoint_weights(counts)
     assert estimate is not None and estimate.total == 1000 + 200 + 40
 
@@ -137,7 +141,8 @@ def _starts(row: dict[str, Any], result: Fit, card: dict[str, Any], share: int) 
     kv = result.kv.bytes_for(result.context, batched)
     slack = budget - weights - kv
     assert slack >= _measured_overhead(row, result.batch, result.tp), (
-        f"slack {slack / GIB:.2f} GiB: {result.words()}")
+        f"slack {slack / GIB:.2f} GiB: {result.words()}"
+    )
     # the process: its claim, the CUDA context (~0.3 GB, pytorch #107667) and graphs (<=1.03 GiB, LLMD)
     beside = 0.3 * 1e9 + (1.03 * GIB if result.batch and result.batch.cuda_graphs else 0)
     assert budget + beside <= published * share / 100
@@ -169,8 +174,11 @@ def test_a_small_share_lowers_the_batch_rather_than_refuse() -> None:
     model = facts("llama-3.1-8b-instruct")
     roomy = fit_launch(model, MemoryRuntime.VLLM, quantity("81559Mi"), 40)
     assert isinstance(roomy, Fit) and roomy.batch == VLLM_LADDER[0]
-    smallest = next(f for s in range(10, 41)
-                    if isinstance(f := fit_launch(model, MemoryRuntime.VLLM, quantity("81559Mi"), s), Fit))
+    smallest = next(
+        f
+        for s in range(10, 41)
+        if isinstance(f := fit_launch(model, MemoryRuntime.VLLM, quantity("81559Mi"), s), Fit)
+    )
     assert smallest.batch is not None and smallest.batch.max_num_seqs < VLLM_LADDER[0].max_num_seqs
 
 
@@ -206,9 +214,22 @@ def _published_compute(heads: int, context: int) -> float:
 def test_the_llamacpp_compute_buffer_is_never_below_the_published_log() -> None:
     """At both published points (flash attention off), the model's compute buffer covers llama.cpp's."""
     table = TABLE["llamacpp_compute"]
-    model = ModelFacts(source="HuggingFace", name="x", format="GGUF", quantization="GGUF", family="llama",
-                       num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128, hidden_size=4096,
-                       intermediate_size=14336, vocab_size=32000, context_length=32768, weight_bytes=4 * GIB)
+    model = ModelFacts(
+        source="HuggingFace",
+        name="x",
+        format="GGUF",
+        quantization="GGUF",
+        family="llama",
+        num_layers=32,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        intermediate_size=14336,
+        vocab_size=32000,
+        context_length=32768,
+        weight_bytes=4 * GIB,
+    )
     for point in table["points"]:
         need = need_per_device(model, MemoryRuntime.LLAMACPP, context=point["context"])
         assert need is not None

@@ -59,11 +59,21 @@ def test_a_ready_catalog_object_gives_its_facts() -> None:
     got = parse_catalog_object(READY, CatalogKind.CLUSTER_MODEL, "bge-m3", None)
     assert isinstance(got, ModelFacts)
     assert (
-        got.source, got.name, got.format, got.parameter_count, got.endpoint_types,
+        got.source,
+        got.name,
+        got.format,
+        got.parameter_count,
+        got.endpoint_types,
     ) == (ModelSource.AI_MODELS, "bge-m3", ModelFormat.SAFETENSORS, 567754752, [EndpointType.EMBEDDINGS])
     assert (
-        got.architecture, got.family, got.context_length, got.num_layers, got.num_kv_heads, got.head_dim,
-        got.weight_bytes, got.quantization,
+        got.architecture,
+        got.family,
+        got.context_length,
+        got.num_layers,
+        got.num_kv_heads,
+        got.head_dim,
+        got.weight_bytes,
+        got.quantization,
     ) == ("XLMRobertaModel", "xlm-roberta", 8192, 24, 16, 64, 2271019144, Quantization.NONE)
 
 
@@ -122,10 +132,23 @@ def test_quantization_is_read_in_any_letter_case(obj: dict[str, Any], expected: 
     [
         (with_("status.phase", "Pending"), "phase Pending"),
         (with_("status", _DELETE), "phase unset"),
-        (with_("status", {"phase": "Failed", "conditions": [
-            {"type": "Ready", "status": "False", "reason": "DownloadFailed",
-             "message": "403 from the Hub"}]}),
-         "DownloadFailed: 403 from the Hub"),
+        (
+            with_(
+                "status",
+                {
+                    "phase": "Failed",
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "False",
+                            "reason": "DownloadFailed",
+                            "message": "403 from the Hub",
+                        }
+                    ],
+                },
+            ),
+            "DownloadFailed: 403 from the Hub",
+        ),
     ],
 )
 def test_a_catalog_object_that_is_not_ready_says_model_not_ready(obj: dict[str, Any], needle: str) -> None:

@@ -36,18 +36,108 @@ def refusal(result: ModelFacts | Refusal) -> Refusal:
 # repo, token, format, architecture, family, params, dtype, quant, bits,
 # context, layers, heads, kv heads, head dim, hidden size
 SHIPPED = [
-    ("Qwen/Qwen2.5-7B-Instruct", None, ModelFormat.SAFETENSORS, "Qwen2ForCausalLM", "qwen2",
-     7_615_616_512, "bfloat16", Quantization.NONE, None, 32768, 28, 28, 4, 128, 3584),
-    ("Qwen/Qwen2.5-32B-Instruct-AWQ", None, ModelFormat.SAFETENSORS, "Qwen2ForCausalLM", "qwen2",
-     32_763_876_352, "float16", Quantization.AWQ, 4, 32768, 64, 40, 8, 128, 5120),
-    (GATED, "hf_test_token", ModelFormat.SAFETENSORS, "LlamaForCausalLM", "llama",
-     8_030_261_248, "bfloat16", Quantization.NONE, None, 131072, 32, 32, 8, 128, 4096),
-    ("BAAI/bge-m3", None, ModelFormat.SAFETENSORS, "XLMRobertaModel", "xlm-roberta",
-     567_754_752, "float32", Quantization.NONE, None, 8194, 24, 16, 16, 64, 1024),
-    ("Qwen/Qwen2.5-7B-Instruct-GGUF", None, ModelFormat.GGUF, None, "qwen2",
-     7_615_616_512, None, Quantization.GGUF, 4, 32768, 28, 28, 4, 128, 3584),  # geometry: the header
-    ("meta-llama/Llama-3.1-405B-Instruct", "hf_test_token", ModelFormat.SAFETENSORS, "LlamaForCausalLM",
-     "llama", 405_853_388_800, "bfloat16", Quantization.NONE, None, 131072, 126, 128, 8, 128, 16384),
+    (
+        "Qwen/Qwen2.5-7B-Instruct",
+        None,
+        ModelFormat.SAFETENSORS,
+        "Qwen2ForCausalLM",
+        "qwen2",
+        7_615_616_512,
+        "bfloat16",
+        Quantization.NONE,
+        None,
+        32768,
+        28,
+        28,
+        4,
+        128,
+        3584,
+    ),
+    (
+        "Qwen/Qwen2.5-32B-Instruct-AWQ",
+        None,
+        ModelFormat.SAFETENSORS,
+        "Qwen2ForCausalLM",
+        "qwen2",
+        32_763_876_352,
+        "float16",
+        Quantization.AWQ,
+        4,
+        32768,
+        64,
+        40,
+        8,
+        128,
+        5120,
+    ),
+    (
+        GATED,
+        "hf_test_token",
+        ModelFormat.SAFETENSORS,
+        "LlamaForCausalLM",
+        "llama",
+        8_030_261_248,
+        "bfloat16",
+        Quantization.NONE,
+        None,
+        131072,
+        32,
+        32,
+        8,
+        128,
+        4096,
+    ),
+    (
+        "BAAI/bge-m3",
+        None,
+        ModelFormat.SAFETENSORS,
+        "XLMRobertaModel",
+        "xlm-roberta",
+        567_754_752,
+        "float32",
+        Quantization.NONE,
+        None,
+        8194,
+        24,
+        16,
+        16,
+        64,
+        1024,
+    ),
+    (
+        "Qwen/Qwen2.5-7B-Instruct-GGUF",
+        None,
+        ModelFormat.GGUF,
+        None,
+        "qwen2",
+        7_615_616_512,
+        None,
+        Quantization.GGUF,
+        4,
+        32768,
+        28,
+        28,
+        4,
+        128,
+        3584,
+    ),  # geometry: the header
+    (
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "hf_test_token",
+        ModelFormat.SAFETENSORS,
+        "LlamaForCausalLM",
+        "llama",
+        405_853_388_800,
+        "bfloat16",
+        Quantization.NONE,
+        None,
+        131072,
+        126,
+        128,
+        8,
+        128,
+        16384,
+    ),
 ]
 
 
@@ -56,11 +146,22 @@ def test_the_hub_api_yields_the_facts_the_planner_needs(client: HubClient, row: 
     repo, token, fmt, arch, family, params, dtype, quant, bits, ctx, layers, heads, kv, head_dim, hidden = row
     got = facts(client.resolve(str(repo), token if isinstance(token, str) else None))
     assert (ModelSource.HUGGING_FACE, repo, fmt, arch, family, params, dtype, quant, bits) == (
-        got.source, got.name, got.format, got.architecture, got.family, got.parameter_count, got.dtype,
-        got.quantization, got.quantization_bits,
+        got.source,
+        got.name,
+        got.format,
+        got.architecture,
+        got.family,
+        got.parameter_count,
+        got.dtype,
+        got.quantization,
+        got.quantization_bits,
     )
     assert (ctx, layers, heads, kv, head_dim, hidden) == (
-        got.context_length, got.num_layers, got.num_attention_heads, got.num_kv_heads, got.head_dim,
+        got.context_length,
+        got.num_layers,
+        got.num_attention_heads,
+        got.num_kv_heads,
+        got.head_dim,
         got.hidden_size,
     )
 
@@ -87,8 +188,10 @@ def test_a_gguf_repository_is_sized_by_one_variant_preferring_q4_k_m(client: Hub
     got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct-GGUF"))
     assert got.weight_bytes == 7_615_616_512 * 144 // 256
     # what the runtime loads and the workload downloads: that variant's shards in order, no other
-    assert got.gguf_files == ["qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf",
-                              "qwen2.5-7b-instruct-q4_k_m-00002-of-00002.gguf"]
+    assert got.gguf_files == [
+        "qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf",
+        "qwen2.5-7b-instruct-q4_k_m-00002-of-00002.gguf",
+    ]
 
 
 def test_a_gguf_file_whose_name_reads_as_an_option_is_never_chosen(client: HubClient) -> None:
@@ -121,14 +224,20 @@ def test_a_file_named_gguf_that_is_not_gguf_is_refused(
 def test_a_pytorch_only_repository_estimates_parameters_from_bytes(client: HubClient) -> None:
     got = facts(client.resolve("acme/bin-only"))
     assert (
-        got.format, got.weight_bytes, got.parameter_count,
+        got.format,
+        got.weight_bytes,
+        got.parameter_count,
     ) == (ModelFormat.PYTORCH, 2_000_000_000, 1_000_000_000)
 
 
 def test_a_nested_text_config_supplies_the_architecture_numbers(client: HubClient) -> None:
     got = facts(client.resolve("acme/vlm"))
     assert (
-        got.num_layers, got.num_attention_heads, got.num_kv_heads, got.head_dim, got.hidden_size,
+        got.num_layers,
+        got.num_attention_heads,
+        got.num_kv_heads,
+        got.head_dim,
+        got.hidden_size,
         got.context_length,
     ) == (34, 8, 4, 256, 2560, 131072)
 
@@ -168,8 +277,9 @@ def test_file_sizes_come_from_the_paged_tree_api_when_model_info_lacks_them(
     hub.sizes_in_info = False
     hub.tree_page_size = 3
     got = facts(client.resolve("Qwen/Qwen2.5-7B-Instruct"))
-    expected = sum(f.size for n, f in hub.repos["Qwen/Qwen2.5-7B-Instruct"].files.items()
-                   if n.endswith(".safetensors"))
+    expected = sum(
+        f.size for n, f in hub.repos["Qwen/Qwen2.5-7B-Instruct"].files.items() if n.endswith(".safetensors")
+    )
     assert expected == got.weight_bytes
     assert sum("/tree/" in path for _, path, _ in hub.requests) > 1
 

@@ -19,32 +19,70 @@ from isvc_testing.standin_hub import FixtureModel, StandinHub
 
 MIB = 1024 * 1024
 CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 16,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
 }
 PARAMS = 1_235_814_400
 HOSTILE = [
-    FixtureModel(repo="evil/huge-config", parameters=PARAMS, config=CONFIG,
-                 padded_files={"config.json": 6 * MIB}),
-    FixtureModel(repo="evil/huge-index", parameters=PARAMS, config=CONFIG, shards=2,
-                 padded_files={"model.safetensors.index.json": 6 * MIB}),
-    FixtureModel(repo="evil/huge-header", parameters=PARAMS, config=CONFIG, info_safetensors=False,
-                 header_length=50 * MIB),
-    FixtureModel(repo="evil/many-shards", parameters=PARAMS, config=CONFIG, info_safetensors=False,
-                 shards=100),
-    FixtureModel(repo="evil/slow", parameters=PARAMS, config=CONFIG, drip=0.05,
-                 padded_files={"config.json": 200 * 1024}),
-    FixtureModel(repo="evil/malformed-config", parameters=PARAMS, config=CONFIG,
-                 raw_files={"config.json": '{"architectures": ['}),
-    FixtureModel(repo="evil/malformed-index", parameters=PARAMS, config=CONFIG, shards=2,
-                 raw_files={"model.safetensors.index.json": '{"weight_map": 7}'}),
-    FixtureModel(repo="evil/malformed-header", parameters=PARAMS, config=CONFIG, info_safetensors=False,
-                 header_length=64),
-    FixtureModel(repo="fine/sixty-four-shards", parameters=PARAMS, config=CONFIG, info_safetensors=False,
-                 shards=64),
-    FixtureModel(repo="fine/big-config", parameters=PARAMS, config=CONFIG,
-                 padded_files={"config.json": 3 * MIB}),
+    FixtureModel(
+        repo="evil/huge-config", parameters=PARAMS, config=CONFIG, padded_files={"config.json": 6 * MIB}
+    ),
+    FixtureModel(
+        repo="evil/huge-index",
+        parameters=PARAMS,
+        config=CONFIG,
+        shards=2,
+        padded_files={"model.safetensors.index.json": 6 * MIB},
+    ),
+    FixtureModel(
+        repo="evil/huge-header",
+        parameters=PARAMS,
+        config=CONFIG,
+        info_safetensors=False,
+        header_length=50 * MIB,
+    ),
+    FixtureModel(
+        repo="evil/many-shards", parameters=PARAMS, config=CONFIG, info_safetensors=False, shards=100
+    ),
+    FixtureModel(
+        repo="evil/slow",
+        parameters=PARAMS,
+        config=CONFIG,
+        drip=0.05,
+        padded_files={"config.json": 200 * 1024},
+    ),
+    FixtureModel(
+        repo="evil/malformed-config",
+        parameters=PARAMS,
+        config=CONFIG,
+        raw_files={"config.json": '{"architectures": ['},
+    ),
+    FixtureModel(
+        repo="evil/malformed-index",
+        parameters=PARAMS,
+        config=CONFIG,
+        shards=2,
+        raw_files={"model.safetensors.index.json": '{"weight_map": 7}'},
+    ),
+    FixtureModel(
+        repo="evil/malformed-header",
+        parameters=PARAMS,
+        config=CONFIG,
+        info_safetensors=False,
+        header_length=64,
+    ),
+    FixtureModel(
+        repo="fine/sixty-four-shards", parameters=PARAMS, config=CONFIG, info_safetensors=False, shards=64
+    ),
+    FixtureModel(
+        repo="fine/big-config", parameters=PARAMS, config=CONFIG, padded_files={"config.json": 3 * MIB}
+    ),
 ]
 
 
@@ -61,13 +99,18 @@ def _refusal(answer: ModelFacts | Refusal) -> Refusal:
     return answer
 
 
-@pytest.mark.parametrize(("repo", "limit"), [
-    ("evil/huge-config", "config.json of evil/huge-config is larger than 4 MiB"),
-    ("evil/huge-index", "model.safetensors.index.json of evil/huge-index is larger than 4 MiB"),
-    ("evil/huge-header",
-     "The safetensors header of model.safetensors of evil/huge-header is larger than 16 MiB"),
-    ("evil/many-shards", "split into 100 safetensors files, more than 64"),
-])
+@pytest.mark.parametrize(
+    ("repo", "limit"),
+    [
+        ("evil/huge-config", "config.json of evil/huge-config is larger than 4 MiB"),
+        ("evil/huge-index", "model.safetensors.index.json of evil/huge-index is larger than 4 MiB"),
+        (
+            "evil/huge-header",
+            "The safetensors header of model.safetensors of evil/huge-header is larger than 16 MiB",
+        ),
+        ("evil/many-shards", "split into 100 safetensors files, more than 64"),
+    ],
+)
 def test_a_repository_past_a_read_limit_is_refused_naming_the_limit(hub: str, repo: str, limit: str) -> None:
     with HubClient(hub, timeout=5) as client:
         refusal = _refusal(client.resolve(repo))
@@ -85,11 +128,14 @@ def test_a_hub_dripping_bytes_is_given_up_on_at_the_deadline(hub: str) -> None:
     assert took < 3.0
 
 
-@pytest.mark.parametrize(("repo", "needle"), [
-    ("evil/malformed-config", "not a JSON object"),
-    ("evil/malformed-index", "no weight_map"),
-    ("evil/malformed-header", "not a valid safetensors file"),
-])
+@pytest.mark.parametrize(
+    ("repo", "needle"),
+    [
+        ("evil/malformed-config", "not a JSON object"),
+        ("evil/malformed-index", "no weight_map"),
+        ("evil/malformed-header", "not a valid safetensors file"),
+    ],
+)
 def test_malformed_metadata_is_refused(hub: str, repo: str, needle: str) -> None:
     with HubClient(hub, timeout=5) as client:
         refusal = _refusal(client.resolve(repo))

@@ -14,11 +14,22 @@ from isvc_api import CatalogKind
 from isvc_catalog import Absent, CatalogLookupError, KubeCatalogApi
 from kubernetes import client
 
-OBJECT = {"apiVersion": "ai-models.deckhouse.io/v1alpha1", "kind": "Model",
-          "metadata": {"name": "qwen", "namespace": "team"}, "spec": {}, "status": {"phase": "Ready"}}
-NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-             "message": 'models.ai-models.deckhouse.io "gone" not found',
-             "details": {"name": "gone", "group": "ai-models.deckhouse.io", "kind": "models"}}
+OBJECT = {
+    "apiVersion": "ai-models.deckhouse.io/v1alpha1",
+    "kind": "Model",
+    "metadata": {"name": "qwen", "namespace": "team"},
+    "spec": {},
+    "status": {"phase": "Ready"},
+}
+NOT_FOUND = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "reason": "NotFound",
+    "code": 404,
+    "message": 'models.ai-models.deckhouse.io "gone" not found',
+    "details": {"name": "gone", "group": "ai-models.deckhouse.io", "kind": "models"},
+}
 
 MODELS = "/apis/ai-models.deckhouse.io/v1alpha1/namespaces/team/models"
 ROUTES: dict[str, tuple[int, bytes]] = {

@@ -18,8 +18,12 @@ CHAT, EMB, RERANK = EndpointType.CHAT, EndpointType.EMBEDDINGS, EndpointType.RER
 
 
 def facts(**kw: Any) -> ModelFacts:
-    base: dict[str, Any] = {"source": ModelSource.HUGGING_FACE, "name": "org/model",
-                            "format": ModelFormat.SAFETENSORS, "parameter_count": 7_615_616_512}
+    base: dict[str, Any] = {
+        "source": ModelSource.HUGGING_FACE,
+        "name": "org/model",
+        "format": ModelFormat.SAFETENSORS,
+        "parameter_count": 7_615_616_512,
+    }
     return ModelFacts(**{**base, **kw})
 
 
@@ -117,7 +121,9 @@ def test_a_class_less_order_gets_no_endpoint_type_and_no_model_policy(
 
 
 def test_the_endpoint_type_is_judged_before_the_format() -> None:
-    got = admit(facts(endpoint_types=[EMB], format=ModelFormat.GGUF),
-                klass([CHAT], allowed_formats=[ModelFormat.SAFETENSORS]))
+    got = admit(
+        facts(endpoint_types=[EMB], format=ModelFormat.GGUF),
+        klass([CHAT], allowed_formats=[ModelFormat.SAFETENSORS]),
+    )
     assert isinstance(got, Refusal)
     assert got.reason == Reason.ENDPOINT_TYPE_POLICY_CONFLICT

@@ -12,8 +12,10 @@ from isvc_catalog import RepoRef, parse_repo_ref
         ("BAAI/bge-m3", RepoRef("BAAI/bge-m3")),
         ("meta-llama/Llama-3.1-8B-Instruct@main", RepoRef("meta-llama/Llama-3.1-8B-Instruct", "main")),
         ("org/model@refs/pr/12", RepoRef("org/model", "refs/pr/12")),
-        ("a_b/c_d@0e9e39f249a16976918f6564b8830bc894c89659",
-         RepoRef("a_b/c_d", "0e9e39f249a16976918f6564b8830bc894c89659")),
+        (
+            "a_b/c_d@0e9e39f249a16976918f6564b8830bc894c89659",
+            RepoRef("a_b/c_d", "0e9e39f249a16976918f6564b8830bc894c89659"),
+        ),
         ("o/" + "n" * 96, RepoRef("o/" + "n" * 96)),
     ],
 )

@@ -69,11 +69,13 @@ def test_a_hub_outage_reaches_the_caller_as_a_temporary_error(
 
 
 def test_a_missing_auth_secret_is_named_with_its_key() -> None:
-    spec = ModelSpec.model_validate({
-        "src": "HuggingFace",
-        "ref": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
-        "authSecretRef": {"name": "hf-token", "key": "hf"},
-    })
+    spec = ModelSpec.model_validate(
+        {
+            "src": "HuggingFace",
+            "ref": {"name": "meta-llama/Llama-3.1-8B-Instruct"},
+            "authSecretRef": {"name": "hf-token", "key": "hf"},
+        }
+    )
     got = auth_secret_not_found(spec, "team")
     assert got.reason == Reason.AUTH_SECRET_NOT_FOUND
     assert "team/hf-token" in got.message and "'hf'" in got.message

@@ -35,8 +35,13 @@ def test_an_impossible_header_length_is_rejected(prefix: bytes) -> None:
 
 @pytest.mark.parametrize(
     "header",
-    [b"not json", b"[1,2]", b'{"t": 3}', b'{"t": {"dtype": "F16"}}',
-     b'{"t": {"dtype": "F16", "shape": [-1]}}'],
+    [
+        b"not json",
+        b"[1,2]",
+        b'{"t": 3}',
+        b'{"t": {"dtype": "F16"}}',
+        b'{"t": {"dtype": "F16", "shape": [-1]}}',
+    ],
 )
 def test_a_header_that_is_not_a_tensor_table_is_rejected(header: bytes) -> None:
     with pytest.raises(SafetensorsHeaderError):

@@ -60,12 +60,15 @@ def test_a_probe_through_the_service_fails_when_the_served_name_is_not_listed(st
     another name must not count as healthy."""
     stand_in.behaviour.models = ["org/model", "org/model-lora"]
     with Prober(TemplateResolver(stand_in.url + "/{namespace}/{name}")) as prober:
-        wrong = prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token",
-                             model="org/model@abc123")
-        right = prober.probe("team", "llm-a", service="llm-a", port=8000, token="secret-token",
-                             model="org/model-lora")
+        wrong = prober.probe(
+            "team", "llm-a", service="llm-a", port=8000, token="secret-token", model="org/model@abc123"
+        )
+        right = prober.probe(
+            "team", "llm-a", service="llm-a", port=8000, token="secret-token", model="org/model-lora"
+        )
     assert (wrong.ok, wrong.outcome, wrong.reason) == (
-        False, ProbeOutcome.MODEL_NOT_LISTED,
+        False,
+        ProbeOutcome.MODEL_NOT_LISTED,
         "model org/model@abc123 not listed (serves org/model, org/model-lora)",
     )
     assert (right.ok, right.outcome) == (True, ProbeOutcome.OK)
@@ -77,7 +80,8 @@ def test_an_api_listing_no_model_fails_a_probe_that_expects_one(stand_in: StandI
         expecting = prober.probe_url(stand_in.url, token="secret-token", model="org/model")
         not_expecting = prober.probe_url(stand_in.url, token="secret-token")
     assert (expecting.outcome, expecting.reason) == (
-        ProbeOutcome.MODEL_NOT_LISTED, "model org/model not listed (serves nothing)"
+        ProbeOutcome.MODEL_NOT_LISTED,
+        "model org/model not listed (serves nothing)",
     )
     assert not_expecting.outcome == ProbeOutcome.OK
 

@@ -18,6 +18,7 @@ def at(result: ProbeResult, when: datetime) -> ProbeResult:
     """The result as a probe that ran at `when`."""
     return result.model_copy(update={"probed_at": when})
 
+
 # Each step: (seconds since the previous probe, result) → expected (status, reason).
 Step = tuple[float, ProbeResult, str, str]
 PENDING = ("False", Reason.HEALTH_CHECK_FAILED)
@@ -79,8 +80,9 @@ def test_a_failed_probe_is_counted_once_however_many_passes_see_it() -> None:
         record, verdict = judge_health(record, failed, T0 + timedelta(seconds=later), SETTINGS)
         assert record.consecutive_failures == 1
         assert verdict.reason == StatusReason.SERVING
-    record, _ = judge_health(record, at(DOWN, T0 + timedelta(seconds=20)), T0 + timedelta(seconds=20),
-                             SETTINGS)
+    record, _ = judge_health(
+        record, at(DOWN, T0 + timedelta(seconds=20)), T0 + timedelta(seconds=20), SETTINGS
+    )
     assert record.consecutive_failures == 2
     assert record.first_failure_time == T0 + timedelta(seconds=10)
     assert record.last_failure_time == T0 + timedelta(seconds=20)
@@ -101,9 +103,17 @@ def test_the_record_is_plain_data_a_status_can_carry() -> None:
     later = T0 + timedelta(seconds=5)
     record, _ = judge_health(record, at(DOWN, later), later, SETTINGS)
     again = HealthStatus.model_validate(record.to_wire())
-    assert again == record == HealthStatus(ever_ready=True, consecutive_failures=1,
-                                           first_failure_time=later, last_failure_time=later,
-                                           last_failure="connection refused")
+    assert (
+        again
+        == record
+        == HealthStatus(
+            ever_ready=True,
+            consecutive_failures=1,
+            first_failure_time=later,
+            last_failure_time=later,
+            last_failure="connection refused",
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,14 +121,25 @@ def test_the_record_is_plain_data_a_status_can_carry() -> None:
     [
         (None, DOWN, Reason.HEALTH_CHECK_FAILED),
         (Condition(type="Ready", status="True", reason="Serving"), DOWN, StatusReason.SERVING),
-        (Condition(type="Ready", status="False", reason="HealthCheckFailed"), DOWN,
-         Reason.HEALTH_CHECK_FAILED),
-        (Condition(type="Ready", status="False", reason="ServiceUnhealthy", last_transition_time=T0), DOWN,
-         Reason.SERVICE_UNHEALTHY),
+        (
+            Condition(type="Ready", status="False", reason="HealthCheckFailed"),
+            DOWN,
+            Reason.HEALTH_CHECK_FAILED,
+        ),
+        (
+            Condition(type="Ready", status="False", reason="ServiceUnhealthy", last_transition_time=T0),
+            DOWN,
+            Reason.SERVICE_UNHEALTHY,
+        ),
         (Condition(type="Ready", status="False", reason="ServiceUnhealthy"), OK, StatusReason.SERVING),
     ],
-    ids=["no condition", "was Ready: a failure is a blip", "never Ready", "stays unhealthy",
-         "a success clears"],
+    ids=[
+        "no condition",
+        "was Ready: a failure is a blip",
+        "never Ready",
+        "stays unhealthy",
+        "a success clears",
+    ],
 )
 def test_a_status_without_a_record_is_judged_from_its_ready_condition(
     ready: Condition | None, next_result: ProbeResult, expected: str

@@ -127,8 +127,11 @@ class FakeCluster:
         return self._get("LaunchPlan", namespace, name)
 
     def launch_plans_on(self, devices: set[tuple[str, str, str]]) -> list[Obj]:
-        return [copy.deepcopy(o) for (k, _, _), o in self.objects.items()
-                if k == "LaunchPlan" and plan_devices(o) & devices]
+        return [
+            copy.deepcopy(o)
+            for (k, _, _), o in self.objects.items()
+            if k == "LaunchPlan" and plan_devices(o) & devices
+        ]
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         return [
@@ -328,11 +331,13 @@ class FakeWorkload:
     service_port = 8000
 
     def __init__(self) -> None:
-        self.verdict = Verdict(status="True", reason=StatusReason.WORKLOAD_AVAILABLE.value,
-                               message="1/1 replicas ready.")
+        self.verdict = Verdict(
+            status="True", reason=StatusReason.WORKLOAD_AVAILABLE.value, message="1/1 replicas ready."
+        )
         self.failure: StartupFailure | None = None
-        self.growth_verdict = Verdict(status="True", reason=StatusReason.SCALING_OK.value,
-                                      message="growth is not blocked.")
+        self.growth_verdict = Verdict(
+            status="True", reason=StatusReason.SCALING_OK.value, message="growth is not blocked."
+        )
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
         self.judged_sets: list[Obj | None] = []
@@ -346,7 +351,11 @@ class FakeWorkload:
         return wanted
 
     def manifests(
-        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
+        self,
+        order: InferenceService,
+        plan: LaunchPlanSpec,
+        policy: EffectivePolicy,
+        auth_secret: str | None,
         token_digest: str | None = None,
     ) -> list[Obj]:
         self.digests.append(token_digest)
@@ -370,13 +379,17 @@ class FakeWorkload:
         return {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": f"{order.metadata.name}-auth", "namespace": order.metadata.namespace,
-                         "ownerReferences": [order.owner_reference()]},
+            "metadata": {
+                "name": f"{order.metadata.name}-auth",
+                "namespace": order.metadata.namespace,
+                "ownerReferences": [order.owner_reference()],
+            },
             "data": {"token": base64.b64encode(b"sekret").decode()},
         }
 
-    def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
-               policy: EffectivePolicy) -> tuple[Verdict, list[tuple[str, str]]]:
+    def growth(
+        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+    ) -> tuple[Verdict, list[tuple[str, str]]]:
         return self.growth_verdict, self.unplaced
 
     def token(self, secret: Obj) -> str | None:
@@ -409,16 +422,27 @@ class FakeHealth:
         self.records: list[HealthStatus] = []
         self.models: list[str | None] = []
 
-    def check(self, namespace: str, name: str, port: int, token: str | None, model: str | None,
-              record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+    def check(
+        self,
+        namespace: str,
+        name: str,
+        port: int,
+        token: str | None,
+        model: str | None,
+        record: HealthStatus,
+        at: datetime,
+    ) -> tuple[HealthStatus, Verdict]:
         self.tokens.append(token)
         self.models.append(model)
         self.records.append(record)
         if self.ok:
             return HealthStatus(ever_ready=True), Verdict.ok(StatusReason.SERVING, "the API answered.")
-        failed = HealthStatus(ever_ready=record.ever_ready,
-                              consecutive_failures=record.consecutive_failures + 1,
-                              first_failure_time=record.first_failure_time or at, last_failure="refused")
+        failed = HealthStatus(
+            ever_ready=record.ever_ready,
+            consecutive_failures=record.consecutive_failures + 1,
+            first_failure_time=record.first_failure_time or at,
+            last_failure="refused",
+        )
         reason = Reason.SERVICE_UNHEALTHY if record.ever_ready else Reason.HEALTH_CHECK_FAILED
         return failed, Verdict.refuse(reason, "the inference API did not answer.")
 
@@ -427,9 +451,12 @@ class FakeHealth:
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         self.records.append(record)
-        failed = HealthStatus(ever_ready=record.ever_ready,
-                              consecutive_failures=record.consecutive_failures + 1,
-                              first_failure_time=record.first_failure_time or at, last_failure=why)
+        failed = HealthStatus(
+            ever_ready=record.ever_ready,
+            consecutive_failures=record.consecutive_failures + 1,
+            first_failure_time=record.first_failure_time or at,
+            last_failure=why,
+        )
         sustained = failed.consecutive_failures >= 2
         reason = Reason.SERVICE_UNHEALTHY.value if sustained else "Serving"
         return failed, Verdict(status="False" if sustained else "True", reason=reason, message=why)

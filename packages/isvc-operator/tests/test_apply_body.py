@@ -14,9 +14,18 @@ import yaml
 from isvc_operator._kube import apply_body
 
 
-@pytest.mark.parametrize("text", [
-    "a\U000dfee0b", "\U0001f600", "\\ud83d\\ude00", "x\\\U0001f600", "\\\\\U0001f600", "plain", "\x1f\x85é",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\U000dfee0b",
+        "\U0001f600",
+        "\\ud83d\\ude00",
+        "x\\\U0001f600",
+        "\\\\\U0001f600",
+        "plain",
+        "\x1f\x85é",
+    ],
+)
 def test_the_apply_body_reads_back_as_the_manifest(text: str) -> None:
     manifest = {"metadata": {"name": "n"}, "status": {"message": text}}
 
@@ -26,6 +35,6 @@ def test_the_apply_body_reads_back_as_the_manifest(text: str) -> None:
 
 
 def test_without_such_characters_the_body_is_json() -> None:
-    manifest = {"metadata": {"name": "n"}, "status": {"message": "é \\u and \" quotes"}}
+    manifest = {"metadata": {"name": "n"}, "status": {"message": 'é \\u and " quotes'}}
 
     assert json.loads(apply_body(manifest)) == manifest

@@ -26,8 +26,14 @@ class Informer:
         return self.items
 
     def get(self, namespace: str, name: str) -> Obj | None:
-        return next((o for o in self.items if (o["metadata"]["namespace"], o["metadata"]["name"])
-                     == (namespace, name)), None)
+        return next(
+            (
+                o
+                for o in self.items
+                if (o["metadata"]["namespace"], o["metadata"]["name"]) == (namespace, name)
+            ),
+            None,
+        )
 
     def emit(self, event: str, obj: Obj) -> None:
         for handler in self.handlers:
@@ -35,12 +41,27 @@ class Informer:
 
 
 def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
-    names = ("orders", "classes", "plans", "statefulsets", "deployments", "pods", "claims", "ingresses",
-             "services",
-             "autoscalers", "priority_classes")
+    names = (
+        "orders",
+        "classes",
+        "plans",
+        "statefulsets",
+        "deployments",
+        "pods",
+        "claims",
+        "ingresses",
+        "services",
+        "autoscalers",
+        "priority_classes",
+    )
     kube = SimpleNamespace(**{n: Informer() for n in names})
-    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
-                   registry=CollectorRegistry(), waiting=lambda: list(waiting))
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+        waiting=lambda: list(waiting),
+    )
     return c, kube
 
 
@@ -84,8 +105,13 @@ def test_a_new_order_is_passed_before_the_retries_already_waiting() -> None:
     for i in range(200):
         c.order_queue.add(("ns", f"waiting-{i}"))
     kube.orders.emit("ADDED", {"metadata": {"namespace": "ns", "name": "new", "generation": 1}})
-    kube.orders.emit("MODIFIED", {"metadata": {"namespace": "ns", "name": "waiting-7", "generation": 1},
-                                  "status": {"observedGeneration": 1}})  # a status write: not urgent
+    kube.orders.emit(
+        "MODIFIED",
+        {
+            "metadata": {"namespace": "ns", "name": "waiting-7", "generation": 1},
+            "status": {"observedGeneration": 1},
+        },
+    )  # a status write: not urgent
     assert c.order_queue.get(timeout=0.1) == ("ns", "new")
     assert c.order_queue.get(timeout=0.1) == ("ns", "waiting-0")
 
@@ -107,12 +133,23 @@ def test_orders_are_counted_by_phase_and_reason_from_the_cache() -> None:
 
 def test_the_queues_report_their_depth_and_passes_their_duration() -> None:
     registry = CollectorRegistry()
-    names = ("orders", "classes", "plans", "statefulsets", "deployments", "pods", "claims", "ingresses",
-             "services",
-             "autoscalers", "priority_classes")
+    names = (
+        "orders",
+        "classes",
+        "plans",
+        "statefulsets",
+        "deployments",
+        "pods",
+        "claims",
+        "ingresses",
+        "services",
+        "autoscalers",
+        "priority_classes",
+    )
     kube = SimpleNamespace(**{n: Informer() for n in names})
-    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
-                   registry=registry)
+    c = Controller(
+        cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None), registry=registry
+    )
     c.order_queue.add(("ns", "a"))
     c.order_queue.add(("ns", "b"))
     assert registry.get_sample_value("isvc_workqueue_depth", {"kind": "order"}) == 2
@@ -123,15 +160,25 @@ def test_a_catalog_model_that_changes_passes_the_orders_that_name_it() -> None:
     """Issue 12: ModelNotReady lifted on a 15 s retry, ModelNotFound only on the 5-minute resync."""
     c, kube = controller([])
     kube.catalog = [Informer()]
-    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
-                   registry=CollectorRegistry())
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+    )
     kube.orders.items = [
-        {"metadata": {"namespace": "ns", "name": "uses-it"},
-         "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}}},
-        {"metadata": {"namespace": "other", "name": "same-name-elsewhere"},
-         "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}}},
-        {"metadata": {"namespace": "ns", "name": "hub"}, "spec": {"model": {"src": "HuggingFace", "ref": {
-            "name": "qwen"}}}},
+        {
+            "metadata": {"namespace": "ns", "name": "uses-it"},
+            "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}},
+        },
+        {
+            "metadata": {"namespace": "other", "name": "same-name-elsewhere"},
+            "spec": {"model": {"src": "AIModels", "ref": {"kind": "Model", "name": "qwen"}}},
+        },
+        {
+            "metadata": {"namespace": "ns", "name": "hub"},
+            "spec": {"model": {"src": "HuggingFace", "ref": {"name": "qwen"}}},
+        },
     ]
     kube.catalog[0].emit("MODIFIED", {"kind": "Model", "metadata": {"namespace": "ns", "name": "qwen"}})
     assert drain(c, 0.2) == {("ns", "uses-it")}
@@ -142,8 +189,10 @@ def test_a_new_leader_passes_orders_the_planner_holds_room_for_that_are_gone(mon
     import isvc_operator._controller as module
 
     monkeypatch.setattr(module, "SWEEP_RETRY", 0.01)
-    answers: list[Any] = [ConnectionError("planner starting"),
-                          [("team-a", "here"), ("team-a", "gone"), ("team-b", "gone-too")]]
+    answers: list[Any] = [
+        ConnectionError("planner starting"),
+        [("team-a", "here"), ("team-a", "gone"), ("team-b", "gone-too")],
+    ]
 
     def holders() -> list[tuple[str, str]]:
         answer = answers.pop(0)

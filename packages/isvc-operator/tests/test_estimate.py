@@ -14,16 +14,25 @@ PREFIX = "isvc-estimate: "
 
 
 def review(obj: dict[str, Any], dry_run: bool = True) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "u-1", "operation": "CREATE", "dryRun": dry_run, "namespace": "team-a",
-                        "object": obj, "userInfo": {"username": "alice"}}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "operation": "CREATE",
+            "dryRun": dry_run,
+            "namespace": "team-a",
+            "object": obj,
+            "userInfo": {"username": "alice"},
+        },
+    }
 
 
 def facts(answer: dict[str, Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for line in answer["response"]["warnings"]:
         assert line.startswith(PREFIX)
-        key, _, value = line[len(PREFIX):].partition("=")
+        key, _, value = line[len(PREFIX) :].partition("=")
         out.setdefault(key, []).append(value)
     return out
 
@@ -47,18 +56,28 @@ def test_a_model_that_fits_is_told_its_placement_and_runtime_and_nothing_is_writ
 
 
 def test_a_refusal_names_the_condition_the_reason_and_the_words(world: World) -> None:
-    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-                                                            message="needs 761 GiB; the largest has 80"), [])
+    world.planner.outcome = PlanOutcome(
+        None,
+        None,
+        Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message="needs 761 GiB; the largest has 80"),
+        [],
+    )
     told = facts(Estimator(world.reconciler().d).review(review(order())))
     assert (told["verdict"], told["condition"], told["reason"]) == (
-        ["Refused"], ["Planned"], ["NoAcceleratorWithEnoughMemory"])
+        ["Refused"],
+        ["Planned"],
+        ["NoAcceleratorWithEnoughMemory"],
+    )
     assert told["message"] == ["needs 761 GiB; the largest has 80"]
 
 
 def test_a_class_that_does_not_exist_is_refused_before_the_planner_is_asked(world: World) -> None:
     told = facts(Estimator(world.reconciler().d).review(review(order(klass="no-such-class"))))
-    assert (told["verdict"], told["condition"], told["reason"]) == (["Refused"], ["ClassResolved"],
-                                                                     ["ClassNotFound"])
+    assert (told["verdict"], told["condition"], told["reason"]) == (
+        ["Refused"],
+        ["ClassResolved"],
+        ["ClassNotFound"],
+    )
     assert world.planner.dry_runs == []
 
 
@@ -71,5 +90,6 @@ def test_long_texts_are_split_and_the_whole_stays_within_the_api_servers_limit(w
     world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="x" * 450), [])
     lines = Estimator(world.reconciler().d).review(review(order()))["response"]["warnings"]
     assert [len(line) for line in lines if "message=" in line] == [len(PREFIX) + 8 + 200] * 2 + [
-        len(PREFIX) + 8 + 50]
+        len(PREFIX) + 8 + 50
+    ]
     assert sum(len(line) for line in lines) <= 4096

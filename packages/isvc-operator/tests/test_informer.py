@@ -19,11 +19,13 @@ def _pod(name: str, version: str) -> dict[str, Any]:
 class _Response:
     """What the API client hands back with serialize=False: a body to read, or a watch's lines to stream."""
 
-    def __init__(self, body: dict[str, Any] | None = None,
-                 events: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, body: dict[str, Any] | None = None, events: list[dict[str, Any]] | None = None
+    ) -> None:
         self.data = json.dumps(body).encode() if body is not None else b""
-        self._lines = [json.dumps({"type": e["type"], "object": e["raw_object"]}).encode() + b"\n"
-                       for e in events or []]
+        self._lines = [
+            json.dumps({"type": e["type"], "object": e["raw_object"]}).encode() + b"\n" for e in events or []
+        ]
 
     def stream(self, amt: int | None = None, decode_content: bool = False) -> Iterator[bytes]:
         return iter(self._lines)
@@ -100,8 +102,10 @@ def test_the_cache_keeps_no_managed_fields_or_last_applied_configuration() -> No
     informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
     heavy = _pod("a", "11")
     heavy["metadata"]["managedFields"] = [{"manager": "isvc", "fieldsV1": {"f:spec": {}}}]
-    heavy["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...}",
-                                        "keep": "me"}
+    heavy["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+        "keep": "me",
+    }
     dyn = FakeDynamic([[{"type": "MODIFIED", "raw_object": heavy}]], informer._stop)
     run(informer, dyn)
     cached = informer.get("team-a", "a")
@@ -121,11 +125,13 @@ def test_an_orders_children_are_found_by_its_label_through_an_index_kept_with_th
         return obj
 
     informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
-    events = [{"type": "ADDED", "raw_object": child("llm-0", "llm", "11")},
-              {"type": "ADDED", "raw_object": child("llm-1", "llm", "12")},
-              {"type": "ADDED", "raw_object": child("other-0", "other", "13")},
-              {"type": "MODIFIED", "raw_object": child("llm-1", "other", "14")},  # relabelled
-              {"type": "DELETED", "raw_object": child("other-0", "other", "15")}]
+    events = [
+        {"type": "ADDED", "raw_object": child("llm-0", "llm", "11")},
+        {"type": "ADDED", "raw_object": child("llm-1", "llm", "12")},
+        {"type": "ADDED", "raw_object": child("other-0", "other", "13")},
+        {"type": "MODIFIED", "raw_object": child("llm-1", "other", "14")},  # relabelled
+        {"type": "DELETED", "raw_object": child("other-0", "other", "15")},
+    ]
     dyn = FakeDynamic([events], informer._stop)
     run(informer, dyn)
     assert [o["metadata"]["name"] for o in informer.of_order("team-a", "llm")] == ["llm-0"]
@@ -224,13 +230,19 @@ def test_a_cached_pod_keeps_of_its_spec_only_what_passes_read() -> None:
     from isvc_operator._kube import POD_SPEC_READ, compact_pod
 
     pod = _pod("a", "1") | {
-        "spec": {"nodeName": "gpu-0", "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
-                 "containers": [{"name": "runtime", "env": [{"name": "X", "value": "y"}]}],
-                 "volumes": [{"name": "model"}]},
-        "status": {"phase": "Running", "containerStatuses": [{"name": "runtime", "restartCount": 2}]}}
+        "spec": {
+            "nodeName": "gpu-0",
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+            "containers": [{"name": "runtime", "env": [{"name": "X", "value": "y"}]}],
+            "volumes": [{"name": "model"}],
+        },
+        "status": {"phase": "Running", "containerStatuses": [{"name": "runtime", "restartCount": 2}]},
+    }
     cached = compact_pod(json.loads(json.dumps(pod)))
-    assert cached["spec"] == {"nodeName": "gpu-0",
-                              "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}
+    assert cached["spec"] == {
+        "nodeName": "gpu-0",
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+    }
     assert set(cached["spec"]) <= set(POD_SPEC_READ)
     assert cached["status"] == pod["status"] and cached["metadata"] == pod["metadata"]
 
@@ -255,13 +267,20 @@ def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
     informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
     relists: list[int] = []
     informer.add_relist_handler(lambda: relists.append(1))
-    secret = {"kind": "PartialObjectMetadata", "metadata": {"name": "hf", "namespace": "team-a",
-                                                            "resourceVersion": "11"}}
+    secret = {
+        "kind": "PartialObjectMetadata",
+        "metadata": {"name": "hf", "namespace": "team-a", "resourceVersion": "11"},
+    }
     gone = {"type": "ERROR", "raw_object": {"code": 410, "message": "too old resource version"}}
     dyn = MetadataDynamic([[{"type": "ADDED", "raw_object": secret}, gone], []], informer._stop)
     seen = run(informer, dyn)
     assert seen == [("ADDED", "hf")]  # no SYNC of a list, no DELETED guessed
-    assert dyn.accepts == [(False, METADATA_LIST), (True, METADATA_WATCH), (False, METADATA_LIST),
-                           (True, METADATA_WATCH), (True, METADATA_WATCH)]  # the 410 relisted once
+    assert dyn.accepts == [
+        (False, METADATA_LIST),
+        (True, METADATA_WATCH),
+        (False, METADATA_LIST),
+        (True, METADATA_WATCH),
+        (True, METADATA_WATCH),
+    ]  # the 410 relisted once
     assert relists == [1]  # after the second list only: before the first nothing was watched
     assert informer.get("team-a", "hf") is None and informer.list() == []

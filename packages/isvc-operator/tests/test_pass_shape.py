@@ -84,8 +84,9 @@ def test_the_launch_plan_says_in_force_as_the_orders_planned_says(world: World) 
 
 
 def test_the_startup_failure_read_once_is_handed_back_from_status_after_a_restart(world: World) -> None:
-    failure = StartupFailure(pod="p1", container="server", restart_count=3, output=["CUDA out of memory"],
-                             output_read=True)
+    failure = StartupFailure(
+        pod="p1", container="server", restart_count=3, output=["CUDA out of memory"], output_read=True
+    )
     world.workload.verdict = Verdict(status="False", reason="WorkloadStartupFailed", message="fails")
     world.workload.failure = failure
     world.run()
@@ -122,8 +123,13 @@ def _plan(world: World, name: str, share: int, priority_class: str | None, minut
         world.cluster.put(klass(class_name, priorityClassName=priority_class))
     obj = order(name=name, klass=class_name)
     world.cluster.put(obj)
-    placement = PLACEMENT.model_copy(update={"placement_mode": PlacementMode.SHARED,
-                                             "sharing_mode": SharingMode.SHARES, "share_percent": share})
+    placement = PLACEMENT.model_copy(
+        update={
+            "placement_mode": PlacementMode.SHARED,
+            "sharing_mode": SharingMode.SHARES,
+            "share_percent": share,
+        }
+    )
     world.planner.outcome = PlanOutcome(placement=placement, estimates=ESTIMATES, refusal=None, preempt=[])
     world.clock_offset = timedelta(minutes=minutes)
     world.run(obj)
@@ -136,13 +142,13 @@ def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(
     before = copy.deepcopy(world.cluster.objects)
     _plan(world, "vip", 60, "gold", minutes=1)  # the planner gave the device to the higher priority
     assert world.planner.outcome.preempt == []
+
     # The preemptor's pass touched nothing of the other order.
     def of_low(objects: dict[Any, Any]) -> dict[Any, Any]:
         return {k: v for k, v in objects.items() if k[2] == "low" and k[0] != "InferenceService"}
 
     assert of_low(world.cluster.objects) == of_low(before)
-    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="no room"),
-                                        [])
+    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="no room"), [])
     world.restart()  # the victim finds out from the LaunchPlans alone
     status = world.run(order(name="low"))
     assert world.cluster.launch_plan("team-a", "low") is None
@@ -163,8 +169,9 @@ def test_co_placed_orders_that_fit_the_device_are_not_displaced(world: World) ->
 
 def test_the_preemptor_names_its_victims_to_be_passed_at_once(world: World) -> None:
     placement = PLACEMENT
-    world.planner.outcome = PlanOutcome(placement=placement, estimates=ESTIMATES, refusal=None,
-                                        preempt=[("team-b", "victim")])
+    world.planner.outcome = PlanOutcome(
+        placement=placement, estimates=ESTIMATES, refusal=None, preempt=[("team-b", "victim")]
+    )
     world.run()
     assert world.last is not None and world.last.wake == (("team-b", "victim"),)
 
@@ -173,14 +180,20 @@ def test_every_change_of_reason_is_an_event_and_a_quiet_pass_says_nothing(world:
     """Issue 16: `kubectl describe` showed `Events: <none>` through creation, refusals and recovery."""
     world.run()
     first = [e[1:3] for e in world.cluster.events]
-    assert first == [("Normal", "Resolved"), ("Normal", "Resolved"), ("Normal", "Planned"),
-                     ("Normal", "WorkloadAvailable"), ("Normal", "Serving"), ("Normal", "ScalingOK")]
+    assert first == [
+        ("Normal", "Resolved"),
+        ("Normal", "Resolved"),
+        ("Normal", "Planned"),
+        ("Normal", "WorkloadAvailable"),
+        ("Normal", "Serving"),
+        ("Normal", "ScalingOK"),
+    ]
     world.run()
     assert len(world.cluster.events) == len(first)
     world.planner.down = True
     world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")
     world.run()
-    new = world.cluster.events[len(first):]
+    new = world.cluster.events[len(first) :]
     assert ("Warning", "PlannerRequestFailed") in [e[1:3] for e in new]
     assert all(e[3].startswith(("Planned: ", "WorkloadReady: ", "Ready: ", "ScalingHealthy: ")) for e in new)
 
@@ -198,8 +211,9 @@ def test_the_probe_asks_for_the_name_the_plan_in_force_serves(world: World) -> N
 def test_a_ready_order_whose_replicas_are_all_gone_fails_once_that_is_sustained(world: World) -> None:
     """Issue 12: a Ready order whose pods all died read Pending, not Failed."""
     assert world.run()["phase"] == "Ready"
-    world.workload.verdict = Verdict(status="False", reason="WorkloadNotReady",
-                                     message="0 of 1 replicas ready")
+    world.workload.verdict = Verdict(
+        status="False", reason="WorkloadNotReady", message="0 of 1 replicas ready"
+    )
     blip = world.run()
     assert (blip["phase"], condition(blip, "Ready")["status"]) == ("Ready", "True")  # a rollout, maybe
     gone = world.run()
@@ -239,8 +253,10 @@ def test_a_plan_that_cannot_be_stored_releases_what_the_planner_reserved(world: 
     assert world.planner.released == [("team-a", "support-llm")]
 
 
-EXHAUSTED = ("The search for a device happened and found no room on device class mig.nvidia.com (pod p1): "
-             "0/5 nodes are available: 1 cannot allocate all claims. This is capacity.")
+EXHAUSTED = (
+    "The search for a device happened and found no room on device class mig.nvidia.com (pod p1): "
+    "0/5 nodes are available: 1 cannot allocate all claims. This is capacity."
+)
 
 
 def _exhausted(world: World) -> None:
@@ -270,8 +286,12 @@ def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world:
     world.run()
     _exhausted(world)
     world.clock_offset = timedelta(minutes=2)
-    world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
-                                                            message="every allowed class was tried"), [])
+    world.planner.outcome = PlanOutcome(
+        None,
+        None,
+        Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED, message="every allowed class was tried"),
+        [],
+    )
     status = world.run()
     planned = condition(status, "Planned")
     assert (planned["status"], planned["reason"]) == ("True", "Planned")
@@ -304,7 +324,9 @@ def test_a_hand_written_plan_outside_the_class_policy_is_not_a_placement(world: 
     status = world.run()
     planned = condition(status, "Planned")
     assert (planned["reason"], "deviceClassName='mig.nvidia.com'" in planned["message"]) == (
-        "LaunchPlanNotAPlacement", True)
+        "LaunchPlanNotAPlacement",
+        True,
+    )
 
 
 def test_a_claim_unallocated_for_a_moment_is_not_reported_as_refused(world: World) -> None:

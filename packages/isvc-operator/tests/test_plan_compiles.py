@@ -34,22 +34,48 @@ from isvc_testing import (
 )
 
 QWEN_7B = ModelFacts(
-    source=ModelSource.HUGGING_FACE, name="Qwen/Qwen2.5-7B-Instruct", format=ModelFormat.SAFETENSORS,
-    architecture="Qwen2ForCausalLM", family="qwen2", parameter_count=7_615_616_512, dtype="bfloat16",
-    context_length=32768, num_layers=28, num_attention_heads=28, num_kv_heads=4, head_dim=128,
-    hidden_size=3584, weight_bytes=15_231_233_024,
+    source=ModelSource.HUGGING_FACE,
+    name="Qwen/Qwen2.5-7B-Instruct",
+    format=ModelFormat.SAFETENSORS,
+    architecture="Qwen2ForCausalLM",
+    family="qwen2",
+    parameter_count=7_615_616_512,
+    dtype="bfloat16",
+    context_length=32768,
+    num_layers=28,
+    num_attention_heads=28,
+    num_kv_heads=4,
+    head_dim=128,
+    hidden_size=3584,
+    weight_bytes=15_231_233_024,
 )
-LLAMA_8B = QWEN_7B.model_copy(update={
-    "name": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "LlamaForCausalLM", "family": "llama",
-    "parameter_count": 8_030_261_248, "context_length": 131072, "num_layers": 32, "num_attention_heads": 32,
-    "num_kv_heads": 8, "hidden_size": 4096, "weight_bytes": 16_060_522_496,
-})
-QWEN_32B_AWQ = QWEN_7B.model_copy(update={
-    "name": "Qwen/Qwen2.5-32B-Instruct-AWQ", "parameter_count": 32_763_876_352,
-    "quantization": Quantization.AWQ, "quantization_bits": 4, "num_layers": 64,
-    "num_attention_heads": 40, "num_kv_heads": 8,
-    "hidden_size": 5120, "weight_bytes": 19_340_000_000,
-})
+LLAMA_8B = QWEN_7B.model_copy(
+    update={
+        "name": "meta-llama/Llama-3.1-8B-Instruct",
+        "architecture": "LlamaForCausalLM",
+        "family": "llama",
+        "parameter_count": 8_030_261_248,
+        "context_length": 131072,
+        "num_layers": 32,
+        "num_attention_heads": 32,
+        "num_kv_heads": 8,
+        "hidden_size": 4096,
+        "weight_bytes": 16_060_522_496,
+    }
+)
+QWEN_32B_AWQ = QWEN_7B.model_copy(
+    update={
+        "name": "Qwen/Qwen2.5-32B-Instruct-AWQ",
+        "parameter_count": 32_763_876_352,
+        "quantization": Quantization.AWQ,
+        "quantization_bits": 4,
+        "num_layers": 64,
+        "num_attention_heads": 40,
+        "num_kv_heads": 8,
+        "hidden_size": 5120,
+        "weight_bytes": 19_340_000_000,
+    }
+)
 
 CARDS = {
     "L4": dict(memory_gi=24, product="NVIDIA L4", compute_capability="8.9.0"),
@@ -64,11 +90,14 @@ def _compile(facts: ModelFacts, card: str, shares: bool) -> tuple[Placement, Est
     inventory = Inventory.from_objects(
         fleet_device_classes(),
         [fleet_slice("node-0", [fleet_gpu("node-0", i, shares=shares, **CARDS[card]) for i in range(2)])],
-        [], [])
+        [],
+        [],
+    )
     requirements = book.requirements(facts, EndpointType.CHAT)
     assert not isinstance(requirements, Refusal), requirements
-    answer = Planner(inventory).plan(PlanRequest(order=OrderRef(namespace="ns", name="o"), facts=facts,
-                                                 requirements=requirements))
+    answer = Planner(inventory).plan(
+        PlanRequest(order=OrderRef(namespace="ns", name="o"), facts=facts, requirements=requirements)
+    )
     # Two empty cards each hold every model here: a refusal is a failure, not a pass (issue 19).
     assert answer.refusal is None, answer.refusal.message
     assert answer.placement is not None and answer.estimates is not None
@@ -97,9 +126,13 @@ def test_the_qwen_7b_on_an_l4_share_keeps_room_for_the_kv_cache() -> None:
 
 
 def test_a_model_larger_than_one_card_gets_tensor_parallel_that_compiles() -> None:
-    qwen_32b = QWEN_32B_AWQ.model_copy(update={
-        "name": "Qwen/Qwen2.5-32B-Instruct", "quantization": Quantization.NONE, "quantization_bits": None,
-        "weight_bytes": 65_527_752_704,
-    })
+    qwen_32b = QWEN_32B_AWQ.model_copy(
+        update={
+            "name": "Qwen/Qwen2.5-32B-Instruct",
+            "quantization": Quantization.NONE,
+            "quantization_bits": None,
+            "weight_bytes": 65_527_752_704,
+        }
+    )
     placement, _ = _compile(qwen_32b, "A100-40", False)
     assert (placement.placement_mode, placement.device_count) == (PlacementMode.MULTI_DEVICE, 2)

@@ -10,8 +10,14 @@ from isvc_operator import PlanOutcome, order_of_plan
 
 from .fakes import World, order
 
-TOO_LARGE = PlanOutcome(None, None, Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-                                            message="needs 836 GiB, the largest found is 80 GiB"), [])
+TOO_LARGE = PlanOutcome(
+    None,
+    None,
+    Refusal(
+        reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message="needs 836 GiB, the largest found is 80 GiB"
+    ),
+    [],
+)
 
 
 class Bed(World):
@@ -87,6 +93,9 @@ def test_an_order_never_ready_and_not_serving_is_refused_plainly(bed: Bed) -> No
 
 
 def test_a_hand_written_plan_without_labels_maps_to_the_order_it_is_named_after() -> None:
-    plan = {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "LaunchPlan",
-            "metadata": {"name": "support-llm", "namespace": "team-a"}}
+    plan = {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "LaunchPlan",
+        "metadata": {"name": "support-llm", "namespace": "team-a"},
+    }
     assert order_of_plan(plan) == ("team-a", "support-llm")

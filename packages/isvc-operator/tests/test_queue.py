@@ -32,8 +32,19 @@ def test_a_burst_of_new_keys_does_not_starve_the_others() -> None:
         queue.add(key)
     for i in range(8):
         queue.add(f"new-{i}", urgent=True)
-    assert drain(queue) == ["new-0", "new-1", "ready-1", "new-2", "new-3", "ready-2", "new-4", "new-5",
-                            "ready-3", "new-6", "new-7"]
+    assert drain(queue) == [
+        "new-0",
+        "new-1",
+        "ready-1",
+        "new-2",
+        "new-3",
+        "ready-2",
+        "new-4",
+        "new-5",
+        "ready-3",
+        "new-6",
+        "new-7",
+    ]
 
 
 def test_one_timer_per_key_the_earliest_so_passes_at_rest_are_one_per_delay() -> None:

@@ -37,16 +37,20 @@ def test_a_removed_previous_instance_is_not_taken_for_output() -> None:
     gone = "unable to retrieve container logs for containerd://dc833a8f450a3acaedd2b99ad33b83a2fcb63540"
     core = _Core(previous=gone, current="E llama_model_load: error loading model: model is corrupted\n")
     assert _cluster(core).read_log("ns", "p-0", "server") == (
-        "E llama_model_load: error loading model: model is corrupted\n")
+        "E llama_model_load: error loading model: model is corrupted\n"
+    )
     assert core.asked == [True, False]
 
 
 def test_a_removed_log_file_of_the_previous_instance_is_not_taken_for_output() -> None:
-    gone = ('failed to try resolving symlinks in path "/var/log/pods/team-a_tiny-cut-0_b9f1/server/0.log": '
-            "lstat /var/log/pods/team-a_tiny-cut-0_b9f1/server/0.log: no such file or directory")
+    gone = (
+        'failed to try resolving symlinks in path "/var/log/pods/team-a_tiny-cut-0_b9f1/server/0.log": '
+        "lstat /var/log/pods/team-a_tiny-cut-0_b9f1/server/0.log: no such file or directory"
+    )
     core = _Core(previous=gone, current="E srv  llama_server: exiting due to model loading error\n")
     assert _cluster(core).read_log("ns", "p-0", "server") == (
-        "E srv  llama_server: exiting due to model loading error\n")
+        "E srv  llama_server: exiting due to model loading error\n"
+    )
 
 
 def test_nothing_readable_is_none() -> None:

@@ -76,7 +76,8 @@ def test_the_plan_names_the_repository_a_catalog_model_is_downloaded_from(world:
     assert "modelRepo" not in world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
     assert isinstance(world.models.answer, ModelFacts)
     world.models.answer = world.models.answer.model_copy(
-        update={"download_repo": "BAAI/bge-m3", "commit": "5617a9f"})
+        update={"download_repo": "BAAI/bge-m3", "commit": "5617a9f"}
+    )
     world.run()
     plan = world.cluster.objects[("LaunchPlan", "team-a", "support-llm")]["spec"]
     assert (plan["modelRepo"], plan["modelCommit"]) == ("BAAI/bge-m3", "5617a9f")
@@ -172,8 +173,10 @@ def test_a_catalog_that_does_not_answer_says_catalog_lookup_failed(world: World)
 
 
 def test_catalog_lookup_failed_carries_the_sources_own_sentence_once(world: World) -> None:
-    said = ("Reading models.ai-models.deckhouse.io team-a/qwen failed (HTTP 403 Forbidden); "
-            "the next pass asks again.")
+    said = (
+        "Reading models.ai-models.deckhouse.io team-a/qwen failed (HTTP 403 Forbidden); "
+        "the next pass asks again."
+    )
     world.models.answer = TemporaryError(said)
     obj = order()
     obj["spec"]["model"] = {"src": "AIModels", "ref": {"name": "qwen", "kind": "Model"}}
@@ -201,8 +204,9 @@ def test_a_recipe_refusal_lands_on_planned(world: World) -> None:
 
 
 def test_a_placement_no_recipe_compiles_for_is_released_at_the_planner(world: World) -> None:
-    world.recipes.compile_refusal = Refusal(reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
-                                            message="none fits")
+    world.recipes.compile_refusal = Refusal(
+        reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, message="none fits"
+    )
     status = world.run()
     assert reasons(status)["Planned"] == "NoCompatibleRuntimeAvailable"
     assert world.planner.released == [("team-a", "support-llm")]
@@ -272,8 +276,9 @@ def test_a_workload_the_cluster_refuses_says_workload_error(world: World) -> Non
 
 
 def test_the_workload_verdict_is_the_condition(world: World) -> None:
-    world.workload.verdict = Verdict(status="False", reason="ResourceClaimPending",
-                                     message="the claim awaits allocation.")
+    world.workload.verdict = Verdict(
+        status="False", reason="ResourceClaimPending", message="the claim awaits allocation."
+    )
     status = world.run()
     assert (status["reason"], reasons(status)["Ready"]) == ("ResourceClaimPending", "WaitingForPreviousStep")
 
@@ -315,8 +320,12 @@ def test_a_workload_whose_plan_was_taken_away_and_finds_no_room_is_taken_down(wo
     assert world.run()["phase"] == "Ready"
     assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
     world.cluster.delete(GV, "LaunchPlan", "team-a", "support-llm")  # preempted: plan and room gone
-    world.planner.outcome = PlanOutcome(placement=None, estimates=None, refusal=Refusal(
-        reason=Reason.NO_CAPACITY, message="no room"), preempt=[])
+    world.planner.outcome = PlanOutcome(
+        placement=None,
+        estimates=None,
+        refusal=Refusal(reason=Reason.NO_CAPACITY, message="no room"),
+        preempt=[],
+    )
     status = world.run()
     assert reasons(status)["Planned"] == "NoCapacity"
     assert world.cluster.owned("StatefulSet", "team-a", "support-llm") == []
@@ -331,8 +340,9 @@ def test_a_workload_whose_plan_is_gone_stays_while_the_planner_does_not_answer(w
 
 
 def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(world: World) -> None:
-    world.workload.growth_verdict = Verdict(status="False", reason="ScaleUpBlocked",
-                                            message="growth is blocked (p-2).")
+    world.workload.growth_verdict = Verdict(
+        status="False", reason="ScaleUpBlocked", message="growth is blocked (p-2)."
+    )
     world.workload.unplaced = [("p-2", "Replica pod p-2: its claim got no device.")]
     status = world.run()
     assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Degraded", "ScaleUpBlocked")

@@ -19,14 +19,20 @@ def order(namespace: str, name: str, secret: str | None = None) -> Obj:
     model: Obj = {"src": "HuggingFace", "ref": {"name": "meta-llama/Llama-3.1-8B-Instruct"}}
     if secret is not None:
         model["authSecretRef"] = {"name": secret, "key": "token"}
-    return {"metadata": {"namespace": namespace, "name": name, "generation": 1},
-            "spec": {"model": model}, "status": {"observedGeneration": 1}}
+    return {
+        "metadata": {"namespace": namespace, "name": name, "generation": 1},
+        "spec": {"model": model},
+        "status": {"observedGeneration": 1},
+    }
 
 
 def secret(namespace: str, name: str) -> Obj:
     """A Secret as the metadata watch delivers it: a PartialObjectMetadata, no data."""
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-            "metadata": {"namespace": namespace, "name": name, "resourceVersion": "7"}}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"namespace": namespace, "name": name, "resourceVersion": "7"},
+    }
 
 
 class SecretInformer(Informer):
@@ -45,12 +51,24 @@ class SecretInformer(Informer):
 
 
 def controller() -> tuple[Controller, Any, CollectorRegistry]:
-    names = ("orders", "classes", "plans", "statefulsets", "deployments", "pods", "claims", "ingresses",
-             "services", "autoscalers", "priority_classes")
+    names = (
+        "orders",
+        "classes",
+        "plans",
+        "statefulsets",
+        "deployments",
+        "pods",
+        "claims",
+        "ingresses",
+        "services",
+        "autoscalers",
+        "priority_classes",
+    )
     kube = SimpleNamespace(**{n: Informer() for n in names}, secrets=SecretInformer())
     registry = CollectorRegistry()
-    c = Controller(cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None),
-                   registry=registry)
+    c = Controller(
+        cast(KubeCluster, kube), cast(OrderReconciler, None), cast(ClassReconciler, None), registry=registry
+    )
     return c, kube, registry
 
 
@@ -80,8 +98,12 @@ def test_the_index_follows_edits_and_deletes_of_orders() -> None:
 
 def test_a_secret_event_passes_exactly_the_orders_that_name_it() -> None:
     c, kube, _ = controller()
-    for o in (order("ns", "a", "hf"), order("ns", "b", "hf"), order("ns", "c", "other"),
-              order("elsewhere", "d", "hf")):
+    for o in (
+        order("ns", "a", "hf"),
+        order("ns", "b", "hf"),
+        order("ns", "c", "other"),
+        order("elsewhere", "d", "hf"),
+    ):
         kube.orders.emit("ADDED", o)
     drain(c, 0.1)
     for event in ("ADDED", "MODIFIED", "DELETED"):
@@ -126,8 +148,9 @@ def test_a_relist_of_secrets_passes_every_order_that_names_one() -> None:
 
 def test_timed_requeues_are_counted_by_the_orders_reason() -> None:
     c, _, registry = controller()
-    answers = iter([PassResult(requeue_after=15.0, reason="NoCapacity"),
-                    PassResult(reason="AuthSecretNotFound")])
+    answers = iter(
+        [PassResult(requeue_after=15.0, reason="NoCapacity"), PassResult(reason="AuthSecretNotFound")]
+    )
     c.orders = cast(OrderReconciler, SimpleNamespace(reconcile=lambda *_: next(answers)))
     c._order_pass(("ns", "a"))
     c._order_pass(("ns", "b"))

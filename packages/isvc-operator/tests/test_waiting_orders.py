@@ -93,8 +93,10 @@ def world() -> tuple[Inventory, Wire, Port, list[tuple[str, str]], set[str]]:
     inv = Inventory.from_objects(fleet_device_classes(), slices, [blocker])
     wire = Wire(Planner(inv))
     gone: set[str] = set()
-    service = Port(PlannerClient("http://planner", transport=httpx.MockTransport(wire)),
-                   still_waiting=lambda namespace, name, uid: name not in gone)
+    service = Port(
+        PlannerClient("http://planner", transport=httpx.MockTransport(wire)),
+        still_waiting=lambda namespace, name, uid: name not in gone,
+    )
     return inv, wire, service, service.queued, gone
 
 
@@ -146,8 +148,13 @@ def test_waiting_is_forgotten_after_its_time(world: Any) -> None:
 def test_a_replan_of_an_order_holding_a_placement_is_planned_alone(world: Any) -> None:
     _, wire, service, _, _ = world
     ask(service, 0)
-    held = Placement(device_class_name="gpu.nvidia.com", pool="n0", devices=["gpu-0"],
-                     placement_mode=PlacementMode.SHARED, share_percent=50)
+    held = Placement(
+        device_class_name="gpu.nvidia.com",
+        pool="n0",
+        devices=["gpu-0"],
+        placement_mode=PlacementMode.SHARED,
+        share_percent=50,
+    )
     ask(service, 1, holding=held)
     assert wire.calls[-1] == ("plan", 1)
 
@@ -212,8 +219,13 @@ def test_a_placement_judged_a_moment_ago_is_not_sent_to_the_planner_again() -> N
 
     client = PlannerClient("http://planner", transport=httpx.MockTransport(judge))
     service = PlannerService(client, WaitingRoom(client))
-    held = Placement(device_class_name="gpu.nvidia.com", pool="n0", devices=["gpu-0"],
-                     placement_mode=PlacementMode.SHARED, share_percent=50)
+    held = Placement(
+        device_class_name="gpu.nvidia.com",
+        pool="n0",
+        devices=["gpu-0"],
+        placement_mode=PlacementMode.SHARED,
+        share_percent=50,
+    )
     assert service.judge(held) is None and service.judge(held) is None
     assert calls == ["/v1/judge"]
     service.judge(held.model_copy(update={"share_percent": 60}))

@@ -13,13 +13,22 @@ from isvc_operator import PlanOutcome
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
 GV = f"{GROUP}/{VERSION}"
-STATUS_422 = json.dumps({
-    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
-    "message": 'ResourceClaimTemplate.resource.k8s.io "support-llm" is invalid: spec: Invalid value: '
-               '"object": field is immutable',
-    "details": {"name": "support-llm", "kind": "ResourceClaimTemplate",
-                "causes": [{"reason": "FieldValueInvalid", "message": "x" * 600, "field": "spec"}]},
-})
+STATUS_422 = json.dumps(
+    {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "Invalid",
+        "code": 422,
+        "message": 'ResourceClaimTemplate.resource.k8s.io "support-llm" is invalid: spec: Invalid value: '
+        '"object": field is immutable',
+        "details": {
+            "name": "support-llm",
+            "kind": "ResourceClaimTemplate",
+            "causes": [{"reason": "FieldValueInvalid", "message": "x" * 600, "field": "spec"}],
+        },
+    }
+)
 
 
 class Refused(Exception):
@@ -55,8 +64,10 @@ def test_a_refusal_ends_with_the_api_servers_own_words_and_is_logged_once(
         world.run()
     message = workload(status)["message"]
     assert workload(status)["reason"] == "WorkloadError"
-    assert message.endswith('the API server said: ResourceClaimTemplate.resource.k8s.io "support-llm" is '
-                            'invalid: spec: Invalid value: "object": field is immutable')
+    assert message.endswith(
+        'the API server said: ResourceClaimTemplate.resource.k8s.io "support-llm" is '
+        'invalid: spec: Invalid value: "object": field is immutable'
+    )
     assert "{" not in message
     assert [r.message for r in caplog.records].count(f"team-a/support-llm: {message}") == 1
 
@@ -69,16 +80,30 @@ def templates(world: World) -> set[str]:
 def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_uses_it(world: World) -> None:
     world.run()
     [old] = world.cluster.owned("ResourceClaimTemplate", "team-a", "support-llm")
-    world.cluster.put({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": "p1", "namespace": "team-a",
-                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}},
-                       "spec": {"resourceClaims": [{"name": "gpu",
-                                                    "resourceClaimTemplateName": old["metadata"]["name"]}]}})
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p1",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": old["metadata"]["name"]}]
+            },
+        }
+    )
     moved = PLACEMENT.model_copy(update={"node_name": "gpu-h100-1", "pool": "gpu-h100-1"})
     world.planner.outcome = PlanOutcome(placement=moved, estimates=ESTIMATES, refusal=None, preempt=[])
     edited = order(model="Qwen/Qwen2.5-14B-Instruct")
-    world.cluster.put({**edited, "metadata": {**edited["metadata"], "generation": 2},
-                       "status": world.cluster.status_of("team-a", "support-llm")})
+    world.cluster.put(
+        {
+            **edited,
+            "metadata": {**edited["metadata"], "generation": 2},
+            "status": world.cluster.status_of("team-a", "support-llm"),
+        }
+    )
     world.run(edited)
     names = templates(world)
     assert names == {old["metadata"]["name"], "support-llm-gpu-h100-1"}  # the old pod still uses the old one
@@ -91,9 +116,17 @@ def test_a_new_share_rolls_onto_a_new_template_and_the_old_one_goes_once_no_pod_
 def test_an_order_no_longer_external_has_its_ingress_removed(world: World) -> None:
     """Issue 12: switching External → ClusterLocal left the Ingress up."""
     world.run()
-    world.cluster.put({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-                       "metadata": {"name": "support-llm", "namespace": "team-a",
-                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.cluster.put(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+        }
+    )
     world.run()
     assert world.cluster.owned("Ingress", "team-a", "support-llm")  # External: it stays
     world.cluster.put(klass(exposure={"type": "ClusterLocal", "authentication": "Token"}))
@@ -108,8 +141,12 @@ def test_a_pass_over_a_steady_order_applies_nothing(world: World) -> None:
     for _ in range(3):
         world.run()
     assert len(world.cluster.applied) == applied
-    world.planner.outcome = PlanOutcome(placement=PLACEMENT.model_copy(update={"node_name": "gpu-h100-1"}),
-                                        estimates=ESTIMATES, refusal=None, preempt=[])
+    world.planner.outcome = PlanOutcome(
+        placement=PLACEMENT.model_copy(update={"node_name": "gpu-h100-1"}),
+        estimates=ESTIMATES,
+        refusal=None,
+        preempt=[],
+    )
     world.cluster.delete("", "LaunchPlan", "team-a", "support-llm")  # a new plan: its children change
     world.run()
     assert len(world.cluster.applied) > applied
@@ -129,21 +166,32 @@ def test_a_new_token_rolls_the_pods(world: World) -> None:
     world.run()
     world.cluster.delete("v1", "Secret", "team-a", "support-llm-auth")
     world.workload.auth_secret = lambda order: {  # type: ignore[method-assign]
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "support-llm-auth", "namespace": "team-a",
-                     "ownerReferences": [order.owner_reference()]},
-        "data": {"token": "bmV3LXRva2Vu"}}
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "support-llm-auth",
+            "namespace": "team-a",
+            "ownerReferences": [order.owner_reference()],
+        },
+        "data": {"token": "bmV3LXRva2Vu"},
+    }
     world.run()
     first, second = world.workload.digests[0], world.workload.digests[-1]
     assert first and second and first != second
 
 
-SET_FORBIDDEN = json.dumps({
-    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
-    "message": 'StatefulSet.apps "support-llm" is invalid: spec: Forbidden: updates to statefulset spec for '
-               "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
-               "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
-})
+SET_FORBIDDEN = json.dumps(
+    {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "Invalid",
+        "code": 422,
+        "message": 'StatefulSet.apps "support-llm" is invalid: spec: Forbidden: updates to statefulset spec for '
+        "fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
+        "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+    }
+)
 
 
 def settled_events(world: World) -> list[str]:
@@ -199,9 +247,17 @@ def test_the_api_servers_refusal_to_change_a_set_is_the_same_refusal(
 
 
 def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(world: World) -> None:
-    world.cluster.put({"apiVersion": "apps/v1", "kind": "Deployment",
-                       "metadata": {"name": "support-llm", "namespace": "team-a",
-                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.cluster.put(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+        }
+    )
     world.run()
     assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
     assert world.cluster.owned("Deployment", "team-a", "support-llm") == []
@@ -217,13 +273,24 @@ def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure
     said = 'pods "support-llm-0" is forbidden: exceeded quota: no-pods'
     world.cluster.failed_creates[("team-a", "support-llm")] = said
     world.run()
-    [failure] = [c for c in world.workload.judged_sets[-1]["status"]["conditions"]  # type: ignore[index]
-                 if c["type"] == "ReplicaFailure"]
+    [failure] = [
+        c
+        for c in world.workload.judged_sets[-1]["status"]["conditions"]  # type: ignore[index]
+        if c["type"] == "ReplicaFailure"
+    ]
     assert (failure["status"], failure["message"]) == ("True", said)
     assert world.cluster.failed_create_reads == [("team-a", "StatefulSet", "support-llm", "set-uid")]
-    world.cluster.put({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": "support-llm-0", "namespace": "team-a",
-                                    "labels": {"ai.deckhouse.io/inference-service": "support-llm"}}})
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "support-llm-0",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+        }
+    )
     world.run()
     assert len(world.cluster.failed_create_reads) == 1  # a pod exists: nothing to read
     assert "conditions" not in (world.workload.judged_sets[-1] or {}).get("status", {})

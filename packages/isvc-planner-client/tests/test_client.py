@@ -24,8 +24,10 @@ from isvc_planner_client import (
     quantity_bytes,
 )
 
-REQUEST = PlanRequest(order=OrderRef(namespace="ns", name="a"),
-                      facts=ModelFacts(source=ModelSource.HUGGING_FACE, name="Qwen/Qwen2.5-7B-Instruct"))
+REQUEST = PlanRequest(
+    order=OrderRef(namespace="ns", name="a"),
+    facts=ModelFacts(source=ModelSource.HUGGING_FACE, name="Qwen/Qwen2.5-7B-Instruct"),
+)
 
 
 def _free_port() -> int:
@@ -69,8 +71,15 @@ def test_an_answer_off_the_contract_is_a_protocol_error() -> None:
         client.plan_many([REQUEST])  # two answers for one order
 
 
-@pytest.mark.parametrize(("text", "value"), [("80Gi", Decimal(80 * 2**30)), ("500m", Decimal("0.5")),
-                                             ("1.5e3", Decimal(1500)), ("100", Decimal(100))])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("80Gi", Decimal(80 * 2**30)),
+        ("500m", Decimal("0.5")),
+        ("1.5e3", Decimal(1500)),
+        ("100", Decimal(100)),
+    ],
+)
 def test_quantities_parse_as_kubernetes_writes_them(text: str, value: Decimal) -> None:
     assert parse_quantity(text) == value
 
@@ -124,10 +133,16 @@ def test_the_default_token_file_is_the_pods_service_account_token() -> None:
 
 def test_reservations_are_read_with_a_get_and_an_answer_off_the_contract_is_a_protocol_error() -> None:
     seen: list[tuple[str, str]] = []
-    body = {"reservations": [{"order": {"namespace": "ns", "name": "a"}, "ageSeconds": 1.5,
-                              "expiresInSeconds": 118.5,
-                              "devices": [{"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0",
-                                           "units": 40}]}]}
+    body = {
+        "reservations": [
+            {
+                "order": {"namespace": "ns", "name": "a"},
+                "ageSeconds": 1.5,
+                "expiresInSeconds": 118.5,
+                "devices": [{"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0", "units": 40}],
+            }
+        ]
+    }
 
     def answer(request: httpx.Request) -> httpx.Response:
         seen.append((request.method, request.url.path))

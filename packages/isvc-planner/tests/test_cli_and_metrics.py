@@ -7,9 +7,17 @@ from isvc_planner._cli import parser
 
 
 def test_serve_accepts_the_flags_the_chart_passes() -> None:
-    args = parser().parse_args(["serve", "--host=0.0.0.0", "--port=8080", "--metrics-port=9090",
-                                "--metrics-host=127.0.0.1", "--log-level=info",
-                                "--allowed-caller=system:serviceaccount:d8-isvc:controller"])
+    args = parser().parse_args(
+        [
+            "serve",
+            "--host=0.0.0.0",
+            "--port=8080",
+            "--metrics-port=9090",
+            "--metrics-host=127.0.0.1",
+            "--log-level=info",
+            "--allowed-caller=system:serviceaccount:d8-isvc:controller",
+        ]
+    )
 
     actual = (args.command, args.port, args.metrics_port, args.metrics_host, args.log_level)
     assert actual == ("serve", 8080, 9090, "127.0.0.1", "info")

@@ -24,28 +24,46 @@ PROFILES = [("3g.20gb", 20, 42, 2), ("1g.5gb", 5, 14, 7)]
 
 def sized(facts: ModelFacts, gib: float) -> ModelFacts:
     weights = (gib - 1) / 1.2
-    return facts.model_copy(update={"parameter_count": int(weights * GIB / 2), "dtype": "bfloat16",
-                                    "num_layers": None, "quantization": "None"})
+    return facts.model_copy(
+        update={
+            "parameter_count": int(weights * GIB / 2),
+            "dtype": "bfloat16",
+            "num_layers": None,
+            "quantization": "None",
+        }
+    )
 
 
-def _device(name: str, dtype: str, memory: int, sms: int, minor: int, profile: str | None = None
-            ) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"type": {"string": dtype}, "uuid": {"string": f"UUID-{name}"},
-                             "productName": {"string": "NVIDIA A100-SXM4-40GB"},
-                             "cudaComputeCapability": {"version": "8.0.0"}}
+def _device(
+    name: str, dtype: str, memory: int, sms: int, minor: int, profile: str | None = None
+) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "type": {"string": dtype},
+        "uuid": {"string": f"UUID-{name}"},
+        "productName": {"string": "NVIDIA A100-SXM4-40GB"},
+        "cudaComputeCapability": {"version": "8.0.0"},
+    }
     if profile:
         attrs["profile"] = {"string": profile}
     used = {"memory": {"value": f"{memory}Gi"}, "multiprocessors": {"value": str(sms)}}
-    return {"name": name, "attributes": attrs, "capacity": dict(used),
-            "consumesCounters": [{"counterSet": f"gpu-{minor}-counter-set", "counters": used}]}
+    return {
+        "name": name,
+        "attributes": attrs,
+        "capacity": dict(used),
+        "consumesCounters": [{"counterSet": f"gpu-{minor}-counter-set", "counters": used}],
+    }
 
 
 def partitioned_pool(node: str, gpus: int = 1, generation: int = 0) -> list[dict[str, Any]]:
     """The two slices of a pool: counter sets, and per GPU the whole device plus its partitions."""
     sets, devices = [], []
     for minor in range(gpus):
-        sets.append({"name": f"gpu-{minor}-counter-set",
-                     "counters": {"memory": {"value": "40Gi"}, "multiprocessors": {"value": "98"}}})
+        sets.append(
+            {
+                "name": f"gpu-{minor}-counter-set",
+                "counters": {"memory": {"value": "40Gi"}, "multiprocessors": {"value": "98"}},
+            }
+        )
         devices.append(_device(f"gpu-{minor}", "gpu", 40, 98, minor))
         for profile, memory, sms, count in PROFILES:
             for i in range(count):
@@ -53,10 +71,17 @@ def partitioned_pool(node: str, gpus: int = 1, generation: int = 0) -> list[dict
                 devices.append(_device(name, "mig", memory, sms, minor, profile))
 
     def sl(i: int, body: dict[str, Any]) -> dict[str, Any]:
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                "metadata": {"name": f"{node}-{generation}-{i}"},
-                "spec": {"driver": DRIVER, "nodeName": node,
-                         "pool": {"name": node, "generation": generation, "resourceSliceCount": 2}, **body}}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{generation}-{i}"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": 2},
+                **body,
+            },
+        }
 
     return [sl(0, {"sharedCounters": sets}), sl(1, {"devices": devices})]
 
@@ -67,8 +92,9 @@ def plan(planner: Planner, facts: ModelFacts, name: str, **kw: Any) -> PlanRespo
 
 def consumption(devices: list[str]) -> tuple[int, int]:
     """(GiB, SMs) the named devices of GPU 0 draw on its counter set."""
-    table = {"gpu-0": (40, 98)} | {f"gpu-0-mig-{p.replace('.', '')}-{i}": (m, s)
-                                    for p, m, s, n in PROFILES for i in range(n)}
+    table = {"gpu-0": (40, 98)} | {
+        f"gpu-0-mig-{p.replace('.', '')}-{i}": (m, s) for p, m, s, n in PROFILES for i in range(n)
+    }
     return sum(table[d][0] for d in devices), sum(table[d][1] for d in devices)
 
 
@@ -83,14 +109,19 @@ def test_a_gpu_given_whole_leaves_its_partitions_no_room_issue_18(models: dict[s
 def test_a_partition_taken_leaves_the_whole_gpu_no_room_issue_18(models: dict[str, ModelFacts]) -> None:
     claims = [fleet_claim("x", "part", "other", [("n1", "gpu-0-mig-1g5gb-3", None)])]
     inv = Inventory.from_objects(fleet_device_classes(), partitioned_pool("n1"), claims)
-    r = plan(Planner(inv), sized(models["qwen7b"], 30), "big",
-             accelerator_policy=AcceleratorPolicy(device_class_names=["gpu.nvidia.com"]))
+    r = plan(
+        Planner(inv),
+        sized(models["qwen7b"], 30),
+        "big",
+        accelerator_policy=AcceleratorPolicy(device_class_names=["gpu.nvidia.com"]),
+    )
     assert r.placement is None and r.refusal is not None
     assert inv.used(("gpu.nvidia.com", "n1", "gpu-0")) == 100
 
 
 def test_orders_one_by_one_take_no_more_partitions_than_the_counters_hold_issue_18(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     planner = Planner(Inventory.from_objects(fleet_device_classes(), partitioned_pool("n1"), []))
     placed = []
     for i in range(12):
@@ -104,9 +135,14 @@ def test_orders_one_by_one_take_no_more_partitions_than_the_counters_hold_issue_
 
 def test_orders_waiting_together_respect_the_counters_too_issue_18(models: dict[str, ModelFacts]) -> None:
     planner = Planner(Inventory.from_objects(fleet_device_classes(), partitioned_pool("n1"), []))
-    requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"),
-                            facts=sized(models["qwen7b"], 3 if i % 3 else 15), accelerator_policy=MIG)
-                for i in range(10)]
+    requests = [
+        PlanRequest(
+            order=OrderRef(namespace="ns", name=f"o{i}"),
+            facts=sized(models["qwen7b"], 3 if i % 3 else 15),
+            accelerator_policy=MIG,
+        )
+        for i in range(10)
+    ]
     placed = [d for a in planner.plan_many(requests) if a.placement for d in a.placement.devices]
     memory, sms = consumption(placed)
     assert placed and memory <= 40 and sms <= 98

@@ -33,14 +33,19 @@ def l4_pair(memory: int | str = 24) -> Planner:
     """Two shareable cards; 24 GiB is the benchmark generator's device, L4 the driver's real one."""
     devices = [fleet_gpu("n0", i, memory_gi=memory, product="NVIDIA L4") for i in range(2)]
     slices = [fleet_slice("n0", devices)]
-    return Planner(Inventory.from_objects(fleet_device_classes(), slices, [],
-                                       [fleet_priority_class("high", 1000)]))
+    return Planner(
+        Inventory.from_objects(fleet_device_classes(), slices, [], [fleet_priority_class("high", 1000)])
+    )
 
 
 def requests(sizes: list[float], **kw: object) -> list[PlanRequest]:
     rng = random.Random(0)
-    return [PlanRequest.model_validate({"order": OrderRef(namespace="ns", name=f"o{i}"),
-                                        "facts": _facts(s, rng), **kw}) for i, s in enumerate(sizes)]
+    return [
+        PlanRequest.model_validate(
+            {"order": OrderRef(namespace="ns", name=f"o{i}"), "facts": _facts(s, rng), **kw}
+        )
+        for i, s in enumerate(sizes)
+    ]
 
 
 def placed(answers: list[object]) -> int:
@@ -64,8 +69,9 @@ def test_plans_made_together_are_reserved_so_each_order_gets_its_own_back() -> N
     together = planner.plan_many(reqs)
     assert placed(together) == 3
     again = [planner.plan(r) for r in reqs]  # each order's own pass later: the same device
-    assert [a.placement.devices if a.placement else None for a in again] == \
-        [a.placement.devices if a.placement else None for a in together]
+    assert [a.placement.devices if a.placement else None for a in again] == [
+        a.placement.devices if a.placement else None for a in together
+    ]
 
 
 def test_a_higher_priority_goes_first_even_when_two_smaller_ones_would_fit_instead() -> None:
@@ -103,8 +109,9 @@ def test_an_order_larger_than_any_device_goes_tensor_parallel_before_the_joint_s
     big = answers[1].placement
     assert big is not None and big.placement_mode == PlacementMode.MULTI_DEVICE and big.device_count == 2
     assert placed(answers) == 3
-    assert not set(big.devices or ()) & {d for a in (answers[0], answers[2]) if a.placement
-                                         for d in a.placement.devices or ()}
+    assert not set(big.devices or ()) & {
+        d for a in (answers[0], answers[2]) if a.placement for d in a.placement.devices or ()
+    }
 
 
 Instance = tuple[list[tuple[int, bool]], list[int], list[Kind], list[dict[int, int]]]
@@ -121,9 +128,14 @@ def _instances(seed: int, count: int = 300) -> list[Instance]:
         kinds: dict[tuple[int, bool], int] = {}
         for d in devices:
             kinds[d] = kinds.get(d, 0) + 1
-        table = [Kind(memory=m, shareable=sh, fits=tuple(
-            None if u is None else (0, u) for u in (units_for(n, m, sh) for n in needs)))
-            for (m, sh) in kinds]
+        table = [
+            Kind(
+                memory=m,
+                shareable=sh,
+                fits=tuple(None if u is None else (0, u) for u in (units_for(n, m, sh) for n in needs)),
+            )
+            for (m, sh) in kinds
+        ]
         out.append((devices, needs, table, [{100: c} for c in kinds.values()]))
     return out
 
@@ -145,7 +157,6 @@ def test_the_search_stops_at_its_budget_with_the_best_found_so_far() -> None:
     assert improved > 0
 
 
-
 def test_an_order_named_twice_is_planned_once_and_both_copies_get_that_answer() -> None:
     planner = l4_pair()
     reqs = requests([11.88, 11.88])
@@ -153,7 +164,8 @@ def test_an_order_named_twice_is_planned_once_and_both_copies_get_that_answer() 
     answers = planner.plan_many(twice)
     assert answers[0] == answers[2] and answers[0].placement is not None
     assert planner.inventory.held_by(("ns", "o0")) == {
-        ("gpu.nvidia.com", "n0", answers[0].placement.devices[0]): answers[0].placement.share_percent}
+        ("gpu.nvidia.com", "n0", answers[0].placement.devices[0]): answers[0].placement.share_percent
+    }
 
 
 def test_a_reservation_released_frees_its_room_for_the_next_order() -> None:
@@ -170,8 +182,10 @@ def test_a_thousand_orders_waiting_together_are_answered_without_running_out_of_
     """Issue 14: about 1,000 orders waiting for room raised RecursionError and stopped all planning."""
     slices = [fleet_slice("n0", [fleet_gpu("n0", i, memory_gi=24, product="NVIDIA L4") for i in range(2)])]
     planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
-    requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=_facts(3.0, random.Random(i)))
-                for i in range(1000)]
+    requests = [
+        PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=_facts(3.0, random.Random(i)))
+        for i in range(1000)
+    ]
     answers = planner.plan_many(requests)
     assert len(answers) == 1000
     assert 0 < sum(a.placement is not None for a in answers) < 1000

@@ -41,7 +41,7 @@ def best_after(devices: list[tuple[int, bool]], needs: list[int], choices: tuple
         if units is None or free[d] < units:
             return None
         free[d] -= units
-    rest = optimum(devices, needs[len(choices):], in_sequence=True, free=free)
+    rest = optimum(devices, needs[len(choices) :], in_sequence=True, free=free)
     return (len(choices) + rest) / optimum(devices, needs, in_sequence=True)
 
 

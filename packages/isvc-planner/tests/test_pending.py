@@ -16,13 +16,23 @@ from isvc_testing import fleet_claim, fleet_device_classes, fleet_gpu, fleet_sli
 GPU = "gpu.nvidia.com"
 
 
-def pinned_claim(order: str, uuids: list[str], shares: int | None = None, *, name: str = "c",
-                 allocated: list[tuple[str, str, int | None]] | None = None) -> dict[str, Any]:
+def pinned_claim(
+    order: str,
+    uuids: list[str],
+    shares: int | None = None,
+    *,
+    name: str = "c",
+    allocated: list[tuple[str, str, int | None]] | None = None,
+) -> dict[str, Any]:
     """A claim as the operator's template makes it: pinned by uuid, pending unless `allocated`."""
     test = f"== '{uuids[0]}'" if len(uuids) == 1 else "in [" + ", ".join(f"'{u}'" for u in uuids) + "]"
     expression = f"device.driver == '{GPU}' && device.attributes['{GPU}'].uuid {test}"
-    exactly: dict[str, Any] = {"deviceClassName": GPU, "allocationMode": "ExactCount", "count": len(uuids),
-                               "selectors": [{"cel": {"expression": expression}}]}
+    exactly: dict[str, Any] = {
+        "deviceClassName": GPU,
+        "allocationMode": "ExactCount",
+        "count": len(uuids),
+        "selectors": [{"cel": {"expression": expression}}],
+    }
     if shares is not None:
         exactly["capacity"] = {"requests": {"shares": str(shares), "memory": "1024Mi"}}
     claim = fleet_claim("ns", name, order, allocated or [])
@@ -43,7 +53,8 @@ def uuid_of(inv: Inventory, device: str) -> str:
 
 
 def test_a_pending_pinned_claim_keeps_its_device_after_the_reservation_expired(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     slices = [fleet_slice("n1", [fleet_gpu("n1", 0, shares=False)])]
     inv = Inventory.from_objects(fleet_device_classes(), slices, [])
     planner = Planner(inv, reservation_ttl=0.0)

@@ -70,7 +70,9 @@ def inventory(
     PriorityClass has that value, as the planner learns it (issue 14: never from claim labels)."""
     values = sorted({v for _, _, v in ranked or []})
     return Inventory.from_objects(
-        classes or fleet_device_classes(), slices, claims or [],
+        classes or fleet_device_classes(),
+        slices,
+        claims or [],
         [*(priority or []), *(fleet_priority_class(f"p{v}", v) for v in values)],
         orders=[fleet_order(ns, name, f"c{v}") for ns, name, v in ranked or []],
         service_classes=[fleet_service_class(f"c{v}", f"p{v}") for v in values],
@@ -280,17 +282,26 @@ def test_tainted_devices_are_not_offered(models: dict[str, ModelFacts]) -> None:
 
 
 def test_devices_of_a_node_that_takes_no_new_pods_are_not_offered_until_it_does(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     """The scheduler never places a pod on a cordoned or NoSchedule-tainted node: neither does the plan."""
     inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)]), fleet_slice("n2", [fleet_gpu("n2", 0)])])
     planner = Planner(inv)
     inv.upsert_node({"metadata": {"name": "n1"}, "spec": {"unschedulable": True}})
-    inv.upsert_node({"metadata": {"name": "n2"}, "spec": {"taints": [
-        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+    inv.upsert_node(
+        {
+            "metadata": {"name": "n2"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+        }
+    )
     r = plan(planner, models["qwen7b"], "a")
     assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY
-    inv.upsert_node({"metadata": {"name": "n2"}, "spec": {"taints": [
-        {"key": "example.com/prefer-not", "effect": "PreferNoSchedule"}]}})  # a preference is no bar
+    inv.upsert_node(
+        {
+            "metadata": {"name": "n2"},
+            "spec": {"taints": [{"key": "example.com/prefer-not", "effect": "PreferNoSchedule"}]},
+        }
+    )  # a preference is no bar
     r = plan(planner, models["qwen7b"], "b")
     assert r.placement is not None and r.placement.node_name == "n2"
     inv.delete_node({"metadata": {"name": "n1"}})
@@ -346,11 +357,18 @@ def test_a_model_too_large_for_any_accelerator_made_is_too_large_even_beside_unp
     models: dict[str, ModelFacts],
 ) -> None:
     """Issue 16: on default-llm a 405B model was told its hardware profile was incomplete."""
-    huge = models["llama8b"].model_copy(update={"name": "meta-llama/Llama-3.1-405B-Instruct",
-                                                "parameter_count": 405_853_388_800, "dtype_counts": None,
-                                                "weight_bytes": None})
-    slices = [fleet_slice("h", [fleet_gpu("h", i) for i in range(2)]),
-              fleet_slice("gh", [fleet_gpu("gh", 0, memory_gi=None)])]  # one device, memory unpublished
+    huge = models["llama8b"].model_copy(
+        update={
+            "name": "meta-llama/Llama-3.1-405B-Instruct",
+            "parameter_count": 405_853_388_800,
+            "dtype_counts": None,
+            "weight_bytes": None,
+        }
+    )
+    slices = [
+        fleet_slice("h", [fleet_gpu("h", i) for i in range(2)]),
+        fleet_slice("gh", [fleet_gpu("gh", 0, memory_gi=None)]),
+    ]  # one device, memory unpublished
     r = plan(Planner(inventory(slices)), huge)
     assert r.refusal is not None and r.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
     assert "publishing no memory" in r.refusal.message and "288 GiB" in r.refusal.message
@@ -397,8 +415,11 @@ def test_class_selector_that_errors_is_undecidable(models: dict[str, ModelFacts]
 def test_a_missing_attribute_is_named_in_the_words_of_the_cluster(models: dict[str, ModelFacts]) -> None:
     """kube-scheduler says `no such key: index`; the planner's PlacementUndecidable says the same."""
     policy = AcceleratorPolicy(selector="device.attributes['gpu.nvidia.com'].index == 0")
-    r = plan(Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])])), models["qwen7b"],
-             accelerator_policy=policy)
+    r = plan(
+        Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])])),
+        models["qwen7b"],
+        accelerator_policy=policy,
+    )
     assert r.refusal is not None and r.refusal.reason == Reason.PLACEMENT_UNDECIDABLE
     assert "no such key: index" in r.refusal.message
     assert "search never started" in r.refusal.message
@@ -448,8 +469,12 @@ def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
         fleet_claim("x", "c0", "low", [("n1", "gpu-0", 10)]),
         fleet_claim("x", "c1", None, [("n1", "gpu-0", 80)]),
     ]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)],
-                    ranked=[("x", "low", 1)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        claims,
+        [fleet_priority_class("gold", 1000)],
+        ranked=[("x", "low", 1)],
+    )
     r = plan(Planner(inv), half, priority_class_name="gold")
     assert r.refusal is not None and r.refusal.reason == Reason.PLANNING_PREEMPTION_FAILED
 
@@ -458,9 +483,12 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
     """While a preemption is under way the card is over-committed (the victim's claim and the new
     reservation); the victim counts its own claim as free, so the ledger must not cap what is used."""
     claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims,
-                    [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)],
-                    ranked=[("x", "victim", 1)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        claims,
+        [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)],
+        ranked=[("x", "victim", 1)],
+    )
     planner = Planner(inv)
     urgent = plan(planner, half, "urgent", "y", priority_class_name="gold")
     assert urgent.placement is not None
@@ -473,19 +501,28 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
 
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
     claims = [fleet_claim("x", "c0", "peer", [("n1", "gpu-0", 90)])]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims, [fleet_priority_class("gold", 1000)],
-                    ranked=[("x", "peer", 1000)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        claims,
+        [fleet_priority_class("gold", 1000)],
+        ranked=[("x", "peer", 1000)],
+    )
     r = plan(Planner(inv), half, priority_class_name="gold")
     assert r.refusal is not None and r.refusal.reason == Reason.NO_CAPACITY and r.preempt == []
 
 
 # Issue 14, finding 5: namespace users may write ResourceClaims; a label was the claim's priority.
 def test_a_claim_relabelled_to_a_huge_priority_is_still_preempted_at_its_orders_priority(
-        half: ModelFacts) -> None:
+    half: ModelFacts,
+) -> None:
     claim = fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])
     claim["metadata"]["labels"][LABEL_PRIORITY] = "1000000000"
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim], [fleet_priority_class("gold", 1000)],
-                    ranked=[("x", "victim", 1)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        [claim],
+        [fleet_priority_class("gold", 1000)],
+        ranked=[("x", "victim", 1)],
+    )
 
     r = plan(Planner(inv), half, priority_class_name="gold")
 
@@ -494,9 +531,12 @@ def test_a_claim_relabelled_to_a_huge_priority_is_still_preempted_at_its_orders_
 
 def test_a_claims_priority_follows_its_orders_class_as_it_changes(half: ModelFacts) -> None:
     claims = [fleet_claim("x", "c0", "held", [("n1", "gpu-0", 80)])]
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], claims,
-                    [fleet_priority_class("gold", 1000), fleet_priority_class("top", 5000)],
-                    ranked=[("x", "held", 1)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        claims,
+        [fleet_priority_class("gold", 1000), fleet_priority_class("top", 5000)],
+        ranked=[("x", "held", 1)],
+    )
     assert inv.order_priority(("x", "held")) == 1
 
     inv.upsert_service_class(fleet_service_class("c1", "top"))  # the administrator raises the class
@@ -511,8 +551,9 @@ def test_a_claims_priority_follows_its_orders_class_as_it_changes(half: ModelFac
 def test_a_claim_of_an_order_the_planner_does_not_know_has_the_default_priority() -> None:
     claim = fleet_claim("x", "c0", "ghost", [("n1", "gpu-0", 80)])
     claim["metadata"]["labels"][LABEL_PRIORITY] = "1000000000"
-    inv = inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim],
-                    [fleet_priority_class("base", 7, default=True)])
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim], [fleet_priority_class("base", 7, default=True)]
+    )
 
     assert [inv.priority_of_holding(h) for h in inv.holdings_on(("gpu.nvidia.com", "n1", "gpu-0"))] == [7]
 

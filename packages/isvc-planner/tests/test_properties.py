@@ -60,8 +60,9 @@ def memory_of(slices: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
     }
 
 
-def take(held: dict[tuple[str, str], int], memory: dict[tuple[str, str], int], f: ModelFacts,
-         p: Placement) -> int:
+def take(
+    held: dict[tuple[str, str], int], memory: dict[tuple[str, str], int], f: ModelFacts, p: Placement
+) -> int:
     """Count a placement's units into `held`, asserting no device goes over 100 or below the need."""
     need = memory_need(f)
     assert need is not None and p.devices and p.pool
@@ -131,10 +132,18 @@ def test_orders_placed_together_never_over_commit_and_come_out_the_same_each_tim
             inv.release(("old", f"h{i}"))
             if p.placement is not None and p.placement.pool and p.placement.devices:
                 take(taken, memory, facts(size), p.placement)
-                inv.upsert_claim(fleet_claim("old", f"c{i}", f"h{i}", [
-                    (p.placement.pool, d, p.placement.share_percent) for d in p.placement.devices]))
-        requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=facts(size))
-                    for i, (size, _) in enumerate(orders)]
+                inv.upsert_claim(
+                    fleet_claim(
+                        "old",
+                        f"c{i}",
+                        f"h{i}",
+                        [(p.placement.pool, d, p.placement.share_percent) for d in p.placement.devices],
+                    )
+                )
+        requests = [
+            PlanRequest(order=OrderRef(namespace="ns", name=f"o{i}"), facts=facts(size))
+            for i, (size, _) in enumerate(orders)
+        ]
         answers = planner.plan_many(requests)
         for r, request in zip(answers, requests, strict=True):
             assert (r.placement is None) != (r.refusal is None)

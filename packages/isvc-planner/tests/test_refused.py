@@ -15,15 +15,23 @@ from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, SchedulerRe
 from isvc_testing import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
 GIB = 1 << 30
-WORDS = ("0/5 nodes are available: 1 cannot allocate all claims, 4 node(s) didn't match Pod's node "
-         "affinity/selector. still not schedulable, preemption: 0/5 nodes are available: 5 Preemption is not "
-         "helpful for scheduling.")
+WORDS = (
+    "0/5 nodes are available: 1 cannot allocate all claims, 4 node(s) didn't match Pod's node "
+    "affinity/selector. still not schedulable, preemption: 0/5 nodes are available: 5 Preemption is not "
+    "helpful for scheduling."
+)
 
 
 def sized(facts: ModelFacts, gib: float) -> ModelFacts:
     weights = (gib - 1) / 1.2
-    return facts.model_copy(update={"parameter_count": int(weights * GIB / 2), "dtype": "bfloat16",
-                                    "num_layers": None, "quantization": "None"})
+    return facts.model_copy(
+        update={
+            "parameter_count": int(weights * GIB / 2),
+            "dtype": "bfloat16",
+            "num_layers": None,
+            "quantization": "None",
+        }
+    )
 
 
 def plan(planner: Planner, facts: ModelFacts, name: str, **kw: Any) -> PlanResponse:
@@ -50,7 +58,8 @@ def test_a_claim_the_scheduler_refuses_is_planned_onto_another_device(models: di
 
 
 def test_with_no_other_room_it_says_resource_claim_exhausted_in_the_schedulers_words(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     planner = Planner(whole(1))
     first = plan(planner, models["qwen7b"], "a").placement
     assert first is not None
@@ -62,23 +71,34 @@ def test_with_no_other_room_it_says_resource_claim_exhausted_in_the_schedulers_w
 
 
 def test_another_class_the_order_may_use_is_tried(models: dict[str, ModelFacts]) -> None:
-    migs = [{"name": "gpu-1-mig-7g80gb-0",
-             "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-1"},
-                            "productName": {"string": "NVIDIA H100 80GB HBM3"}},
-             "capacity": {"memory": {"value": "80Gi"}}}]
+    migs = [
+        {
+            "name": "gpu-1-mig-7g80gb-0",
+            "attributes": {
+                "type": {"string": "mig"},
+                "uuid": {"string": "MIG-1"},
+                "productName": {"string": "NVIDIA H100 80GB HBM3"},
+            },
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+    ]
     slices = [fleet_slice("n1", [fleet_gpu("n1", 0, shares=False), *migs])]
     planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
     policy = AcceleratorPolicy(device_class_names=["gpu.nvidia.com", "mig.nvidia.com"])
     first = plan(planner, models["qwen7b"], "a", accelerator_policy=policy).placement
     assert first is not None and first.device_class_name == "gpu.nvidia.com"
-    again = plan(planner, models["qwen7b"], "a", accelerator_policy=policy, holding=first,
-                 refused=refused(first)).placement
+    again = plan(
+        planner, models["qwen7b"], "a", accelerator_policy=policy, holding=first, refused=refused(first)
+    ).placement
     assert again is not None and (again.device_class_name, again.devices) == (
-        "mig.nvidia.com", ["gpu-1-mig-7g80gb-0"])
+        "mig.nvidia.com",
+        ["gpu-1-mig-7g80gb-0"],
+    )
 
 
 def test_a_refused_device_is_distrusted_for_everyone_until_the_ledger_sees_it_change(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     inv = whole(1)
     planner = Planner(inv)
     first = plan(planner, models["qwen7b"], "a").placement
@@ -95,22 +115,28 @@ def test_a_refused_device_is_distrusted_for_everyone_until_the_ledger_sees_it_ch
 
 
 def test_orders_waiting_together_keep_avoiding_what_the_scheduler_refused(
-        models: dict[str, ModelFacts]) -> None:
+    models: dict[str, ModelFacts],
+) -> None:
     planner = Planner(whole(2))
     first = plan(planner, models["qwen7b"], "a").placement
     assert first is not None
     plan(planner, models["qwen7b"], "a", holding=first, refused=refused(first))
     planner.release("ns", "a")
-    answers = planner.plan_many([PlanRequest(order=OrderRef(namespace="ns", name=n), facts=models["qwen7b"])
-                                 for n in ("a", "b")])
+    answers = planner.plan_many(
+        [PlanRequest(order=OrderRef(namespace="ns", name=n), facts=models["qwen7b"]) for n in ("a", "b")]
+    )
     assert answers[0].placement is not None and answers[0].placement.devices == ["gpu-1"]
 
 
 def test_a_larger_card_the_selector_excludes_does_not_forbid_tensor_parallel_issue_18(
-        models: dict[str, ModelFacts]) -> None:
-    slices = [fleet_slice("n1", [fleet_gpu("n1", i, shares=False, memory_gi=24, product="NVIDIA L4")
-                                 for i in range(2)]),
-              fleet_slice("n2", [fleet_gpu("n2", 0, shares=False)])]
+    models: dict[str, ModelFacts],
+) -> None:
+    slices = [
+        fleet_slice(
+            "n1", [fleet_gpu("n1", i, shares=False, memory_gi=24, product="NVIDIA L4") for i in range(2)]
+        ),
+        fleet_slice("n2", [fleet_gpu("n2", 0, shares=False)]),
+    ]
     planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
     policy = AcceleratorPolicy(selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'")
     p = plan(planner, sized(models["qwen7b"], 30), "tp", accelerator_policy=policy).placement

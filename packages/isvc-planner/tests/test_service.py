@@ -56,11 +56,16 @@ def _caller() -> CallerCheck:
 
 
 @contextmanager
-def serve(inv: Inventory, registry: CollectorRegistry | None = None,
-          caller: CallerCheck | None = None, reservation_ttl: float = 120.0) -> Iterator[str]:
+def serve(
+    inv: Inventory,
+    registry: CollectorRegistry | None = None,
+    caller: CallerCheck | None = None,
+    reservation_ttl: float = 120.0,
+) -> Iterator[str]:
     port = _free_port()
-    app = create_app(Planner(inv, reservation_ttl=reservation_ttl), registry=registry,
-                     caller=caller or _caller())
+    app = create_app(
+        Planner(inv, reservation_ttl=reservation_ttl), registry=registry, caller=caller or _caller()
+    )
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
@@ -90,8 +95,9 @@ def test_client_plans_over_http(base_url: str, token_file: Path, models: dict[st
 
 def test_client_plans_orders_together_over_http(token_file: Path, models: dict[str, ModelFacts]) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
-    requests = [PlanRequest(order=OrderRef(namespace="ns", name=f"t{i}"), facts=models["qwen7b"])
-                for i in range(9)]
+    requests = [
+        PlanRequest(order=OrderRef(namespace="ns", name=f"t{i}"), facts=models["qwen7b"]) for i in range(9)
+    ]
     with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         answers = client.plan_many(requests)
         assert client.plan_many([]) == []
@@ -102,8 +108,9 @@ def test_client_plans_orders_together_over_http(token_file: Path, models: dict[s
     assert refused and set(refused) == {Reason.NO_CAPACITY}
 
 
-def test_client_releases_a_reservation_over_http(base_url: str, token_file: Path,
-                                                 models: dict[str, ModelFacts]) -> None:
+def test_client_releases_a_reservation_over_http(
+    base_url: str, token_file: Path, models: dict[str, ModelFacts]
+) -> None:
     with PlannerClient(base_url, timeout=5, token_file=token_file) as client:
         placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="r"), facts=models["qwen7b"]))
         assert placed.placement is not None
@@ -114,14 +121,16 @@ def test_client_releases_a_reservation_over_http(base_url: str, token_file: Path
 # Issue 15: a reservation of an order that is gone would hold devices until it lapses; the test bed lists
 # them to count leaks, so they must be listable (by the allowed caller only).
 def test_client_lists_reservations_with_devices_and_age_until_released(
-    token_file: Path, models: dict[str, ModelFacts],
+    token_file: Path,
+    models: dict[str, ModelFacts],
 ) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         assert client.reservations() == []
         placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="held"), facts=models["qwen7b"]))
-        estimated = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="dry"),
-                                            facts=models["qwen7b"], dry_run=True))
+        estimated = client.plan(
+            PlanRequest(order=OrderRef(namespace="ns", name="dry"), facts=models["qwen7b"], dry_run=True)
+        )
         time.sleep(0.05)
         held = client.reservations()
         client.release(OrderRef(namespace="ns", name="held"))
@@ -139,7 +148,8 @@ def test_reservations_are_camel_case_and_lapse_by_themselves(models: dict[str, M
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     auth = {"Authorization": "Bearer controller-token"}
     plan = PlanRequest(order=OrderRef(namespace="ns", name="brief"), facts=models["qwen7b"]).model_dump(
-        mode="json", by_alias=True, exclude_none=True)
+        mode="json", by_alias=True, exclude_none=True
+    )
     with serve(inv, reservation_ttl=0.5) as url:
         assert httpx.post(f"{url}/v1/plan", json=plan, headers=auth).status_code == 200
         body = httpx.get(f"{url}/v1/reservations", headers=auth).json()
@@ -166,8 +176,9 @@ def test_wire_is_camel_case(base_url: str, models: dict[str, ModelFacts]) -> Non
     body = PlanRequest(order=OrderRef(namespace="ns", name="b"), facts=models["qwen7b"]).model_dump(
         mode="json", by_alias=True, exclude_none=True
     )
-    answer = httpx.post(f"{base_url}/v1/plan", json=body,
-                        headers={"Authorization": "Bearer controller-token"}).json()
+    answer = httpx.post(
+        f"{base_url}/v1/plan", json=body, headers={"Authorization": "Bearer controller-token"}
+    ).json()
     assert {"deviceClassName", "deviceUuids", "sharePercent", "memoryGiB"} <= set(answer["placement"])
     assert "requiredMemoryGiB" in answer["estimates"]
 
@@ -193,21 +204,25 @@ def test_openapi_file_matches_the_app() -> None:
 
 
 # Issue 11: the module's alerts and dashboard read these series.
-def test_plans_are_counted_by_outcome_reason_and_device_class(token_file: Path,
-                                                              models: dict[str, ModelFacts]) -> None:
+def test_plans_are_counted_by_outcome_reason_and_device_class(
+    token_file: Path, models: dict[str, ModelFacts]
+) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     registry = CollectorRegistry()
-    orders = [PlanRequest(order=OrderRef(namespace="ns", name=f"m{i}"), facts=models["qwen7b"])
-              for i in range(9)]
+    orders = [
+        PlanRequest(order=OrderRef(namespace="ns", name=f"m{i}"), facts=models["qwen7b"]) for i in range(9)
+    ]
 
     with serve(inv, registry) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         for order in orders:
             client.plan(order)
 
     placed = registry.get_sample_value(
-        "isvc_planner_plans_total", {"outcome": "Placed", "reason": "", "device_class": "gpu.nvidia.com"})
+        "isvc_planner_plans_total", {"outcome": "Placed", "reason": "", "device_class": "gpu.nvidia.com"}
+    )
     refused = registry.get_sample_value(
-        "isvc_planner_plans_total", {"outcome": "Refused", "reason": "NoCapacity", "device_class": ""})
+        "isvc_planner_plans_total", {"outcome": "Refused", "reason": "NoCapacity", "device_class": ""}
+    )
     assert placed is not None and refused is not None
     assert placed + refused == 9
     assert registry.get_sample_value("isvc_planner_inventory_synced") == 1.0
@@ -215,16 +230,21 @@ def test_plans_are_counted_by_outcome_reason_and_device_class(token_file: Path,
 
 
 # Issue 14, finding 1: the planner API was open to anyone who reached the pod.
-@pytest.mark.parametrize(("headers", "status"), [
-    ({}, 401),
-    ({"Authorization": "Basic YWxpY2U6cGFzcw=="}, 401),
-    ({"Authorization": "Bearer invented"}, 401),
-    ({"Authorization": "Bearer other-token"}, 403),
-])
-@pytest.mark.parametrize("path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge",
-                                  "GET /v1/reservations"])
-def test_only_the_allowed_caller_may_call_the_api(base_url: str, path: str, headers: dict[str, str],
-                                                  status: int) -> None:
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 401),
+        ({"Authorization": "Basic YWxpY2U6cGFzcw=="}, 401),
+        ({"Authorization": "Bearer invented"}, 401),
+        ({"Authorization": "Bearer other-token"}, 403),
+    ],
+)
+@pytest.mark.parametrize(
+    "path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge", "GET /v1/reservations"]
+)
+def test_only_the_allowed_caller_may_call_the_api(
+    base_url: str, path: str, headers: dict[str, str], status: int
+) -> None:
     if path.startswith("GET "):
         assert status == httpx.get(f"{base_url}{path[4:]}", headers=headers).status_code
         return
@@ -232,11 +252,13 @@ def test_only_the_allowed_caller_may_call_the_api(base_url: str, path: str, head
     assert status == httpx.post(f"{base_url}{path}", json=body, headers=headers).status_code
 
 
-def test_an_anonymous_caller_cannot_reserve_or_release(models: dict[str, ModelFacts],
-                                                       token_file: Path) -> None:
+def test_an_anonymous_caller_cannot_reserve_or_release(
+    models: dict[str, ModelFacts], token_file: Path
+) -> None:
     inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
     body = PlanRequest(order=OrderRef(namespace="ns", name="invented"), facts=models["qwen7b"]).model_dump(
-        mode="json", by_alias=True, exclude_none=True)
+        mode="json", by_alias=True, exclude_none=True
+    )
     with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
         assert httpx.post(f"{url}/v1/plan", json=body).status_code == 401
         held = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="mine"), facts=models["qwen7b"]))

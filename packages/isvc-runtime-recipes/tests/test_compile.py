@@ -22,8 +22,13 @@ Facts = Callable[[str], ModelFacts]
 Hardware = Callable[[str], tuple[Placement, AcceleratorFacts]]
 
 
-def compiled(book: RecipeBook, facts: ModelFacts, hw: tuple[Placement, AcceleratorFacts],
-             estimates: Estimates, endpoint: EndpointType | None = None) -> CompiledRuntime:
+def compiled(
+    book: RecipeBook,
+    facts: ModelFacts,
+    hw: tuple[Placement, AcceleratorFacts],
+    estimates: Estimates,
+    endpoint: EndpointType | None = None,
+) -> CompiledRuntime:
     result = book.compile(facts, endpoint, hw[0], estimates, facts.name, hw[1])
     assert isinstance(result, CompiledRuntime), result
     return result
@@ -96,8 +101,12 @@ def test_turing_cards_get_the_plain_awq_kernel(
     ],
 )
 def test_a_known_family_gets_the_tool_call_flags(
-    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates],
-    model_key: str, parser: str,
+    book: RecipeBook,
+    facts: Facts,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
+    model_key: str,
+    parser: str,
 ) -> None:
     model = facts(model_key)
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
@@ -152,7 +161,7 @@ def test_embeddings_never_claim_tool_calling(
     model = facts("qwen3-embedding-0.6b")  # a qwen3 family, which has a chat parser
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert (result.recipe, result.tool_calling_supported) == ("vllm-embed", False)
-    assert result.args[result.args.index("--runner"):][:2] == ["--runner", "pooling"]
+    assert result.args[result.args.index("--runner") :][:2] == ["--runner", "pooling"]
 
 
 def test_tei_image_follows_the_compute_capability(
@@ -190,8 +199,12 @@ def test_ports_are_named_http_and_metrics(
     ],
 )
 def test_an_order_without_a_class_is_served_as_what_the_model_is(
-    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates],
-    model_key: str, expected: EndpointType,
+    book: RecipeBook,
+    facts: Facts,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
+    model_key: str,
+    expected: EndpointType,
 ) -> None:
     model = facts(model_key)
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
@@ -220,8 +233,14 @@ def test_no_recipe_for_the_hardware_is_no_compatible_runtime(
     book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
 ) -> None:
     model = facts("llama-3.1-70b-instruct-fp8")
-    result = book.compile(model, None, *hardware("t4-16gb-whole")[:1], estimates(model), model.name,
-                          hardware("t4-16gb-whole")[1])
+    result = book.compile(
+        model,
+        None,
+        *hardware("t4-16gb-whole")[:1],
+        estimates(model),
+        model.name,
+        hardware("t4-16gb-whole")[1],
+    )
     assert isinstance(result, Refusal)
     assert result.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
     assert "vllm-chat fails compute capability: it needs 8.0 or higher, the card has 7.5" in result.message
@@ -229,9 +248,7 @@ def test_no_recipe_for_the_hardware_is_no_compatible_runtime(
     assert "Tesla T4" in result.message
 
 
-def test_an_endpoint_type_no_recipe_serves_is_no_compatible_runtime(
-    book: RecipeBook, facts: Facts
-) -> None:
+def test_an_endpoint_type_no_recipe_serves_is_no_compatible_runtime(book: RecipeBook, facts: Facts) -> None:
     model = facts("qwen2.5-7b-instruct-gguf")
     result = book.requirements(model, EndpointType.RERANK)
     assert isinstance(result, Refusal)
@@ -258,8 +275,9 @@ def test_a_share_outside_1_to_100_is_not_a_placement(
 ) -> None:
     model = facts("llama-3.1-8b-instruct")
     placement, card = hardware("a100-80gb-share-50")
-    result = book.compile(model, None, placement.model_copy(update={"share_percent": 150}),
-                          estimates(model), model.name, card)
+    result = book.compile(
+        model, None, placement.model_copy(update={"share_percent": 150}), estimates(model), model.name, card
+    )
     assert isinstance(result, Refusal)
     assert result.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
     assert "sharePercent is 150" in result.message
@@ -298,11 +316,13 @@ def test_the_hash_changes_with_the_plan_and_the_recipe(
     model = facts("llama-3.1-8b-instruct")
     placement, card = hardware("a100-80gb-share-50")
     base = compiled(book, model, (placement, card), estimates(model))
-    same = compiled(load_recipes(), model, (placement.model_copy(update={"node_name": "n1"}), card),
-                    estimates(model))
+    same = compiled(
+        load_recipes(), model, (placement.model_copy(update={"node_name": "n1"}), card), estimates(model)
+    )
     assert same.content_hash == base.content_hash  # nothing that rolls the workload moved
-    other_share = compiled(book, model, (placement.model_copy(update={"share_percent": 60}), card),
-                           estimates(model))
+    other_share = compiled(
+        book, model, (placement.model_copy(update={"share_percent": 60}), card), estimates(model)
+    )
     assert other_share.content_hash != base.content_hash
     recipe = book.get("vllm-chat")
     assert recipe is not None
@@ -322,13 +342,27 @@ def test_the_hash_changes_with_the_plan_and_the_recipe(
     ],
 )
 def test_tool_calling_follows_the_model_not_the_family_name(
-    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
-    name: str, family: str, template_tools: bool | None, parser: str | None,
+    book: RecipeBook,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
+    name: str,
+    family: str,
+    template_tools: bool | None,
+    parser: str | None,
 ) -> None:
-    model = ModelFacts(source="HuggingFace", name=name, architecture="Qwen2ForCausalLM", family=family,
-                       parameter_count=7_615_616_512, num_layers=28, num_attention_heads=28,
-                       num_kv_heads=4, hidden_size=3584, context_length=32768,
-                       chat_template_tools=template_tools)
+    model = ModelFacts(
+        source="HuggingFace",
+        name=name,
+        architecture="Qwen2ForCausalLM",
+        family=family,
+        parameter_count=7_615_616_512,
+        num_layers=28,
+        num_attention_heads=28,
+        num_kv_heads=4,
+        hidden_size=3584,
+        context_length=32768,
+        chat_template_tools=template_tools,
+    )
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert result.tool_calling_supported == (parser is not None)
     assert (arg(result, "--tool-call-parser") if parser else None) == parser
@@ -348,12 +382,26 @@ def test_tool_calling_follows_the_model_not_the_family_name(
     ],
 )
 def test_a_reasoning_model_gets_the_parser_vllm_documents_for_it_issue_10(
-    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
-    name: str, family: str, parser: str | None,
+    book: RecipeBook,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
+    name: str,
+    family: str,
+    parser: str | None,
 ) -> None:
-    model = ModelFacts(source="HuggingFace", name=name, architecture="Qwen2ForCausalLM", family=family,
-                       parameter_count=7_615_616_512, num_layers=28, num_attention_heads=28,
-                       num_kv_heads=4, hidden_size=3584, context_length=32768, chat_template_tools=True)
+    model = ModelFacts(
+        source="HuggingFace",
+        name=name,
+        architecture="Qwen2ForCausalLM",
+        family=family,
+        parameter_count=7_615_616_512,
+        num_layers=28,
+        num_attention_heads=28,
+        num_kv_heads=4,
+        hidden_size=3584,
+        context_length=32768,
+        chat_template_tools=True,
+    )
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert result.reasoning_parser == parser
     assert (arg(result, "--reasoning-parser") if parser else None) == parser
@@ -362,33 +410,59 @@ def test_a_reasoning_model_gets_the_parser_vllm_documents_for_it_issue_10(
 
 @pytest.mark.parametrize("mistral_format", [True, False, None])
 def test_the_mistral_parser_comes_with_mistral_tokenizer_config_and_load_format_issue_10(
-    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates], mistral_format: bool | None,
+    book: RecipeBook,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
+    mistral_format: bool | None,
 ) -> None:
     """vLLM's mistral tool parser expects Mistral's own tokenizer and format (docs/features/tool_calling.md);
     a repository without params.json and consolidated weights cannot load that way, so it gets no parser."""
-    model = ModelFacts(source="HuggingFace", name="mistralai/Mistral-7B-Instruct-v0.3",
-                       architecture="MistralForCausalLM", family="mistral", parameter_count=7_248_023_552,
-                       num_layers=32, num_attention_heads=32, num_kv_heads=8, head_dim=128,
-                       hidden_size=4096, context_length=32768, chat_template_tools=True,
-                       mistral_format=mistral_format)
+    model = ModelFacts(
+        source="HuggingFace",
+        name="mistralai/Mistral-7B-Instruct-v0.3",
+        architecture="MistralForCausalLM",
+        family="mistral",
+        parameter_count=7_248_023_552,
+        num_layers=32,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        context_length=32768,
+        chat_template_tools=True,
+        mistral_format=mistral_format,
+    )
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     if mistral_format:
         assert result.tool_call_parser == "mistral"
         assert [arg(result, f) for f in ("--tokenizer-mode", "--config-format", "--load-format")] == [
-            "mistral"] * 3
+            "mistral"
+        ] * 3
     else:
         assert result.tool_call_parser is None and not result.tool_calling_supported
         assert "--tokenizer-mode" not in result.args
 
 
 def test_echoing_the_parsers_leaves_the_content_hash_alone(
-    book: RecipeBook, hardware: Hardware, estimates: Callable[..., Estimates],
+    book: RecipeBook,
+    hardware: Hardware,
+    estimates: Callable[..., Estimates],
 ) -> None:
     """The parsers are in args already: naming them beside does not roll a running workload."""
-    model = ModelFacts(source="HuggingFace", name="Qwen/Qwen3-8B", architecture="Qwen3ForCausalLM",
-                       family="qwen3", parameter_count=8_190_735_360, num_layers=36, num_attention_heads=32,
-                       num_kv_heads=8, head_dim=128, hidden_size=4096, context_length=40960,
-                       chat_template_tools=True)
+    model = ModelFacts(
+        source="HuggingFace",
+        name="Qwen/Qwen3-8B",
+        architecture="Qwen3ForCausalLM",
+        family="qwen3",
+        parameter_count=8_190_735_360,
+        num_layers=36,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        context_length=40960,
+        chat_template_tools=True,
+    )
     result = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert result.reasoning_parser == "qwen3" and result.tool_call_parser == "hermes"
     bare = result.model_copy(update={"reasoning_parser": None, "tool_call_parser": None})
@@ -398,8 +472,14 @@ def test_echoing_the_parsers_leaves_the_content_hash_alone(
 def test_an_embedding_model_asked_for_as_chat_is_told_the_class_that_serves_it() -> None:
     """Issue 16: the refusal advised asking for a recipe, while the FAQ's fix is a class naming one
     contract."""
-    bge = ModelFacts(source="HuggingFace", name="BAAI/bge-m3", format="Safetensors",
-                     architecture="XLMRobertaModel", family="xlm-roberta", parameter_count=567_754_752)
+    bge = ModelFacts(
+        source="HuggingFace",
+        name="BAAI/bge-m3",
+        format="Safetensors",
+        architecture="XLMRobertaModel",
+        family="xlm-roberta",
+        parameter_count=567_754_752,
+    )
     refused = load_recipes().requirements(bge, EndpointType.CHAT)
     assert isinstance(refused, Refusal) and refused.reason == Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE
     assert "serve(s) it as Embeddings" in refused.message

@@ -14,8 +14,12 @@ from isvc_runtime_recipes import AcceleratorFacts, RecipeBook
 
 GOLDEN = Path(__file__).parent / "golden"
 HARDWARE_KEYS = [
-    "a100-80gb-whole", "a100-80gb-share-50", "a100-80gb-mig-3g.40gb", "h100-80gb-x2",
-    "l4-24gb-whole", "t4-16gb-whole",
+    "a100-80gb-whole",
+    "a100-80gb-share-50",
+    "a100-80gb-mig-3g.40gb",
+    "h100-80gb-x2",
+    "l4-24gb-whole",
+    "t4-16gb-whole",
 ]
 
 
@@ -42,7 +46,8 @@ def test_compiled_matrix_matches_golden_file(
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(rendered, encoding="utf-8")
         # A run that writes its own expectations proves nothing: it fails, and a second run checks.
-        pytest.fail(f"golden files rewritten ({path.name}); review the diff and run again without "
-                    "UPDATE_GOLDEN")
+        pytest.fail(
+            f"golden files rewritten ({path.name}); review the diff and run again without UPDATE_GOLDEN"
+        )
     assert path.exists(), f"{path.name} is missing: run with UPDATE_GOLDEN=1 and review it"
     assert json.loads(path.read_text(encoding="utf-8")) == json.loads(rendered)

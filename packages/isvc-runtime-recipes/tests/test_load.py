@@ -29,13 +29,30 @@ def test_every_shipped_recipe_uses_only_its_runtimes_accepted_flags(book: Recipe
 @pytest.mark.parametrize(
     ("runtime", "flags"),
     [
-        ("vllm", ["--served-model-name", "--tensor-parallel-size", "--gpu-memory-utilization",
-                  "--max-model-len", "--quantization", "--api-key", "--port",
-                  "--enable-auto-tool-choice", "--tool-call-parser", "--runner", "--convert"]),
-        ("tei", ["--model-id", "--port", "--api-key", "--hostname", "--prometheus-port",
-                 "--served-model-name"]),
-        ("llamacpp", ["-m", "--port", "--api-key", "-c", "-ngl", "--jinja", "--alias", "--metrics",
-                      "--embeddings"]),
+        (
+            "vllm",
+            [
+                "--served-model-name",
+                "--tensor-parallel-size",
+                "--gpu-memory-utilization",
+                "--max-model-len",
+                "--quantization",
+                "--api-key",
+                "--port",
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "--runner",
+                "--convert",
+            ],
+        ),
+        (
+            "tei",
+            ["--model-id", "--port", "--api-key", "--hostname", "--prometheus-port", "--served-model-name"],
+        ),
+        (
+            "llamacpp",
+            ["-m", "--port", "--api-key", "-c", "-ngl", "--jinja", "--alias", "--metrics", "--embeddings"],
+        ),
     ],
 )
 def test_the_accepted_lists_hold_the_runtimes_real_flags(
@@ -47,7 +64,8 @@ def test_the_accepted_lists_hold_the_runtimes_real_flags(
 def test_flags_removed_from_vllm_are_not_accepted(book: RecipeBook) -> None:
     # --task gave way to --runner/--convert; --engine-use-ray and --worker-use-ray are long gone.
     assert check_flags(["--task", "embed", "--engine-use-ray"], book.flags["vllm"]) == [
-        "--task", "--engine-use-ray",
+        "--task",
+        "--engine-use-ray",
     ]
 
 
@@ -104,8 +122,7 @@ def test_the_api_key_never_sits_in_plain_env(book: RecipeBook) -> None:
     ("change", "match"),
     [
         ({"runtime": "sglang"}, "no accepted-flag list"),
-        ({"serves": {"endpointTypes": ["Chat"], "formats": ["ONNX"], "quantizations": ["None"]}},
-         "formats"),
+        ({"serves": {"endpointTypes": ["Chat"], "formats": ["ONNX"], "quantizations": ["None"]}}, "formats"),
         ({"accelerator": {"minComputeCapability": "eight"}}, "minComputeCapability"),
         ({"memory": {"margin": 0.7}}, "margin"),
         ({"name": "Not A DNS Label"}, "name"),

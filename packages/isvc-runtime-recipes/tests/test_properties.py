@@ -38,34 +38,87 @@ _GIB = 1024**3
 # endpoints)
 _Kind = tuple[str, str, str, list[ModelFormat | None], list[Quantization], list[EndpointType | None]]
 _KINDS: list[_Kind] = [
-    ("LlamaForCausalLM", "llama", "meta-llama/Llama-3.1-8B-Instruct",
-     [None, ModelFormat.SAFETENSORS, ModelFormat.PYTORCH],
-     [Quantization.NONE, Quantization.AWQ, Quantization.GPTQ, Quantization.FP8], [None, EndpointType.CHAT]),
-    ("Qwen2ForCausalLM", "qwen2", "Qwen/Qwen2.5-7B-Instruct@abc123",
-     [None, ModelFormat.SAFETENSORS], [Quantization.NONE, Quantization.AWQ, Quantization.FP8],
-     [None, EndpointType.CHAT]),
-    ("MistralForCausalLM", "mistral", "mistralai/Mistral-7B-Instruct-v0.3",
-     [ModelFormat.SAFETENSORS], [Quantization.NONE, Quantization.GPTQ], [None, EndpointType.CHAT]),
-    ("LlamaForCausalLM", "llama", "org/any-model-GGUF", [ModelFormat.GGUF], [Quantization.GGUF],
-     [None, EndpointType.CHAT]),
-    ("XLMRobertaModel", "xlm-roberta", "BAAI/bge-m3", [None, ModelFormat.SAFETENSORS],
-     [Quantization.NONE], [None, EndpointType.EMBEDDINGS]),
-    ("BertModel", "bert", "my-catalog-model", [ModelFormat.GGUF], [Quantization.GGUF],
-     [None, EndpointType.EMBEDDINGS]),
-    ("Qwen3Model", "qwen3", "Qwen/Qwen3-Embedding-0.6B", [ModelFormat.SAFETENSORS], [Quantization.NONE],
-     [EndpointType.EMBEDDINGS]),
-    ("XLMRobertaForSequenceClassification", "xlm-roberta", "BAAI/bge-reranker-v2-m3",
-     [None, ModelFormat.SAFETENSORS], [Quantization.NONE], [None, EndpointType.RERANK]),
+    (
+        "LlamaForCausalLM",
+        "llama",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        [None, ModelFormat.SAFETENSORS, ModelFormat.PYTORCH],
+        [Quantization.NONE, Quantization.AWQ, Quantization.GPTQ, Quantization.FP8],
+        [None, EndpointType.CHAT],
+    ),
+    (
+        "Qwen2ForCausalLM",
+        "qwen2",
+        "Qwen/Qwen2.5-7B-Instruct@abc123",
+        [None, ModelFormat.SAFETENSORS],
+        [Quantization.NONE, Quantization.AWQ, Quantization.FP8],
+        [None, EndpointType.CHAT],
+    ),
+    (
+        "MistralForCausalLM",
+        "mistral",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        [ModelFormat.SAFETENSORS],
+        [Quantization.NONE, Quantization.GPTQ],
+        [None, EndpointType.CHAT],
+    ),
+    (
+        "LlamaForCausalLM",
+        "llama",
+        "org/any-model-GGUF",
+        [ModelFormat.GGUF],
+        [Quantization.GGUF],
+        [None, EndpointType.CHAT],
+    ),
+    (
+        "XLMRobertaModel",
+        "xlm-roberta",
+        "BAAI/bge-m3",
+        [None, ModelFormat.SAFETENSORS],
+        [Quantization.NONE],
+        [None, EndpointType.EMBEDDINGS],
+    ),
+    (
+        "BertModel",
+        "bert",
+        "my-catalog-model",
+        [ModelFormat.GGUF],
+        [Quantization.GGUF],
+        [None, EndpointType.EMBEDDINGS],
+    ),
+    (
+        "Qwen3Model",
+        "qwen3",
+        "Qwen/Qwen3-Embedding-0.6B",
+        [ModelFormat.SAFETENSORS],
+        [Quantization.NONE],
+        [EndpointType.EMBEDDINGS],
+    ),
+    (
+        "XLMRobertaForSequenceClassification",
+        "xlm-roberta",
+        "BAAI/bge-reranker-v2-m3",
+        [None, ModelFormat.SAFETENSORS],
+        [Quantization.NONE],
+        [None, EndpointType.RERANK],
+    ),
 ]
 # (product, memory GiB, compute capability)
-_CARDS = [("NVIDIA T4", 16.0, "7.5"), ("NVIDIA L4", 24.0, "8.9"), ("NVIDIA A100-SXM4-40GB", 40.0, "8.0"),
-          ("NVIDIA L40S", 48.0, "8.9"), ("NVIDIA H100 80GB HBM3", 80.0, "9.0"), ("NVIDIA H200", 141.0, "9.0")]
+_CARDS = [
+    ("NVIDIA T4", 16.0, "7.5"),
+    ("NVIDIA L4", 24.0, "8.9"),
+    ("NVIDIA A100-SXM4-40GB", 40.0, "8.0"),
+    ("NVIDIA L40S", 48.0, "8.9"),
+    ("NVIDIA H100 80GB HBM3", 80.0, "9.0"),
+    ("NVIDIA H200", 141.0, "9.0"),
+]
 _MIG = ("NVIDIA A100-SXM4-80GB", 80.0, "8.0", (10.0, 20.0, 40.0))  # static partitions of one card
 
 
 @st.composite
-def models(draw: st.DrawFn, small: bool = False, chat: bool = False
-           ) -> tuple[ModelFacts, EndpointType | None, float]:
+def models(
+    draw: st.DrawFn, small: bool = False, chat: bool = False
+) -> tuple[ModelFacts, EndpointType | None, float]:
     """A model of a kind some recipe serves (a chat model with `chat`), the endpoint asked for, and its
     weights in GiB."""
     kinds = [k for k in _KINDS if not chat or EndpointType.CHAT in k[5]]
@@ -75,8 +128,13 @@ def models(draw: st.DrawFn, small: bool = False, chat: bool = False
     quantization = draw(st.sampled_from(quantizations))
     per_parameter = {Quantization.NONE: 2.0, Quantization.FP8: 1.0}.get(quantization, 0.55)
     facts = ModelFacts(
-        source="HuggingFace", name=name, format=draw(st.sampled_from(formats)), architecture=architecture,
-        family=family, quantization=quantization, parameter_count=int(weights * _GIB / per_parameter),
+        source="HuggingFace",
+        name=name,
+        format=draw(st.sampled_from(formats)),
+        architecture=architecture,
+        family=family,
+        quantization=quantization,
+        parameter_count=int(weights * _GIB / per_parameter),
         context_length=draw(st.one_of(st.none(), st.sampled_from([512, 4096, 8192, 32768, 131072]))),
         num_layers=draw(st.integers(1, 96)) if draw(st.integers(0, 3)) else None,  # known 3 times in 4
         num_attention_heads=heads,
@@ -89,8 +147,13 @@ def models(draw: st.DrawFn, small: bool = False, chat: bool = False
 def _estimates(facts: ModelFacts, weights: float) -> Estimates:
     """Estimates as a plan carries them; compiling sizes the launch from the memory model, not these."""
     return Estimates(
-        required_memory_gi_b=weights * 1.3 + 2, weights_gi_b=weights, kv_cache_gi_b=weights * 0.2,
-        overhead_gi_b=2, context_length=min(facts.context_length or 8192, 8192), cpu="4", memory="16Gi",
+        required_memory_gi_b=weights * 1.3 + 2,
+        weights_gi_b=weights,
+        kv_cache_gi_b=weights * 0.2,
+        overhead_gi_b=2,
+        context_length=min(facts.context_length or 8192, 8192),
+        cpu="4",
+        memory="16Gi",
         model_volume="100Gi",
     )
 
@@ -111,8 +174,9 @@ def _smallest_share(facts: ModelFacts, memory: float) -> int | None:
     return low
 
 
-def _placements(requirements: RuntimeRequirements, facts: ModelFacts
-                ) -> list[tuple[Placement, AcceleratorFacts]]:
+def _placements(
+    requirements: RuntimeRequirements, facts: ModelFacts
+) -> list[tuple[Placement, AcceleratorFacts]]:
     """Every placement the planner could give this order on the cards above, sized by the memory model
     both use: the smallest share that starts, a whole device or partition that holds it, or 2, 4 or 8
     devices when no single one does; within the requirements."""
@@ -120,44 +184,77 @@ def _placements(requirements: RuntimeRequirements, facts: ModelFacts
     out: list[tuple[Placement, AcceleratorFacts]] = []
 
     def allowed(mode: PlacementMode, sharing: SharingMode, cc: str, count: int = 1) -> bool:
-        return (mode in requirements.placement_modes and sharing in requirements.sharing_modes
-                and count <= (requirements.max_devices or 8)
-                and (lowest is None or tuple(map(int, cc.split("."))) >= tuple(map(int, lowest.split(".")))))
+        return (
+            mode in requirements.placement_modes
+            and sharing in requirements.sharing_modes
+            and count <= (requirements.max_devices or 8)
+            and (lowest is None or tuple(map(int, cc.split("."))) >= tuple(map(int, lowest.split("."))))
+        )
 
     for product, memory, cc in _CARDS:
         card = AcceleratorFacts(compute_capability=cc)
-        common = {"accelerator_product_name": product, "accelerator_memory_gi_b": memory,
-                  "accelerator_compute_capability": cc}
+        common = {
+            "accelerator_product_name": product,
+            "accelerator_memory_gi_b": memory,
+            "accelerator_compute_capability": cc,
+        }
         share = _smallest_share(facts, memory)
         if share is not None:  # the planner adds the recipes' margin (RuntimeRequirements)
             share = min(100, share + requirements.memory_margin_percent)
         if share is not None and share < 100 and allowed(PlacementMode.SHARED, SharingMode.SHARES, cc):
-            out.append((Placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES,
-                                  share_percent=share, memory_gi_b=memory * share / 100, **common), card))
+            out.append(
+                (
+                    Placement(
+                        placement_mode=PlacementMode.SHARED,
+                        sharing_mode=SharingMode.SHARES,
+                        share_percent=share,
+                        memory_gi_b=memory * share / 100,
+                        **common,
+                    ),
+                    card,
+                )
+            )
         if share is not None and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.NONE, cc):
             whole = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, memory_gi_b=memory, **common)
             out.append((whole, card))
         for count in (2, 4, 8):
-            if share is None and _fits(facts, memory, 100, count) \
-                    and allowed(PlacementMode.MULTI_DEVICE, SharingMode.NONE, cc, count):
-                out.append((Placement(placement_mode=PlacementMode.MULTI_DEVICE, device_count=count,
-                                      memory_gi_b=memory, **common), card))
+            if (
+                share is None
+                and _fits(facts, memory, 100, count)
+                and allowed(PlacementMode.MULTI_DEVICE, SharingMode.NONE, cc, count)
+            ):
+                out.append(
+                    (
+                        Placement(
+                            placement_mode=PlacementMode.MULTI_DEVICE,
+                            device_count=count,
+                            memory_gi_b=memory,
+                            **common,
+                        ),
+                        card,
+                    )
+                )
                 break
     product, memory, cc, partitions = _MIG
     for part in partitions:
         if _fits(facts, part) and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.PARTITION, cc):
-            partition = Placement(placement_mode=PlacementMode.WHOLE_DEVICE,
-                                  sharing_mode=SharingMode.PARTITION,
-                                  memory_gi_b=part, accelerator_product_name=product,
-                                  accelerator_memory_gi_b=memory, accelerator_compute_capability=cc)
+            partition = Placement(
+                placement_mode=PlacementMode.WHOLE_DEVICE,
+                sharing_mode=SharingMode.PARTITION,
+                memory_gi_b=part,
+                accelerator_product_name=product,
+                accelerator_memory_gi_b=memory,
+                accelerator_compute_capability=cc,
+            )
             out.append((partition, AcceleratorFacts(compute_capability=cc)))
             break
     return out
 
 
 @st.composite
-def orders(draw: st.DrawFn, chat: bool = False
-           ) -> tuple[ModelFacts, EndpointType | None, Placement, AcceleratorFacts, Estimates]:
+def orders(
+    draw: st.DrawFn, chat: bool = False
+) -> tuple[ModelFacts, EndpointType | None, Placement, AcceleratorFacts, Estimates]:
     """A model and a plan for it as requirements → planner → compile would see them."""
     facts, endpoint, weights = draw(models(chat=chat))
     requirements = BOOK.requirements(facts, endpoint)
@@ -169,8 +266,9 @@ def orders(draw: st.DrawFn, chat: bool = False
     # options than shares and whole cards, and would otherwise be drawn rarely.
     kinds = sorted({(p.placement_mode, p.sharing_mode) for p, _ in options})
     kind = draw(st.sampled_from(kinds))
-    placement, card = draw(st.sampled_from(
-        [o for o in options if (o[0].placement_mode, o[0].sharing_mode) == kind]))
+    placement, card = draw(
+        st.sampled_from([o for o in options if (o[0].placement_mode, o[0].sharing_mode) == kind])
+    )
     if draw(st.booleans()):  # the card's facts may be unknown to the compiler: the plan's stand
         card = AcceleratorFacts()
     return facts, endpoint, placement, card, estimates
@@ -244,7 +342,9 @@ def test_co_placed_plans_never_claim_more_than_the_card() -> None:
         compiled = 0
         for facts, share, estimates in placed:
             placement = Placement(
-                placement_mode="Shared", sharing_mode="Shares", share_percent=share,
+                placement_mode="Shared",
+                sharing_mode="Shares",
+                share_percent=share,
                 accelerator_memory_gi_b=memory,
             )
             result = BOOK.compile(facts, None, placement, estimates, facts.name)
@@ -282,8 +382,10 @@ def test_the_compiled_context_fits_what_the_placement_leaves() -> None:
         head_dim = facts.hidden_size // facts.num_attention_heads
         per_token = 2 * facts.num_layers * max(1, kv_heads // tp) * head_dim * 2
         utilization = float(result.args[result.args.index("--gpu-memory-utilization") + 1])
-        published = placement.memory_gi_b if placement.sharing_mode == SharingMode.PARTITION else (
-            placement.accelerator_memory_gi_b
+        published = (
+            placement.memory_gi_b
+            if placement.sharing_mode == SharingMode.PARTITION
+            else (placement.accelerator_memory_gi_b)
         )
         assert published is not None
         claim = utilization * visible_bytes(round(published * _GIB)) / _GIB  # what vLLM multiplies it by
@@ -300,7 +402,7 @@ def test_the_compiled_context_fits_what_the_placement_leaves() -> None:
 @settings(max_examples=200, deadline=None)
 @given(order=orders())
 def test_the_hash_is_stable_for_the_same_inputs(
-    order: tuple[ModelFacts, EndpointType | None, Placement, AcceleratorFacts, Estimates]
+    order: tuple[ModelFacts, EndpointType | None, Placement, AcceleratorFacts, Estimates],
 ) -> None:
     facts, endpoint, placement, card, estimates = order
     first = BOOK.compile(facts, endpoint, placement, estimates, facts.name, card)

@@ -11,8 +11,12 @@ from isvc_catalog._safetensors import count_elements, header_length  # the reade
 from isvc_testing.standin_hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
 
 SHIPPED = {
-    "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-32B-Instruct-AWQ", "meta-llama/Llama-3.1-8B-Instruct",
-    "BAAI/bge-m3", "Qwen/Qwen2.5-7B-Instruct-GGUF", "meta-llama/Llama-3.1-405B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-32B-Instruct-AWQ",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "BAAI/bge-m3",
+    "Qwen/Qwen2.5-7B-Instruct-GGUF",
+    "meta-llama/Llama-3.1-405B-Instruct",
     "Qwen/Qwen2.5-3B-Instruct",  # the scenario's second model (module/docs/SCENARIO.md)
 }
 
@@ -42,7 +46,10 @@ def test_range_requests_serve_header_bytes_and_refuse_the_weights(standin: tuple
     with httpx.Client() as http:
         head = http.get(file_url, headers={"Range": "bytes=0-7"})
         assert (206, f.prefix[:8], f"bytes 0-7/{f.size}") == (
-            head.status_code, head.content, head.headers["Content-Range"])
+            head.status_code,
+            head.content,
+            head.headers["Content-Range"],
+        )
         assert http.get(file_url).status_code == 416
         assert http.get(file_url, headers={"Range": f"bytes={f.size}-"}).status_code == 416
         tail = http.get(file_url, headers={"Range": "bytes=-16"})
@@ -55,8 +62,9 @@ def test_the_tree_api_lists_folders_unless_recursive(standin: tuple[StandinHub, 
     url = standin[1]
     with httpx.Client() as http:
         flat = http.get(f"{url}/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main").json()
-        deep = http.get(f"{url}/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main",
-                        params={"recursive": "true"}).json()
+        deep = http.get(
+            f"{url}/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main", params={"recursive": "true"}
+        ).json()
     assert [e["path"] for e in flat if e["type"] == "directory"] == ["original"]
     assert "original/consolidated.00.pth" in {e["path"] for e in deep}
 
@@ -64,7 +72,8 @@ def test_the_tree_api_lists_folders_unless_recursive(standin: tuple[StandinHub, 
 def test_the_command_serves_the_shipped_models_on_loopback() -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "isvc_testing.standin_hub", "--port", "0"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as proc:
         try:
             assert proc.stdout is not None
@@ -82,8 +91,17 @@ def test_a_local_file_is_served_whole_past_the_header_limit(tmp_path: Path) -> N
     # a real model a test made (2 MiB here): the runtime that downloads it loads every byte
     data = bytes(range(256)) * (8 * 1024)
     (tmp_path / "model.gguf").write_bytes(data)
-    hub = StandinHub([FixtureModel(repo="o/real-GGUF", format="gguf", parameters=1, library_name=None,
-                                   local_files={"model.gguf": tmp_path / "model.gguf"})])
+    hub = StandinHub(
+        [
+            FixtureModel(
+                repo="o/real-GGUF",
+                format="gguf",
+                parameters=1,
+                library_name=None,
+                local_files={"model.gguf": tmp_path / "model.gguf"},
+            )
+        ]
+    )
     url = hub.start()
     try:
         answer = httpx.get(f"{url}/o/real-GGUF/resolve/main/model.gguf")

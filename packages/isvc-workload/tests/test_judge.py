@@ -47,6 +47,7 @@ def judge_growth(*args: Any, **kwargs: Any) -> Judged:
     verdict, unplaced = isvc_workload.judge_growth(*args, **kwargs)
     return Judged(verdict, unplaced=unplaced)
 
+
 EXHAUSTED = (
     "Unschedulable",
     "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, "
@@ -380,8 +381,9 @@ def test_a_container_restarted_once_is_not_a_failure_without_one_seen() -> None:
 
 
 def test_the_startup_failure_round_trips_through_the_status_wire() -> None:
-    memory = StartupFailure(pod="p1", container="server", restart_count=2, output=["a", "b"],
-                            output_read=True)
+    memory = StartupFailure(
+        pod="p1", container="server", restart_count=2, output=["a", "b"], output_read=True
+    )
     assert StartupFailure.model_validate(memory.to_wire()) == memory
 
 

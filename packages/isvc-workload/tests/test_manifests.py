@@ -209,8 +209,9 @@ def test_the_claim_template_requests_the_planned_devices(
 
 def test_a_plan_that_needs_another_claim_gets_another_template_and_the_same_one_keeps_its_name() -> None:
     """Issue 16: the API server refuses an edit of a template's spec, so a new share is a new template."""
-    shared = _placement(placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES,
-                        share_percent=31)
+    shared = _placement(
+        placement_mode=PlacementMode.SHARED, sharing_mode=SharingMode.SHARES, share_percent=31
+    )
     smaller = shared.model_copy(update={"share_percent": 27})
     first, again = (claim_template_name(make_inputs(placement=shared)) for _ in range(2))
     other = claim_template_name(make_inputs(placement=smaller))
@@ -277,8 +278,11 @@ def test_the_autoscaler_scales_the_orders_set_within_the_class_bounds() -> None:
     hpa = autoscaler(inputs)
     assert hpa is not None and hpa["apiVersion"] == "autoscaling/v2"
     spec = hpa["spec"]
-    assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet",
-                                      "name": statefulset(inputs, SETTINGS)["metadata"]["name"]}
+    assert spec["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": statefulset(inputs, SETTINGS)["metadata"]["name"],
+    }
     assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 3)
     assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == CPU_TARGET_PERCENT
     assert hpa["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
@@ -317,8 +321,10 @@ def test_the_model_volume_is_a_claim_template_sized_by_the_estimate_and_read_bac
     [template] = spec["volumeClaimTemplates"]
     name = template["metadata"]["name"]
     assert name.startswith("models-") and template["metadata"]["labels"][LABEL_ORDER] == "llm-a"
-    assert template["spec"] == {"accessModes": ["ReadWriteOnce"],
-                                "resources": {"requests": {"storage": "40Gi"}}}
+    assert template["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "40Gi"}},
+    }
     assert "volumes" not in spec["template"]["spec"]  # no emptyDir: the volume is the set's own claim
     assert _container(manifest)["volumeMounts"] == [{"name": name, "mountPath": "/models"}]
     assert model_volume(manifest) == ModelVolume(name=name, size="40Gi")
@@ -354,8 +360,10 @@ def test_a_held_volume_large_enough_is_kept_as_the_set_holds_it() -> None:
     settled = settle(wanted, held)
     assert isinstance(settled, dict)
     assert settled["spec"]["volumeClaimTemplates"] == held["spec"]["volumeClaimTemplates"]
-    assert _container(settled)["volumeMounts"][0]["name"] == held["spec"]["volumeClaimTemplates"][0][
-        "metadata"]["name"]
+    assert (
+        _container(settled)["volumeMounts"][0]["name"]
+        == held["spec"]["volumeClaimTemplates"][0]["metadata"]["name"]
+    )
     assert settled["spec"]["template"]["spec"]["containers"][0]["args"] == _container(wanted)["args"]
     assert settle(wanted, None) is wanted and settle(wanted, wanted) is wanted
 
@@ -393,7 +401,9 @@ def test_the_hf_token_reaches_the_fetch_container_only_and_is_never_copied() -> 
 
 
 def test_the_model_is_fetched_at_the_commit_the_plan_was_sized_for_through_the_configured_hub() -> None:
-    settings = SETTINGS.model_copy(update={"model_fetch_image": "fetch", "huggingface_endpoint": "http://hub"})
+    settings = SETTINGS.model_copy(
+        update={"model_fetch_image": "fetch", "huggingface_endpoint": "http://hub"}
+    )
     inputs = make_inputs().model_copy(update={"model_commit": "0123abc"})
     fetch = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
     assert fetch["command"][-2:] == ["--revision", "0123abc"]
@@ -408,8 +418,11 @@ def test_inference_pods_are_hardened() -> None:
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     for container in pod["containers"] + pod["initContainers"]:
-        assert container["securityContext"] == {"allowPrivilegeEscalation": False,
-                                                "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+        }
         assert container["resources"]["limits"]["memory"]
 
 
@@ -458,8 +471,13 @@ def test_only_the_files_the_plan_names_are_fetched_from_a_gguf_repository() -> N
     """A GGUF repository holds many variants (tens of GB together): the plan's files, the chosen variant's
     shards, are downloaded under their own names, which the runtime's -m points at."""
     shards = ["m-q4_k_m-00001-of-00002.gguf", "m-q4_k_m-00002-of-00002.gguf"]
-    plan = LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates,
-                          runtime=make_inputs().runtime, model_commit="abc123", model_files=shards)
+    plan = LaunchPlanSpec(
+        placement=make_inputs().placement,
+        estimates=make_inputs().estimates,
+        runtime=make_inputs().runtime,
+        model_commit="abc123",
+        model_files=shards,
+    )
     inputs = WorkloadInputs.from_plan(make_order(repo="org/m-GGUF"), plan, None)
     settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
     init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
@@ -472,13 +490,19 @@ def _catalog_order(auth_ref: dict[str, str] | None = None) -> InferenceService:
     if auth_ref is not None:
         model["authSecretRef"] = auth_ref
     return InferenceService.model_validate(
-        {"metadata": {"name": "llm-a", "namespace": "team", "uid": "uid-1234"}, "spec": {"model": model}})
+        {"metadata": {"name": "llm-a", "namespace": "team", "uid": "uid-1234"}, "spec": {"model": model}}
+    )
 
 
 def _catalog_plan(repo: str | None, commit: str | None) -> LaunchPlanSpec:
     runtime = make_inputs().runtime.model_copy(update={"model_dir": "/models/bge-m3"})
-    return LaunchPlanSpec(placement=make_inputs().placement, estimates=make_inputs().estimates,
-                          runtime=runtime, model_commit=commit, model_repo=repo)
+    return LaunchPlanSpec(
+        placement=make_inputs().placement,
+        estimates=make_inputs().estimates,
+        runtime=runtime,
+        model_commit=commit,
+        model_repo=repo,
+    )
 
 
 @pytest.mark.parametrize(("commit", "revision"), [("5617a9f", ["--revision", "5617a9f"]), (None, [])])
@@ -496,8 +520,9 @@ def test_a_catalog_model_is_fetched_from_the_repository_its_catalog_object_names
 
 
 def test_a_catalog_model_fetch_reads_the_token_the_order_names() -> None:
-    inputs = WorkloadInputs.from_plan(_catalog_order({"name": "my-hf", "key": "token"}),
-                                      _catalog_plan("org/gated", None), None)
+    inputs = WorkloadInputs.from_plan(
+        _catalog_order({"name": "my-hf", "key": "token"}), _catalog_plan("org/gated", None), None
+    )
     settings = SETTINGS.model_copy(update={"model_fetch_image": "hf-cli:1"})
     init = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
     token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "my-hf", "key": "token"}}}

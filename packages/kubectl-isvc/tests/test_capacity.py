@@ -195,8 +195,7 @@ def test_the_text_is_a_table_per_device_class(objects: dict[str, Any]) -> None:
     ) in text
     assert (
         "  gpu-h100-0   gpu-1  NVIDIA H100 80GB HBM3  50/100   40.0/80.0  40.0      "
-        "team-a/next p? 50% (planned)"
-        in text
+        "team-a/next p? 50% (planned)" in text
     )
     assert "  gpu-nomem-0  gpu-0  NVIDIA GH200 480GB     0/100    0.0/-      -         -" in text
     assert "team-b/urgent  1000      NoAcceleratorWithEnoughMemory" in text

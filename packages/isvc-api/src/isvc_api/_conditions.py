@@ -31,12 +31,11 @@ class Condition(Wire):
         description="One word in CamelCase saying why the status is what it is.", max_length=128
     )
     message: str = Field(
-        default="", description="One sentence for a human: what happened, what to do.",
+        default="",
+        description="One sentence for a human: what happened, what to do.",
         max_length=32768,
     )
-    last_transition_time: datetime | None = Field(
-        default=None, description="When the status last changed."
-    )
+    last_transition_time: datetime | None = Field(default=None, description="When the status last changed.")
     observed_generation: int | None = Field(
         default=None, description="The .metadata.generation the condition was set from.", ge=0
     )
@@ -47,9 +46,7 @@ def find_condition(conditions: Iterable[Condition], type_: str) -> Condition | N
     return next((c for c in conditions if c.type == type_), None)
 
 
-def set_condition(
-    conditions: list[Condition], new: Condition, at: datetime | None = None
-) -> list[Condition]:
+def set_condition(conditions: list[Condition], new: Condition, at: datetime | None = None) -> list[Condition]:
     """Return conditions with `new` merged in; lastTransitionTime changes only when status flips."""
     at = at or now()
     out: list[Condition] = []
@@ -60,9 +57,13 @@ def set_condition(
             continue
         replaced = True
         moved = old.status != new.status or old.last_transition_time is None
-        out.append(new.model_copy(update={
-            "last_transition_time": at if moved else old.last_transition_time,
-        }))
+        out.append(
+            new.model_copy(
+                update={
+                    "last_transition_time": at if moved else old.last_transition_time,
+                }
+            )
+        )
     if not replaced:
         out.append(new.model_copy(update={"last_transition_time": at}))
     return out

@@ -147,8 +147,12 @@ def _crd(
     }
 
 
-_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp",
-        "description": "When the object was created."}
+_AGE = {
+    "name": "Age",
+    "type": "date",
+    "jsonPath": ".metadata.creationTimestamp",
+    "description": "When the object was created.",
+}
 # Deckhouse backs up the cluster's configuration objects labelled so (its own CRDs of cluster-wide policy).
 BACKUP_LABEL = {"backup.deckhouse.io/cluster-config": "true"}
 # Every object of an order is named after it, and its name is a label value and part of a host name:
@@ -156,12 +160,16 @@ BACKUP_LABEL = {"backup.deckhouse.io/cluster-config": "true"}
 # host `{order}--{namespace}` splits at its first `--` only.
 ORDER_NAME_MAX = 52
 ORDER_NAME_RULES = [
-    {"rule": f"size(self.metadata.name) <= {ORDER_NAME_MAX}",
-     "message": f"an order's name is at most {ORDER_NAME_MAX} characters: the objects made for it "
-                "carry it in their names and labels"},
-    {"rule": "!self.metadata.name.contains('--')",
-     "message": "an order's name may not contain '--': it separates the order from its namespace in "
-                "the published host name"},
+    {
+        "rule": f"size(self.metadata.name) <= {ORDER_NAME_MAX}",
+        "message": f"an order's name is at most {ORDER_NAME_MAX} characters: the objects made for it "
+        "carry it in their names and labels",
+    },
+    {
+        "rule": "!self.metadata.name.contains('--')",
+        "message": "an order's name may not contain '--': it separates the order from its namespace in "
+        "the published host name",
+    },
 ]
 
 
@@ -169,53 +177,106 @@ def all_crds() -> dict[str, dict[str, Any]]:
     """File name → CRD, for every kind the module owns."""
     return {
         "inferenceservices.yaml": _crd(
-            "InferenceService", "inferenceservices", "Namespaced", ["infsvc"],
-            InferenceServiceSpec, InferenceServiceStatus,
+            "InferenceService",
+            "inferenceservices",
+            "Namespaced",
+            ["infsvc"],
+            InferenceServiceSpec,
+            InferenceServiceStatus,
             [
-                {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
-                 "description": "Pending, Ready, Degraded or Failed."},
-                {"name": "Type", "type": "string", "jsonPath": ".status.model.endpointType",
-                 "description": "The API contract the endpoint serves: Chat, Embeddings or Rerank."},
-                {"name": "URL", "type": "string", "jsonPath": ".status.endpoint.url",
-                 "description": "Where to call the model."},
-                {"name": "Reason", "type": "string", "jsonPath": ".status.reason",
-                 "description": "Why the order is not Ready: the reason of its first condition that does "
-                                "not hold (kubectl isvc why explains it)."},
+                {
+                    "name": "Phase",
+                    "type": "string",
+                    "jsonPath": ".status.phase",
+                    "description": "Pending, Ready, Degraded or Failed.",
+                },
+                {
+                    "name": "Type",
+                    "type": "string",
+                    "jsonPath": ".status.model.endpointType",
+                    "description": "The API contract the endpoint serves: Chat, Embeddings or Rerank.",
+                },
+                {
+                    "name": "URL",
+                    "type": "string",
+                    "jsonPath": ".status.endpoint.url",
+                    "description": "Where to call the model.",
+                },
+                {
+                    "name": "Reason",
+                    "type": "string",
+                    "jsonPath": ".status.reason",
+                    "description": "Why the order is not Ready: the reason of its first condition that does "
+                    "not hold (kubectl isvc why explains it).",
+                },
                 _AGE,
             ],
             "An order for LLM inference: a model and, optionally, a class.",
             ORDER_NAME_RULES,
         ),
         "inferenceserviceclasses.yaml": _crd(
-            "InferenceServiceClass", "inferenceserviceclasses", "Cluster", ["infsvcclass"],
-            InferenceServiceClassSpec, InferenceServiceClassStatus,
+            "InferenceServiceClass",
+            "inferenceserviceclasses",
+            "Cluster",
+            ["infsvcclass"],
+            InferenceServiceClassSpec,
+            InferenceServiceClassStatus,
             [
-                {"name": "Ready", "type": "string",
-                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
-                 "description": "Whether orders may use the class: True, False or Unknown."},
-                {"name": "Reason", "type": "string",
-                 "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason",
-                 "description": "Why the class holds or does not."},
+                {
+                    "name": "Ready",
+                    "type": "string",
+                    "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                    "description": "Whether orders may use the class: True, False or Unknown.",
+                },
+                {
+                    "name": "Reason",
+                    "type": "string",
+                    "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+                    "description": "Why the class holds or does not.",
+                },
                 _AGE,
             ],
             "Policy for orders, published by a cluster administrator.",
             labels=BACKUP_LABEL,
         ),
         "launchplans.yaml": _crd(
-            "LaunchPlan", "launchplans", "Namespaced", ["lplan"],
-            LaunchPlanSpec, LaunchPlanStatus,
+            "LaunchPlan",
+            "launchplans",
+            "Namespaced",
+            ["lplan"],
+            LaunchPlanSpec,
+            LaunchPlanStatus,
             [
-                {"name": "Class", "type": "string", "jsonPath": ".spec.placement.deviceClassName",
-                 "description": "The DRA DeviceClass of the devices the order runs on."},
-                {"name": "Mode", "type": "string", "jsonPath": ".spec.placement.placementMode",
-                 "description": "How the order holds its devices: a whole device, a share, a partition."},
-                {"name": "Share", "type": "integer", "jsonPath": ".spec.placement.sharePercent",
-                 "description": "Percent of the device held, when it is shared."},
-                {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime.recipe",
-                 "description": "The runtime recipe compiled for the placement."},
-                {"name": "InForce", "type": "string",
-                 "jsonPath": ".status.conditions[?(@.type==\"InForce\")].status",
-                 "description": "Whether the order runs on this plan: True, False or Unknown."},
+                {
+                    "name": "Class",
+                    "type": "string",
+                    "jsonPath": ".spec.placement.deviceClassName",
+                    "description": "The DRA DeviceClass of the devices the order runs on.",
+                },
+                {
+                    "name": "Mode",
+                    "type": "string",
+                    "jsonPath": ".spec.placement.placementMode",
+                    "description": "How the order holds its devices: a whole device, a share, a partition.",
+                },
+                {
+                    "name": "Share",
+                    "type": "integer",
+                    "jsonPath": ".spec.placement.sharePercent",
+                    "description": "Percent of the device held, when it is shared.",
+                },
+                {
+                    "name": "Runtime",
+                    "type": "string",
+                    "jsonPath": ".spec.runtime.recipe",
+                    "description": "The runtime recipe compiled for the placement.",
+                },
+                {
+                    "name": "InForce",
+                    "type": "string",
+                    "jsonPath": '.status.conditions[?(@.type=="InForce")].status',
+                    "description": "Whether the order runs on this plan: True, False or Unknown.",
+                },
                 _AGE,
             ],
             "The launch configuration of one order: placement and compiled runtime.",
@@ -250,8 +311,10 @@ def _descriptions(node: Any, table: dict[str, str], used: set[str], missing: lis
             out["description"] = table[english]
         elif english not in missing:
             missing.append(english)
-    children = {name: _descriptions(child, table, used, missing)
-                for name, child in (node.get("properties") or {}).items()}
+    children = {
+        name: _descriptions(child, table, used, missing)
+        for name, child in (node.get("properties") or {}).items()
+    }
     children = {name: tree for name, tree in children.items() if tree}
     if children:
         out["properties"] = children
@@ -268,10 +331,15 @@ def doc_ru(crds: dict[str, dict[str, Any]], table: dict[str, str] | None = None)
     missing: list[str] = []
     twins: dict[str, dict[str, Any]] = {}
     for name, crd in crds.items():
-        versions = [{"name": v["name"],
-                     "schema": {"openAPIV3Schema": _descriptions(v["schema"]["openAPIV3Schema"], table, used,
-                                                                 missing)}}
-                    for v in crd["spec"]["versions"]]
+        versions = [
+            {
+                "name": v["name"],
+                "schema": {
+                    "openAPIV3Schema": _descriptions(v["schema"]["openAPIV3Schema"], table, used, missing)
+                },
+            }
+            for v in crd["spec"]["versions"]
+        ]
         twins[f"doc-ru-{name}"] = {"spec": {"versions": versions}}
     unused = sorted(set(table) - used)
     if missing or unused:
@@ -300,8 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         documents = crd_documents()
     except MissingTranslations as exc:
-        print(f"CRD descriptions without their Russian twin (packages/isvc-api/src/isvc_api/{RU_TABLE}):",
-              exc, sep="\n", file=sys.stderr)
+        print(
+            f"CRD descriptions without their Russian twin (packages/isvc-api/src/isvc_api/{RU_TABLE}):",
+            exc,
+            sep="\n",
+            file=sys.stderr,
+        )
         return 1
     for name, text in documents.items():
         path = args.directory / name

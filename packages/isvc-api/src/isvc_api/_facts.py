@@ -110,7 +110,9 @@ class RuntimeRequirements(Wire):
         "planner sizes memory for the first it knows.",
     )
     memory_margin_percent: int = Field(
-        default=0, ge=0, le=50,
+        default=0,
+        ge=0,
+        le=50,
         description="Percent of each device the runtime leaves unclaimed (its CUDA context); "
         "the planner sizes shares and whole devices with it on top of the estimate.",
     )

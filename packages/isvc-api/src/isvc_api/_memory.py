@@ -190,11 +190,13 @@ class Fit:
     def words(self) -> str:
         util = f"utilization {self.utilization}, " if self.utilization is not None else ""
         batch = f"; {self.batch.words()}" if self.batch else ""
-        return (f"{util}per GPU: weights {_gib(self.weights)} GiB, "
-                f"runtime overhead {_gib(self.overhead)} GiB "
-                f"({_gib(self.inside)} GiB counted by the runtime, {_gib(self.outside)} GiB beside it), "
-                f"KV room {_gib(self.kv_room)} GiB at {self.kv.per_token:,} B/token = context "
-                f"{self.context:,}{batch}")
+        return (
+            f"{util}per GPU: weights {_gib(self.weights)} GiB, "
+            f"runtime overhead {_gib(self.overhead)} GiB "
+            f"({_gib(self.inside)} GiB counted by the runtime, {_gib(self.outside)} GiB beside it), "
+            f"KV room {_gib(self.kv_room)} GiB at {self.kv.per_token:,} B/token = context "
+            f"{self.context:,}{batch}"
+        )
 
 
 def _gib(amount: int | float) -> float:
@@ -227,9 +229,24 @@ def _is_encoder(facts: ModelFacts) -> bool:
 
 # Bytes per element of safetensors dtypes as loaded; 32-bit floats are loaded 16-bit by vLLM and TEI
 # (dtype auto), except beside quantized layers, where scales stay as stored.
-_ELEMENT = {"F64": 8.0, "F16": 2.0, "BF16": 2.0, "I64": 8.0, "I32": 4.0, "I16": 2.0, "I8": 1.0,
-            "U64": 8.0, "U32": 4.0, "U16": 2.0, "U8": 1.0, "BOOL": 1.0, "F8_E4M3": 1.0,
-            "F8_E5M2": 1.0, "F8_E8M0": 1.0, "F4": 0.5}
+_ELEMENT = {
+    "F64": 8.0,
+    "F16": 2.0,
+    "BF16": 2.0,
+    "I64": 8.0,
+    "I32": 4.0,
+    "I16": 2.0,
+    "I8": 1.0,
+    "U64": 8.0,
+    "U32": 4.0,
+    "U16": 2.0,
+    "U8": 1.0,
+    "BOOL": 1.0,
+    "F8_E4M3": 1.0,
+    "F8_E5M2": 1.0,
+    "F8_E8M0": 1.0,
+    "F4": 0.5,
+}
 
 
 def _linear_bytes(facts: ModelFacts) -> tuple[float, str]:
@@ -284,8 +301,10 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
     amount = math.ceil((params - sixteen) * per + sixteen * 2)
     words = f"weights {params:,} parameters × {per_words}"
     if sixteen:
-        words = (f"weights {params - sixteen:,} parameters × {per_words} + {sixteen:,} embedding/lm_head "
-                 "parameters × 2 B (kept 16-bit)")
+        words = (
+            f"weights {params - sixteen:,} parameters × {per_words} + {sixteen:,} embedding/lm_head "
+            "parameters × 2 B (kept 16-bit)"
+        )
     return Weights(amount, f"{words} = {_gib(amount)} GiB")
 
 
@@ -306,8 +325,12 @@ def kv_layout(facts: ModelFacts, tp: int = 1, element: int = 2) -> KvLayout | No
         return None
     if facts.kv_lora_rank:
         per_layer = (facts.kv_lora_rank + (facts.qk_rope_head_dim or 0)) * element
-        return KvLayout(layers * per_layer, words=(
-            f"MLA {layers} layers × ({facts.kv_lora_rank} + {facts.qk_rope_head_dim or 0}) × {element} B"))
+        return KvLayout(
+            layers * per_layer,
+            words=(
+                f"MLA {layers} layers × ({facts.kv_lora_rank} + {facts.qk_rope_head_dim or 0}) × {element} B"
+            ),
+        )
     heads = facts.num_attention_heads
     kv_heads = facts.num_kv_heads or heads
     head_dim = facts.head_dim
@@ -343,7 +366,8 @@ def _overhead(facts: ModelFacts, runtime: MemoryRuntime, tp: int, batch: Batch |
         b = batch or PLANNING_BATCH
         rows = min(b.max_num_seqs, b.max_num_batched_tokens)
         inside = _activation(facts, tp, b.max_num_batched_tokens, rows) + (
-            NON_TORCH_TP if tp > 1 else NON_TORCH_TP1)
+            NON_TORCH_TP if tp > 1 else NON_TORCH_TP1
+        )
         return inside, CUDA_CONTEXT + (GRAPH_POOL if b.cuda_graphs else 0)
     if runtime == MemoryRuntime.TEI:
         return 0, CUDA_CONTEXT + _activation(facts, 1, TEI_BATCH_TOKENS, 0)
@@ -365,8 +389,13 @@ def _min_context(facts: ModelFacts, floor: int = MIN_CONTEXT) -> int:
     return min(facts.context_length or floor, floor)
 
 
-def need_per_device(facts: ModelFacts, runtime: MemoryRuntime, tp: int = 1, batch: Batch | None = None,
-                    context: int | None = None) -> tuple[int, str] | None:
+def need_per_device(
+    facts: ModelFacts,
+    runtime: MemoryRuntime,
+    tp: int = 1,
+    batch: Batch | None = None,
+    context: int | None = None,
+) -> tuple[int, str] | None:
     """Bytes each of `tp` GPUs must give the runtime for weights, overhead and KV of the minimum
     context (the model's own maximum if smaller), and the arithmetic; None when weights are unknown."""
     w = checkpoint_weights(facts)
@@ -387,9 +416,11 @@ def need_per_device(facts: ModelFacts, runtime: MemoryRuntime, tp: int = 1, batc
     total = per_weights + inside + outside + kv_bytes
     where = f" on each of {tp} GPUs" if tp > 1 else ""
     batch_words = f" at {b.words()}" if b else ""
-    words = (f"{w.words}{where}; {kv_words} = {_gib(kv_bytes)} GiB; {runtime.value} overhead "
-             f"{_gib(inside + outside)} GiB ({_gib(inside)} counted by the runtime, {_gib(outside)} beside "
-             f"it{batch_words}); {_gib(total)} GiB per GPU")
+    words = (
+        f"{w.words}{where}; {kv_words} = {_gib(kv_bytes)} GiB; {runtime.value} overhead "
+        f"{_gib(inside + outside)} GiB ({_gib(inside)} counted by the runtime, {_gib(outside)} beside "
+        f"it{batch_words}); {_gib(total)} GiB per GPU"
+    )
     return total, words
 
 
@@ -398,10 +429,19 @@ def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) 
     return min(MAX_UTILIZATION, raw.quantize(Decimal("0.01"), rounding=ROUND_FLOOR))
 
 
-def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_percent: int = 100,
-               tp: int = 1, *, margin: Decimal = Decimal(0), min_context: int = MIN_CONTEXT,
-               granularity: int = 256, ladder: tuple[Batch, ...] = VLLM_LADDER,
-               max_context: int | None = None) -> Fit | str:
+def fit_launch(
+    facts: ModelFacts,
+    runtime: MemoryRuntime,
+    published: int,
+    share_percent: int = 100,
+    tp: int = 1,
+    *,
+    margin: Decimal = Decimal(0),
+    min_context: int = MIN_CONTEXT,
+    granularity: int = 256,
+    ladder: tuple[Batch, ...] = VLLM_LADDER,
+    max_context: int | None = None,
+) -> Fit | str:
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
 
     vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
@@ -448,8 +488,10 @@ def fit_launch(facts: ModelFacts, runtime: MemoryRuntime, published: int, share_
         if room >= 0 and context >= floor:
             return Fit(runtime, tp, util, per_weights, inside, outside, layout, room, context, batch)
         how = f" at {batch.words()}" if batch else ""
-        last = (f"{share_percent}% of {_gib(published)} GiB ({_gib(visible)} GiB seen) × {tp} leaves "
-                f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights and "
-                f"{_gib(inside + outside)} GiB runtime overhead{how}: {context:,} tokens, "
-                f"fewer than {floor:,}")
+        last = (
+            f"{share_percent}% of {_gib(published)} GiB ({_gib(visible)} GiB seen) × {tp} leaves "
+            f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights and "
+            f"{_gib(inside + outside)} GiB runtime overhead{how}: {context:,} tokens, "
+            f"fewer than {floor:,}"
+        )
     return last

@@ -185,8 +185,9 @@ class AuthSecretRef(Wire):
     """A Secret in the order's namespace holding a token for the model source."""
 
     name: str = Field(description="Secret name.", min_length=1, max_length=253, pattern=_DNS_NAME)
-    key: str = Field(default="token", description="Key in the Secret holding the token.",
-                     min_length=1, max_length=253)
+    key: str = Field(
+        default="token", description="Key in the Secret holding the token.", min_length=1, max_length=253
+    )
 
 
 _UNION_RULES: list[JsonValue] = [
@@ -320,7 +321,8 @@ class Resolved(Wire):
         max_length=64,
     )
     served_model: str | None = Field(
-        default=None, description="The model the plan in force serves (status.model is what the order asks; "
+        default=None,
+        description="The model the plan in force serves (status.model is what the order asks; "
         "they differ while an edit waits for a new plan).",
     )
     required_memory_gi_b: float | None = Field(
@@ -333,7 +335,8 @@ class Resolved(Wire):
         default=None, description="KV-cache bytes one token takes on each device."
     )
     overhead_gi_b: float | None = Field(
-        default=None, alias="overheadGiB",
+        default=None,
+        alias="overheadGiB",
         description="Runtime memory per device besides weights and KV cache (activations, CUDA context, "
         "CUDA graphs), GiB.",
     )
@@ -359,7 +362,8 @@ class StartupFailure(Wire):
     container: str = Field(description="The failing container.")
     restart_count: int = Field(default=0, description="Restart count when last seen.")
     output: list[str] = Field(
-        default_factory=list, description="Last lines of the container's own output, read once.",
+        default_factory=list,
+        description="Last lines of the container's own output, read once.",
         max_length=16,
     )
     output_read: bool = Field(
@@ -382,13 +386,9 @@ class HealthStatus(Wire):
 class InferenceServiceStatus(Wire):
     """What the platform made of the order."""
 
-    observed_generation: int | None = Field(
-        default=None, description="The generation this status describes."
-    )
+    observed_generation: int | None = Field(default=None, description="The generation this status describes.")
     phase: str | None = Field(default=None, description="Pending, Ready, Degraded or Failed.")
-    reason: str | None = Field(
-        default=None, description="Reason of the first condition that is not True."
-    )
+    reason: str | None = Field(default=None, description="Reason of the first condition that is not True.")
     conditions: list[Condition] = Field(
         default_factory=list,
         description="ClassResolved, ModelResolved, Planned, WorkloadReady, Ready, ScalingHealthy.",
@@ -428,8 +428,14 @@ class InferenceService(Wire):
 
     def owner_reference(self) -> dict[str, Any]:
         """The controller reference that makes an object of the order's go when the order goes."""
-        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "name": self.metadata.name,
-                "uid": self.metadata.uid, "controller": True, "blockOwnerDeletion": True}
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "InferenceService",
+            "name": self.metadata.name,
+            "uid": self.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
 
 
 # ---------------------------------------------------------------- InferenceServiceClass
@@ -454,7 +460,8 @@ class AdmissionPolicy(Wire):
     """Which namespaces may order with the class."""
 
     allowed_namespaces: list[str] | None = Field(
-        default=None, description="Namespaces admitted; absent admits every namespace.",
+        default=None,
+        description="Namespaces admitted; absent admits every namespace.",
         max_length=256,
     )
 
@@ -471,19 +478,23 @@ class Exposure(Wire):
     """How the endpoint is published."""
 
     type: ExposureType = Field(default=ExposureType.EXTERNAL, description="ClusterLocal or External.")
-    authentication: Authentication = Field(
-        default=Authentication.TOKEN, description="Token or None."
-    )
+    authentication: Authentication = Field(default=Authentication.TOKEN, description="Token or None.")
     tls: TLS | None = Field(default=None, description="TLS through cert-manager.")
 
 
 class ScalingPolicy(Wire):
     """Replica bounds and autoscaling; absent means one replica and no autoscaler."""
 
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        {"rule": "self.minReplicas <= self.maxReplicas",
-         "message": "minReplicas must not exceed maxReplicas"},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.minReplicas <= self.maxReplicas",
+                    "message": "minReplicas must not exceed maxReplicas",
+                },
+            ]
+        }
+    )
 
     min_replicas: int = Field(default=1, description="Lowest replica count.", ge=0, le=1000)
     max_replicas: int = Field(default=1, description="Highest replica count.", ge=1, le=1000)
@@ -500,15 +511,18 @@ class AcceleratorPolicy(Wire):
     """Which accelerators may be tried, and which shares are permitted."""
 
     device_class_names: list[str] | None = Field(
-        default=None, description="DRA DeviceClasses to try, in order; absent tries every one.",
+        default=None,
+        description="DRA DeviceClasses to try, in order; absent tries every one.",
         max_length=16,
     )
     selector: str | None = Field(
-        default=None, description="CEL expression over a device (as in DRA selectors).",
+        default=None,
+        description="CEL expression over a device (as in DRA selectors).",
         max_length=10240,
     )
     allowed_share_percents: list[int] | None = Field(
-        default=None, description="Shares of one device permitted; absent permits 1..100.",
+        default=None,
+        description="Shares of one device permitted; absent permits 1..100.",
         max_length=100,
     )
 
@@ -516,8 +530,11 @@ class AcceleratorPolicy(Wire):
 class UpdateStrategy(Wire):
     """How the workload is rolled."""
 
-    type: str = Field(default="RollingUpdate", description="RollingUpdate or Recreate.",
-                      pattern="^(RollingUpdate|Recreate)$")
+    type: str = Field(
+        default="RollingUpdate",
+        description="RollingUpdate or Recreate.",
+        pattern="^(RollingUpdate|Recreate)$",
+    )
 
 
 class InferenceServiceClassSpec(Wire):
@@ -539,7 +556,9 @@ class InferenceServiceClassStatus(Wire):
 
     observed_generation: int | None = Field(default=None, description="Generation judged.")
     conditions: list[Condition] = Field(
-        default_factory=list, description="Ready.", max_length=8,
+        default_factory=list,
+        description="Ready.",
+        max_length=8,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
 
@@ -566,10 +585,10 @@ class Placement(Wire):
     device_class_name: str | None = Field(default=None, description="DRA DeviceClass.")
     driver: str | None = Field(default=None, description="DRA driver of the device(s).")
     pool: str | None = Field(default=None, description="DRA pool of the device(s).")
-    devices: list[str] | None = Field(default=None, description="Device names in the pool.",
-                                      max_length=64)
+    devices: list[str] | None = Field(default=None, description="Device names in the pool.", max_length=64)
     device_uuids: list[str] | None = Field(
-        default=None, description="uuid attributes of the devices, used to pin the claim.",
+        default=None,
+        description="uuid attributes of the devices, used to pin the claim.",
         max_length=64,
     )
     node_name: str | None = Field(default=None, description="Node of the devices.")

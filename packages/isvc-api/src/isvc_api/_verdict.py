@@ -41,16 +41,23 @@ class Verdict(BaseModel):
     @classmethod
     def waiting(cls, on: ConditionType, why: str) -> Verdict:
         """Unknown: an earlier condition is not True, so this one cannot be told yet."""
-        return cls(status="Unknown", reason=StatusReason.WAITING.value,
-                   message=f"waits for {on.value}: {why}")
+        return cls(
+            status="Unknown", reason=StatusReason.WAITING.value, message=f"waits for {on.value}: {why}"
+        )
 
     @property
     def holds(self) -> bool:
         """Whether the status is True."""
         return self.status == "True"
 
-    def condition(self, type_: ConditionType | LaunchPlanConditionType,
-                  observed_generation: int | None = None) -> Condition:
+    def condition(
+        self, type_: ConditionType | LaunchPlanConditionType, observed_generation: int | None = None
+    ) -> Condition:
         """The verdict as the condition `type_` of an order (or of its LaunchPlan)."""
-        return Condition(type=type_.value, status=self.status, reason=self.reason, message=self.message,
-                         observed_generation=observed_generation)
+        return Condition(
+            type=type_.value,
+            status=self.status,
+            reason=self.reason,
+            message=self.message,
+            observed_generation=observed_generation,
+        )

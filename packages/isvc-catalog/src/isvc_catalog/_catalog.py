@@ -83,8 +83,21 @@ class _Source(_Shape):
 _HF_URL = "hf://"
 _HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_SUFFIX = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 
 
 def _bytes(value: object) -> object:
@@ -243,14 +256,21 @@ class CatalogReader:
             )
         ns = (ref.namespace or namespace) if ref.kind == CatalogKind.MODEL else None
         title = _title(ref.kind, ref.name, ns)
-        if ns is not None and ns != namespace and not self._api.namespace_may_read(namespace, ref.kind,
-                                                                                  ref.name, ns):
+        if (
+            ns is not None
+            and ns != namespace
+            and not self._api.namespace_may_read(namespace, ref.kind, ref.name, ns)
+        ):
             # Read with the controller's rights only what the order's namespace could read itself; the
             # refusal does not tell a Model that exists from one that does not.
-            return Refusal(reason=Reason.MODEL_NOT_FOUND, message=(
-                f"{title} cannot be read from namespace {namespace!r}: a Model of another namespace is used "
-                f"only when the ServiceAccounts of {namespace!r} may get it (an administrator grants that "
-                f"with a RoleBinding in {ns!r}). Check spec.model.ref, or ask for that grant."))
+            return Refusal(
+                reason=Reason.MODEL_NOT_FOUND,
+                message=(
+                    f"{title} cannot be read from namespace {namespace!r}: a Model of another namespace is used "
+                    f"only when the ServiceAccounts of {namespace!r} may get it (an administrator grants that "
+                    f"with a RoleBinding in {ns!r}). Check spec.model.ref, or ask for that grant."
+                ),
+            )
         answer = self._api.get(ref.kind, ref.name, ns)
         if answer is Absent.KIND:
             return Refusal(

@@ -1,11 +1,11 @@
 """Errors raised by isvc-catalog. Refusals are returned as values; only retries are raised.
 
-    CatalogError
-    ├── TemporaryError             retry after `delay` seconds; the condition passes on its own
-    │   ├── SourceUnavailableError     the Hugging Face Hub (or its mirror) did not answer usefully
-    │   └── CatalogLookupError         the Kubernetes API did not answer about a catalog object
-    └── PermanentError             a defect or a setting; retrying does not help
-        └── SettingsError              a setting of the module is not usable (e.g. the Hub endpoint)
+CatalogError
+├── TemporaryError             retry after `delay` seconds; the condition passes on its own
+│   ├── SourceUnavailableError     the Hugging Face Hub (or its mirror) did not answer usefully
+│   └── CatalogLookupError         the Kubernetes API did not answer about a catalog object
+└── PermanentError             a defect or a setting; retrying does not help
+    └── SettingsError              a setting of the module is not usable (e.g. the Hub endpoint)
 """
 
 from __future__ import annotations

@@ -67,7 +67,9 @@ class HeaderReader(GGUFReader):
         super().__init__(path)
 
     def _get_field_parts(
-        self, orig_offs: int, raw_type: int,
+        self,
+        orig_offs: int,
+        raw_type: int,
     ) -> tuple[int, list[npt.NDArray[Any]], list[int], list[GGUFValueType]]:
         if GGUFValueType(raw_type) != GGUFValueType.ARRAY:
             return super()._get_field_parts(orig_offs, raw_type)

@@ -245,8 +245,9 @@ class HubClient:
         body = bytearray()
         try:
             timeout = min(self._timeout, self._remaining(ref))
-            with self._http.stream("GET", url, params=params, headers=self._headers(token),
-                                   timeout=timeout) as resp:
+            with self._http.stream(
+                "GET", url, params=params, headers=self._headers(token), timeout=timeout
+            ) as resp:
                 if missing_ok and resp.status_code == 404 and self._error_code(resp) != "RepoNotFound":
                     return None
                 self._check(resp, ref, token)
@@ -360,8 +361,14 @@ class HubClient:
 
     def _fetch(self, ref: RepoRef, token: str | None) -> ModelFacts:
         suffix = f"/revision/{quote(ref.revision, safe='')}" if ref.revision else ""
-        answer = self._request(self._api(ref, suffix), ref, token, params={"blobs": "true"},
-                               what="The model info", limit=self.limits.info_bytes)
+        answer = self._request(
+            self._api(ref, suffix),
+            ref,
+            token,
+            params={"blobs": "true"},
+            what="The model info",
+            limit=self.limits.info_bytes,
+        )
         assert answer is not None
         info = self._json(answer[1], ref, "the model info")
         if not isinstance(info, dict):
@@ -441,17 +448,23 @@ class HubClient:
             commit=commit if isinstance(sha, str) and sha else None,
             ready=True,
             format=fmt,
-            architecture=architectures[0] if isinstance(architectures, list) and architectures
-            and isinstance(architectures[0], str) else None,
+            architecture=architectures[0]
+            if isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
+            else None,
             family=_str(config.get("model_type")) or _str(gguf_info.get("architecture")),
             parameter_count=params,
             dtype=dtype,
             quantization=quant.scheme,
             quantization_bits=bits,
             context_length=_pick(
-                config, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                config,
+                "max_position_embeddings",
+                "n_positions",
+                "max_seq_len",
+                "seq_length",
                 "max_sequence_length",
-            ) or _int(gguf_info.get("context_length")),
+            )
+            or _int(gguf_info.get("context_length")),
             num_layers=_pick(config, "num_hidden_layers", "n_layer", "num_layers"),
             num_attention_heads=heads,
             num_kv_heads=kv_heads,
@@ -494,16 +507,19 @@ class HubClient:
         for _ in range(_MAX_TREE_PAGES):
             if url is None:
                 break
-            answer = self._request(url, ref, token, params=params, what="A page of the file tree",
-                                   limit=self.limits.info_bytes)
+            answer = self._request(
+                url, ref, token, params=params, what="A page of the file tree", limit=self.limits.info_bytes
+            )
             assert answer is not None
             resp, body = answer
             entries = self._json(body, ref, "the file tree")
             if not isinstance(entries, list):
                 raise self._unavailable(ref, "the file tree is not a list")
             for entry in entries:
-                if isinstance(entry, dict) and entry.get("type") == "file" and isinstance(
-                    entry.get("path"), str
+                if (
+                    isinstance(entry, dict)
+                    and entry.get("type") == "file"
+                    and isinstance(entry.get("path"), str)
                 ):
                     files[entry["path"]] = _size(entry)
             url, params = resp.links.get("next", {}).get("url"), None
@@ -519,8 +535,14 @@ class HubClient:
     ) -> dict[str, Any]:
         """config.json of the revision; the Hub's summary of it when the file is absent."""
         if "config.json" in root:
-            answer = self._request(self._file(ref, commit, "config.json"), ref, token, missing_ok=True,
-                                   what="config.json", limit=self.limits.json_bytes)
+            answer = self._request(
+                self._file(ref, commit, "config.json"),
+                ref,
+                token,
+                missing_ok=True,
+                what="config.json",
+                limit=self.limits.json_bytes,
+            )
             if answer is not None:
                 try:
                     config = json.loads(answer[1])
@@ -573,14 +595,26 @@ class HubClient:
         """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
         or a list of named templates, the `default` one or the first); None when neither holds one."""
         if "chat_template.jinja" in root:
-            got = self._request(self._file(ref, commit, "chat_template.jinja"), ref, token,
-                                what="chat_template.jinja", limit=self.limits.json_bytes, missing_ok=True)
+            got = self._request(
+                self._file(ref, commit, "chat_template.jinja"),
+                ref,
+                token,
+                what="chat_template.jinja",
+                limit=self.limits.json_bytes,
+                missing_ok=True,
+            )
             if got is not None:
                 return got[1].decode("utf-8", errors="replace")
         if "tokenizer_config.json" not in root:
             return None
-        got = self._request(self._file(ref, commit, "tokenizer_config.json"), ref, token,
-                            what="tokenizer_config.json", limit=self.limits.json_bytes, missing_ok=True)
+        got = self._request(
+            self._file(ref, commit, "tokenizer_config.json"),
+            ref,
+            token,
+            what="tokenizer_config.json",
+            limit=self.limits.json_bytes,
+            missing_ok=True,
+        )
         try:
             template = json.loads(got[1]).get("chat_template") if got is not None else None
         except (ValueError, AttributeError):
@@ -626,8 +660,14 @@ class HubClient:
         """Shard files named by a sharded checkpoint's index, or [] without an index."""
         if name not in root:
             return []
-        answer = self._request(self._file(ref, commit, name), ref, token, missing_ok=True, what=name,
-                               limit=self.limits.json_bytes)
+        answer = self._request(
+            self._file(ref, commit, name),
+            ref,
+            token,
+            missing_ok=True,
+            what=name,
+            limit=self.limits.json_bytes,
+        )
         if answer is None:
             return []
         try:
@@ -648,9 +688,7 @@ class HubClient:
             )
         return shards
 
-    def _header_counts(
-        self, ref: RepoRef, token: str | None, commit: str, files: list[str]
-    ) -> Counter[str]:
+    def _header_counts(self, ref: RepoRef, token: str | None, commit: str, files: list[str]) -> Counter[str]:
         """Element counts per dtype, read from the safetensors headers by Range requests."""
         counts: Counter[str] = Counter()
         if len(files) > self.limits.shards:
@@ -786,8 +824,9 @@ def _gguf_geometry(header: GgufHeader) -> dict[str, Any]:
         "sliding_window": window if window_layers else None,
         "sliding_window_layers": window_layers,
         "kv_lora_rank": header.arch_int("attention.kv_lora_rank"),
-        "qk_rope_head_dim": header.arch_int("rope.dimension_count") if header.arch_int(
-            "attention.kv_lora_rank") else None,
+        "qk_rope_head_dim": header.arch_int("rope.dimension_count")
+        if header.arch_int("attention.kv_lora_rank")
+        else None,
     }
     return {k: v for k, v in geometry.items() if v is not None}
 

@@ -41,17 +41,22 @@ class KubeCatalogApi:
 
     def namespace_may_read(self, reader: str, kind: CatalogKind, name: str, namespace: str) -> bool:
         """A SubjectAccessReview for the ServiceAccounts of namespace `reader`; failures are temporary."""
-        review = client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
-            user=f"system:serviceaccount:{reader}:default",
-            groups=["system:serviceaccounts", f"system:serviceaccounts:{reader}", "system:authenticated"],
-            resource_attributes=client.V1ResourceAttributes(
-                group=CATALOG_GROUP, resource=PLURALS[kind], verb="get", namespace=namespace, name=name)))
+        review = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=f"system:serviceaccount:{reader}:default",
+                groups=["system:serviceaccounts", f"system:serviceaccounts:{reader}", "system:authenticated"],
+                resource_attributes=client.V1ResourceAttributes(
+                    group=CATALOG_GROUP, resource=PLURALS[kind], verb="get", namespace=namespace, name=name
+                ),
+            )
+        )
         try:
             answer = self._auth.create_subject_access_review(review, _request_timeout=self._timeout)
         except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise CatalogLookupError(
                 f"Asking whether namespace {reader} may read {PLURALS[kind]} {namespace}/{name} failed "
-                f"({type(exc).__name__}); the next pass asks again.") from None
+                f"({type(exc).__name__}); the next pass asks again."
+            ) from None
         return bool(answer.status and answer.status.allowed)
 
     def __repr__(self) -> str:
@@ -68,7 +73,11 @@ class KubeCatalogApi:
                 )
             else:
                 obj = self._api.get_namespaced_custom_object(
-                    CATALOG_GROUP, CATALOG_VERSION, namespace, plural, name,
+                    CATALOG_GROUP,
+                    CATALOG_VERSION,
+                    namespace,
+                    plural,
+                    name,
                     _request_timeout=self._timeout,
                 )
         except client.ApiException as exc:
@@ -77,8 +86,10 @@ class KubeCatalogApi:
             delay = 30.0 if exc.status == 429 else 10.0
             why = ""
             if exc.status in (401, 403):
-                why = (": the controller may not read catalog objects, a permission the module grants "
-                       "unless catalog.mode is None; an administrator's subject")
+                why = (
+                    ": the controller may not read catalog objects, a permission the module grants "
+                    "unless catalog.mode is None; an administrator's subject"
+                )
             raise CatalogLookupError(
                 f"Reading {what} from the Kubernetes API failed (HTTP {exc.status} {exc.reason}{why}); "
                 "the next pass asks again.",

@@ -18,9 +18,7 @@ def _names(items: list[EndpointType] | list[str]) -> str:
     return ", ".join(str(i) for i in items) if items else "none"
 
 
-def admit(
-    facts: ModelFacts, class_spec: InferenceServiceClassSpec | None
-) -> EndpointType | Refusal | None:
+def admit(facts: ModelFacts, class_spec: InferenceServiceClassSpec | None) -> EndpointType | Refusal | None:
     """The endpoint type the order gets, None for a class-less order, or the policy's refusal.
 
     Effective set = the class's allowedEndpointTypes narrowed by the endpoint types the source says

@@ -53,8 +53,10 @@ class ProbeResult(BaseModel):
     reason: str = Field(default="", description="Short and human: 'HTTP 401', 'connection refused'.")
     status_code: int | None = None
     latency_seconds: float = 0.0
-    probed_at: datetime = Field(default_factory=now, description="When it ran (second precision): "
-                                "the order's record counts a failed probe once.")
+    probed_at: datetime = Field(
+        default_factory=now,
+        description="When it ran (second precision): the order's record counts a failed probe once.",
+    )
 
     @property
     def ok(self) -> bool:
@@ -85,8 +87,9 @@ def judge_response(status_code: int, body: bytes, model: str | None) -> tuple[Pr
     return ProbeOutcome.OK, ""
 
 
-def _transport_failure(error: OSError | http.client.HTTPException,
-                       timeout: float) -> tuple[ProbeOutcome, str]:
+def _transport_failure(
+    error: OSError | http.client.HTTPException, timeout: float
+) -> tuple[ProbeOutcome, str]:
     if isinstance(error, TimeoutError):
         return ProbeOutcome.TIMEOUT, f"no answer within {timeout:g}s"
     if isinstance(error, ConnectionRefusedError):
@@ -245,8 +248,9 @@ class Prober:
         if self.metrics is not None:
             self.metrics.observe(namespace, name, outcome.value, latency)
         # Built from values this module made itself: validation would only cost (a probe per order a period).
-        return ProbeResult.model_construct(outcome=outcome, reason=reason, status_code=code,
-                                           latency_seconds=latency, probed_at=now())
+        return ProbeResult.model_construct(
+            outcome=outcome, reason=reason, status_code=code, latency_seconds=latency, probed_at=now()
+        )
 
     def close(self) -> None:
         """Close the kept-alive connections."""

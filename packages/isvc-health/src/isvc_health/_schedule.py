@@ -59,8 +59,9 @@ class ProbeSchedule:
     """Probe each watched order every `period` seconds; call `wake(namespace, name)` when its pass has
     something new to judge. Results older than two periods (the schedule fell behind) are not offered."""
 
-    def __init__(self, prober: Prober, period: float, *, workers: int = 4,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, prober: Prober, period: float, *, workers: int = 4, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if period < 1:
             raise ValueError("the probe period must be at least one second (probe times are kept in seconds)")
         self.prober = prober
@@ -155,8 +156,14 @@ class ProbeSchedule:
 
     def _probe(self, target: ProbeTarget, generation: int) -> None:
         try:
-            result = self.prober.probe(target.namespace, target.name, service=target.service,
-                                       port=target.port, token=target.token, model=target.model)
+            result = self.prober.probe(
+                target.namespace,
+                target.name,
+                service=target.service,
+                port=target.port,
+                token=target.token,
+                model=target.model,
+            )
         except Exception:  # the prober never raises for a failed probe; anything else must not stop the loop
             log.exception("probing %s/%s failed", target.namespace, target.name)
             result = None

@@ -38,8 +38,12 @@ def record_from_ready(ready: Condition | None) -> HealthStatus:
     if ready.status == "True":
         return HealthStatus(ever_ready=True)
     if ready.status == "False" and ready.reason == Reason.SERVICE_UNHEALTHY.value:
-        return HealthStatus(ever_ready=True, consecutive_failures=1 << 16,
-                            first_failure_time=ready.last_transition_time, last_failure=ready.message)
+        return HealthStatus(
+            ever_ready=True,
+            consecutive_failures=1 << 16,
+            first_failure_time=ready.last_transition_time,
+            last_failure=ready.message,
+        )
     return HealthStatus()
 
 
@@ -61,27 +65,48 @@ def judge_health(
     record = record or HealthStatus()
     if result.ok:
         return HealthStatus(ever_ready=True), Verdict.ok(StatusReason.SERVING, "The inference API answers.")
-    counted = (record.consecutive_failures > 0 and record.last_failure_time is not None
-               and result.probed_at <= record.last_failure_time)
+    counted = (
+        record.consecutive_failures > 0
+        and record.last_failure_time is not None
+        and result.probed_at <= record.last_failure_time
+    )
     if not counted:
-        first = (record.first_failure_time if record.consecutive_failures and record.first_failure_time
-                 else result.probed_at)
-        record = HealthStatus(ever_ready=record.ever_ready,
-                              consecutive_failures=record.consecutive_failures + 1,
-                              first_failure_time=first, last_failure_time=result.probed_at,
-                              last_failure=result.reason)
+        first = (
+            record.first_failure_time
+            if record.consecutive_failures and record.first_failure_time
+            else result.probed_at
+        )
+        record = HealthStatus(
+            ever_ready=record.ever_ready,
+            consecutive_failures=record.consecutive_failures + 1,
+            first_failure_time=first,
+            last_failure_time=result.probed_at,
+            last_failure=result.reason,
+        )
     reason = record.last_failure or result.reason
     if not record.ever_ready:
-        return record, Verdict.refuse(Reason.HEALTH_CHECK_FAILED, (
-            f"The inference API has not answered yet ({reason}); the order becomes Ready "
-            f"after the first successful probe."))
+        return record, Verdict.refuse(
+            Reason.HEALTH_CHECK_FAILED,
+            (
+                f"The inference API has not answered yet ({reason}); the order becomes Ready "
+                f"after the first successful probe."
+            ),
+        )
     first = record.first_failure_time or now
     span = (now - first).total_seconds()
     if _sustained(record, now, settings):
-        return record, Verdict.refuse(Reason.SERVICE_UNHEALTHY, (
-            f"The inference API stopped answering: {reason}; {record.consecutive_failures} probes "
-            f"failed in a row over {span:.0f}s. The workload stays; the order is Ready again after the "
-            f"next successful probe."))
-    return record, Verdict.ok(StatusReason.SERVING, (
-        f"The inference API answers; the last probe failed ({reason}), "
-        f"{record.consecutive_failures} of {settings.failure_threshold} before it counts as sustained."))
+        return record, Verdict.refuse(
+            Reason.SERVICE_UNHEALTHY,
+            (
+                f"The inference API stopped answering: {reason}; {record.consecutive_failures} probes "
+                f"failed in a row over {span:.0f}s. The workload stays; the order is Ready again after the "
+                f"next successful probe."
+            ),
+        )
+    return record, Verdict.ok(
+        StatusReason.SERVING,
+        (
+            f"The inference API answers; the last probe failed ({reason}), "
+            f"{record.consecutive_failures} of {settings.failure_threshold} before it counts as sustained."
+        ),
+    )

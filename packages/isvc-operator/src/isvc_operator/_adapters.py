@@ -71,8 +71,12 @@ class Recipes:
         return self.book.requirements(facts, endpoint_type)
 
     def compile(
-        self, facts: ModelFacts, endpoint_type: EndpointType | None, placement: Placement,
-        estimates: Estimates, served_name: str,
+        self,
+        facts: ModelFacts,
+        endpoint_type: EndpointType | None,
+        placement: Placement,
+        estimates: Estimates,
+        served_name: str,
     ) -> CompiledRuntime | Refusal:
         return self.book.compile(facts, endpoint_type, placement, estimates, served_name)
 
@@ -81,34 +85,56 @@ class PlannerService:
     """PlannerPort over the planner client, through the waiting room; a planner that does not answer is
     temporary."""
 
-    def __init__(self, client: isvc_planner_client.PlannerClient, room: WaitingRoom,
-                 judged: TTLCache[str, Refusal | None] | None = None) -> None:
+    def __init__(
+        self,
+        client: isvc_planner_client.PlannerClient,
+        room: WaitingRoom,
+        judged: TTLCache[str, Refusal | None] | None = None,
+    ) -> None:
         self.client = client
         self.room = room
         # A placement judged a minute ago is judged the same now: a steady order asks the planner nothing.
         self.judged: TTLCache[str, Refusal | None] = judged if judged is not None else TTLCache(10_000, 60.0)
 
     def plan(
-        self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
-        requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
+        self,
+        order: InferenceService,
+        facts: ModelFacts,
+        policy: EffectivePolicy,
+        requirements: RuntimeRequirements | None,
+        holding: Placement | None,
+        refused: str | None = None,
         dry_run: bool = False,
     ) -> PlanOutcome:
-        scheduler = (isvc_planner_client.SchedulerRefusal(placement=holding, message=refused)
-                     if refused is not None and holding is not None else None)
+        scheduler = (
+            isvc_planner_client.SchedulerRefusal(placement=holding, message=refused)
+            if refused is not None and holding is not None
+            else None
+        )
         request = isvc_planner_client.PlanRequest(
-            order=isvc_planner_client.OrderRef(namespace=order.metadata.namespace or "",
-                                               name=order.metadata.name, uid=order.metadata.uid),
-            facts=facts, accelerator_policy=policy.accelerator,
-            priority_class_name=policy.priority_class_name, requirements=requirements, holding=holding,
-            refused=scheduler, dry_run=dry_run,
+            order=isvc_planner_client.OrderRef(
+                namespace=order.metadata.namespace or "", name=order.metadata.name, uid=order.metadata.uid
+            ),
+            facts=facts,
+            accelerator_policy=policy.accelerator,
+            priority_class_name=policy.priority_class_name,
+            requirements=requirements,
+            holding=holding,
+            refused=scheduler,
+            dry_run=dry_run,
         )
         try:
             # An estimate reserves nothing and never joins the waiting room.
             answer, placed = (self.client.plan(request), []) if dry_run else self.room.plan(request)
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        return PlanOutcome(placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal,
-                           preempt=[(v.namespace, v.name) for v in answer.preempt], placed_together=placed)
+        return PlanOutcome(
+            placement=answer.placement,
+            estimates=answer.estimates,
+            refusal=answer.refusal,
+            preempt=[(v.namespace, v.name) for v in answer.preempt],
+            placed_together=placed,
+        )
 
     def release(self, namespace: str, name: str) -> None:
         self.room.forget(namespace, name)
@@ -132,20 +158,38 @@ class PlannerService:
 class Workload:
     """WorkloadPort over isvc-workload; a plan it cannot express is WorkloadUnbuildable."""
 
-    def __init__(self, settings: isvc_workload.WorkloadSettings, cert_manager: Callable[[], bool],
-                 priority_value: Callable[[str | None], int]) -> None:
+    def __init__(
+        self,
+        settings: isvc_workload.WorkloadSettings,
+        cert_manager: Callable[[], bool],
+        priority_value: Callable[[str | None], int],
+    ) -> None:
         self.settings = settings
         self.cert_manager = cert_manager
         self.priority_value = priority_value
 
-    def manifests(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy,
-                  auth_secret: str | None, token_digest: str | None = None) -> list[Obj]:
+    def manifests(
+        self,
+        order: InferenceService,
+        plan: LaunchPlanSpec,
+        policy: EffectivePolicy,
+        auth_secret: str | None,
+        token_digest: str | None = None,
+    ) -> list[Obj]:
         try:
             inputs = isvc_workload.WorkloadInputs.from_plan(
-                order, plan, policy.spec, exposure=policy.exposure,
-                priority=self.priority_value(policy.priority_class_name), token_digest=token_digest)
-            out = [isvc_workload.resource_claim_template(inputs),
-                   isvc_workload.statefulset(inputs, self.settings), isvc_workload.service(inputs)]
+                order,
+                plan,
+                policy.spec,
+                exposure=policy.exposure,
+                priority=self.priority_value(policy.priority_class_name),
+                token_digest=token_digest,
+            )
+            out = [
+                isvc_workload.resource_claim_template(inputs),
+                isvc_workload.statefulset(inputs, self.settings),
+                isvc_workload.service(inputs),
+            ]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
             hpa = isvc_workload.autoscaler(inputs)
@@ -170,21 +214,32 @@ class Workload:
 
     def endpoint(self, order: InferenceService, policy: EffectivePolicy) -> str:
         try:
-            return isvc_workload.endpoint_url(order.metadata.name, order.metadata.namespace or "",
-                                              policy.exposure.type, self.settings)
+            return isvc_workload.endpoint_url(
+                order.metadata.name, order.metadata.namespace or "", policy.exposure.type, self.settings
+            )
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
 
-    def judge(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
-              previous: StartupFailure | None,
-              read_log: Callable[[str, str], str | None]) -> tuple[Verdict, StartupFailure | None]:
+    def judge(
+        self,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        previous: StartupFailure | None,
+        read_log: Callable[[str, str], str | None],
+    ) -> tuple[Verdict, StartupFailure | None]:
         return isvc_workload.judge_workload(deployment, pods, claims, previous, read_log)
 
-    def growth(self, deployment: Obj | None, pods: list[Obj], claims: list[Obj],
-               policy: EffectivePolicy) -> tuple[Verdict, list[tuple[str, str]]]:
+    def growth(
+        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+    ) -> tuple[Verdict, list[tuple[str, str]]]:
         verdict, unplaced = isvc_workload.judge_growth(
-            deployment, pods, claims, autoscaler=policy.constraints.autoscaler,
-            min_replicas=policy.constraints.min_replicas)
+            deployment,
+            pods,
+            claims,
+            autoscaler=policy.constraints.autoscaler,
+            min_replicas=policy.constraints.min_replicas,
+        )
         return verdict, [(r.pod, r.event_message) for r in unplaced]
 
 
@@ -195,8 +250,13 @@ class Health:
     result changes; a pass uses the schedule's latest result and probes itself only when there is none.
     """
 
-    def __init__(self, prober: isvc_health.Prober, settings: isvc_health.HealthSettings,
-                 period: float, schedule: isvc_health.ProbeSchedule | None = None) -> None:
+    def __init__(
+        self,
+        prober: isvc_health.Prober,
+        settings: isvc_health.HealthSettings,
+        period: float,
+        schedule: isvc_health.ProbeSchedule | None = None,
+    ) -> None:
         self.prober = prober
         self.settings = settings
         self._period = period
@@ -210,8 +270,16 @@ class Health:
     def watched(self) -> bool:
         return self.schedule is not None
 
-    def check(self, namespace: str, name: str, port: int, token: str | None, model: str | None,
-              record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+    def check(
+        self,
+        namespace: str,
+        name: str,
+        port: int,
+        token: str | None,
+        model: str | None,
+        record: HealthStatus,
+        at: datetime,
+    ) -> tuple[HealthStatus, Verdict]:
         target = isvc_health.ProbeTarget(namespace, name, name, port, token, model)
         result = self.schedule.latest(target) if self.schedule is not None else None
         if result is None:
@@ -221,8 +289,9 @@ class Health:
         return isvc_health.judge_health(record, result, at, self.settings)
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
-        result = isvc_health.ProbeResult(outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why,
-                                         probed_at=at)
+        result = isvc_health.ProbeResult(
+            outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why, probed_at=at
+        )
         return isvc_health.judge_health(record, result, at, self.settings)
 
     def forget(self, namespace: str, name: str) -> None:

@@ -29,8 +29,12 @@ GV = f"{GROUP}/{VERSION}"
 class ClassReconciler:
     """Level-triggered over one class: its Ready condition says whether every part of it holds."""
 
-    def __init__(self, cluster: Cluster, selector_error: Callable[[str], str | None],
-                 clock: Callable[[], datetime] = now) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        selector_error: Callable[[str], str | None],
+        clock: Callable[[], datetime] = now,
+    ) -> None:
         self.cluster = cluster
         self.selector_error = selector_error
         self.clock = clock
@@ -47,14 +51,28 @@ class ClassReconciler:
         selector = spec.accelerator_policy.selector if spec.accelerator_policy else None
         reason, message = judge_class(spec, pc_exists, self.selector_error(selector) if selector else None)
         previous = klass.status or InferenceServiceClassStatus()
-        conditions = set_condition(previous.conditions, Condition(
-            type="Ready", status="True" if reason == ClassReason.READY else "False",
-            reason=reason.value, message=message, observed_generation=klass.metadata.generation,
-        ), at=self.clock())
-        status = InferenceServiceClassStatus(observed_generation=klass.metadata.generation,
-                                             conditions=conditions)
+        conditions = set_condition(
+            previous.conditions,
+            Condition(
+                type="Ready",
+                status="True" if reason == ClassReason.READY else "False",
+                reason=reason.value,
+                message=message,
+                observed_generation=klass.metadata.generation,
+            ),
+            at=self.clock(),
+        )
+        status = InferenceServiceClassStatus(
+            observed_generation=klass.metadata.generation, conditions=conditions
+        )
         if status.to_wire() == previous.to_wire():
             return
-        self.cluster.apply_status({"apiVersion": GV, "kind": "InferenceServiceClass",
-                                   "metadata": {"name": name}, "status": status.to_wire()})
+        self.cluster.apply_status(
+            {
+                "apiVersion": GV,
+                "kind": "InferenceServiceClass",
+                "metadata": {"name": name},
+                "status": status.to_wire(),
+            }
+        )
         log.debug("class %s: %s", name, reason.value)

@@ -70,20 +70,31 @@ class Controller:
         self.workers = workers
         self._threads: list[threading.Thread] = []
         registry = registry or CollectorRegistry()
-        self.passes = Counter("isvc_reconcile_total", "Reconcile passes", ["kind", "result"],
-                              registry=registry)
-        self.latency = Histogram("isvc_reconcile_duration_seconds", "Reconcile pass duration", ["kind"],
-                                 registry=registry)
-        self.adds = Counter("isvc_workqueue_adds_total", "Keys handed to a worker", ["kind"],
-                            registry=registry)
-        self.retries = Counter("isvc_workqueue_retries_total", "Keys requeued after a failed pass", ["kind"],
-                               registry=registry)
-        self.timed = Counter("isvc_order_timed_requeues_total", "Order passes that asked to be passed again "
-                             "after a delay, by the order's status reason", ["reason"], registry=registry)
+        self.passes = Counter(
+            "isvc_reconcile_total", "Reconcile passes", ["kind", "result"], registry=registry
+        )
+        self.latency = Histogram(
+            "isvc_reconcile_duration_seconds", "Reconcile pass duration", ["kind"], registry=registry
+        )
+        self.adds = Counter(
+            "isvc_workqueue_adds_total", "Keys handed to a worker", ["kind"], registry=registry
+        )
+        self.retries = Counter(
+            "isvc_workqueue_retries_total", "Keys requeued after a failed pass", ["kind"], registry=registry
+        )
+        self.timed = Counter(
+            "isvc_order_timed_requeues_total",
+            "Order passes that asked to be passed again after a delay, by the order's status reason",
+            ["reason"],
+            registry=registry,
+        )
         self.secret_refs = SecretRefs()
         self._running: dict[str, float] = {}  # worker thread name -> when its pass began
-        Gauge("isvc_workqueue_longest_running_seconds", "How long the longest pass in progress has run",
-              registry=registry).set_function(self.longest_running)
+        Gauge(
+            "isvc_workqueue_longest_running_seconds",
+            "How long the longest pass in progress has run",
+            registry=registry,
+        ).set_function(self.longest_running)
         depth = Gauge("isvc_workqueue_depth", "Keys waiting in a work queue", ["kind"], registry=registry)
         depth.labels("order").set_function(lambda: len(self.order_queue))
         depth.labels("class").set_function(lambda: len(self.class_queue))
@@ -120,8 +131,12 @@ class Controller:
                 ref = model.get("ref") or {}
                 here = order["metadata"].get("namespace")
                 where = (ref.get("namespace") or here) if kind == "Model" else None
-                if model.get("src") == "AIModels" and ref.get("kind") == kind and ref.get("name") == name \
-                        and where == home:
+                if (
+                    model.get("src") == "AIModels"
+                    and ref.get("kind") == kind
+                    and ref.get("name") == name
+                    and where == home
+                ):
                     orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
 
         def on_priority(_: str, obj: Obj) -> None:
@@ -185,8 +200,11 @@ class Controller:
             try:
                 holders = list(self.holders())
             except Exception as exc:  # the planner is down or starting: ask again
-                log.info("the planner did not list its reservations (%s); asking again in %.0fs",
-                         type(exc).__name__, SWEEP_RETRY)
+                log.info(
+                    "the planner did not list its reservations (%s); asking again in %.0fs",
+                    type(exc).__name__,
+                    SWEEP_RETRY,
+                )
                 if self._stopping.wait(SWEEP_RETRY):
                     return False
                 continue
@@ -270,8 +288,11 @@ class OrdersByPhase(Collector):
         self.orders = orders
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = GaugeMetricFamily("isvc_orders", "Orders by phase and by the reason of the first condition "
-                                   "that is not True", labels=["phase", "reason"])
+        family = GaugeMetricFamily(
+            "isvc_orders",
+            "Orders by phase and by the reason of the first condition that is not True",
+            labels=["phase", "reason"],
+        )
         counts: dict[tuple[str, str], int] = {}
         for order in self.orders():
             status = order.get("status") or {}

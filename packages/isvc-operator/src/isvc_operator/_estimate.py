@@ -53,7 +53,7 @@ def _warnings(facts: list[tuple[str, str]]) -> list[str]:
     """key=value warnings within the API server's limit; long values split, the explanation dropped first."""
     lines: list[str] = []
     for key, value in facts:
-        chunks = [value[i:i + _VALUE] for i in range(0, len(value), _VALUE)] or [""]
+        chunks = [value[i : i + _VALUE] for i in range(0, len(value), _VALUE)] or [""]
         lines += [f"{PREFIX}{key}={chunk}" for chunk in chunks]
     while sum(len(line) for line in lines) > _LIMIT and any("explanation=" in line for line in lines):
         lines.remove(next(line for line in reversed(lines) if "explanation=" in line))
@@ -76,10 +76,18 @@ class Estimator:
                 warnings = _warnings(facts)
             except Exception as exc:  # an estimate never blocks or breaks a dry run
                 log.exception("estimate failed")
-                warnings = _warnings([("version", "1"), ("verdict", "Unknown"),
-                                      ("message", f"the estimate failed: {type(exc).__name__}: {exc}")])
-        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                "response": {"uid": request.get("uid", ""), "allowed": True, "warnings": warnings}}
+                warnings = _warnings(
+                    [
+                        ("version", "1"),
+                        ("verdict", "Unknown"),
+                        ("message", f"the estimate failed: {type(exc).__name__}: {exc}"),
+                    ]
+                )
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": request.get("uid", ""), "allowed": True, "warnings": warnings},
+        }
 
     def estimate(self, obj: Obj, namespace: str) -> list[tuple[str, str]]:
         """(key, value) facts of what the order in `obj` would get in `namespace`."""
@@ -98,8 +106,13 @@ class Estimator:
 
     def _refused(self, type_: ConditionType, verdict: Verdict, scope: OrderScope) -> list[tuple[str, str]]:
         verdict_word = "Unknown" if verdict.status == "Unknown" else "Refused"
-        facts = [("verdict", verdict_word), ("class", scope.order.spec.inference_service_class_name or ""),
-                 ("condition", type_.value), ("reason", verdict.reason), ("message", verdict.message)]
+        facts = [
+            ("verdict", verdict_word),
+            ("class", scope.order.spec.inference_service_class_name or ""),
+            ("condition", type_.value),
+            ("reason", verdict.reason),
+            ("message", verdict.message),
+        ]
         if scope.endpoint_type is not None:
             facts.append(("endpointType", scope.endpoint_type.value))
         return facts
@@ -113,24 +126,38 @@ class Estimator:
         if isinstance(requirements, Refusal):
             return self._refusal(scope, requirements)
         try:
-            outcome = self.d.planner.plan(scope.order, scope.facts, scope.policy, requirements, None,
-                                          dry_run=True)
+            outcome = self.d.planner.plan(
+                scope.order, scope.facts, scope.policy, requirements, None, dry_run=True
+            )
         except TemporaryError as exc:
-            return self._refused(ConditionType.PLANNED, Verdict(
-                status="Unknown", reason=Reason.PLANNER_REQUEST_FAILED.value,
-                message=f"the planner did not answer ({exc})"), scope)
+            return self._refused(
+                ConditionType.PLANNED,
+                Verdict(
+                    status="Unknown",
+                    reason=Reason.PLANNER_REQUEST_FAILED.value,
+                    message=f"the planner did not answer ({exc})",
+                ),
+                scope,
+            )
         if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
-            return self._refusal(scope, outcome.refusal or Refusal(
-                reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement"))
+            return self._refusal(
+                scope,
+                outcome.refusal
+                or Refusal(
+                    reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement"
+                ),
+            )
         served = scope.order.spec.model.ref.name.split("@", 1)[0]
-        compiled = self.d.recipes.compile(scope.facts, scope.endpoint_type, outcome.placement,
-                                          outcome.estimates, served)
+        compiled = self.d.recipes.compile(
+            scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates, served
+        )
         if isinstance(compiled, Refusal):
             return self._refusal(scope, compiled)
         plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled)
-        facts: list[tuple[str, str]] = [("verdict", "Planned"),
-                                        ("class", scope.order.spec.inference_service_class_name or "")]
+        facts: list[tuple[str, str]] = [
+            ("verdict", "Planned"),
+            ("class", scope.order.spec.inference_service_class_name or ""),
+        ]
         if scope.endpoint_type is not None:
             facts.append(("endpointType", scope.endpoint_type.value))
         return facts + _facts_of(plan)
-

@@ -335,8 +335,12 @@ class Informer:
                     # The watcher's raw events, not DynamicClient.watch's: that wraps every event in a
                     # ResourceInstance the cache would drop at once.
                     for event in self._watcher.stream(
-                        resource.get, label_selector=self._selector, resource_version=version,
-                        timeout_seconds=60, allow_watch_bookmarks=True, serialize=False,
+                        resource.get,
+                        label_selector=self._selector,
+                        resource_version=version,
+                        timeout_seconds=60,
+                        allow_watch_bookmarks=True,
+                        serialize=False,
                     ):
                         kind, raw = event["type"], event["raw_object"]
                         if kind == "ERROR":
@@ -399,8 +403,13 @@ class KubeCluster:
     """The operator's view of the cluster (the Cluster port): cached reads through informers where one
     holds the kind, live reads of orders, plans and Secrets, writes by server-side apply."""
 
-    def __init__(self, api: k8s.ApiClient, catalog_enabled: bool = True,
-                 requests: Callable[[str, str], None] | None = None, resync: float | None = None) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        catalog_enabled: bool = True,
+        requests: Callable[[str, str], None] | None = None,
+        resync: float | None = None,
+    ) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
         self._count(requests or (lambda verb, code: None))
@@ -415,31 +424,47 @@ class KubeCluster:
         self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel, transform=compact_pod)
         self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
-        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate",
-                                  label_selector=sel)
+        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel)
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
-        self.catalog = [Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel")
-                        if catalog_enabled]
+        self.catalog = [
+            Informer(self.dyn, catalog_gv, kind) for kind in ("Model", "ClusterModel") if catalog_enabled
+        ]
         # Secrets: their metadata only, and nothing kept — an event says which Secret changed, and the
         # orders naming it are passed; a pass reads the one Secret it needs live (get_secret).
         self.secrets = Informer(self.dyn, "v1", "Secret", metadata_only=True, store=False)
         self.informers = [
-            self.orders, self.classes, self.plans, self.statefulsets, self.deployments, self.pods,
-            self.claims, self.templates, self.ingresses, self.services, self.autoscalers,
-            self.priority_classes, self.secrets, *self.catalog,
+            self.orders,
+            self.classes,
+            self.plans,
+            self.statefulsets,
+            self.deployments,
+            self.pods,
+            self.claims,
+            self.templates,
+            self.ingresses,
+            self.services,
+            self.autoscalers,
+            self.priority_classes,
+            self.secrets,
+            *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
         self._plan_index = _PlanIndex(self.plans)
-        self._owned = {"StatefulSet": self.statefulsets, "Deployment": self.deployments, "Pod": self.pods,
-                       "ResourceClaim": self.claims,
-                       "ResourceClaimTemplate": self.templates, "Ingress": self.ingresses,
-                       "HorizontalPodAutoscaler": self.autoscalers,
-                       "Service": self.services}
+        self._owned = {
+            "StatefulSet": self.statefulsets,
+            "Deployment": self.deployments,
+            "Pod": self.pods,
+            "ResourceClaim": self.claims,
+            "ResourceClaimTemplate": self.templates,
+            "Ingress": self.ingresses,
+            "HorizontalPodAutoscaler": self.autoscalers,
+            "Service": self.services,
+        }
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every informer and wait until each has listed once."""
@@ -545,7 +570,11 @@ class KubeCluster:
         for previous in (True, False):
             try:
                 text: str = self.core.read_namespaced_pod_log(
-                    pod, namespace, container=container, tail_lines=lines, previous=previous,
+                    pod,
+                    namespace,
+                    container=container,
+                    tail_lines=lines,
+                    previous=previous,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
                 if text and not text.startswith(LOG_GONE_NOTICES):
@@ -559,8 +588,9 @@ class KubeCluster:
         (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""
         selector = f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"
         try:
-            events = self.core.list_namespaced_event(namespace, field_selector=selector,
-                                                     _request_timeout=REQUEST_TIMEOUT).items
+            events = self.core.list_namespaced_event(
+                namespace, field_selector=selector, _request_timeout=REQUEST_TIMEOUT
+            ).items
         except ApiException as exc:
             log.warning("events of %s %s/%s not read: %s", kind, namespace, name, exc.reason)
             return None
@@ -588,8 +618,12 @@ class KubeCluster:
         namespace = meta.get("namespace") if resource.namespaced else None
         path = resource.path(name=meta["name"], namespace=namespace)
         out: Obj = self.dyn.request(
-            "patch", path, body=apply_body(manifest), content_type="application/apply-patch+yaml",
-            field_manager=MANAGER, force_conflicts=True,
+            "patch",
+            path,
+            body=apply_body(manifest),
+            content_type="application/apply-patch+yaml",
+            field_manager=MANAGER,
+            force_conflicts=True,
         ).to_dict()
         return out
 
@@ -623,15 +657,23 @@ class KubeCluster:
         body = k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta.get("namespace")),
             involved_object=k8s.V1ObjectReference(
-                api_version=involved.get("apiVersion"), kind=involved.get("kind"),
-                name=meta["name"], namespace=meta.get("namespace"), uid=meta.get("uid"),
+                api_version=involved.get("apiVersion"),
+                kind=involved.get("kind"),
+                name=meta["name"],
+                namespace=meta.get("namespace"),
+                uid=meta.get("uid"),
             ),
-            reason=reason, message=message[:1024], type=type_,
-            first_timestamp=now, last_timestamp=now, count=1,
+            reason=reason,
+            message=message[:1024],
+            type=type_,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
             source=k8s.V1EventSource(component=MANAGER),
         )
         try:
-            self.core.create_namespaced_event(meta.get("namespace") or "default", body,
-                                              _request_timeout=REQUEST_TIMEOUT)
+            self.core.create_namespaced_event(
+                meta.get("namespace") or "default", body, _request_timeout=REQUEST_TIMEOUT
+            )
         except ApiException as exc:
             log.warning("event %s on %s not recorded: %s", reason, meta["name"], exc.reason)

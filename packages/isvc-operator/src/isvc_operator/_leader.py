@@ -41,9 +41,16 @@ class LeaderElector:
     counts, and leading stops once no renewal succeeded within `renew_deadline` (< `duration`).
     """
 
-    def __init__(self, api: k8s.ApiClient, namespace: str, name: str = "isvc-controller",
-                 duration: float = 10.0, renew: float = 2.0, renew_deadline: float = 7.0,
-                 timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        namespace: str,
+        name: str = "isvc-controller",
+        duration: float = 10.0,
+        renew: float = 2.0,
+        renew_deadline: float = 7.0,
+        timeout: float = 5.0,
+    ) -> None:
         if not renew < renew_deadline < duration:
             raise ValueError("leader election needs renew < renew_deadline < duration")
         self.api = k8s.CoordinationV1Api(api)
@@ -65,8 +72,13 @@ class LeaderElector:
                 raise
             body = k8s.V1Lease(
                 metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                spec=k8s.V1LeaseSpec(holder_identity=self.identity, acquire_time=now, renew_time=now,
-                                     lease_duration_seconds=int(self.duration)))
+                spec=k8s.V1LeaseSpec(
+                    holder_identity=self.identity,
+                    acquire_time=now,
+                    renew_time=now,
+                    lease_duration_seconds=int(self.duration),
+                ),
+            )
             try:
                 self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.timeout)
                 return True
@@ -87,8 +99,12 @@ class LeaderElector:
         spec.renew_time = now
         spec.lease_duration_seconds = int(self.duration)
         try:
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease,  # resourceVersion guards it
-                                             _request_timeout=self.timeout)
+            self.api.replace_namespaced_lease(
+                self.name,
+                self.namespace,
+                lease,  # resourceVersion guards it
+                _request_timeout=self.timeout,
+            )
             return True
         except ApiException as exc:
             if exc.status == 409:
@@ -119,8 +135,12 @@ class LeaderElector:
                 except Exception as exc:  # a transport error or a timeout counts as much as a refusal
                     log.warning("renewing lease %s/%s failed: %s", self.namespace, self.name, exc)
                 if not keep_leading(last_ok, time.monotonic(), self.renew_deadline):
-                    log.error("lost the lease %s/%s: no renewal for %.0fs", self.namespace, self.name,
-                              self.renew_deadline)
+                    log.error(
+                        "lost the lease %s/%s: no renewal for %.0fs",
+                        self.namespace,
+                        self.name,
+                        self.renew_deadline,
+                    )
                     on_lost()
                     return
 
@@ -136,8 +156,13 @@ class LeaderElector:
             if lease.spec is not None and lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = None
                 lease.spec.renew_time = None
-                self.api.replace_namespaced_lease(self.name, self.namespace, lease,
-                                                 _request_timeout=self.timeout)
+                self.api.replace_namespaced_lease(
+                    self.name, self.namespace, lease, _request_timeout=self.timeout
+                )
         except Exception as exc:  # an API server that is down too: the lease simply expires
-            log.warning("releasing lease %s/%s: %s", self.namespace, self.name,
-                        exc.reason if isinstance(exc, ApiException) else type(exc).__name__)
+            log.warning(
+                "releasing lease %s/%s: %s",
+                self.namespace,
+                self.name,
+                exc.reason if isinstance(exc, ApiException) else type(exc).__name__,
+            )

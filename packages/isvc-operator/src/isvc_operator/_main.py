@@ -54,52 +54,107 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="out-of-cluster credentials; absent: the pod's service account")
     p.add_argument("--namespace", default="d8-isvc", help="the module's own namespace")
     p.add_argument("--planner-url", default="http://isvc-planner.d8-isvc.svc:8080")
-    p.add_argument("--planner-token-file", type=Path, default=isvc_planner_client.SERVICE_ACCOUNT_TOKEN,
-                   help="bearer token the planner checks (TokenReview), re-read when it rotates; "
-                   "default: the pod's ServiceAccount token")
+    p.add_argument(
+        "--planner-token-file",
+        type=Path,
+        default=isvc_planner_client.SERVICE_ACCOUNT_TOKEN,
+        help="bearer token the planner checks (TokenReview), re-read when it rotates; "
+        "default: the pod's ServiceAccount token",
+    )
     p.add_argument("--catalog-mode", default="AIModels", choices=["AIModels", "None"])
     p.add_argument("--huggingface-endpoint", default=isvc_catalog.DEFAULT_ENDPOINT)
-    p.add_argument("--hub-deadline-seconds", type=float, default=isvc_catalog.HubLimits().deadline,
-                   help="longest one model resolution may read from the Hub, every request together; past it "
-                   "the order is InvalidModelSource")
-    p.add_argument("--public-domain-template", default=None,
-                   help="e.g. %%s.example.com: External endpoints are <order>-<namespace>.example.com")
+    p.add_argument(
+        "--hub-deadline-seconds",
+        type=float,
+        default=isvc_catalog.HubLimits().deadline,
+        help="longest one model resolution may read from the Hub, every request together; past it "
+        "the order is InvalidModelSource",
+    )
+    p.add_argument(
+        "--public-domain-template",
+        default=None,
+        help="e.g. %%s.example.com: External endpoints are <order>-<namespace>.example.com",
+    )
     p.add_argument("--cluster-issuer", default=None)
-    p.add_argument("--cert-manager", type=_bool, default=None,
-                   help="whether cert-manager is installed; absent: ask the API server")
-    p.add_argument("--health-period-seconds", type=_period, default=30.0,
-                   help="how often each served order's inference API is probed, apart from its passes")
-    p.add_argument("--probe-workers", type=int, default=4,
-                   help="threads that probe served orders (a probe that hangs holds one for its timeout)")
+    p.add_argument(
+        "--cert-manager",
+        type=_bool,
+        default=None,
+        help="whether cert-manager is installed; absent: ask the API server",
+    )
+    p.add_argument(
+        "--health-period-seconds",
+        type=_period,
+        default=30.0,
+        help="how often each served order's inference API is probed, apart from its passes",
+    )
+    p.add_argument(
+        "--probe-workers",
+        type=int,
+        default=4,
+        help="threads that probe served orders (a probe that hangs holds one for its timeout)",
+    )
     p.add_argument("--health-failure-threshold", type=int, default=3)
-    p.add_argument("--runtime-recipes", type=Path, default=None,
-                   help="YAML list of administrator recipes that add to or override the shipped ones")
-    p.add_argument("--probe-url-template", default=None,
-                   help="endpoint-resolution seam: where the probe dials, e.g. "
-                   "http://127.0.0.1:18080/{namespace}/{name}; absent: the order's Service DNS name")
-    p.add_argument("--model-fetch-image", default=None,
-                   help="image with the `hf` CLI; when set, an init container downloads Hugging Face models "
-                   "onto the model volume before the runtime starts")
-    p.add_argument("--model-volume-storage-class", default=None,
-                   help="StorageClass of the model volumes of new sets; absent: the cluster's default class")
+    p.add_argument(
+        "--runtime-recipes",
+        type=Path,
+        default=None,
+        help="YAML list of administrator recipes that add to or override the shipped ones",
+    )
+    p.add_argument(
+        "--probe-url-template",
+        default=None,
+        help="endpoint-resolution seam: where the probe dials, e.g. "
+        "http://127.0.0.1:18080/{namespace}/{name}; absent: the order's Service DNS name",
+    )
+    p.add_argument(
+        "--model-fetch-image",
+        default=None,
+        help="image with the `hf` CLI; when set, an init container downloads Hugging Face models "
+        "onto the model volume before the runtime starts",
+    )
+    p.add_argument(
+        "--model-volume-storage-class",
+        default=None,
+        help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
+    )
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
-    p.add_argument("--metrics-host", default="0.0.0.0",
-                   help="address /metrics binds to; 127.0.0.1 behind kube-rbac-proxy in the same pod")
+    p.add_argument(
+        "--metrics-host",
+        default="0.0.0.0",
+        help="address /metrics binds to; 127.0.0.1 behind kube-rbac-proxy in the same pod",
+    )
     p.add_argument("--health-port", type=int, default=8081)
-    p.add_argument("--webhook-port", type=int, default=0,
-                   help="HTTPS port of the estimate webhook (POST /estimate); 0: not served")
+    p.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        help="HTTPS port of the estimate webhook (POST /estimate); 0: not served",
+    )
     p.add_argument("--webhook-host", default="0.0.0.0")
-    p.add_argument("--webhook-cert-dir", type=Path, default=Path("/etc/isvc/webhook"),
-                   help="directory with tls.crt and tls.key the estimate webhook serves")
-    p.add_argument("--workers", type=int, default=4,
-                   help="orders passed at once; a pass mostly waits on the API server and the planner, "
-                   "so more workers than cores keep a burst or a restart moving (an order is never passed "
-                   "twice at once)")
-    p.add_argument("--resync-seconds", type=float, default=3600.0,
-                   help="every order gets a pass this often even when nothing changed, its plan judged again "
-                   "by the planner (replayed from the cache: no API call); a safety net only — changes "
-                   "arrive by watch and each wait names its own timer; 0: never")
+    p.add_argument(
+        "--webhook-cert-dir",
+        type=Path,
+        default=Path("/etc/isvc/webhook"),
+        help="directory with tls.crt and tls.key the estimate webhook serves",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="orders passed at once; a pass mostly waits on the API server and the planner, "
+        "so more workers than cores keep a burst or a restart moving (an order is never passed "
+        "twice at once)",
+    )
+    p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=3600.0,
+        help="every order gets a pass this often even when nothing changed, its plan judged again "
+        "by the planner (replayed from the cache: no API call); a safety net only — changes "
+        "arrive by watch and each wait names its own timer; 0: never",
+    )
     p.add_argument("--log-level", default="Info")
     return p
 
@@ -134,8 +189,13 @@ class _TLSThreadingServer(ThreadingHTTPServer):
     thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only.
     """
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 context: ssl.SSLContext, handshake_timeout: float = _HANDSHAKE_SECONDS) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        context: ssl.SSLContext,
+        handshake_timeout: float = _HANDSHAKE_SECONDS,
+    ) -> None:
         super().__init__(address, handler)
         self.handshake_timeout = handshake_timeout
         self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
@@ -151,9 +211,11 @@ class _TLSThreadingServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
-def _serve_estimates(host: str, port: int, cert_dir: Path, estimator: Estimator,
-                     handshake_timeout: float = _HANDSHAKE_SECONDS) -> ThreadingHTTPServer:
+def _serve_estimates(
+    host: str, port: int, cert_dir: Path, estimator: Estimator, handshake_timeout: float = _HANDSHAKE_SECONDS
+) -> ThreadingHTTPServer:
     """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations."""
+
     class Handler(BaseHTTPRequestHandler):
         timeout = _REQUEST_SECONDS  # a client that handshakes and then stalls lets its thread go
 
@@ -195,15 +257,20 @@ def _recipes(path: Path | None) -> Recipes:
 
 
 def _health(args: argparse.Namespace) -> Health:
-    seam: Any = (isvc_health.TemplateResolver(args.probe_url_template) if args.probe_url_template
-                 else isvc_health.ServiceDNSResolver())
+    seam: Any = (
+        isvc_health.TemplateResolver(args.probe_url_template)
+        if args.probe_url_template
+        else isvc_health.ServiceDNSResolver()
+    )
     settings = isvc_health.HealthSettings(
         failure_threshold=args.health_failure_threshold,
-        sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1))
+        sustained_seconds=args.health_period_seconds * (args.health_failure_threshold - 1),
+    )
     prober = isvc_health.Prober(seam, metrics=isvc_health.ProbeMetrics(REGISTRY))
     schedule = isvc_health.ProbeSchedule(prober, args.health_period_seconds, workers=args.probe_workers)
     Gauge("isvc_health_probed_orders", "Served orders probed between passes", registry=REGISTRY).set_function(
-        lambda: len(schedule))
+        lambda: len(schedule)
+    )
     return Health(prober=prober, settings=settings, period=args.health_period_seconds, schedule=schedule)
 
 
@@ -214,28 +281,38 @@ def _selector_error(judge: isvc_planner_client.CelJudge) -> Callable[[str], str 
             return None
         except isvc_planner_client.SelectorError as exc:
             return str(exc)
+
     return error
 
 
 def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     """Wire the controller from flags; the dependencies are shared with the estimate webhook."""
-    requests = Counter("isvc_api_requests_total", "Requests to the Kubernetes API by verb and answer code",
-                       ["verb", "code"], registry=REGISTRY)
-    kube = KubeCluster(api_client(args.kubeconfig), catalog_enabled=args.catalog_mode != "None",
-                       requests=lambda verb, code: requests.labels(verb, code).inc(),
-                       resync=args.resync_seconds or None)
+    requests = Counter(
+        "isvc_api_requests_total",
+        "Requests to the Kubernetes API by verb and answer code",
+        ["verb", "code"],
+        registry=REGISTRY,
+    )
+    kube = KubeCluster(
+        api_client(args.kubeconfig),
+        catalog_enabled=args.catalog_mode != "None",
+        requests=lambda verb, code: requests.labels(verb, code).inc(),
+        resync=args.resync_seconds or None,
+    )
     catalog = None
     if args.catalog_mode != "None":
         catalog = isvc_catalog.CatalogReader(isvc_catalog.KubeCatalogApi(kube.api))
-    hub = isvc_catalog.HubClient(args.huggingface_endpoint,
-                                 limits=isvc_catalog.HubLimits(deadline=args.hub_deadline_seconds))
+    hub = isvc_catalog.HubClient(
+        args.huggingface_endpoint, limits=isvc_catalog.HubLimits(deadline=args.hub_deadline_seconds)
+    )
     resolver = isvc_catalog.Resolver(hub, catalog)
-    settings = isvc_workload.WorkloadSettings(public_domain_template=args.public_domain_template,
-                                              cluster_issuer_name=args.cluster_issuer,
-                                              model_fetch_image=args.model_fetch_image,
-                                              model_volume_storage_class=(args.model_volume_storage_class
-                                                                          or None),
-                                              huggingface_endpoint=args.huggingface_endpoint)
+    settings = isvc_workload.WorkloadSettings(
+        public_domain_template=args.public_domain_template,
+        cluster_issuer_name=args.cluster_issuer,
+        model_fetch_image=args.model_fetch_image,
+        model_volume_storage_class=(args.model_volume_storage_class or None),
+        huggingface_endpoint=args.huggingface_endpoint,
+    )
 
     def cert_manager() -> bool:
         if args.cert_manager is not None:
@@ -245,48 +322,73 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
         """The order is still there (the same one) and still has no plan."""
         obj = kube.orders.get(namespace, name)
-        return (obj is not None and uid in (None, obj["metadata"].get("uid"))
-                and kube.plans.get(namespace, name) is None)
+        return (
+            obj is not None
+            and uid in (None, obj["metadata"].get("uid"))
+            and kube.plans.get(namespace, name) is None
+        )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
     room = WaitingRoom(client, still_waiting=still_waiting)
     health = _health(args)
-    deps = Deps(cluster=kube, models=CatalogModels(resolver), recipes=_recipes(args.runtime_recipes),
-                planner=PlannerService(client, room),
-                workload=Workload(settings, cert_manager, kube.priority_value),
-                health=health, catalog_enabled=catalog is not None)
+    deps = Deps(
+        cluster=kube,
+        models=CatalogModels(resolver),
+        recipes=_recipes(args.runtime_recipes),
+        planner=PlannerService(client, room),
+        workload=Workload(settings, cert_manager, kube.priority_value),
+        health=health,
+        catalog_enabled=catalog is not None,
+    )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 
     def holders() -> list[tuple[str, str]]:
         return [(r.order.namespace, r.order.name) for r in client.reservations()]
 
-    controller = Controller(kube, OrderReconciler(deps), classes, workers=args.workers, registry=REGISTRY,
-                            waiting=room.waiting, probes=health.schedule, holders=holders)
-    Gauge("isvc_orders_waiting_for_room", "Orders refused for want of room, to be planned together",
-          registry=REGISTRY).set_function(lambda: len(room.waiting()))
+    controller = Controller(
+        kube,
+        OrderReconciler(deps),
+        classes,
+        workers=args.workers,
+        registry=REGISTRY,
+        waiting=room.waiting,
+        probes=health.schedule,
+        holders=holders,
+    )
+    Gauge(
+        "isvc_orders_waiting_for_room",
+        "Orders refused for want of room, to be planned together",
+        registry=REGISTRY,
+    ).set_function(lambda: len(room.waiting()))
     return controller, deps
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run until SIGTERM/SIGINT."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     ready = threading.Event()
     health_server = _serve_health(args.health_port, ready) if args.health_port else None
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.metrics_host)
     controller, deps = build(args)
     # Every replica answers estimates (the Service picks any): a standby reads classes live.
-    webhook = (_serve_estimates(args.webhook_host, args.webhook_port, args.webhook_cert_dir, Estimator(deps))
-               if args.webhook_port else None)
+    webhook = (
+        _serve_estimates(args.webhook_host, args.webhook_port, args.webhook_cert_dir, Estimator(deps))
+        if args.webhook_port
+        else None
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     # Ready means the process is up, not that it leads: a rollout must not wait on the old pod's lease.
     ready.set()
-    leading = Gauge("isvc_leader", "1 while this process leads (reconciles); a standby reads 0",
-                    registry=REGISTRY)
+    leading = Gauge(
+        "isvc_leader", "1 while this process leads (reconciles); a standby reads 0", registry=REGISTRY
+    )
     elector = None
     if args.leader_elect:
         elector = LeaderElector(controller.kube.api, args.namespace)

@@ -66,14 +66,22 @@ class OrderReconciler:
             try:
                 _status.write_plan(scope, self.d.cluster)
             except Exception as exc:  # the plan went meanwhile: the next pass (its watch) writes or skips
-                log.warning("%s/%s: LaunchPlan status not written: %s", scope.namespace, scope.name,
-                            type(exc).__name__)
+                log.warning(
+                    "%s/%s: LaunchPlan status not written: %s",
+                    scope.namespace,
+                    scope.name,
+                    type(exc).__name__,
+                )
                 scope.requeue(RETRY_SOON)
             changes = _status.changes(scope) if wait is None else []
             for type_event, reason, message in changes + scope.events:
                 self.d.cluster.event(raw, type_event, reason, message)
-        return PassResult(requeue_after=scope.requeue_after, wake=tuple(scope.wake),
-                          failed=bool(scope.failed), reason=_status.first_not_true(scope.verdicts))
+        return PassResult(
+            requeue_after=scope.requeue_after,
+            wake=tuple(scope.wake),
+            failed=bool(scope.failed),
+            reason=_status.first_not_true(scope.verdicts),
+        )
 
     def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Verdict:
         """One step; one that raises leaves its condition Unknown with where to look, and later steps wait."""
@@ -83,15 +91,23 @@ class OrderReconciler:
             return Verdict.refuse(Reason.WORKLOAD_ERROR, f"the workload cannot be built: {exc}")
         except TemporaryError as exc:
             scope.requeue(RETRY_SOON)
-            return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=(
-                f"a dependency did not answer while judging {type_.value} ({exc}); retried."))
+            return Verdict(
+                status="Unknown",
+                reason=StatusReason.NOT_JUDGED.value,
+                message=(f"a dependency did not answer while judging {type_.value} ({exc}); retried."),
+            )
         except Exception as exc:
             log.exception("%s/%s: judging %s failed", scope.namespace, scope.name, type_.value)
             scope.failed.append(type_)
-            return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=(
-                f"the controller failed judging {type_.value}: {type(exc).__name__}: {str(exc)[:300]}; "
-                "its log (deployment isvc-controller in the module's namespace) has the details; "
-                "retried with backoff."))
+            return Verdict(
+                status="Unknown",
+                reason=StatusReason.NOT_JUDGED.value,
+                message=(
+                    f"the controller failed judging {type_.value}: {type(exc).__name__}: {str(exc)[:300]}; "
+                    "its log (deployment isvc-controller in the module's namespace) has the details; "
+                    "retried with backoff."
+                ),
+            )
 
     def _gone(self, namespace: str, name: str) -> None:
         """A deleted order: what the planner may still reserve for it is released, on every pass of it.

@@ -24,9 +24,7 @@ __all__ = ["BUILTIN_EXPOSURE", "EffectivePolicy", "judge_class"]
 
 # The values the bundled class default-llm had on the day class-less orders shipped. Hard-wired on
 # purpose: they must keep working when an administrator deletes or edits that object.
-BUILTIN_EXPOSURE = Exposure(
-    type=ExposureType.EXTERNAL, authentication=Authentication.TOKEN, tls=TLS()
-)
+BUILTIN_EXPOSURE = Exposure(type=ExposureType.EXTERNAL, authentication=Authentication.TOKEN, tls=TLS())
 
 
 @attrs.frozen
@@ -55,9 +53,13 @@ class EffectivePolicy:
     def builtin(cls) -> EffectivePolicy:
         """The policy of an order that names no class."""
         return cls(
-            class_name=None, spec=None, exposure=BUILTIN_EXPOSURE,
+            class_name=None,
+            spec=None,
+            exposure=BUILTIN_EXPOSURE,
             constraints=Constraints(min_replicas=1, max_replicas=1, autoscaler=False),
-            accelerator=None, priority_class_name=None, update_strategy=UpdateStrategy(),
+            accelerator=None,
+            priority_class_name=None,
+            update_strategy=UpdateStrategy(),
         )
 
     @classmethod

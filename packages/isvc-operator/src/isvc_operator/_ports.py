@@ -86,10 +86,12 @@ class Cluster(Protocol):
     def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
         """The LaunchPlans (any namespace, from the cache) that place an order on one of `devices`."""
         ...
+
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A child as the cache holds it; None when the kind is not watched or the object is absent."""
         ...
+
     def apply(self, manifest: Obj) -> Obj: ...
     def apply_status(self, manifest: Obj) -> Obj: ...
     def create(self, manifest: Obj) -> Obj: ...
@@ -98,6 +100,7 @@ class Cluster(Protocol):
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         """The workload controller's last word on a pod of that object the cluster refused to create."""
         ...
+
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
 
 
@@ -116,8 +119,12 @@ class RecipesPort(Protocol):
     ) -> RuntimeRequirements | Refusal: ...
 
     def compile(
-        self, facts: ModelFacts, endpoint_type: EndpointType | None, placement: Placement,
-        estimates: Estimates, served_name: str,
+        self,
+        facts: ModelFacts,
+        endpoint_type: EndpointType | None,
+        placement: Placement,
+        estimates: Estimates,
+        served_name: str,
     ) -> CompiledRuntime | Refusal: ...
 
     @property
@@ -139,8 +146,13 @@ class PlannerPort(Protocol):
     """The planner service behind the waiting room; raises TemporaryError when it does not answer."""
 
     def plan(
-        self, order: InferenceService, facts: ModelFacts, policy: EffectivePolicy,
-        requirements: RuntimeRequirements | None, holding: Placement | None, refused: str | None = None,
+        self,
+        order: InferenceService,
+        facts: ModelFacts,
+        policy: EffectivePolicy,
+        requirements: RuntimeRequirements | None,
+        holding: Placement | None,
+        refused: str | None = None,
         dry_run: bool = False,
     ) -> PlanOutcome:
         """Plan the order; `refused` is the scheduler's words when it could not allocate the claim of
@@ -160,7 +172,11 @@ class WorkloadPort(Protocol):
     that cannot be written as manifests."""
 
     def manifests(
-        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy, auth_secret: str | None,
+        self,
+        order: InferenceService,
+        plan: LaunchPlanSpec,
+        policy: EffectivePolicy,
+        auth_secret: str | None,
         token_digest: str | None = None,
     ) -> list[Obj]:
         """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
@@ -184,7 +200,11 @@ class WorkloadPort(Protocol):
     def endpoint(self, order: InferenceService, policy: EffectivePolicy) -> str: ...
 
     def judge(
-        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], previous: StartupFailure | None,
+        self,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
     ) -> tuple[Verdict, StartupFailure | None]: ...
 
@@ -199,8 +219,14 @@ class HealthPort(Protocol):
     """The inference API probe and its judgement over time (isvc-health)."""
 
     def check(
-        self, namespace: str, name: str, port: int, token: str | None, model: str | None,
-        record: HealthStatus, at: datetime,
+        self,
+        namespace: str,
+        name: str,
+        port: int,
+        token: str | None,
+        model: str | None,
+        record: HealthStatus,
+        at: datetime,
     ) -> tuple[HealthStatus, Verdict]:
         """Probe once (asking that `model`, the served name, be listed) and judge with the record."""
         ...

@@ -26,8 +26,17 @@ from isvc_api import (
 from isvc_operator._policy import EffectivePolicy
 from isvc_operator._ports import Deps, OrderKey
 
-__all__ = ["KEEP", "RETRY_CAPACITY", "RETRY_SOON", "WORKLOAD_KINDS", "Children", "Keep", "OrderScope", "kept",
-           "take_down_workload"]
+__all__ = [
+    "KEEP",
+    "RETRY_CAPACITY",
+    "RETRY_SOON",
+    "WORKLOAD_KINDS",
+    "Children",
+    "Keep",
+    "OrderScope",
+    "kept",
+    "take_down_workload",
+]
 
 RETRY_SOON = 5.0  # a dependency that should answer in a moment
 RETRY_CAPACITY = 15.0  # room that may free up

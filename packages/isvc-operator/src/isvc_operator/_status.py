@@ -26,8 +26,17 @@ from isvc_api import (
 from isvc_operator._ports import Cluster
 from isvc_operator._scope import OrderScope, kept
 
-__all__ = ["ORDERED", "PROGRESS_SECONDS", "build", "changes", "deferred", "first_not_true", "phase", "write",
-           "write_plan"]
+__all__ = [
+    "ORDERED",
+    "PROGRESS_SECONDS",
+    "build",
+    "changes",
+    "deferred",
+    "first_not_true",
+    "phase",
+    "write",
+    "write_plan",
+]
 
 ORDERED = [
     ConditionType.CLASS_RESOLVED,
@@ -98,8 +107,9 @@ def build(scope: OrderScope) -> InferenceServiceStatus:
 # of its own, read by no one before Ready replaced it.
 PROGRESS_SECONDS = 5.0
 _COMING_UP = frozenset({Reason.RESOURCE_CLAIM_PENDING.value, Reason.WORKLOAD_NOT_READY.value})
-_FOLLOWING = frozenset({ConditionType.WORKLOAD_READY.value, ConditionType.READY.value,
-                        ConditionType.SCALING_HEALTHY.value})
+_FOLLOWING = frozenset(
+    {ConditionType.WORKLOAD_READY.value, ConditionType.READY.value, ConditionType.SCALING_HEALTHY.value}
+)
 
 
 def _besides_progress(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,9 +134,14 @@ def deferred(scope: OrderScope, status: InferenceServiceStatus) -> float | None:
         return None
     before = find_condition(previous.conditions, ConditionType.WORKLOAD_READY.value)
     after = find_condition(status.conditions, ConditionType.WORKLOAD_READY.value)
-    if (before is None or after is None or before.last_transition_time is None
-            or (before.status, after.status) != ("False", "False")
-            or before.reason not in _COMING_UP or after.reason not in _COMING_UP):
+    if (
+        before is None
+        or after is None
+        or before.last_transition_time is None
+        or (before.status, after.status) != ("False", "False")
+        or before.reason not in _COMING_UP
+        or after.reason not in _COMING_UP
+    ):
         return None
     old, new = previous.to_wire(), status.to_wire()
     if new == old or _besides_progress(new) != _besides_progress(old):
@@ -156,11 +171,14 @@ def write(scope: OrderScope, cluster: Cluster, built: InferenceServiceStatus) ->
     status = built.to_wire()
     if scope.order.status is not None and status == scope.order.status.to_wire():
         return False
-    cluster.apply_status({
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService",
-        "metadata": {"name": scope.name, "namespace": scope.namespace},
-        "status": status,
-    })
+    cluster.apply_status(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "InferenceService",
+            "metadata": {"name": scope.name, "namespace": scope.namespace},
+            "status": status,
+        }
+    )
     return True
 
 
@@ -173,15 +191,19 @@ def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
     generation = obj["metadata"].get("generation")
     previous = LaunchPlanStatus.model_validate(obj.get("status") or {})
     condition = verdict.condition(LaunchPlanConditionType.IN_FORCE, generation)
-    status = LaunchPlanStatus(observed_generation=generation,
-                              conditions=set_condition(previous.conditions, condition, at=scope.now))
+    status = LaunchPlanStatus(
+        observed_generation=generation, conditions=set_condition(previous.conditions, condition, at=scope.now)
+    )
     if status.to_wire() == previous.to_wire():
         return False
-    cluster.apply_status({
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "LaunchPlan",
-        "metadata": {"name": obj["metadata"]["name"], "namespace": scope.namespace},
-        "status": status.to_wire(),
-    })
+    cluster.apply_status(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "LaunchPlan",
+            "metadata": {"name": obj["metadata"]["name"], "namespace": scope.namespace},
+            "status": status.to_wire(),
+        }
+    )
     return True
 
 

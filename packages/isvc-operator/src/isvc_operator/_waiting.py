@@ -39,9 +39,14 @@ class PlanningClient(Protocol):
 class WaitingRoom:
     """Orders waiting for room, keyed by (namespace, name), oldest first."""
 
-    def __init__(self, client: PlanningClient, *,
-                 still_waiting: Callable[[str, str, str | None], bool] = lambda *_: True,
-                 ttl: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: PlanningClient,
+        *,
+        still_waiting: Callable[[str, str, str | None], bool] = lambda *_: True,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.still_waiting = still_waiting
         self.ttl = ttl
@@ -61,13 +66,20 @@ class WaitingRoom:
                 self._waiting[key] = (self.clock(), request)
             else:
                 self._waiting.pop(key, None)
-            placed = [(o.order.namespace, o.order.name) for o, a in zip(others, answers[1:], strict=True)
-                      if a.placement is not None]
+            placed = [
+                (o.order.namespace, o.order.name)
+                for o, a in zip(others, answers[1:], strict=True)
+                if a.placement is not None
+            ]
             for other in placed:
                 self._waiting.pop(other, None)
         if placed:
-            log.info("%s/%s planned with %d waiting order(s); placed together: %s", *key, len(others),
-                     ", ".join(f"{ns}/{n}" for ns, n in placed))
+            log.info(
+                "%s/%s planned with %d waiting order(s); placed together: %s",
+                *key,
+                len(others),
+                ", ".join(f"{ns}/{n}" for ns, n in placed),
+            )
         return answer, placed
 
     def _plan_many(self, request: PlanRequest, others: list[PlanRequest]) -> list[PlanResponse]:
@@ -75,8 +87,12 @@ class WaitingRoom:
             return self.client.plan_many([request, *others])
         except PlannerProtocolError as exc:
             # A planner that cannot plan orders together (an older one during a rollout) still plans one.
-            log.warning("planning together failed (%s); %s/%s planned alone", exc, request.order.namespace,
-                        request.order.name)
+            log.warning(
+                "planning together failed (%s); %s/%s planned alone",
+                exc,
+                request.order.namespace,
+                request.order.name,
+            )
             return [self.client.plan(request)] + [PlanResponse() for _ in others]
 
     def forget(self, namespace: str, name: str) -> None:
@@ -104,4 +120,4 @@ class WaitingRoom:
                         del self._waiting[other]
                 continue
             others.append(request)
-        return others[:MAX_BATCH - 1]
+        return others[: MAX_BATCH - 1]

@@ -76,22 +76,34 @@ def _env() -> Any:
     functions = [
         cel.FunctionDecl("quantity", [cel.Overload("quantity_string", i, [s], impl=_quantity)]),
         cel.FunctionDecl("semver", [cel.Overload("semver_string", s, [s], impl=_semver)]),
-        cel.FunctionDecl("compareTo", [
-            member("compareTo", i, [i, i], _cmp, "int_compareTo_int"),
-            member("compareTo", i, [s, s], _vcmp, "string_compareTo_string"),
-        ]),
-        cel.FunctionDecl("isGreaterThan", [
-            member("isGreaterThan", b, [i, i], lambda x, y: x > y, "int_gt_int"),
-            member("isGreaterThan", b, [s, s], lambda x, y: _vcmp(x, y) > 0, "string_gt_string"),
-        ]),
-        cel.FunctionDecl("isLessThan", [
-            member("isLessThan", b, [i, i], lambda x, y: x < y, "int_lt_int"),
-            member("isLessThan", b, [s, s], lambda x, y: _vcmp(x, y) < 0, "string_lt_string"),
-        ]),
+        cel.FunctionDecl(
+            "compareTo",
+            [
+                member("compareTo", i, [i, i], _cmp, "int_compareTo_int"),
+                member("compareTo", i, [s, s], _vcmp, "string_compareTo_string"),
+            ],
+        ),
+        cel.FunctionDecl(
+            "isGreaterThan",
+            [
+                member("isGreaterThan", b, [i, i], lambda x, y: x > y, "int_gt_int"),
+                member("isGreaterThan", b, [s, s], lambda x, y: _vcmp(x, y) > 0, "string_gt_string"),
+            ],
+        ),
+        cel.FunctionDecl(
+            "isLessThan",
+            [
+                member("isLessThan", b, [i, i], lambda x, y: x < y, "int_lt_int"),
+                member("isLessThan", b, [s, s], lambda x, y: _vcmp(x, y) < 0, "string_lt_string"),
+            ],
+        ),
         cel.FunctionDecl("asInteger", [member("asInteger", i, [i], lambda x: x, "int_asInteger")]),
-        cel.FunctionDecl("asApproximateFloat", [
-            member("asApproximateFloat", d, [i], float, "int_asApproximateFloat"),
-        ]),
+        cel.FunctionDecl(
+            "asApproximateFloat",
+            [
+                member("asApproximateFloat", d, [i], float, "int_asApproximateFloat"),
+            ],
+        ),
         cel.FunctionDecl("major", [member("major", i, [s], lambda x: _semver_key(x)[0], "sv_major")]),
         cel.FunctionDecl("minor", [member("minor", i, [s], lambda x: _semver_key(x)[1], "sv_minor")]),
         cel.FunctionDecl("patch", [member("patch", i, [s], lambda x: _semver_key(x)[2], "sv_patch")]),

@@ -47,7 +47,8 @@ class TokenFileAuth(httpx.Auth):
                 self._seen = seen
         except OSError as error:
             raise PlannerUnavailableError(
-                f"cannot read the planner token file {self.path}: {error}") from error
+                f"cannot read the planner token file {self.path}: {error}"
+            ) from error
         return self._token
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -63,9 +64,13 @@ class PlannerClient:
     None sends no token. A refusal of the token (401, 403) is permanent until the token changes.
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None,
-                 token_file: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+    ) -> None:
         auth = TokenFileAuth(token_file) if token_file is not None else None
         self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport, auth=auth)
 
@@ -120,18 +125,21 @@ class PlannerClient:
 
     def _call(self, method: str, path: str, payload: object) -> object:
         try:
-            response = (self._http.post(path, json=payload) if method == "POST"
-                        else self._http.request(method, path))
+            response = (
+                self._http.post(path, json=payload) if method == "POST" else self._http.request(method, path)
+            )
         except httpx.TimeoutException as error:
             raise PlannerUnavailableError(f"planner timed out on {path}: {error}") from error
         except httpx.TransportError as error:
             raise PlannerUnavailableError(f"planner unreachable on {path}: {error}") from error
         if response.status_code >= 500:
             raise PlannerUnavailableError(
-                f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}")
+                f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}"
+            )
         if response.status_code >= 400:
-            raise PlannerProtocolError(f"planner refused {path}: HTTP {response.status_code} "
-                                       f"{response.text[:200]}")
+            raise PlannerProtocolError(
+                f"planner refused {path}: HTTP {response.status_code} {response.text[:200]}"
+            )
         try:
             return response.json()
         except ValueError as error:
@@ -144,6 +152,7 @@ class PlannerClient:
     def __enter__(self) -> PlannerClient:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

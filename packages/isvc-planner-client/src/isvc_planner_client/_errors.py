@@ -1,10 +1,10 @@
 """Errors of the planner package.
 
-    PlannerError                      base of everything raised here
-    ├── PlannerUnavailableError       temporary: the service did not answer, timed out or failed (5xx);
-    │                                 retry with a delay (the operator says PlannerRequestFailed)
-    ├── PlannerProtocolError          permanent: the service answered something that is not the contract
-    └── QuantityError                 permanent: a Kubernetes quantity that does not parse
+PlannerError                      base of everything raised here
+├── PlannerUnavailableError       temporary: the service did not answer, timed out or failed (5xx);
+│                                 retry with a delay (the operator says PlannerRequestFailed)
+├── PlannerProtocolError          permanent: the service answered something that is not the contract
+└── QuantityError                 permanent: a Kubernetes quantity that does not parse
 """
 
 from __future__ import annotations

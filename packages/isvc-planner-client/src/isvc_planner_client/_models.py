@@ -63,9 +63,11 @@ class PlanRequest(Wire):
     requirements: RuntimeRequirements | None = Field(default=None, description="From the recipes.")
     holding: Placement | None = Field(default=None, description="The placement the order holds now.")
     refused: SchedulerRefusal | None = Field(
-        default=None, description="Set when the scheduler refused to allocate the claim of `holding`.")
+        default=None, description="Set when the scheduler refused to allocate the claim of `holding`."
+    )
     dry_run: bool = Field(
-        default=False, description="Answer what the order would get, reserving nothing (an estimate).")
+        default=False, description="Answer what the order would get, reserving nothing (an estimate)."
+    )
 
 
 class PlanResponse(Wire):

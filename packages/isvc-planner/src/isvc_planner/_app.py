@@ -58,15 +58,17 @@ class PlannerMetrics:
     def answered(self, response: PlanResponse) -> None:
         """Count one answer."""
         if response.placement is not None:
-            self.plans.labels(outcome="Placed", reason="",
-                              device_class=response.placement.device_class_name or "").inc()
+            self.plans.labels(
+                outcome="Placed", reason="", device_class=response.placement.device_class_name or ""
+            ).inc()
         else:
             reason = response.refusal.reason.value if response.refusal is not None else ""
             self.plans.labels(outcome="Refused", reason=reason, device_class="").inc()
 
 
-def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
-               caller: CallerCheck) -> FastAPI:
+def create_app(
+    planner: Planner, registry: CollectorRegistry | None = None, *, caller: CallerCheck
+) -> FastAPI:
     """The ASGI app serving one planner and its inventory; metrics go to `registry` (fresh if absent).
 
     `/v1/*` answers only callers `caller` lets through (401 without a valid token, 403 for anyone else);
@@ -81,6 +83,7 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
         redoc_url=None,
         openapi_url=None,
     )
+
     def allowed_caller(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> str:
         verdict = caller.verdict(credentials.credentials if credentials is not None else None)
         if verdict.status != 200:
@@ -93,8 +96,9 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
 
-    @v1.post("/plan", response_model=PlanResponse, response_model_exclude_none=True,
-              response_model_by_alias=True)
+    @v1.post(
+        "/plan", response_model=PlanResponse, response_model_exclude_none=True, response_model_by_alias=True
+    )
     def plan(request: PlanRequest) -> PlanResponse:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
         started = time.monotonic()
@@ -103,8 +107,12 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
         metrics.answered(response)
         return response
 
-    @v1.post("/plans", response_model=PlanManyResponse, response_model_exclude_none=True,
-              response_model_by_alias=True)
+    @v1.post(
+        "/plans",
+        response_model=PlanManyResponse,
+        response_model_exclude_none=True,
+        response_model_by_alias=True,
+    )
     def plan_many(request: PlanManyRequest) -> PlanManyResponse:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
         started = time.monotonic()
@@ -119,8 +127,12 @@ def create_app(planner: Planner, registry: CollectorRegistry | None = None, *,
         """Drop the reservation of an order that will not take it; idempotent."""
         return Released(released=planner.release(order.namespace, order.name))
 
-    @v1.get("/reservations", response_model=Reservations, response_model_exclude_none=True,
-            response_model_by_alias=True)
+    @v1.get(
+        "/reservations",
+        response_model=Reservations,
+        response_model_exclude_none=True,
+        response_model_by_alias=True,
+    )
     def reservations() -> Reservations:
         """What is held for plans no claim shows yet, per order: devices, age, time left (read only)."""
         return planner.reservations()

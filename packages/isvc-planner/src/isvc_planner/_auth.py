@@ -50,8 +50,15 @@ class CallerVerdict:
 class CallerCheck:
     """Authenticates a bearer token by review and authorizes its user against the allowed callers."""
 
-    def __init__(self, review: TokenReviewer, allowed: Collection[str], *, ttl: float = 60.0,
-                 maxsize: int = 1024, timer: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        review: TokenReviewer,
+        allowed: Collection[str],
+        *,
+        ttl: float = 60.0,
+        maxsize: int = 1024,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._review = review
         self.allowed = frozenset(allowed)
         self._cache: TTLCache[str, str | None] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)

@@ -51,22 +51,37 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="watch the cluster and serve the planner API")
     serve.add_argument("--port", type=int, default=8080, help="planner API, /healthz and /readyz")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address of the planner API; the chart binds the pod's (0.0.0.0)")
-    serve.add_argument("--allowed-caller", dest="allowed_callers", action="append", type=_caller,
-                       required=True, metavar="system:serviceaccount:NS:NAME",
-                       help="the ServiceAccount that may call /v1/* (its token is checked by TokenReview); "
-                       "repeatable")
-    serve.add_argument("--token-review-ttl", type=float, default=60.0,
-                       help="seconds a token's review is remembered")
-    serve.add_argument("--metrics-port", type=int, default=9090,
-                       help="Prometheus /metrics on its own port; 0 turns it off")
-    serve.add_argument("--metrics-host", default="0.0.0.0",
-                       help="address of /metrics; 127.0.0.1 when kube-rbac-proxy fronts it")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address of the planner API; the chart binds the pod's (0.0.0.0)"
+    )
+    serve.add_argument(
+        "--allowed-caller",
+        dest="allowed_callers",
+        action="append",
+        type=_caller,
+        required=True,
+        metavar="system:serviceaccount:NS:NAME",
+        help="the ServiceAccount that may call /v1/* (its token is checked by TokenReview); repeatable",
+    )
+    serve.add_argument(
+        "--token-review-ttl", type=float, default=60.0, help="seconds a token's review is remembered"
+    )
+    serve.add_argument(
+        "--metrics-port", type=int, default=9090, help="Prometheus /metrics on its own port; 0 turns it off"
+    )
+    serve.add_argument(
+        "--metrics-host",
+        default="0.0.0.0",
+        help="address of /metrics; 127.0.0.1 when kube-rbac-proxy fronts it",
+    )
     serve.add_argument("--log-level", type=_log_level, default="info", help="debug, info, warn or error")
     serve.add_argument("--kubeconfig", default=None, help="kubeconfig file; in-cluster config if absent")
-    serve.add_argument("--reservation-ttl", type=float, default=120.0,
-                       help="seconds a plan holds its devices before a claim shows them")
+    serve.add_argument(
+        "--reservation-ttl",
+        type=float,
+        default=120.0,
+        help="seconds a plan holds its devices before a claim shows them",
+    )
     sub.add_parser("openapi", help="print the OpenAPI description")
     return p
 
@@ -91,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     sync = KubeSync(inventory, api)
     sync.start()
     caller = CallerCheck(token_reviewer(api), args.allowed_callers, ttl=args.token_review_ttl)
-    app = create_app(Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry,
-                     caller=caller)
+    app = create_app(
+        Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry, caller=caller
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=level)
     finally:

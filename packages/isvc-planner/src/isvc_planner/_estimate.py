@@ -27,7 +27,10 @@ from isvc_api import (
 from isvc_planner_client import GIB, format_gib, gib
 
 __all__ = [
-    "DEFAULT_CONTEXT", "MemoryNeed", "estimate", "memory_need",
+    "DEFAULT_CONTEXT",
+    "MemoryNeed",
+    "estimate",
+    "memory_need",
 ]
 
 DEFAULT_CONTEXT = MIN_CONTEXT  # tokens of KV cache a share is sized for (the model's own maximum if fewer)
@@ -83,8 +86,9 @@ class MemoryNeed:
         return fit_launch(self.facts, self.runtime, published, share, count, min_context=self.context)
 
 
-def memory_need(facts: ModelFacts, context: int | None = None,
-                runtime: MemoryRuntime | None = None) -> MemoryNeed | None:
+def memory_need(
+    facts: ModelFacts, context: int | None = None, runtime: MemoryRuntime | None = None
+) -> MemoryNeed | None:
     """Accelerator memory a model needs, or None when neither parameters, element counts nor file size
     tell its weights."""
     weights = checkpoint_weights(facts)
@@ -98,12 +102,19 @@ def memory_need(facts: ModelFacts, context: int | None = None,
         if need is not None:
             by_count[count] = need
     layout = kv_layout(facts)
-    return MemoryNeed(facts=facts, runtime=chosen, weights=weights.total,
-                      kv_per_token=layout.per_token if layout else 0, context=ctx, by_count=by_count)
+    return MemoryNeed(
+        facts=facts,
+        runtime=chosen,
+        weights=weights.total,
+        kv_per_token=layout.per_token if layout else 0,
+        context=ctx,
+        by_count=by_count,
+    )
 
 
-def estimate(facts: ModelFacts, need: MemoryNeed, device_count: int = 1,
-             launch: Fit | None = None) -> Estimates:
+def estimate(
+    facts: ModelFacts, need: MemoryNeed, device_count: int = 1, launch: Fit | None = None
+) -> Estimates:
     """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume, and the
     launch the recipes will compile on the placement (context, KV per token, runtime overhead)."""
     cpu = max(2, 2 * device_count)
@@ -111,8 +122,10 @@ def estimate(facts: ModelFacts, need: MemoryNeed, device_count: int = 1,
     on_disk = facts.weight_bytes or need.weights
     volume = math.ceil(on_disk * 1.1) + GIB
     per_device = need.per_device(device_count)
-    text = (f"{need.explain(device_count)}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = "
-            f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}")
+    text = (
+        f"{need.explain(device_count)}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = "
+        f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}"
+    )
     context, overhead, kv_per_token = need.context, need.overhead, need.kv_per_token
     if launch is not None:
         context, overhead, kv_per_token = launch.context, launch.overhead, launch.kv.per_token

@@ -113,8 +113,12 @@ class Device:
     @property
     def group(self) -> GroupKey:
         """Devices of one group are interchangeable for placement."""
-        return (self.memory if self.memory is not None else -1, self.shareable, self.type or "",
-                self.product or "")
+        return (
+            self.memory if self.memory is not None else -1,
+            self.shareable,
+            self.type or "",
+            self.product or "",
+        )
 
     def sort_key(self) -> tuple[str, str, str, str]:
         """Deterministic order: node, pool, device, driver."""
@@ -267,8 +271,9 @@ class Inventory:
 
     def _set_class(self, dc: Mapping[str, Any]) -> None:
         name = dc["metadata"]["name"]
-        selectors = [s["cel"]["expression"] for s in (dc.get("spec") or {}).get("selectors") or []
-                     if s.get("cel")]
+        selectors = [
+            s["cel"]["expression"] for s in (dc.get("spec") or {}).get("selectors") or [] if s.get("cel")
+        ]
         self.class_selectors[name] = selectors
 
     def upsert_device_class(self, dc: Mapping[str, Any]) -> None:
@@ -394,9 +399,13 @@ class Inventory:
             tainted=any(t.get("effect") in _BLOCKING for t in taints)
             or (raw.get("nodeName") or spec.get("nodeName")) in self.closed_nodes,
             compute_capability=str(cc) if cc is not None else None,
-            consumes=tuple(sorted((str(c.get("counterSet")), name, _amount(v))
-                                  for c in raw.get("consumesCounters") or []
-                                  for name, v in (c.get("counters") or {}).items())),
+            consumes=tuple(
+                sorted(
+                    (str(c.get("counterSet")), name, _amount(v))
+                    for c in raw.get("consumesCounters") or []
+                    for name, v in (c.get("counters") or {}).items()
+                )
+            ),
         )
 
     # ------------------------------------------------------------------ holdings
@@ -423,10 +432,14 @@ class Inventory:
                     units = quantity_bytes(str(consumed))
                 except ValueError:
                     units = None
-            holdings.append(Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order,
-                                    priority, units))
-        pins = _pins(claim) if allocation is None and order is not None and not meta.get(
-            "deletionTimestamp") else []
+            holdings.append(
+                Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order, priority, units)
+            )
+        pins = (
+            _pins(claim)
+            if allocation is None and order is not None and not meta.get("deletionTimestamp")
+            else []
+        )
         with self.lock:
             if pins:
                 assert order is not None
@@ -450,14 +463,23 @@ class Inventory:
 
     def _pinned_holdings(self, uid: str) -> list[Holding]:
         order, priority, pins = self._pending[uid]
-        return [Holding(f"claim:{uid}", self._uuids[(driver, uuid)], order, priority, units)
-                for driver, uuid, units in pins if (driver, uuid) in self._uuids]
+        return [
+            Holding(f"claim:{uid}", self._uuids[(driver, uuid)], order, priority, units)
+            for driver, uuid, units in pins
+            if (driver, uuid) in self._uuids
+        ]
 
     def pending(self, order: OrderKey) -> list[DeviceKey]:
         """Devices the order's claims are pinned to and the scheduler has not allocated yet."""
         with self.lock:
-            return sorted({h.device for uid, (o, _, _) in self._pending.items() if o == order
-                           for h in self._claims.get(uid, [])})
+            return sorted(
+                {
+                    h.device
+                    for uid, (o, _, _) in self._pending.items()
+                    if o == order
+                    for h in self._claims.get(uid, [])
+                }
+            )
 
     def _set_claim(self, uid: str, holdings: list[Holding]) -> None:
         old = self._claims.pop(uid, [])
@@ -471,8 +493,9 @@ class Inventory:
                 if h.order is not None:
                     self._order_claims.setdefault(h.order, set()).add(uid)
 
-    def reserve(self, order: OrderKey, priority: int, holdings: list[tuple[DeviceKey, int]],
-                ttl: float) -> None:
+    def reserve(
+        self, order: OrderKey, priority: int, holdings: list[tuple[DeviceKey, int]], ttl: float
+    ) -> None:
         """Hold devices for a plan that is not yet visible as a claim, for `ttl` seconds."""
         source = f"reservation:{order[0]}/{order[1]}"
         new = [Holding(source, key, order, priority, units) for key, units in holdings]
@@ -501,8 +524,10 @@ class Inventory:
     def reservations(self) -> list[tuple[OrderKey, float, float, list[Holding]]]:
         """(order, made at, deadline, holdings) of every reservation, by order; monotonic times."""
         with self.lock:
-            return [(order, self._reserved_at.get(order, deadline), deadline, list(held))
-                    for order, (deadline, held) in sorted(self._reservations.items())]
+            return [
+                (order, self._reserved_at.get(order, deadline), deadline, list(held))
+                for order, (deadline, held) in sorted(self._reservations.items())
+            ]
 
     def expire(self, now: float | None = None) -> None:
         """Drop reservations whose time is up."""
@@ -525,8 +550,7 @@ class Inventory:
                 h = Holding(source, h.device, h.order, h.priority, prev.units + h.units)
             slot[source] = h
         # A device drawing on counters changes what its siblings have left: they are re-indexed too.
-        pools = {(k[0], k[1]) for k in touched
-                 if (d := self.devices.get(k)) is not None and d.consumes}
+        pools = {(k[0], k[1]) for k in touched if (d := self.devices.get(k)) is not None and d.consumes}
         affected = set(touched)
         for pool in pools:
             affected |= {k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes}
@@ -547,7 +571,8 @@ class Inventory:
             return UNITS
         if h.units is None:
             default = ((_capacity(device.raw, device.driver, SHARES) or {}).get("requestPolicy") or {}).get(
-                "default")
+                "default"
+            )
             return min(UNITS, quantity_bytes(str(default))) if default is not None else UNITS
         return min(UNITS, max(0, h.units))
 
@@ -635,8 +660,14 @@ class Inventory:
         near = [key]
         if device.consumes:
             near = sorted(k for k in self._pool_devices.get((key[0], key[1]), ()) if self.devices[k].consumes)
-        held = tuple(sorted(h.source for k in near for h in (self._holdings.get(k) or {}).values()
-                            if order is None or h.order != order))
+        held = tuple(
+            sorted(
+                h.source
+                for k in near
+                for h in (self._holdings.get(k) or {}).values()
+                if order is None or h.order != order
+            )
+        )
         return (id(device), held)
 
     def generation(self, key: DeviceKey) -> int:
@@ -679,8 +710,7 @@ class Inventory:
 
     def class_devices(self, device_class: str) -> list[Device]:
         """Published devices a class admits, in a stable order."""
-        return sorted((d for d in self.devices.values() if device_class in d.classes),
-                      key=Device.sort_key)
+        return sorted((d for d in self.devices.values() if device_class in d.classes), key=Device.sort_key)
 
     def priority_of(self, name: str | None) -> int | None:
         """The value of a PriorityClass; the global default (or 0) for None; None when missing."""
@@ -708,7 +738,8 @@ class Inventory:
         klass = (obj.get("spec") or {}).get("inferenceServiceClassName")
         with self.lock:
             self.order_classes[(meta.get("namespace") or "", meta.get("name") or "")] = (
-                klass if isinstance(klass, str) and klass else None)
+                klass if isinstance(klass, str) and klass else None
+            )
 
     def delete_order(self, obj: Mapping[str, Any]) -> None:
         """Forget an InferenceService."""

@@ -47,8 +47,9 @@ class Joint:
         return sum(c is not None for c in self.choices)
 
 
-def most_placed(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]],
-                budget: int = 20_000) -> Joint:
+def most_placed(
+    needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]], budget: int = 20_000
+) -> Joint:
     """A choice per order (None: left out) placing the most orders; ties go to the first found.
 
     needs: bytes per order, a lower bound of what any placement of it takes. stock[k]: free units ->
@@ -115,9 +116,13 @@ def _smallest_first(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence
     chosen: list[Choice | None] = [None] * len(needs)
     order = sorted(range(len(needs)), key=lambda i: (needs[i], i))
     for i in order:
-        options = [(_rank(kind, fit[0], f, fit[1]), k, f, fit[1])
-                   for k, kind in enumerate(kinds) if (fit := kind.fits[i]) is not None
-                   for f, count in stock[k].items() if count and f >= fit[1]]
+        options = [
+            (_rank(kind, fit[0], f, fit[1]), k, f, fit[1])
+            for k, kind in enumerate(kinds)
+            if (fit := kind.fits[i]) is not None
+            for f, count in stock[k].items()
+            if count and f >= fit[1]
+        ]
         if options:
             _, k, f, units = min(options)
             _move(stock[k], f, f - units)

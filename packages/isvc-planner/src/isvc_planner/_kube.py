@@ -79,8 +79,9 @@ class KubeSync:
     orders and their classes (for the priority of what each claim holds); `orders=False` leaves those
     to the caller (a test bench without the module's CRDs)."""
 
-    def __init__(self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0,
-                 orders: bool = True) -> None:
+    def __init__(
+        self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0, orders: bool = True
+    ) -> None:
         self.inventory = inventory
         self.objects = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
@@ -89,26 +90,34 @@ class KubeSync:
         self._listed: set[str] = set()
         self._threads: list[threading.Thread] = []
         inv = inventory
-        self._handlers: dict[_Kind, tuple[Callable[[Mapping[str, Any]], None],
-                                          Callable[[Mapping[str, Any]], None]]] = {
-            DEVICE_CLASSES: (inv.upsert_device_class,
-                             lambda o: inv.delete_device_class(o["metadata"]["name"])),
+        self._handlers: dict[
+            _Kind, tuple[Callable[[Mapping[str, Any]], None], Callable[[Mapping[str, Any]], None]]
+        ] = {
+            DEVICE_CLASSES: (
+                inv.upsert_device_class,
+                lambda o: inv.delete_device_class(o["metadata"]["name"]),
+            ),
             SLICES: (inv.upsert_slice, lambda o: inv.delete_slice(o["metadata"]["name"])),
             CLAIMS: (inv.upsert_claim, inv.delete_claim),
-            PRIORITY_CLASSES: (inv.upsert_priority_class,
-                               lambda o: inv.delete_priority_class(o["metadata"]["name"])),
+            PRIORITY_CLASSES: (
+                inv.upsert_priority_class,
+                lambda o: inv.delete_priority_class(o["metadata"]["name"]),
+            ),
             NODES: (inv.upsert_node, inv.delete_node),
         }
         if orders:
             self._handlers[ORDERS] = (inv.upsert_order, inv.delete_order)
-            self._handlers[SERVICE_CLASSES] = (inv.upsert_service_class,
-                                               lambda o: inv.delete_service_class(o["metadata"]["name"]))
+            self._handlers[SERVICE_CLASSES] = (
+                inv.upsert_service_class,
+                lambda o: inv.delete_service_class(o["metadata"]["name"]),
+            )
 
     def start(self) -> None:
         """Start one watch thread per kind."""
         for kind in self._handlers:
-            thread = threading.Thread(target=self._run, args=(kind,), name=f"watch-{kind.plural}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=self._run, args=(kind,), name=f"watch-{kind.plural}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -131,8 +140,12 @@ class KubeSync:
                 known = fresh
                 self._mark_listed(kind)
                 version = (listing.get("metadata") or {}).get("resourceVersion")
-                stream = _watch.Watch().stream(*self._lister(kind), resource_version=version,
-                                               timeout_seconds=300, allow_watch_bookmarks=True)
+                stream = _watch.Watch().stream(
+                    *self._lister(kind),
+                    resource_version=version,
+                    timeout_seconds=300,
+                    allow_watch_bookmarks=True,
+                )
                 for event in stream:
                     if self._stop.is_set():
                         return

@@ -77,8 +77,11 @@ class ClaimShape:
     def claim_spec(self) -> dict[str, object]:
         """The resource.k8s.io/v1 ResourceClaimSpec of one request named `gpu`."""
         exactly: dict[str, object] = {
-            "deviceClassName": self.device_class_name, "allocationMode": "ExactCount", "count": self.count,
-            "selectors": [{"cel": {"expression": e}} for e in self.selectors]}
+            "deviceClassName": self.device_class_name,
+            "allocationMode": "ExactCount",
+            "count": self.count,
+            "selectors": [{"cel": {"expression": e}} for e in self.selectors],
+        }
         if self.shares is not None:
             exactly["capacity"] = {"requests": {"shares": str(self.shares)}}
         return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
@@ -88,9 +91,12 @@ def _profile_selector(device: Device) -> str:
     """CEL admitting the devices of `device`'s profile: driver, type, product, memory, sharing."""
     d = device.driver
     caps, attrs = f"device.capacity['{d}']", f"device.attributes['{d}']"
-    parts = [f"device.driver == '{d}'", f"'memory' in {caps}",
-             f"{caps}.memory.compareTo(quantity('{device.memory}')) == 0",
-             f"{'' if device.shareable else '!'}('shares' in {caps})"]
+    parts = [
+        f"device.driver == '{d}'",
+        f"'memory' in {caps}",
+        f"{caps}.memory.compareTo(quantity('{device.memory}')) == 0",
+        f"{'' if device.shareable else '!'}('shares' in {caps})",
+    ]
     if device.type is not None:
         parts.append(f"'type' in {attrs} && {attrs}.type == '{device.type}'")
     if device.product is not None:
@@ -104,6 +110,7 @@ PLAUSIBLE_GIB = 288
 # The most orders of one priority placed by the joint search (its depth is the number of orders); more
 # waiting ones are answered one at a time after it, in the order they came.
 MAX_JOINT = 200
+
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -188,8 +195,15 @@ def _semver(text: str) -> tuple[int, ...]:
 class Planner:
     """Plans orders against one Inventory; remembers plans briefly as reservations."""
 
-    def __init__(self, inventory: Inventory, *, reservation_ttl: float = 120.0,
-                 context: int | None = None, avoid_ttl: float = 600.0, distrust_ttl: float = 60.0) -> None:
+    def __init__(
+        self,
+        inventory: Inventory,
+        *,
+        reservation_ttl: float = 120.0,
+        context: int | None = None,
+        avoid_ttl: float = 600.0,
+        distrust_ttl: float = 60.0,
+    ) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
         self.context = context
@@ -232,8 +246,11 @@ class Planner:
                     prepared[i] = p
             for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
                 level = [i for i, o in prepared.items() if o.priority == priority]
-                alone = [i for i in level if prepared[i].ask.prefer or prepared[i].ask.refused
-                         or self._undecidable_any(prepared[i])]
+                alone = [
+                    i
+                    for i in level
+                    if prepared[i].ask.prefer or prepared[i].ask.refused or self._undecidable_any(prepared[i])
+                ]
                 rest = [i for i in level if i not in alone]
                 kinds, devices, stock = self._kinds([prepared[i] for i in rest])
                 several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
@@ -275,8 +292,9 @@ class Planner:
                     if fit is not None:
                         shares = fit[0] if fit[2] == SharingMode.SHARES else None
                         extra = (ask.selector,) if ask.selector else ()
-                        out.setdefault((cls, selector, 1, shares),
-                                       ClaimShape(cls, (selector, *extra), 1, shares))
+                        out.setdefault(
+                            (cls, selector, 1, shares), ClaimShape(cls, (selector, *extra), 1, shares)
+                        )
                         continue
                     if alone:  # a model one device of the class holds never spans several
                         continue
@@ -287,8 +305,10 @@ class Planner:
                             if ask.allows(PlacementMode.MULTI_DEVICE, mode_sharing):
                                 shares = UNITS if device.shareable else None
                                 extra = (ask.selector,) if ask.selector else ()
-                                out.setdefault((cls, selector, count, shares),
-                                               ClaimShape(cls, (selector, *extra), count, shares))
+                                out.setdefault(
+                                    (cls, selector, count, shares),
+                                    ClaimShape(cls, (selector, *extra), count, shares),
+                                )
                             break
             return list(out.values())
 
@@ -306,13 +326,22 @@ class Planner:
         with inv.lock:
             inv.expire()
             now = time.monotonic()
-            return Reservations(reservations=[
-                Reservation(order=OrderRef(namespace=ns, name=name),
-                            devices=[ReservedDevice(driver=h.device[0], pool=h.device[1], device=h.device[2],
-                                                    units=h.units) for h in held],
-                            age_seconds=round(max(0.0, now - made), 3),
-                            expires_in_seconds=round(max(0.0, deadline - now), 3))
-                for (ns, name), made, deadline, held in inv.reservations()])
+            return Reservations(
+                reservations=[
+                    Reservation(
+                        order=OrderRef(namespace=ns, name=name),
+                        devices=[
+                            ReservedDevice(
+                                driver=h.device[0], pool=h.device[1], device=h.device[2], units=h.units
+                            )
+                            for h in held
+                        ],
+                        age_seconds=round(max(0.0, now - made), 3),
+                        expires_in_seconds=round(max(0.0, deadline - now), 3),
+                    )
+                    for (ns, name), made, deadline, held in inv.reservations()
+                ]
+            )
 
     def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
         """What one order asks of the ledger, or the refusal that needs no search."""
@@ -322,15 +351,19 @@ class Planner:
         runtime = next((MemoryRuntime(r) for r in reqs.runtimes if r in set(MemoryRuntime)), None)
         need = memory_need(request.facts, self.context, runtime)
         if need is None:
-            return _refuse(Reason.NO_COMPATIBLE_PLACEMENT,
-                           f"The memory need of {request.facts.name} cannot be computed: its facts carry "
-                           "neither a parameter count nor a weight size (memory profile incomplete); "
-                           "an administrator's subject.")
+            return _refuse(
+                Reason.NO_COMPATIBLE_PLACEMENT,
+                f"The memory need of {request.facts.name} cannot be computed: its facts carry "
+                "neither a parameter count nor a weight size (memory profile incomplete); "
+                "an administrator's subject.",
+            )
         priority = inv.priority_of(request.priority_class_name)
         if priority is None:
-            return _refuse(Reason.PRIORITY_CLASS_NOT_FOUND,
-                           f"PriorityClass {request.priority_class_name!r} named by the class does not "
-                           "exist in the cluster; an administrator must create it or change the class.")
+            return _refuse(
+                Reason.PRIORITY_CLASS_NOT_FOUND,
+                f"PriorityClass {request.priority_class_name!r} named by the class does not "
+                "exist in the cluster; an administrator must create it or change the class.",
+            )
         policy = request.accelerator_policy or AcceleratorPolicy()
         if request.refused is not None:
             self._learn(order, request.refused)
@@ -341,9 +374,11 @@ class Planner:
         classes = policy.device_class_names or sorted(inv.class_selectors)
         known = [c for c in classes if c in inv.class_selectors]
         if not known:
-            return _refuse(Reason.NO_CAPACITY,
-                           f"None of the device classes {classes} exists in the cluster, so no accelerator "
-                           f"can hold {gib(need.required)} GiB; wait for the hardware to be published.")
+            return _refuse(
+                Reason.NO_CAPACITY,
+                f"None of the device classes {classes} exists in the cluster, so no accelerator "
+                f"can hold {gib(need.required)} GiB; wait for the hardware to be published.",
+            )
         return _Order(request, order, need, priority, ask, known)
 
     def _place(self, o: _Order) -> PlanResponse:
@@ -360,23 +395,37 @@ class Planner:
                 return self._answer(request, order, priority, need, found, [])
             self._observe(cls, ask, findings, priority, order)
         refusal = self._refusal(need, known, findings)
-        if refusal.reason in (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT) and findings.lower \
-                and "incomplete" not in refusal.message:
+        if (
+            refusal.reason in (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT)
+            and findings.lower
+            and "incomplete" not in refusal.message
+        ):
             for cls in known:
                 hit = self._preempt(cls, ask, priority, order)
                 if hit is not None:
                     return self._answer(request, order, priority, need, hit[0], hit[1])
-            refusal = Refusal(reason=Reason.PLANNING_PREEMPTION_FAILED, message=(
-                f"Releasing every lower-priority holding ({len(findings.lower)} orders) on "
-                f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
-                f"retried. Before preemption: {refusal.message}"))
+            refusal = Refusal(
+                reason=Reason.PLANNING_PREEMPTION_FAILED,
+                message=(
+                    f"Releasing every lower-priority holding ({len(findings.lower)} orders) on "
+                    f"{', '.join(known)} would still leave no room for {gib(need.required)} GiB; "
+                    f"retried. Before preemption: {refusal.message}"
+                ),
+            )
         if ask.refused is not None and refusal.reason in (
-                Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED):
+            Reason.NO_CAPACITY,
+            Reason.NO_COMPATIBLE_PLACEMENT,
+            Reason.PLANNING_PREEMPTION_FAILED,
+        ):
             devices, words = ask.refused
-            refusal = Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED, message=(
-                f"The scheduler could not allocate the claim planned on {devices}: {words.rstrip('.')}. "
-                f"Every device class the order may use was tried ({', '.join(known)}) and none has room "
-                f"elsewhere: {refusal.message}"))
+            refusal = Refusal(
+                reason=Reason.RESOURCE_CLAIM_EXHAUSTED,
+                message=(
+                    f"The scheduler could not allocate the claim planned on {devices}: {words.rstrip('.')}. "
+                    f"Every device class the order may use was tried ({', '.join(known)}) and none has room "
+                    f"elsewhere: {refusal.message}"
+                ),
+            )
         return PlanResponse(refusal=refusal)
 
     # ------------------------------------------------------------------ joint placement
@@ -400,9 +449,14 @@ class Planner:
                 if device.key in seen or device.tainted or device.memory is None:
                     continue
                 seen.add(device.key)
-                profile = (device.memory, device.shareable, device.type, tuple(sorted(device.classes)),
-                           device.compute_capability,
-                           tuple(self._selector(device, e) is True for e in selectors))
+                profile = (
+                    device.memory,
+                    device.shareable,
+                    device.type,
+                    tuple(sorted(device.classes)),
+                    device.compute_capability,
+                    tuple(self._selector(device, e) is True for e in selectors),
+                )
                 fits = profiles.get(profile)
                 if fits is None:
                     fits = profiles[profile] = tuple(self._fits_one(o, device) for o in orders)
@@ -430,8 +484,9 @@ class Planner:
                 return None if fit is None else (rank, fit[0])
         return None
 
-    def _take(self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]],
-              choice: tuple[int, int]) -> PlanResponse:
+    def _take(
+        self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]], choice: tuple[int, int]
+    ) -> PlanResponse:
         """Reserve the device `most_placed` chose: the first of its kind with that many units free.
 
         The search sees devices one by one; partitions of one GPU draw on shared counters, so an earlier
@@ -440,8 +495,11 @@ class Planner:
         k, free = choice
         fit = kinds[k].fits[j]
         assert fit is not None
-        device = min((d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
-                     key=lambda d: d.sort_key(), default=None)
+        device = min(
+            (d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
+            key=lambda d: d.sort_key(),
+            default=None,
+        )
         if device is None:
             return self._place(o)
         found = self._fit(device, o.ask)
@@ -450,8 +508,9 @@ class Planner:
         candidate = _Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
         return self._answer(o.request, o.key, o.priority, o.need, candidate, [])
 
-    def _ask(self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy,
-             order: OrderKey) -> tuple[_Ask | None, Refusal | None]:
+    def _ask(
+        self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy, order: OrderKey
+    ) -> tuple[_Ask | None, Refusal | None]:
         inv = self.inventory
         permitted = policy.allowed_share_percents or range(1, UNITS + 1)
         shares = sorted({s for s in permitted if share_in_range(s)})
@@ -464,19 +523,32 @@ class Planner:
             try:
                 inv.judge.check(policy.selector)
             except SelectorError as error:
-                return None, Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
-                    f"The accelerator policy's selector {policy.selector!r} cannot be judged: {error}. "
-                    "The class needs an administrator's eye; waiting will not help."))
+                return None, Refusal(
+                    reason=Reason.PLACEMENT_UNDECIDABLE,
+                    message=(
+                        f"The accelerator policy's selector {policy.selector!r} cannot be judged: {error}. "
+                        "The class needs an administrator's eye; waiting will not help."
+                    ),
+                )
         avoid = self._avoided(order) | inv.distrusted()
         own = {k: u for k, u in inv.held_by(order).items() if k not in avoid}
         prefer = set(own)
         holding = request.holding
         if holding is not None and holding.driver and holding.pool and holding.devices:
             prefer |= {(holding.driver, holding.pool, d) for d in holding.devices}
-        return _Ask(need=need, shares=shares, modes=modes, max_devices=reqs.max_devices or 8,
-                    selector=policy.selector or None, min_cc=reqs.min_compute_capability,
-                    own=own, prefer=prefer - avoid, margin=reqs.memory_margin_percent,
-                    avoid=frozenset(avoid), refused=self._refused.get(order) if avoid else None), None
+        return _Ask(
+            need=need,
+            shares=shares,
+            modes=modes,
+            max_devices=reqs.max_devices or 8,
+            selector=policy.selector or None,
+            min_cc=reqs.min_compute_capability,
+            own=own,
+            prefer=prefer - avoid,
+            margin=reqs.memory_margin_percent,
+            avoid=frozenset(avoid),
+            refused=self._refused.get(order) if avoid else None,
+        ), None
 
     def _learn(self, order: OrderKey, refused: SchedulerRefusal) -> None:
         """The scheduler refused the claim pinned to these devices: this order avoids them while their pool
@@ -492,8 +564,14 @@ class Planner:
         inv.distrust(keys, self.distrust_ttl, order)
         where = f"{', '.join(f'{p.pool}/{d}' for d in p.devices)} ({p.device_class_name})"
         self._refused[order] = (where, refused.message)
-        log.warning("the scheduler refused the claim of %s/%s on %s although the ledger saw room "
-                    "(used %s): %s", order[0], order[1], where, [inv.used(k) for k in keys], refused.message)
+        log.warning(
+            "the scheduler refused the claim of %s/%s on %s although the ledger saw room (used %s): %s",
+            order[0],
+            order[1],
+            where,
+            [inv.used(k) for k in keys],
+            refused.message,
+        )
 
     def _avoided(self, order: OrderKey) -> set[DeviceKey]:
         slot = self._avoid.get(order)
@@ -513,8 +591,9 @@ class Planner:
     def _passes(self, device: Device, ask: _Ask) -> bool:
         if device.key in ask.avoid:
             return False
-        if ask.min_cc and (device.compute_capability is None
-                           or _semver(device.compute_capability) < _semver(ask.min_cc)):
+        if ask.min_cc and (
+            device.compute_capability is None or _semver(device.compute_capability) < _semver(ask.min_cc)
+        ):
             return False
         if ask.selector is None:
             return True
@@ -535,31 +614,43 @@ class Planner:
         faults = self.inventory.class_faults.get(cls) or {}
         if faults:
             fault = faults[min(faults)]
-            return Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
-                f"The selector of device class {cls} cannot be judged: {fault.message()}. "
-                "The search never started; an administrator must fix the class, waiting will not help."))
+            return Refusal(
+                reason=Reason.PLACEMENT_UNDECIDABLE,
+                message=(
+                    f"The selector of device class {cls} cannot be judged: {fault.message()}. "
+                    "The search never started; an administrator must fix the class, waiting will not help."
+                ),
+            )
         if ask.selector is None:
             return None
         for device in self.inventory.class_devices(cls):
             result = self._selector(device, ask.selector)
             if isinstance(result, SelectorError):
-                return Refusal(reason=Reason.PLACEMENT_UNDECIDABLE, message=(
-                    f"The accelerator policy's selector cannot be judged on device class {cls}: "
-                    f"{_POLICY}: selector #0 on device {device.ident}: {result}. The search never "
-                    "started; an administrator must fix the selector, waiting will not help."))
+                return Refusal(
+                    reason=Reason.PLACEMENT_UNDECIDABLE,
+                    message=(
+                        f"The accelerator policy's selector cannot be judged on device class {cls}: "
+                        f"{_POLICY}: selector #0 on device {device.ident}: {result}. The search never "
+                        "started; an administrator must fix the selector, waiting will not help."
+                    ),
+                )
         return None
 
     # ------------------------------------------------------------------ search
 
-    def _search(self, cls: str, ask: _Ask, groups: dict[tuple[int, bool, str, str], _Group],
-                *, own_adjusted: bool) -> _Candidate | None:
+    def _search(
+        self, cls: str, ask: _Ask, groups: dict[tuple[int, bool, str, str], _Group], *, own_adjusted: bool
+    ) -> _Candidate | None:
         inv = self.inventory
         own = ask.own if own_adjusted else {}
         need = ask.need
         best: _Candidate | None = None
         largest = self._largest(groups, ask)
-        own_devices = [inv.devices[k] for k in sorted(own) if k in inv.devices
-                       and cls in inv.devices[k].classes and not inv.devices[k].tainted]
+        own_devices = [
+            inv.devices[k]
+            for k in sorted(own)
+            if k in inv.devices and cls in inv.devices[k].classes and not inv.devices[k].tainted
+        ]
 
         def consider(c: _Candidate | None) -> None:
             nonlocal best
@@ -602,7 +693,8 @@ class Planner:
         if best is not None or (largest > 0 and ask.holds(largest)):
             return best  # a model one device of the class holds never spans several
         if not ask.allows(PlacementMode.MULTI_DEVICE, SharingMode.NONE) and not ask.allows(
-                PlacementMode.MULTI_DEVICE, SharingMode.SHARES):
+            PlacementMode.MULTI_DEVICE, SharingMode.SHARES
+        ):
             return None
         for gkey in sorted(groups):
             consider(self._multi(cls, gkey, groups[gkey], ask, own, own_devices))
@@ -615,11 +707,25 @@ class Planner:
         it from spanning the devices it may use (issue 18: refused while the scheduler could allocate).
         """
         filtered = ask.selector is not None or ask.min_cc is not None or bool(ask.avoid)
-        return max((g[0] for g, grp in groups.items() if grp.devices and (
-            not filtered or any(self._passes(d, ask) for d in grp.devices.values()))), default=-1)
+        return max(
+            (
+                g[0]
+                for g, grp in groups.items()
+                if grp.devices and (not filtered or any(self._passes(d, ask) for d in grp.devices.values()))
+            ),
+            default=-1,
+        )
 
-    def _single(self, cls: str, device: Device, free: int, units: int, mode: PlacementMode,
-                sharing: SharingMode, ask: _Ask) -> _Candidate:
+    def _single(
+        self,
+        cls: str,
+        device: Device,
+        free: int,
+        units: int,
+        mode: PlacementMode,
+        sharing: SharingMode,
+        ask: _Ask,
+    ) -> _Candidate:
         memory = device.memory or 0
         if device.shareable:
             before, after = free * memory // UNITS, (free - units) * memory // UNITS
@@ -628,12 +734,24 @@ class Planner:
         # The loss in the sum of squared free pieces: best fit on a shared device (the one with the
         # least free memory loses least), and a whole device only when that costs less than a share.
         loss = before * before - after * after
-        rank = (0 if device.key in ask.prefer else 1, loss, 0 if free < UNITS else 1, memory,
-                device.sort_key())
+        rank = (
+            0 if device.key in ask.prefer else 1,
+            loss,
+            0 if free < UNITS else 1,
+            memory,
+            device.sort_key(),
+        )
         return _Candidate(cls, (device,), units, mode, sharing, rank)
 
-    def _multi(self, cls: str, gkey: tuple[int, bool, str, str], group: _Group, ask: _Ask,
-               own: dict[DeviceKey, int], own_devices: list[Device]) -> _Candidate | None:
+    def _multi(
+        self,
+        cls: str,
+        gkey: tuple[int, bool, str, str],
+        group: _Group,
+        ask: _Ask,
+        own: dict[DeviceKey, int],
+        own_devices: list[Device],
+    ) -> _Candidate | None:
         memory, shareable, _, _ = gkey
         if memory <= 0:
             return None
@@ -649,14 +767,20 @@ class Planner:
         inv = self.inventory
         extra: dict[str, list[Device]] = {}
         for device in own_devices:
-            if device.group == gkey and UNITS - inv.used(device.key) + own[device.key] >= UNITS \
-                    and self._passes(device, ask):
+            if (
+                device.group == gkey
+                and UNITS - inv.used(device.key) + own[device.key] >= UNITS
+                and self._passes(device, ask)
+            ):
                 extra.setdefault(device.pool, []).append(device)
         best: _Candidate | None = None
         for pool in sorted(set(group.full_free) | set(extra)):
             mine = extra.get(pool, [])
-            avail = [group.devices[sk] for sk in sorted(group.full_free.get(pool, ()))
-                     if group.devices[sk].key not in own and self._passes(group.devices[sk], ask)]
+            avail = [
+                group.devices[sk]
+                for sk in sorted(group.full_free.get(pool, ()))
+                if group.devices[sk].key not in own and self._passes(group.devices[sk], ask)
+            ]
             if len(mine) + len(avail) < count:
                 continue
             picked: list[Device] = []
@@ -669,8 +793,13 @@ class Planner:
             nodes = {d.node for d in chosen}
             if len(nodes) != 1:
                 continue
-            rank = (0 if any(d.key in ask.prefer for d in chosen) else 1, count * memory,
-                    len(mine) + len(avail), 0, (pool,))
+            rank = (
+                0 if any(d.key in ask.prefer for d in chosen) else 1,
+                count * memory,
+                len(mine) + len(avail),
+                0,
+                (pool,),
+            )
             c = _Candidate(cls, chosen, UNITS, PlacementMode.MULTI_DEVICE, sharing, rank)
             if best is None or c.rank < best.rank:
                 best = c
@@ -696,11 +825,13 @@ class Planner:
                 continue
             if device.memory > f.largest[0]:
                 f.largest = (device.memory, f"{device.product or device.ident}, class {cls}")
-            free_bytes = free * device.memory // UNITS if device.shareable else (
-                device.memory if free == UNITS else 0)
+            free_bytes = (
+                free * device.memory // UNITS if device.shareable else (device.memory if free == UNITS else 0)
+            )
             f.largest_free = max(f.largest_free, free_bytes)
             fits = ask.holds(device.memory) and (
-                not device.shareable or ask.share_for(ask.need.required, device.memory) is not None)
+                not device.shareable or ask.share_for(ask.need.required, device.memory) is not None
+            )
             if fits:
                 f.fits_by_size = True
             key = (device.pool, device.group)
@@ -730,43 +861,68 @@ class Planner:
         required = gib(need.required)
         where = ", ".join(classes)
         if f.admitted == 0:
-            return Refusal(reason=Reason.NO_CAPACITY, message=(
-                f"No usable device of {where} is published (none admitted, all tainted, or on nodes that "
-                "take no new pods); "
-                f"{required} GiB are needed. Replanned when capacity changes."))
+            return Refusal(
+                reason=Reason.NO_CAPACITY,
+                message=(
+                    f"No usable device of {where} is published (none admitted, all tainted, or on nodes that "
+                    "take no new pods); "
+                    f"{required} GiB are needed. Replanned when capacity changes."
+                ),
+            )
         if not f.fits_by_size and f.unprofiled and self._plausible(need, f, ask_max=8):
-            return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
-                f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
-                f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
-                f"computed for {required} GiB. An administrator's subject; waiting will not help."))
+            return Refusal(
+                reason=Reason.NO_COMPATIBLE_PLACEMENT,
+                message=(
+                    f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
+                    f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
+                    f"computed for {required} GiB. An administrator's subject; waiting will not help."
+                ),
+            )
         tensor_parallel = ", ".join(f"{gib(need.per_device(n))} GiB on each of {n}" for n in (2, 4, 8))
         if not f.fits_by_size and f.unprofiled:  # nothing unprofiled could hold it: too large is the answer
-            return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
-                f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
-                f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
-                f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
-                f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
-                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."))
+            return Refusal(
+                reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
+                message=(
+                    f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+                    f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
+                    f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
+                    f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
+                    f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."
+                ),
+            )
         if not f.fits_by_size:
-            return Refusal(reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY, message=(
-                f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
-                f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
-                f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
-                f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
-                "A larger accelerator or more devices of one node are needed."))
+            return Refusal(
+                reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
+                message=(
+                    f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+                    f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
+                    f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
+                    f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
+                    "A larger accelerator or more devices of one node are needed."
+                ),
+            )
         if f.largest_free < need.required:
-            return Refusal(reason=Reason.NO_CAPACITY, message=(
-                f"No device of {where} has {required} GiB free right now (largest free piece "
-                f"{gib(f.largest_free)} GiB); replanned when capacity frees up."))
-        return Refusal(reason=Reason.NO_COMPATIBLE_PLACEMENT, message=(
-            f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
-            f"a permitted share or device count ({need.explanation}; {tensor_parallel} under tensor "
-            f"parallel; largest free piece {gib(f.largest_free)} GiB). Replanned when capacity changes."))
+            return Refusal(
+                reason=Reason.NO_CAPACITY,
+                message=(
+                    f"No device of {where} has {required} GiB free right now (largest free piece "
+                    f"{gib(f.largest_free)} GiB); replanned when capacity frees up."
+                ),
+            )
+        return Refusal(
+            reason=Reason.NO_COMPATIBLE_PLACEMENT,
+            message=(
+                f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
+                f"a permitted share or device count ({need.explanation}; {tensor_parallel} under tensor "
+                f"parallel; largest free piece {gib(f.largest_free)} GiB). Replanned when capacity changes."
+            ),
+        )
 
     # ------------------------------------------------------------------ preemption
 
-    def _preempt(self, cls: str, ask: _Ask, priority: int,
-                 order: OrderKey) -> tuple[_Candidate, list[OrderKey]] | None:
+    def _preempt(
+        self, cls: str, ask: _Ask, priority: int, order: OrderKey
+    ) -> tuple[_Candidate, list[OrderKey]] | None:
         """The single-device placement that needs the fewest, lowest lower-priority orders released."""
         inv = self.inventory
         best: tuple[tuple[object, ...], _Candidate, list[OrderKey]] | None = None
@@ -814,8 +970,15 @@ class Planner:
 
     # ------------------------------------------------------------------ answer
 
-    def _answer(self, request: PlanRequest, order: OrderKey, priority: int, need: MemoryNeed,
-                found: _Candidate, victims: list[OrderKey]) -> PlanResponse:
+    def _answer(
+        self,
+        request: PlanRequest,
+        order: OrderKey,
+        priority: int,
+        need: MemoryNeed,
+        found: _Candidate,
+        victims: list[OrderKey],
+    ) -> PlanResponse:
         first = found.devices[0]
         memory = first.memory or 0
         if found.mode == PlacementMode.SHARED:
@@ -840,11 +1003,17 @@ class Planner:
         )
         if not request.dry_run:
             self._reserve(order, priority, found)
-        launch = need.launch(memory, found.units if found.mode == PlacementMode.SHARED else UNITS,
-                             len(found.devices)) if memory else None
+        launch = (
+            need.launch(
+                memory, found.units if found.mode == PlacementMode.SHARED else UNITS, len(found.devices)
+            )
+            if memory
+            else None
+        )
         est = estimate(request.facts, need, len(found.devices), launch if isinstance(launch, Fit) else None)
-        return PlanResponse(placement=placement, estimates=est,
-                            preempt=[Victim(namespace=ns, name=n) for ns, n in victims])
+        return PlanResponse(
+            placement=placement, estimates=est, preempt=[Victim(namespace=ns, name=n) for ns, n in victims]
+        )
 
     def _reserve(self, order: OrderKey, priority: int, found: _Candidate) -> None:
         inv = self.inventory
@@ -865,8 +1034,10 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
 
     def no(field_name: str, value: object, why: str) -> Refusal:
         # The fact only: whose fix it is (delete a hand-written plan, or report the module's) the caller says.
-        return Refusal(reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                       message=f"the launch plan is not a placement: {field_name}={value!r} {why}")
+        return Refusal(
+            reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+            message=f"the launch plan is not a placement: {field_name}={value!r} {why}",
+        )
 
     share = placement.share_percent
     if share is not None and not share_in_range(share):
@@ -879,15 +1050,22 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
         return no("deviceClassName", None, "is missing: an accelerator asked for with no device class")
     with inventory.lock:
         if placement.device_class_name not in inventory.class_selectors:
-            return no("deviceClassName", placement.device_class_name,
-                      "names a device class that does not exist")
+            return no(
+                "deviceClassName", placement.device_class_name, "names a device class that does not exist"
+            )
         devices = inventory.class_devices(placement.device_class_name)
         largest = max((d.memory or 0 for d in devices), default=0)
-    for name, value in (("memoryGiB", placement.memory_gi_b),
-                        ("acceleratorMemoryGiB", placement.accelerator_memory_gi_b)):
+    for name, value in (
+        ("memoryGiB", placement.memory_gi_b),
+        ("acceleratorMemoryGiB", placement.accelerator_memory_gi_b),
+    ):
         if value is not None and (value <= 0 or value * GIB > largest + GIB // 100):
-            return no(name, value, f"is memory the devices of class {placement.device_class_name} do not "
-                                   f"carry (largest {gib(largest)} GiB)")
+            return no(
+                name,
+                value,
+                f"is memory the devices of class {placement.device_class_name} do not "
+                f"carry (largest {gib(largest)} GiB)",
+            )
     return None
 
 

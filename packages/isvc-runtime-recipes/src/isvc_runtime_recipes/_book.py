@@ -222,7 +222,10 @@ def _describe_model(facts: ModelFacts, endpoint: EndpointType) -> str:
 
 
 def _refusal(
-    facts: ModelFacts, endpoint: EndpointType, failures: list[_Failure], where: str = "",
+    facts: ModelFacts,
+    endpoint: EndpointType,
+    failures: list[_Failure],
+    where: str = "",
     serves_as: dict[EndpointType, list[str]] | None = None,
 ) -> Refusal:
     """QuantizationMismatch when the quantization is as far as any recipe got, else no runtime; when
@@ -243,12 +246,16 @@ def _refusal(
         )
     if serves_as:
         other, names = next(iter(serves_as.items()))
-        return Refusal(reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, message=(
-            f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}. The order got "
-            f"{endpoint}, the first contract its class allows (a bare Hugging Face reference says nothing "
-            f"of what a model serves); order it on a class whose modelPolicy.allowedEndpointTypes names "
-            f"{other} alone — ask your administrator (the docs' Examples show a class for embeddings "
-            f"only). Candidates: {candidates}."))
+        return Refusal(
+            reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
+            message=(
+                f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}. The order got "
+                f"{endpoint}, the first contract its class allows (a bare Hugging Face reference says nothing "
+                f"of what a model serves); order it on a class whose modelPolicy.allowedEndpointTypes names "
+                f"{other} alone — ask your administrator (the docs' Examples show a class for embeddings "
+                f"only). Candidates: {candidates}."
+            ),
+        )
     return Refusal(
         reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
         message=(
@@ -264,8 +271,9 @@ def _refusal(
 def content_hash(compiled: CompiledRuntime) -> str:
     """sha256 of the canonical JSON of everything in the compiled runtime but the hash itself."""
     # The parsers are named in args already; left out, so that echoing them rolls no workload.
-    payload = compiled.model_dump(mode="json", by_alias=True,
-                                  exclude={"content_hash", "tool_call_parser", "reasoning_parser"})
+    payload = compiled.model_dump(
+        mode="json", by_alias=True, exclude={"content_hash", "tool_call_parser", "reasoning_parser"}
+    )
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -308,9 +316,7 @@ class RecipeBook:
     """The recipes in force, tried in priority order."""
 
     def __init__(self, recipes: list[Recipe], flags: dict[str, RuntimeFlags]) -> None:
-        self.recipes = sorted(
-            (r for r in recipes if not r.disabled), key=lambda r: (r.priority, r.name)
-        )
+        self.recipes = sorted((r for r in recipes if not r.disabled), key=lambda r: (r.priority, r.name))
         self.flags = flags
 
     def __iter__(self) -> Iterator[Recipe]:
@@ -360,9 +366,7 @@ class RecipeBook:
         return RuntimeRequirements(
             recipes=[r.name for r in candidates],
             placement_modes=[m for m in PlacementMode if any(m in r.placement.modes for r in candidates)],
-            sharing_modes=[
-                m for m in SharingMode if any(m in r.placement.sharing_modes for r in candidates)
-            ],
+            sharing_modes=[m for m in SharingMode if any(m in r.placement.sharing_modes for r in candidates)],
             min_compute_capability=min(lowest, key=parse_compute_capability) if lowest else None,
             max_devices=max(r.placement.max_devices for r in candidates),
             runtimes=list(dict.fromkeys(r.runtime for r in candidates)),
@@ -421,7 +425,8 @@ class RecipeBook:
         utilization = memory_utilization(placement, recipe.memory)
         if utilization <= 0:
             return _Failure(
-                recipe.name, "memory",
+                recipe.name,
+                "memory",
                 f"a share of {placement.share_percent}% leaves nothing after the "
                 f"{recipe.memory.margin:g} margin",
             )
@@ -432,9 +437,14 @@ class RecipeBook:
         if recipe.runtime in set(MemoryRuntime) and device_gib is not None and known:
             share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
             fitted = fit_launch(
-                facts, MemoryRuntime(recipe.runtime), round(device_gib * GIB), share or 100,
-                max(placement.device_count, 1), min_context=recipe.memory.min_context_length,
-                granularity=recipe.memory.context_granularity, max_context=estimates.context_length,
+                facts,
+                MemoryRuntime(recipe.runtime),
+                round(device_gib * GIB),
+                share or 100,
+                max(placement.device_count, 1),
+                min_context=recipe.memory.min_context_length,
+                granularity=recipe.memory.context_granularity,
+                max_context=estimates.context_length,
             )
             if isinstance(fitted, str):
                 return _Failure(recipe.name, "memory", fitted)
@@ -466,7 +476,8 @@ class RecipeBook:
             "reasoningParser": thinking,
             "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
             "maxNumBatchedTokens": (
-                str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None),
+                str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
+            ),
             "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
         }
         args = _render(recipe.args, values)

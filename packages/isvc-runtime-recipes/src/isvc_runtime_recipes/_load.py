@@ -72,9 +72,7 @@ def validate_recipe(data: Any, origin: str, flags: dict[str, RuntimeFlags]) -> R
     for group in groups:
         positional = accepted.positional_model and group == ["{modelPath}"]
         if not positional and flag_of(group[0]) is None:
-            raise InvalidRecipe(
-                f"recipe {recipe.name}: argument group {group} does not start with a flag"
-            )
+            raise InvalidRecipe(f"recipe {recipe.name}: argument group {group} does not start with a flag")
         unknown = check_flags(group, accepted)
         if unknown:
             raise UnknownFlag(

@@ -118,7 +118,9 @@ class MemoryPolicy(Wire):
     """How a recipe claims accelerator memory."""
 
     margin: float = Field(
-        default=0.05, ge=0, lt=0.5,
+        default=0.05,
+        ge=0,
+        lt=0.5,
         description="Fraction of the card left unclaimed, so co-placed runtimes never oversubscribe it.",
     )
     kv_bytes_per_element: int = Field(
@@ -193,7 +195,8 @@ class Recipe(Wire):
     metrics_path: str = Field(default="/metrics", pattern=r"^/")
     api_key_env: Token = Field(description="Environment variable the runtime reads its API key from.")
     model_file: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9._-]+$",
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]+$",
         description="Marks a runtime that loads one file (GGUF): the file the model source chose (a "
         "Hugging Face GGUF repository's variant), else this name under the model directory.",
     )

@@ -28,8 +28,18 @@ from isvc_planner_client import (
 from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_mig, fleet_slice
 from isvc_testing._milp import Solved, milp_optimum
 
-__all__ = ["Packed", "in_support", "instance", "main", "need_of", "optimum", "pack", "packing", "units_for",
-           "waiting"]
+__all__ = [
+    "Packed",
+    "in_support",
+    "instance",
+    "main",
+    "need_of",
+    "optimum",
+    "pack",
+    "packing",
+    "units_for",
+    "waiting",
+]
 
 GIB = 1 << 30
 PACKING_SEED = 20260802
@@ -40,8 +50,12 @@ _PRODUCTS = {80: "NVIDIA H100 80GB HBM3", 40: "NVIDIA A100-SXM4-40GB", 24: "NVID
 
 
 def _model(weights_gib: float, name: str) -> ModelFacts:
-    return ModelFacts(source=ModelSource.HUGGING_FACE, name=name, parameter_count=int(weights_gib * GIB / 2),
-                      dtype="bfloat16")
+    return ModelFacts(
+        source=ModelSource.HUGGING_FACE,
+        name=name,
+        parameter_count=int(weights_gib * GIB / 2),
+        dtype="bfloat16",
+    )
 
 
 def _runtime_overhead() -> float:
@@ -65,9 +79,15 @@ def _fleet(nodes: int, rng: random.Random) -> list[dict[str, Any]]:
     for n in range(nodes):
         mem = rng.choice([80, 80, 40, 141])
         shares = rng.random() < 0.75
-        slices.append(fleet_slice(f"node-{n:04d}", [
-            fleet_gpu(f"node-{n:04d}", i, memory_gi=mem, product=_PRODUCTS[mem], shares=shares)
-            for i in range(8)]))
+        slices.append(
+            fleet_slice(
+                f"node-{n:04d}",
+                [
+                    fleet_gpu(f"node-{n:04d}", i, memory_gi=mem, product=_PRODUCTS[mem], shares=shares)
+                    for i in range(8)
+                ],
+            )
+        )
     return slices
 
 
@@ -107,15 +127,17 @@ def latency(nodes: int, rng: random.Random, samples: int = 300) -> tuple[float, 
     build = time.perf_counter() - started
     planner = Planner(inv)
     for i in range(nodes * 4):  # fill about half
-        r = planner.plan(PlanRequest(order=OrderRef(namespace="fill", name=f"f{i}"),
-                                     facts=_facts(rng.uniform(5, 60), rng)))
+        r = planner.plan(
+            PlanRequest(order=OrderRef(namespace="fill", name=f"f{i}"), facts=_facts(rng.uniform(5, 60), rng))
+        )
         claim = _claim_for("fill", f"f{i}", r)
         if claim is not None:
             inv.upsert_claim(claim)
     times = []
     for i in range(samples):
-        req = PlanRequest(order=OrderRef(namespace="bench", name=f"p{i}"),
-                          facts=_facts(rng.uniform(5, 120), rng))
+        req = PlanRequest(
+            order=OrderRef(namespace="bench", name=f"p{i}"), facts=_facts(rng.uniform(5, 120), rng)
+        )
         t = time.perf_counter()
         planner.plan(req)
         times.append((time.perf_counter() - t) * 1000)
@@ -132,8 +154,11 @@ def sequence(nodes: int, orders: int, rng: random.Random) -> tuple[float, int, i
     placed = 0
     started = time.perf_counter()
     for i in range(orders):
-        r = planner.plan(PlanRequest(order=OrderRef(namespace="bench", name=f"order-{i}"),
-                                     facts=_facts(rng.uniform(5, 120), rng)))
+        r = planner.plan(
+            PlanRequest(
+                order=OrderRef(namespace="bench", name=f"order-{i}"), facts=_facts(rng.uniform(5, 120), rng)
+            )
+        )
         tally.take(r)
         claim = _claim_for("bench", f"order-{i}", r)
         if claim is not None:
@@ -180,9 +205,10 @@ def need_of(size: float) -> int:
 def in_support(layout: list[Layout], sizes: list[float]) -> bool:
     """Whether `instance` can draw these nodes and order sizes (for hand-made instances)."""
     kinds = [devs[0] for devs in layout]
-    if not 1 <= len(layout) <= 3 or any(not 1 <= len(devs) <= 4 or set(devs) != {kind}
-                                          or kind[0] not in (24, 40, 80)
-                                          for devs, kind in zip(layout, kinds, strict=True)):
+    if not 1 <= len(layout) <= 3 or any(
+        not 1 <= len(devs) <= 4 or set(devs) != {kind} or kind[0] not in (24, 40, 80)
+        for devs, kind in zip(layout, kinds, strict=True)
+    ):
         return False
     largest = max(m for m, _ in kinds)
     capacity = sum(m for devs in layout for m, _ in devs)
@@ -204,8 +230,9 @@ def units_for(need: int, memory: int, shareable: bool) -> int | None:
     return 100 if seen >= need else None
 
 
-def optimum(devices: list[tuple[int, bool]], needs: list[int], *, in_sequence: bool,
-            free: list[int] | None = None) -> int:
+def optimum(
+    devices: list[tuple[int, bool]], needs: list[int], *, in_sequence: bool, free: list[int] | None = None
+) -> int:
     """Most orders placed, by exhaustive search over every device choice (one device per order).
 
     in_sequence: orders arrive in the given order and one that fits somewhere must be placed, as the
@@ -267,13 +294,17 @@ class Packed:
 
     def describe(self) -> str:
         """The instance in a few lines, to see why it loses."""
-        kinds = "; ".join(f"n{i}: {len(devs)} × {devs[0][0]} GiB {'shares' if devs[0][1] else 'whole'}"
-                          for i, devs in enumerate(self.layout))
+        kinds = "; ".join(
+            f"n{i}: {len(devs)} × {devs[0][0]} GiB {'shares' if devs[0][1] else 'whole'}"
+            for i, devs in enumerate(self.layout)
+        )
         needs = ", ".join(f"{n / GIB:.1f}" for n in self.needs)
-        return (f"jointly {self.ratio:.3f} ({self.placed}/{self.offline}), one at a time "
-                f"{self.arrival_ratio:.3f} ({self.arrival_placed}/{self.in_sequence})  devices {kinds}\n"
-                f"    needs GiB  [{needs}]\n    jointly    [{', '.join(c or '-' for c in self.chosen)}]\n"
-                f"    one by one [{', '.join(c or '-' for c in self.arrival_chosen)}]")
+        return (
+            f"jointly {self.ratio:.3f} ({self.placed}/{self.offline}), one at a time "
+            f"{self.arrival_ratio:.3f} ({self.arrival_placed}/{self.in_sequence})  devices {kinds}\n"
+            f"    needs GiB  [{needs}]\n    jointly    [{', '.join(c or '-' for c in self.chosen)}]\n"
+            f"    one by one [{', '.join(c or '-' for c in self.arrival_chosen)}]"
+        )
 
 
 def _where(response: PlanResponse) -> str | None:
@@ -292,10 +323,19 @@ def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[
         need = memory_need(f)
         assert need is not None
         needs.append(need.required)
-    slices = [fleet_slice(f"n{n}", [fleet_gpu(f"n{n}", i, memory_gi=m, product=_PRODUCTS[m], shares=s)
-                                     for i, (m, s) in enumerate(devs)]) for n, devs in enumerate(layout)]
-    requests = [PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f)
-                for i, f in enumerate(facts)]
+    slices = [
+        fleet_slice(
+            f"n{n}",
+            [
+                fleet_gpu(f"n{n}", i, memory_gi=m, product=_PRODUCTS[m], shares=s)
+                for i, (m, s) in enumerate(devs)
+            ],
+        )
+        for n, devs in enumerate(layout)
+    ]
+    requests = [
+        PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f) for i, f in enumerate(facts)
+    ]
     planner = Planner(Inventory.from_objects(fleet_device_classes(), slices, []))
     tally = _Tally()
     started = time.perf_counter()
@@ -310,9 +350,17 @@ def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[
         alone_tally.take(r)
     flat = [(m * GIB, s) for devs in layout for m, s in devs]
     chosen, arrival_chosen = [_where(r) for r in joint], [_where(r) for r in arrival]
-    packed = Packed(layout, sizes, needs, chosen, sum(c is not None for c in chosen),
-                    optimum(flat, needs, in_sequence=False), arrival_chosen,
-                    sum(c is not None for c in arrival_chosen), optimum(flat, needs, in_sequence=True))
+    packed = Packed(
+        layout,
+        sizes,
+        needs,
+        chosen,
+        sum(c is not None for c in chosen),
+        optimum(flat, needs, in_sequence=False),
+        arrival_chosen,
+        sum(c is not None for c in arrival_chosen),
+        optimum(flat, needs, in_sequence=True),
+    )
     return packed, tally.overcommits + alone_tally.overcommits, seconds
 
 
@@ -359,11 +407,16 @@ class Node:
         for g, parts in enumerate(self.gpus):
             if self.mode == "mig":
                 profiles = ["4g.40gb", "3g.40gb"] if parts == (40, 40) else [_MIG_PROFILES[m] for m in parts]
-                devices += [fleet_mig(name, g, profile, slot, m)
-                            for slot, (profile, m) in enumerate(zip(profiles, parts, strict=True))]
+                devices += [
+                    fleet_mig(name, g, profile, slot, m)
+                    for slot, (profile, m) in enumerate(zip(profiles, parts, strict=True))
+                ]
             else:
-                devices.append(fleet_gpu(name, g, memory_gi=parts[0], product=_PRODUCTS[parts[0]],
-                                         shares=self.mode == "shares"))
+                devices.append(
+                    fleet_gpu(
+                        name, g, memory_gi=parts[0], product=_PRODUCTS[parts[0]], shares=self.mode == "shares"
+                    )
+                )
         return fleet_slice(name, devices)
 
 
@@ -388,7 +441,7 @@ def large_instance(rng: random.Random) -> tuple[list[Node], list[float]]:
             memory = rng.choice(sorted(_PRODUCTS))
             gpus = ((memory,),) * rng.randint(1, 8)
         while gpus and count + sum(len(g) for g in gpus) > target:  # stop at the drawn device count
-            gpus = gpus[:-1] if len(gpus) > 1 or len(gpus[0]) == 1 else (gpus[0][:target - count],)
+            gpus = gpus[:-1] if len(gpus) > 1 or len(gpus[0]) == 1 else (gpus[0][: target - count],)
         if gpus:
             nodes.append(Node(mode, gpus))
             count += sum(len(g) for g in gpus)
@@ -477,8 +530,9 @@ def _counting_search(call: Any) -> tuple[Any, int]:
     return result, nodes
 
 
-def pack_large(nodes: list[Node], sizes: list[float], rng: random.Random, *,
-               time_limit: float = LARGE_TIME_LIMIT) -> tuple[LargePacked, int]:
+def pack_large(
+    nodes: list[Node], sizes: list[float], rng: random.Random, *, time_limit: float = LARGE_TIME_LIMIT
+) -> tuple[LargePacked, int]:
     """Plan one large instance jointly and one at a time, score it against the solver; over-commits."""
     facts = [_facts(size, rng) for size in sizes]
     needs = []
@@ -487,8 +541,9 @@ def pack_large(nodes: list[Node], sizes: list[float], rng: random.Random, *,
         assert need is not None
         needs.append(need.required)
     slices = [node.slice(f"n{n:02d}") for n, node in enumerate(nodes)]
-    requests = [PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f)
-                for i, f in enumerate(facts)]
+    requests = [
+        PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f) for i, f in enumerate(facts)
+    ]
 
     def joint() -> list[PlanResponse]:
         return Planner(Inventory.from_objects(fleet_device_classes(), slices, [])).plan_many(requests)
@@ -510,9 +565,17 @@ def pack_large(nodes: list[Node], sizes: list[float], rng: random.Random, *,
         alone_tally.take(r)
     flat = [d for node in nodes for d in node.flat()]
     solved = milp_optimum(flat, needs, units_for, time_limit=time_limit)
-    packed = LargePacked(len(flat), len(needs), sum(a.placement is not None for a in answers),
-                         sum(a.placement is not None for a in alone), first_fit(flat, needs),
-                         best_fit_decreasing(flat, needs), solved, seconds, search_nodes)
+    packed = LargePacked(
+        len(flat),
+        len(needs),
+        sum(a.placement is not None for a in answers),
+        sum(a.placement is not None for a in alone),
+        first_fit(flat, needs),
+        best_fit_decreasing(flat, needs),
+        solved,
+        seconds,
+        search_nodes,
+    )
     return packed, tally.overcommits + alone_tally.overcommits
 
 
@@ -533,13 +596,16 @@ def waiting(nodes: int, orders: int, rng: random.Random) -> tuple[float, int]:
     inv = Inventory.from_objects(fleet_device_classes(), _fleet(nodes, rng), [])
     planner = Planner(inv)
     for i in range(nodes * 4):
-        r = planner.plan(PlanRequest(order=OrderRef(namespace="fill", name=f"f{i}"),
-                                     facts=_facts(rng.uniform(5, 60), rng)))
+        r = planner.plan(
+            PlanRequest(order=OrderRef(namespace="fill", name=f"f{i}"), facts=_facts(rng.uniform(5, 60), rng))
+        )
         claim = _claim_for("fill", f"f{i}", r)
         if claim is not None:
             inv.upsert_claim(claim)
-    requests = [PlanRequest(order=OrderRef(namespace="bench", name=f"w{i}"),
-                            facts=_facts(rng.uniform(5, 120), rng)) for i in range(orders)]
+    requests = [
+        PlanRequest(order=OrderRef(namespace="bench", name=f"w{i}"), facts=_facts(rng.uniform(5, 120), rng))
+        for i in range(orders)
+    ]
     started = time.perf_counter()
     answers = planner.plan_many(requests)
     return time.perf_counter() - started, sum(a.placement is not None for a in answers)
@@ -560,17 +626,34 @@ def main() -> int:
         result["p50_ms"][str(nodes)] = round(p50, 3)
         result["p99_ms"][str(nodes)] = round(p99, 3)
         result["build_s"][str(nodes)] = round(build, 3)
-        rows.append((f"plan one order, {nodes} nodes × 8", f"p50 {p50:.2f} ms", f"p99 {p99:.2f} ms",
-                     f"inventory built in {build:.2f} s"))
+        rows.append(
+            (
+                f"plan one order, {nodes} nodes × 8",
+                f"p50 {p50:.2f} ms",
+                f"p99 {p99:.2f} ms",
+                f"inventory built in {build:.2f} s",
+            )
+        )
     seconds, placed, over_seq = sequence(1000, 1000, rng)
     result["sequence_1000_s"] = round(seconds, 3)
     result["sequence_1000_placed"] = placed
-    rows.append(("1,000 orders in sequence, 1000 nodes × 8", f"{seconds:.2f} s total",
-                 f"{seconds * 1000 / 1000:.3f} ms/order", f"{placed} placed, over-commits {over_seq}"))
+    rows.append(
+        (
+            "1,000 orders in sequence, 1000 nodes × 8",
+            f"{seconds:.2f} s total",
+            f"{seconds * 1000 / 1000:.3f} ms/order",
+            f"{placed} placed, over-commits {over_seq}",
+        )
+    )
     took, placed_w = waiting(1000, 100, rng)
     result["waiting_100_s"] = round(took, 3)
-    rows.append(("100 orders waiting together, 1000 nodes × 8", f"{took:.2f} s in one plan_many",
-                 f"{placed_w} placed"))
+    rows.append(
+        (
+            "100 orders waiting together, 1000 nodes × 8",
+            f"{took:.2f} s in one plan_many",
+            f"{placed_w} placed",
+        )
+    )
     # Packing draws from its own generator, so its instances do not depend on the policy under test.
     packed, over_pack, joint_s = packing(200, random.Random(PACKING_SEED))
     ratios = [p.ratio for p in packed]
@@ -590,18 +673,34 @@ def main() -> int:
     result[f"packing_{WIDE}_below_floor"] = wide_below
     result[f"arrival_{WIDE}_below_floor"] = sum(p.arrival_ratio < FLOOR for p in wider)
     result["overcommits"] = over_seq + over_pack + over_wide
-    rows.append(("cross-check, 200 small instances: jointly vs exhaustive optimum",
-                 f"mean {statistics.mean(ratios):.4f}", f"min {min(ratios):.4f}",
-                 f"{len(below)} below {FLOOR}",
-                 f"p99 {_pct(joint_s, 0.99) * 1000:.1f} ms", f"over-commits {over_seq + over_pack}"))
-    rows.append(("  one at a time vs in-sequence optimum", f"mean {statistics.mean(arrival):.4f}",
-                 f"min {min(arrival):.4f}", f"{result['arrival_below_floor']} below {FLOOR}"))
-    rows.append((f"cross-check, {WIDE:,} more small instances (other seed)",
-                 f"mean {statistics.mean(p.ratio for p in wider):.4f}",
-                 f"min {min(p.ratio for p in wider):.4f}",
-                 f"{wide_below} below {FLOOR}",
-                 f"one at a time: {result[f'arrival_{WIDE}_below_floor']} below",
-                 f"over-commits {over_wide}"))
+    rows.append(
+        (
+            "cross-check, 200 small instances: jointly vs exhaustive optimum",
+            f"mean {statistics.mean(ratios):.4f}",
+            f"min {min(ratios):.4f}",
+            f"{len(below)} below {FLOOR}",
+            f"p99 {_pct(joint_s, 0.99) * 1000:.1f} ms",
+            f"over-commits {over_seq + over_pack}",
+        )
+    )
+    rows.append(
+        (
+            "  one at a time vs in-sequence optimum",
+            f"mean {statistics.mean(arrival):.4f}",
+            f"min {min(arrival):.4f}",
+            f"{result['arrival_below_floor']} below {FLOOR}",
+        )
+    )
+    rows.append(
+        (
+            f"cross-check, {WIDE:,} more small instances (other seed)",
+            f"mean {statistics.mean(p.ratio for p in wider):.4f}",
+            f"min {min(p.ratio for p in wider):.4f}",
+            f"{wide_below} below {FLOOR}",
+            f"one at a time: {result[f'arrival_{WIDE}_below_floor']} below",
+            f"over-commits {over_wide}",
+        )
+    )
     # Large instances: their own generator too, and a solver's bound as the yardstick.
     large, over_large = packing_large(LARGE_INSTANCES, random.Random(LARGE_SEED))
     result["overcommits"] += over_large
@@ -611,8 +710,12 @@ def main() -> int:
     result["packing_large_solver_optimal"] = sum(p.solved.optimal for p in large)
     result["packing_large_solver_gap_max"] = round(max(p.solved.gap for p in large), 4)
     result["packing_large_solver_s_max"] = round(max(p.solved.seconds for p in large), 3)
-    rows.append((f"packing, {len(large)} large instances ({LARGE_ORDERS} orders, {LARGE_DEVICES} devices)",
-                 "orders placed ÷ the solver's proven bound"))
+    rows.append(
+        (
+            f"packing, {len(large)} large instances ({LARGE_ORDERS} orders, {LARGE_DEVICES} devices)",
+            "orders placed ÷ the solver's proven bound",
+        )
+    )
     measures: list[tuple[str, str, Callable[[LargePacked], int]]] = [
         ("jointly (plan_many)", "packing_large_ratio", lambda p: p.joint),
         ("one at a time (plan)", "packing_large_arrival_ratio", lambda p: p.arrival),
@@ -626,13 +729,31 @@ def main() -> int:
         result[f"{key}_p5"] = round(_pct(values, 0.05), 4)
         result[f"{key}_min"] = round(min(values), 4)
         result[f"{key}_below_floor"] = sum(v < FLOOR for v in values)
-        rows.append((f"  {label}", f"mean {statistics.mean(values):.4f}", f"p5 {_pct(values, 0.05):.4f}",
-                     f"min {min(values):.4f}", f"{result[f'{key}_below_floor']} below {FLOOR}"))
-    rows.append(("  solver (HiGHS)", f"optimal on {result['packing_large_solver_optimal']}/{len(large)}",
-                 f"gap max {result['packing_large_solver_gap_max']:.4f}",
-                 f"{result['packing_large_solver_s_max']:.1f} s max ({LARGE_TIME_LIMIT:.0f} s limit)"))
-    rows.append(("  joint search", f"budget hit on {result['packing_large_budget_hits']}/{len(large)}",
-                 f"p99 {result['packing_large_joint_p99_ms']:.1f} ms", f"over-commits {over_large}"))
+        rows.append(
+            (
+                f"  {label}",
+                f"mean {statistics.mean(values):.4f}",
+                f"p5 {_pct(values, 0.05):.4f}",
+                f"min {min(values):.4f}",
+                f"{result[f'{key}_below_floor']} below {FLOOR}",
+            )
+        )
+    rows.append(
+        (
+            "  solver (HiGHS)",
+            f"optimal on {result['packing_large_solver_optimal']}/{len(large)}",
+            f"gap max {result['packing_large_solver_gap_max']:.4f}",
+            f"{result['packing_large_solver_s_max']:.1f} s max ({LARGE_TIME_LIMIT:.0f} s limit)",
+        )
+    )
+    rows.append(
+        (
+            "  joint search",
+            f"budget hit on {result['packing_large_budget_hits']}/{len(large)}",
+            f"p99 {result['packing_large_joint_p99_ms']:.1f} ms",
+            f"over-commits {over_large}",
+        )
+    )
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  result")
     for row in rows:
@@ -645,8 +766,10 @@ def main() -> int:
             print("  " + p.describe())
     print("\nthe large instances where the joint plan falls furthest below the bound:")
     for lp in sorted(large, key=lambda lp: lp.ratio(lp.joint))[:5]:
-        print(f"  {lp.devices} devices, {lp.orders} orders: jointly {lp.joint}, one at a time {lp.arrival}, "
-              f"first fit {lp.first_fit}, best fit decreasing {lp.bfd}, solver {lp.solved.best} "
-              f"(bound {lp.solved.bound}), search nodes {lp.search_nodes}")
+        print(
+            f"  {lp.devices} devices, {lp.orders} orders: jointly {lp.joint}, one at a time {lp.arrival}, "
+            f"first fit {lp.first_fit}, best fit decreasing {lp.bfd}, solver {lp.solved.best} "
+            f"(bound {lp.solved.bound}), search nodes {lp.search_nodes}"
+        )
     (out / "planner.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return 0

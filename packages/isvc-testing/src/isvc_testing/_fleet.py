@@ -10,8 +10,14 @@ from typing import Any
 
 from isvc_api import LABEL_ORDER
 
-__all__ = ["fleet_claim", "fleet_device_classes", "fleet_gpu", "fleet_mig", "fleet_priority_class",
-           "fleet_slice"]
+__all__ = [
+    "fleet_claim",
+    "fleet_device_classes",
+    "fleet_gpu",
+    "fleet_mig",
+    "fleet_priority_class",
+    "fleet_slice",
+]
 
 DRIVER = "gpu.nvidia.com"
 
@@ -23,16 +29,29 @@ def _uuid(*parts: str) -> str:
 
 def fleet_device_classes() -> list[dict[str, Any]]:
     """The driver's DeviceClasses gpu.nvidia.com and mig.nvidia.com."""
+
     def dc(name: str, kind: str) -> dict[str, Any]:
         expr = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-                "spec": {"selectors": [{"cel": {"expression": expr}}]}}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expr}}]},
+        }
+
     return [dc("gpu.nvidia.com", "gpu"), dc("mig.nvidia.com", "mig")]
 
 
-def fleet_gpu(node: str, index: int, *, memory_gi: int | str | None = 80,
-              product: str = "NVIDIA H100 80GB HBM3", shares: bool = True,
-              compute_capability: str = "9.0.0", taint: bool = False) -> dict[str, Any]:
+def fleet_gpu(
+    node: str,
+    index: int,
+    *,
+    memory_gi: int | str | None = 80,
+    product: str = "NVIDIA H100 80GB HBM3",
+    shares: bool = True,
+    compute_capability: str = "9.0.0",
+    taint: bool = False,
+) -> dict[str, Any]:
     """A full GPU; with `shares` it is shareable (100 shares, default 1; memory default 0).
 
     `memory_gi` is GiB, or a quantity as the DRA driver publishes it (NVML total, e.g. "81559Mi" for an
@@ -59,7 +78,9 @@ def fleet_gpu(node: str, index: int, *, memory_gi: int | str | None = 80,
         device["allowMultipleAllocations"] = True
         if memory_gi is not None:
             device["capacity"]["memory"]["requestPolicy"] = {
-                "default": "0", "validRange": {"min": "0", "step": "1Mi"}}
+                "default": "0",
+                "validRange": {"min": "0", "step": "1Mi"},
+            }
         device["capacity"]["shares"] = {
             "value": "100",
             "requestPolicy": {"default": "1", "validRange": {"min": "1", "max": "100", "step": "1"}},
@@ -86,8 +107,15 @@ def fleet_mig(node: str, parent: int, profile: str, slot: int, memory_gi: int) -
     }
 
 
-def fleet_slice(node: str, devices: list[dict[str, Any]], *, generation: int = 0, count: int = 1,
-                part: int = 0, pool: str | None = None) -> dict[str, Any]:
+def fleet_slice(
+    node: str,
+    devices: list[dict[str, Any]],
+    *,
+    generation: int = 0,
+    count: int = 1,
+    part: int = 0,
+    pool: str | None = None,
+) -> dict[str, Any]:
     """A ResourceSlice publishing `devices` for a node's pool."""
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -102,8 +130,14 @@ def fleet_slice(node: str, devices: list[dict[str, Any]], *, generation: int = 0
     }
 
 
-def fleet_claim(namespace: str, name: str, order: str | None, allocations: list[tuple[str, str, int | None]],
-                *, uid: str | None = None) -> dict[str, Any]:
+def fleet_claim(
+    namespace: str,
+    name: str,
+    order: str | None,
+    allocations: list[tuple[str, str, int | None]],
+    *,
+    uid: str | None = None,
+) -> dict[str, Any]:
     """An allocated ResourceClaim: (pool, device, shares or None for a whole device) per result.
 
     Its priority is its order's (`fleet_order` in a `fleet_service_class`), never a label.
@@ -121,8 +155,12 @@ def fleet_claim(namespace: str, name: str, order: str | None, allocations: list[
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {"namespace": namespace, "name": name, "uid": uid or f"uid-{namespace}-{name}",
-                     "labels": labels},
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": uid or f"uid-{namespace}-{name}",
+            "labels": labels,
+        },
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
         "status": {"allocation": {"devices": {"results": results}}},
     }
@@ -131,18 +169,31 @@ def fleet_claim(namespace: str, name: str, order: str | None, allocations: list[
 def fleet_order(namespace: str, name: str, service_class: str | None = None) -> dict[str, Any]:
     """An InferenceService as the planner reads it: its name and class."""
     spec = {"inferenceServiceClassName": service_class} if service_class else {}
-    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService",
-            "metadata": {"namespace": namespace, "name": name}, "spec": spec}
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": spec,
+    }
 
 
 def fleet_service_class(name: str, priority_class: str | None = None) -> dict[str, Any]:
     """An InferenceServiceClass as the planner reads it: its name and priorityClassName."""
     spec = {"priorityClassName": priority_class} if priority_class else {}
-    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceServiceClass",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceServiceClass",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def fleet_priority_class(name: str, value: int, *, default: bool = False) -> dict[str, Any]:
     """A scheduling.k8s.io/v1 PriorityClass."""
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-            "value": value, "globalDefault": default}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "globalDefault": default,
+    }

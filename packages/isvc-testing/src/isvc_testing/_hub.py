@@ -93,12 +93,15 @@ class FixtureModel(BaseModel):
         description="Small files served in full (tokenizer_config.json, chat_template.jinja), by name.",
     )
     padded_files: dict[str, int] = Field(
-        default_factory=dict, description="JSON file -> size: padded to that many bytes, still valid JSON.")
+        default_factory=dict, description="JSON file -> size: padded to that many bytes, still valid JSON."
+    )
     raw_files: dict[str, str] = Field(default_factory=dict, description="File -> its exact content.")
     local_files: dict[str, Path] = Field(
-        default_factory=dict, description="File -> a local file served whole (a real model a test made).")
+        default_factory=dict, description="File -> a local file served whole (a real model a test made)."
+    )
     header_length: int | None = Field(
-        default=None, description="Header length every safetensors file announces, with no header behind it.")
+        default=None, description="Header length every safetensors file announces, with no header behind it."
+    )
     drip: float = Field(default=0.0, description="Seconds between 1 KiB chunks of every resolved file.")
 
     @property
@@ -148,9 +151,9 @@ def build_repo(model: FixtureModel) -> _Repo:
         files["config.json"] = _File(len(raw), raw)
     if model.format == "safetensors":
         counts = model.safetensors or {_dtype_code(model.dtype): model.parameters}
-        names = _shard_names("model", "safetensors", model.shards) if model.shards > 1 else [
-            "model.safetensors"
-        ]
+        names = (
+            _shard_names("model", "safetensors", model.shards) if model.shards > 1 else ["model.safetensors"]
+        )
         shares = {dtype: _split(count, len(names)) for dtype, count in counts.items()}
         weight_map: dict[str, str] = {}
         total = 0
@@ -173,8 +176,9 @@ def build_repo(model: FixtureModel) -> _Repo:
         for name, part in zip(names, _split(size, len(names)), strict=True):
             files[name] = _File(part, b"PK\x03\x04", lfs=True)
         if len(names) > 1:
-            index = json.dumps({"metadata": {"total_size": size},
-                                "weight_map": {f"t{i}": n for i, n in enumerate(names)}}).encode()
+            index = json.dumps(
+                {"metadata": {"total_size": size}, "weight_map": {f"t{i}": n for i, n in enumerate(names)}}
+            ).encode()
             files["pytorch_model.bin.index.json"] = _File(len(index), index)
     elif model.gguf is not None:
         for name, (size, header) in _gguf_files(model, model.gguf).items():
@@ -235,10 +239,13 @@ def _gguf_header(spec: GgufSpec, kind: GGMLQuantizationType, nbytes: int, index:
             writer.add_int32("split.tensors.count", count)
         if index == 0:
             writer.add_context_length(spec.context_length)
-            for key, value in (("block_count", spec.block_count), ("attention.head_count", spec.head_count),
-                               ("attention.head_count_kv", spec.head_count_kv),
-                               ("embedding_length", spec.embedding_length),
-                               ("feed_forward_length", spec.feed_forward_length)):
+            for key, value in (
+                ("block_count", spec.block_count),
+                ("attention.head_count", spec.head_count),
+                ("attention.head_count_kv", spec.head_count_kv),
+                ("embedding_length", spec.embedding_length),
+                ("feed_forward_length", spec.feed_forward_length),
+            ):
                 if value is not None:
                     writer.add_uint32(f"{spec.architecture}.{key}", value)
             if spec.chat_template is not None:
@@ -267,8 +274,11 @@ def _info(repo: _Repo, blobs: bool) -> dict[str, Any]:
         if blobs:
             entry.update(blobId=f.oid, size=f.size)
             if f.lfs:
-                entry["lfs"] = {"sha256": hashlib.sha256(f.oid.encode()).hexdigest(),
-                                "size": f.size, "pointerSize": _LFS_POINTER}
+                entry["lfs"] = {
+                    "sha256": hashlib.sha256(f.oid.encode()).hexdigest(),
+                    "size": f.size,
+                    "pointerSize": _LFS_POINTER,
+                }
         siblings.append(entry)
     cfg = m.config or {}
     info: dict[str, Any] = {
@@ -296,8 +306,11 @@ def _info(repo: _Repo, blobs: bool) -> dict[str, Any]:
         counts = m.safetensors or {_dtype_code(m.dtype): m.parameters}
         info["safetensors"] = {"parameters": dict(counts), "total": sum(counts.values())}
     if m.gguf is not None:
-        info["gguf"] = {"total": m.parameters, "architecture": m.gguf.architecture,
-                        "context_length": m.gguf.context_length}
+        info["gguf"] = {
+            "total": m.parameters,
+            "architecture": m.gguf.architecture,
+            "context_length": m.gguf.context_length,
+        }
     return info
 
 
@@ -357,8 +370,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-              head: bool = False, length: int | None = None) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        head: bool = False,
+        length: int | None = None,
+    ) -> None:
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -371,13 +390,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
 
     def _json(self, doc: Any, head: bool = False, headers: dict[str, str] | None = None) -> None:
-        self._send(200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})},
-                   head)
+        self._send(
+            200, json.dumps(doc).encode(), {"Content-Type": "application/json", **(headers or {})}, head
+        )
 
     def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
-        self._send(status, json.dumps({"error": message}).encode(),
-                   {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
-                   head)
+        self._send(
+            status,
+            json.dumps({"error": message}).encode(),
+            {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
+            head,
+        )
 
     def _route(self, head: bool) -> None:
         url = urlsplit(self.path)
@@ -396,8 +419,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b"Not Found", head=head)
 
-    def _repo(self, repo_id: str, revision: str | None, token: str | None, resolve: bool,
-              head: bool) -> _Repo | None:
+    def _repo(
+        self, repo_id: str, revision: str | None, token: str | None, resolve: bool, head: bool
+    ) -> _Repo | None:
         repo = self.hub.repos.get(repo_id)
         if repo is None:
             self._error(404, "RepoNotFound", "Repository not found", head)
@@ -408,9 +432,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(401 if token is None else 404, "RepoNotFound", "Repository not found", head)
             return None
         if m.gated and resolve and not granted:
-            message = (f"Access to model {m.repo} is restricted. You must have access to it and be "
-                       "authenticated to access it. Please log in." if token is None else
-                       f"Access to model {m.repo} is restricted and you are not in the authorized list.")
+            message = (
+                f"Access to model {m.repo} is restricted. You must have access to it and be "
+                "authenticated to access it. Please log in."
+                if token is None
+                else f"Access to model {m.repo} is restricted and you are not in the authorized list."
+            )
             self._error(401 if token is None else 403, "GatedRepo", message, head)
             return None
         if revision not in (None, "main", m.commit):
@@ -418,8 +445,9 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return repo
 
-    def _api(self, repo_id: str, rest: list[str], query: dict[str, list[str]], token: str | None,
-             head: bool) -> None:
+    def _api(
+        self, repo_id: str, rest: list[str], query: dict[str, list[str]], token: str | None, head: bool
+    ) -> None:
         if not rest:
             repo = self._repo(repo_id, None, token, False, head)
             if repo:
@@ -438,8 +466,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _blobs(self, query: dict[str, list[str]]) -> bool:
         return self.hub.sizes_in_info and query.get("blobs") == ["true"]
 
-    def _tree(self, repo: _Repo, repo_id: str, revision: str, under: str,
-              query: dict[str, list[str]], head: bool) -> None:
+    def _tree(
+        self, repo: _Repo, repo_id: str, revision: str, under: str, query: dict[str, list[str]], head: bool
+    ) -> None:
         recursive = query.get("recursive") == ["true"]
         prefix = f"{under}/" if under else ""
         entries: list[dict[str, Any]] = []
@@ -447,14 +476,17 @@ class _Handler(BaseHTTPRequestHandler):
         for name, f in sorted(repo.files.items()):
             if not name.startswith(prefix):
                 continue
-            rest = name[len(prefix):]
+            rest = name[len(prefix) :]
             if "/" in rest and not recursive:
                 dirs.add(prefix + rest.split("/")[0])
                 continue
             entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": name}
             if f.lfs:
-                entry["lfs"] = {"oid": hashlib.sha256(f.oid.encode()).hexdigest(), "size": f.size,
-                                "pointerSize": _LFS_POINTER}
+                entry["lfs"] = {
+                    "oid": hashlib.sha256(f.oid.encode()).hexdigest(),
+                    "size": f.size,
+                    "pointerSize": _LFS_POINTER,
+                }
             entries.append(entry)
         entries += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in sorted(dirs)]
         start = int((query.get("cursor") or ["0"])[0])
@@ -464,8 +496,9 @@ class _Handler(BaseHTTPRequestHandler):
             host = self.headers.get("Host", "127.0.0.1")
             path = f"/api/models/{repo_id}/tree/{quote(revision, safe='')}" + (f"/{under}" if under else "")
             flag = "&recursive=true" if recursive else ""
-            headers["Link"] = (f'<http://{host}{path}?cursor={start + self.hub.tree_page_size}{flag}>; '
-                               'rel="next"')
+            headers["Link"] = (
+                f'<http://{host}{path}?cursor={start + self.hub.tree_page_size}{flag}>; rel="next"'
+            )
         self._json(page, head, headers)
 
     def _resolve(self, repo_id: str, revision: str, path: str, token: str | None, head: bool) -> None:
@@ -476,8 +509,12 @@ class _Handler(BaseHTTPRequestHandler):
         if f is None:
             self._error(404, "EntryNotFound", f"{path} does not exist on {revision}", head)
             return
-        headers = {"X-Repo-Commit": repo.model.commit, "ETag": f'"{f.oid}"', "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": repo.model.commit,
+            "ETag": f'"{f.oid}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         wanted = _range(self.headers.get("Range"), f.size)
         if wanted is None and self.headers.get("Range"):
             self._send(416, b"", {"Content-Range": f"bytes */{f.size}"}, head)
@@ -487,8 +524,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         start, end = wanted if wanted else (0, f.size - 1)
         if end + 1 - max(start, len(f.prefix)) > _SERVE_LIMIT:  # more than 1 MiB of the zeros
-            self._send(416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"},
-                       head)
+            self._send(
+                416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"}, head
+            )
             return
         body = (f.prefix[start : end + 1]).ljust(end - start + 1, b"\0") if f.size else b""
         if repo.model.drip and not head:
@@ -499,7 +537,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(206, body, headers, head)
         else:
             self._send(200, body, headers, head)
-
 
     def _drip(self, status: int, body: bytes, headers: dict[str, str], pause: float) -> None:
         """Send `body` 1 KiB at a time, `pause` seconds apart, until done or the client leaves."""
@@ -550,16 +587,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m isvc_testing.standin_hub", description=main.__doc__)
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--models", type=Path, default=packaged_fixtures(),
-                        help="directory of YAML model descriptions (default: the shipped fixtures)")
-    parser.add_argument("--extra-models", type=Path, action="append", default=[], metavar="DIR",
-                        help="another directory of YAML model descriptions served beside --models "
-                        "(repeatable), e.g. the test bed's hostile repositories")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=packaged_fixtures(),
+        help="directory of YAML model descriptions (default: the shipped fixtures)",
+    )
+    parser.add_argument(
+        "--extra-models",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="another directory of YAML model descriptions served beside --models "
+        "(repeatable), e.g. the test bed's hostile repositories",
+    )
     args = parser.parse_args(argv)
     hub = StandinHub([m for d in (args.models, *args.extra_models) for m in load_fixtures(d)])
     server = hub.server(args.host, args.port)
-    print(f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving "
-          f"{', '.join(sorted(hub.repos))}", flush=True)
+    print(
+        f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving "
+        f"{', '.join(sorted(hub.repos))}",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -50,9 +50,13 @@ class Solved:
         return 0.0 if self.bound == 0 else (self.bound - self.best) / self.bound
 
 
-def milp_optimum(devices: Sequence[tuple[int, bool]], needs: Sequence[int],
-                 units_for: Callable[[int, int, bool], int | None], *,
-                 time_limit: float = 10.0) -> Solved:
+def milp_optimum(
+    devices: Sequence[tuple[int, bool]],
+    needs: Sequence[int],
+    units_for: Callable[[int, int, bool], int | None],
+    *,
+    time_limit: float = 10.0,
+) -> Solved:
     """Solve the packing of `needs` (bytes) on `devices` ((memory bytes, shareable) each) with HiGHS.
 
     units_for(need, memory, shareable): the units one order takes on one device, or None if it does not
@@ -103,8 +107,9 @@ def milp_optimum(devices: Sequence[tuple[int, bool]], needs: Sequence[int],
     if n == 0:
         return Solved(0, 0, [None] * len(needs), 0.0)
     h.addCols(n, [1.0] * n, [0.0] * n, [1.0] * n, 0, [0] * n, [], [])
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
-                            np.full(n, highspy.HighsVarType.kInteger.value, dtype=np.uint8))
+    h.changeColsIntegrality(
+        n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger.value, dtype=np.uint8)
+    )
     starts: list[int] = []
     indices: list[int] = []
     values: list[float] = []
@@ -131,8 +136,14 @@ def milp_optimum(devices: Sequence[tuple[int, bool]], needs: Sequence[int],
     return Solved(best, max(bound, best), assignment, seconds)
 
 
-def _assign(devices: Sequence[tuple[int, bool]], needs: Sequence[int], cols: list[tuple[int, int, int]],
-            x: list[float], whole: dict[int, list[int]], sizes: list[int]) -> list[int | None]:
+def _assign(
+    devices: Sequence[tuple[int, bool]],
+    needs: Sequence[int],
+    cols: list[tuple[int, int, int]],
+    x: list[float],
+    whole: dict[int, list[int]],
+    sizes: list[int],
+) -> list[int | None]:
     """A device per order from the solution: whole-device sizes handed out one device each."""
     assignment: list[int | None] = [None] * len(needs)
     left = {memory: list(ds) for memory, ds in whole.items()}
@@ -146,8 +157,12 @@ def _assign(devices: Sequence[tuple[int, bool]], needs: Sequence[int], cols: lis
     return assignment
 
 
-def _check(devices: Sequence[tuple[int, bool]], needs: Sequence[int], assignment: list[int | None],
-           units_for: Callable[[int, int, bool], int | None]) -> None:
+def _check(
+    devices: Sequence[tuple[int, bool]],
+    needs: Sequence[int],
+    assignment: list[int | None],
+    units_for: Callable[[int, int, bool], int | None],
+) -> None:
     """Refuse to believe a packing that breaks the rules: the yardstick must not over-commit."""
     used = [0] * len(devices)
     for need, d in zip(needs, assignment, strict=True):

@@ -27,8 +27,15 @@ def autoscaler(inputs: WorkloadInputs) -> dict[str, Any] | None:
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": inputs.name},
             "minReplicas": bounds.min_replicas,
             "maxReplicas": bounds.max_replicas,
-            "metrics": [{"type": "Resource", "resource": {
-                "name": "cpu", "target": {"type": "Utilization", "averageUtilization": CPU_TARGET_PERCENT}}}],
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": CPU_TARGET_PERCENT},
+                    },
+                }
+            ],
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW_SECONDS}},
         },
     }

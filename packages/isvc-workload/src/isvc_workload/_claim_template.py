@@ -71,8 +71,10 @@ def _claim_spec(inputs: WorkloadInputs) -> dict[str, Any]:
             requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
         exactly["capacity"] = {"requests": requests}
     labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
-    return {"metadata": {"labels": labels},
-            "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}}}
+    return {
+        "metadata": {"labels": labels},
+        "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}},
+    }
 
 
 def claim_template_name(inputs: WorkloadInputs) -> str:

@@ -33,10 +33,11 @@ def external_host(order: str, namespace: str, settings: WorkloadSettings) -> str
     template = settings.public_domain_template
     if not template or "%s" not in template:
         raise SettingsIncomplete(
-            "External exposure needs publicDomainTemplate (e.g. %s.example.com) in the module settings")
+            "External exposure needs publicDomainTemplate (e.g. %s.example.com) in the module settings"
+        )
     label = f"{order}--{namespace}"
     if len(label) > _LABEL:
-        label = f"{order}--{hashlib.sha256(namespace.encode()).hexdigest()[:_LABEL - len(order) - 2]}"
+        label = f"{order}--{hashlib.sha256(namespace.encode()).hexdigest()[: _LABEL - len(order) - 2]}"
     return template.replace("%s", label, 1)
 
 

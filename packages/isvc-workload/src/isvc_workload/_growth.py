@@ -75,8 +75,11 @@ def judge_growth(
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     ready = [p for p in live if is_ready(p)]
     if deployment is None or not ready:
-        return Verdict(status="Unknown", reason=StatusReason.WAITING.value,
-                       message="Growth is judged once a replica serves."), ()
+        return Verdict(
+            status="Unknown",
+            reason=StatusReason.WAITING.value,
+            message="Growth is judged once a replica serves.",
+        ), ()
     device_class = claim_device_class(claims)
     unplaced = tuple(
         UnplacedReplica(
@@ -91,8 +94,9 @@ def judge_growth(
     desired = (deployment.get("spec") or {}).get("replicas")
     desired_count = int(desired) if desired is not None else len(live)
     if not unplaced:
-        return Verdict.ok(StatusReason.SCALING_OK,
-                          f"{len(ready)} of {desired_count} replicas ready; growth is not blocked."), ()
+        return Verdict.ok(
+            StatusReason.SCALING_OK, f"{len(ready)} of {desired_count} replicas ready; growth is not blocked."
+        ), ()
     who = (
         f"the autoscaler asked for {desired_count}"
         if autoscaler and desired_count > min_replicas
@@ -100,11 +104,14 @@ def judge_growth(
     )
     where = f" on device class {device_class}" if device_class else ""
     named = ", ".join(r.pod for r in unplaced)
-    return Verdict.refuse(Reason.SCALE_UP_BLOCKED, (
-        f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
-        f"device{where} ({named}). Scaling up is blocked by capacity: free some on that device class, "
-        "or wait."
-    )), unplaced
+    return Verdict.refuse(
+        Reason.SCALE_UP_BLOCKED,
+        (
+            f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
+            f"device{where} ({named}). Scaling up is blocked by capacity: free some on that device class, "
+            "or wait."
+        ),
+    ), unplaced
 
 
 _parse_quantity = cast(Callable[[str], Decimal], parse_quantity)

@@ -168,8 +168,13 @@ def _startup_failed(
         message += " The image never started, so there is no output."
     elif read:
         message += " Its output could not be read."
-    memory = StartupFailure(pod=chosen.pod_name, container=chosen.container, restart_count=chosen.restarts,
-                            output=list(lines), output_read=read)
+    memory = StartupFailure(
+        pod=chosen.pod_name,
+        container=chosen.container,
+        restart_count=chosen.restarts,
+        output=list(lines),
+        output_read=read,
+    )
     return Verdict.refuse(Reason.WORKLOAD_STARTUP_FAILED, message), memory
 
 
@@ -193,28 +198,36 @@ def judge_workload(
     awaiting allocation, and else: coming up.
     """
     if deployment is None:
-        return Verdict.refuse(Reason.WORKLOAD_NOT_READY,
-                              "The workload has not been created yet; it is applied on the next pass."), None
+        return Verdict.refuse(
+            Reason.WORKLOAD_NOT_READY,
+            "The workload has not been created yet; it is applied on the next pass.",
+        ), None
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     if previous is not None and previous.pod not in {name_of(p) for p in live}:
         previous = None
     ready = [p for p in live if is_ready(p)]
     if ready:
-        return Verdict.ok(StatusReason.WORKLOAD_AVAILABLE,
-                          f"{len(ready)} of {_desired(deployment)} replicas ready."), None
+        return Verdict.ok(
+            StatusReason.WORKLOAD_AVAILABLE, f"{len(ready)} of {_desired(deployment)} replicas ready."
+        ), None
     # Checked after readiness: a replica the quota refuses does not stop the ones that serve.
     failed_create = condition(deployment, "ReplicaFailure")
     if failed_create is not None and failed_create.get("status") == "True":
         return workload_error(
             f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
-            f"{failed_create.get('message')}"), previous
+            f"{failed_create.get('message')}"
+        ), previous
     scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
     for pod, (reason, message) in scheduling:
         if cel_undecidable(reason, message):
-            return Verdict.refuse(Reason.PLACEMENT_UNDECIDABLE, (
-                f"The scheduler cannot judge the device selector, so the search for a device never "
-                f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
-                f"administrator; waiting will not clear this.")), previous
+            return Verdict.refuse(
+                Reason.PLACEMENT_UNDECIDABLE,
+                (
+                    f"The scheduler cannot judge the device selector, so the search for a device never "
+                    f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
+                    f"administrator; waiting will not clear this."
+                ),
+            ), previous
     failures = [f for p in live if (f := _pod_failure(p, previous)) is not None]
     if live and len(failures) == len(live):
         return _startup_failed(failures, previous, read_log)
@@ -222,7 +235,8 @@ def judge_workload(
 
 
 def _not_up_yet(
-    deployment: dict[str, Any], scheduling: list[tuple[dict[str, Any], tuple[str, str]]],
+    deployment: dict[str, Any],
+    scheduling: list[tuple[dict[str, Any], tuple[str, str]]],
     claims: list[dict[str, Any]],
 ) -> Verdict:
     """No replica serves and none fails to start: a failed device search, a stalled rollout, or a stage."""
@@ -230,23 +244,37 @@ def _not_up_yet(
         if claims_exhausted(reason, message):
             device_class = claim_device_class(claims)
             where = f" on device class {device_class}" if device_class else ""
-            return Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, (
-                f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
-                f"{message}. This is capacity: free some, or wait; it passes on its own."))
+            return Verdict.refuse(
+                Reason.RESOURCE_CLAIM_EXHAUSTED,
+                (
+                    f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
+                    f"{message}. This is capacity: free some, or wait; it passes on its own."
+                ),
+            )
     for pod, (_, message) in scheduling:
         if "PersistentVolumeClaim" in message:
-            return Verdict.refuse(Reason.WORKLOAD_NOT_READY, (
-                f"The workload waits for its model volume to be provisioned and bound (pod {name_of(pod)}): "
-                f"{message}. This passes once the StorageClass provides the volume; a cluster with no "
-                "default StorageClass needs the module setting modelVolume.storageClassName."))
+            return Verdict.refuse(
+                Reason.WORKLOAD_NOT_READY,
+                (
+                    f"The workload waits for its model volume to be provisioned and bound (pod {name_of(pod)}): "
+                    f"{message}. This passes once the StorageClass provides the volume; a cluster with no "
+                    "default StorageClass needs the module setting modelVolume.storageClassName."
+                ),
+            )
     progressing = condition(deployment, "Progressing")
     if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
         return workload_error(f"The cluster gave up rolling out the workload: {progressing.get('message')}")
     pending = [c for c in claims if not is_allocated(c)]
     if pending or scheduling:
         what = f"claim {name_of(pending[0])}" if pending else f"pod {name_of(scheduling[0][0])}"
-        return Verdict.refuse(Reason.RESOURCE_CLAIM_PENDING, (
-            f"The workload waits for its device claim to be allocated ({what}); this is a stage."))
-    return Verdict.refuse(Reason.WORKLOAD_NOT_READY, (
-        f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
-        f"downloading the model); this passes on its own."))
+        return Verdict.refuse(
+            Reason.RESOURCE_CLAIM_PENDING,
+            (f"The workload waits for its device claim to be allocated ({what}); this is a stage."),
+        )
+    return Verdict.refuse(
+        Reason.WORKLOAD_NOT_READY,
+        (
+            f"0 of {_desired(deployment)} replicas ready: the replicas are coming up (pulling the image, "
+            f"downloading the model); this passes on its own."
+        ),
+    )

@@ -51,6 +51,7 @@ class WorkloadSettings(BaseModel):
         description="StorageClass of the model volumes of new sets; None: the cluster's default.",
     )
     huggingface_endpoint: str | None = Field(
-        default=None, description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
+        default=None,
+        description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
         "Hugging Face Hub.",
     )

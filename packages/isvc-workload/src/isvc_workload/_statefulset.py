@@ -57,13 +57,16 @@ def _wanted_volume(inputs: WorkloadInputs, settings: WorkloadSettings) -> ModelV
     """The volume the estimate asks for, named from its content (a claim template's spec never changes)."""
     size, storage_class = inputs.estimates.model_volume, settings.model_volume_storage_class
     blob = json.dumps([size, storage_class]).encode()
-    return ModelVolume(name=f"{_MODEL_VOLUME}-{hashlib.sha256(blob).hexdigest()[:8]}", size=size,
-                       storage_class=storage_class)
+    return ModelVolume(
+        name=f"{_MODEL_VOLUME}-{hashlib.sha256(blob).hexdigest()[:8]}", size=size, storage_class=storage_class
+    )
 
 
 def _claim_template(volume: ModelVolume, order_name: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": volume.size}}}
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": volume.size}},
+    }
     if volume.storage_class:
         spec["storageClassName"] = volume.storage_class
     return {"metadata": {"name": volume.name, "labels": child_labels(order_name)}, "spec": spec}
@@ -103,10 +106,18 @@ def _model_dir(inputs: WorkloadInputs) -> str:
 
 
 # Restricted Pod Security: no root, no privilege escalation, no capabilities, the runtime's seccomp.
-_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-                 "seccompProfile": {"type": "RuntimeDefault"}}
-_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                       "runAsNonRoot": True}
+_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 1000,
+    "fsGroup": 1000,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+}
 _FETCH_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 
 
@@ -266,17 +277,30 @@ def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any
     refusal = settled_region_check(kept.size, needed.size)
     if refusal is not None:
         meta = wanted["metadata"]
-        return refusal.model_copy(update={"message": (
-            f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
-            f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
-            "new size (the old replicas stop serving until a new one is ready).")})
+        return refusal.model_copy(
+            update={
+                "message": (
+                    f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
+                    f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
+                    "new size (the old replicas stop serving until a new one is ready)."
+                )
+            }
+        )
     order = str((wanted["metadata"].get("labels") or {}).get(LABEL_ORDER) or wanted["metadata"]["name"])
     spec = dict(wanted["spec"])
     spec["volumeClaimTemplates"] = [_claim_template(kept, order)]
     pod = dict(spec["template"]["spec"])
     for key in ("containers", "initContainers"):
         if key in pod:
-            pod[key] = [{**c, "volumeMounts": [{**m, "name": kept.name} if m["name"] == needed.name else m
-                                               for m in c.get("volumeMounts") or []]} for c in pod[key]]
+            pod[key] = [
+                {
+                    **c,
+                    "volumeMounts": [
+                        {**m, "name": kept.name} if m["name"] == needed.name else m
+                        for m in c.get("volumeMounts") or []
+                    ],
+                }
+                for c in pod[key]
+            ]
     spec["template"] = {**spec["template"], "spec": pod}
     return {**wanted, "spec": spec}

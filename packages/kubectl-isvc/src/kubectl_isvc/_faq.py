@@ -247,8 +247,9 @@ def build_faq(docs: Path) -> Faq:
         for r in StatusReason
     }
     return Faq(
-        docs={lang: f"module/docs/{FAQS[lang]}" for lang in Lang}, reasons=reasons,
-        status_reasons=status_reasons
+        docs={lang: f"module/docs/{FAQS[lang]}" for lang in Lang},
+        reasons=reasons,
+        status_reasons=status_reasons,
     )
 
 

@@ -56,8 +56,9 @@ def _holder(cluster: Cluster, obj: Obj) -> _Holder | None:
     class_name = order.spec.inference_service_class_name
     klass = cluster.klass(class_name) if class_name else None
     priority = cluster.priority_value(((klass or {}).get("spec") or {}).get("priorityClassName"))
-    return _Holder(priority, spec.planned_at or _EPOCH, key, units(spec.placement),
-                   frozenset(plan_devices(obj)))
+    return _Holder(
+        priority, spec.planned_at or _EPOCH, key, units(spec.placement), frozenset(plan_devices(obj))
+    )
 
 
 def displaced(cluster: Cluster, key: OrderKey, plan: Obj) -> bool:
@@ -66,15 +67,20 @@ def displaced(cluster: Cluster, key: OrderKey, plan: Obj) -> bool:
     mine = plan_devices(plan)
     if not mine:
         return False
-    others = [p for p in cluster.launch_plans_on(mine)
-              if (p["metadata"].get("namespace"), p["metadata"]["name"]) != key]
+    others = [
+        p
+        for p in cluster.launch_plans_on(mine)
+        if (p["metadata"].get("namespace"), p["metadata"]["name"]) != key
+    ]
     plans = [plan, *others]
     for device in mine:
         on_device = [p for p in plans if device in plan_devices(p)]
         if sum(units(_placement(p)) for p in on_device) <= 100:
             continue  # the usual case: nothing to look up
-        holders = sorted((h for p in on_device if (h := _holder(cluster, p)) is not None),
-                         key=lambda h: (-h.priority, h.planned_at, h.key))
+        holders = sorted(
+            (h for p in on_device if (h := _holder(cluster, p)) is not None),
+            key=lambda h: (-h.priority, h.planned_at, h.key),
+        )
         used = 0
         for holder in holders:
             if used + holder.units <= 100:

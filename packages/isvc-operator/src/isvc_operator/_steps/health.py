@@ -34,15 +34,23 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         if scope.children is None or workload is None or not record.ever_ready:
             return scope.waits_for(ConditionType.WORKLOAD_READY)
         # It served, and no replica does now: a blip while one comes back (a rollout), then a failure.
-        record, verdict = deps.health.without_replica(f"no replica is ready ({workload.reason})", record,
-                                                      scope.now)
+        record, verdict = deps.health.without_replica(
+            f"no replica is ready ({workload.reason})", record, scope.now
+        )
         scope.health = record
         scope.requeue(deps.health.period)
         return verdict
     # The name the plan in force serves: while an edit waits for a new plan it is still the old model's.
     served = scope.plan.runtime.served_name if scope.plan is not None and scope.plan.runtime else None
-    record, verdict = deps.health.check(scope.namespace, scope.name, deps.workload.service_port, scope.token,
-                                        served, _record(scope), scope.now)
+    record, verdict = deps.health.check(
+        scope.namespace,
+        scope.name,
+        deps.workload.service_port,
+        scope.token,
+        served,
+        _record(scope),
+        scope.now,
+    )
     scope.health = record
     if not deps.health.watched:
         scope.requeue(deps.health.period)

@@ -21,24 +21,37 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return Verdict.ok(StatusReason.RESOLVED, "no class named: the platform's built-in defaults apply.")
     raw = deps.cluster.klass(name)
     if raw is None:
-        return Verdict.refuse(Reason.CLASS_NOT_FOUND, (
-            f"spec.inferenceServiceClassName names {name!r}, and no such class exists; compare "
-            "the name with the classes your administrator ships (an upgrade may have renamed it)."))
+        return Verdict.refuse(
+            Reason.CLASS_NOT_FOUND,
+            (
+                f"spec.inferenceServiceClassName names {name!r}, and no such class exists; compare "
+                "the name with the classes your administrator ships (an upgrade may have renamed it)."
+            ),
+        )
     klass = InferenceServiceClass.model_validate(raw)
     ready, reason, _ = class_ready(klass.status.conditions if klass.status else [])
     if reason is None:
         # A class just created has not been judged yet: a moment, not a refusal for anyone to fix.
         scope.requeue(RETRY_SOON)
-        return Verdict(status="Unknown", reason=StatusReason.WAITING.value,
-                       message=f"class {name!r} has not been judged yet; asked again shortly.")
+        return Verdict(
+            status="Unknown",
+            reason=StatusReason.WAITING.value,
+            message=f"class {name!r} has not been judged yet; asked again shortly.",
+        )
     if not ready and reason != "PriorityClassMissing":
-        return Verdict.refuse(Reason.CLASS_NOT_READY, (
-            f"class {name!r} exists but is not ready ({reason}); this is your administrator's to fix."))
+        return Verdict.refuse(
+            Reason.CLASS_NOT_READY,
+            (f"class {name!r} exists but is not ready ({reason}); this is your administrator's to fix."),
+        )
     policy = EffectivePolicy.of(klass)
     if not policy.admits(scope.namespace):
-        return Verdict.refuse(Reason.NAMESPACE_NOT_ALLOWED, (
-            f"class {name!r} does not admit orders from namespace {scope.namespace!r} "
-            "(admissionPolicy.allowedNamespaces); ask your administrator, or use another class."))
+        return Verdict.refuse(
+            Reason.NAMESPACE_NOT_ALLOWED,
+            (
+                f"class {name!r} does not admit orders from namespace {scope.namespace!r} "
+                "(admissionPolicy.allowedNamespaces); ask your administrator, or use another class."
+            ),
+        )
     scope.policy = policy
     scope.constraints = policy.constraints
     return Verdict.ok(StatusReason.RESOLVED, f"class {name!r} applies.")

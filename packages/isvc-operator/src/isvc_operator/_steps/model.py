@@ -38,15 +38,24 @@ def _token(scope: OrderScope, deps: Deps) -> str | None:
     if secret is None or ref.key not in data:
         missing = "does not exist" if secret is None else f"has no key {ref.key!r}"
         # No timed retry: the Secret's watch passes the order again when that Secret appears or changes.
-        raise _Refused(Verdict.refuse(Reason.AUTH_SECRET_NOT_FOUND, (
-            f"Secret {ref.name!r} named in spec.model.authSecretRef {missing} in namespace "
-            f"{scope.namespace!r}; create it, or correct the name.")))
+        raise _Refused(
+            Verdict.refuse(
+                Reason.AUTH_SECRET_NOT_FOUND,
+                (
+                    f"Secret {ref.name!r} named in spec.model.authSecretRef {missing} in namespace "
+                    f"{scope.namespace!r}; create it, or correct the name."
+                ),
+            )
+        )
     try:
         return base64.b64decode(data[ref.key], validate=True).decode().strip()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise _Refused(Verdict.refuse(Reason.AUTH_SECRET_NOT_FOUND, (
-            f"Secret {ref.name!r} key {ref.key!r} does not hold a UTF-8 token; put the token there."
-        ))) from None
+        raise _Refused(
+            Verdict.refuse(
+                Reason.AUTH_SECRET_NOT_FOUND,
+                (f"Secret {ref.name!r} key {ref.key!r} does not hold a UTF-8 token; put the token there."),
+            )
+        ) from None
 
 
 def _resolved(scope: OrderScope, deps: Deps, token: str | None) -> Verdict:
@@ -72,8 +81,12 @@ def _resolved(scope: OrderScope, deps: Deps, token: str | None) -> Verdict:
         scope.model = None
         return Verdict.refuse(admitted.reason, admitted.message)
     scope.facts, scope.endpoint_type = resolved, admitted
-    scope.model = ModelStatus(endpoint_type=admitted, format=resolved.format,
-                              parameter_count=resolved.parameter_count, quantization=resolved.quantization)
+    scope.model = ModelStatus(
+        endpoint_type=admitted,
+        format=resolved.format,
+        parameter_count=resolved.parameter_count,
+        quantization=resolved.quantization,
+    )
     what = f" as {admitted.value}" if admitted else ""
     return Verdict.ok(StatusReason.RESOLVED, f"model {spec.ref.name!r} resolved{what}.")
 
@@ -85,10 +98,14 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     spec = scope.order.spec.model
     if spec.src == ModelSource.AI_MODELS and not deps.catalog_enabled:
         scope.model = None
-        return Verdict.refuse(Reason.CATALOG_DISABLED, (
-            f"the order names catalog {spec.ref.kind or CatalogKind.MODEL} {spec.ref.name!r}, and "
-            "catalog integration is off (catalog.mode: None); name a HuggingFace source, or ask "
-            "for the setting to be changed."))
+        return Verdict.refuse(
+            Reason.CATALOG_DISABLED,
+            (
+                f"the order names catalog {spec.ref.kind or CatalogKind.MODEL} {spec.ref.name!r}, and "
+                "catalog integration is off (catalog.mode: None); name a HuggingFace source, or ask "
+                "for the setting to be changed."
+            ),
+        )
     try:
         token = _token(scope, deps)
     except _Refused as refused:

@@ -66,10 +66,13 @@ def _inputs_hash(scope: OrderScope, deps: Deps) -> str:
     assert scope.policy is not None and scope.facts is not None
     policy = scope.policy
     return _hash(
-        scope.order.spec.model.to_wire(), policy.class_name,
+        scope.order.spec.model.to_wire(),
+        policy.class_name,
         policy.accelerator.to_wire() if policy.accelerator else None,
-        policy.priority_class_name, scope.facts.to_wire(),
-        scope.endpoint_type.value if scope.endpoint_type else None, deps.recipes.version,
+        policy.priority_class_name,
+        scope.facts.to_wire(),
+        scope.endpoint_type.value if scope.endpoint_type else None,
+        deps.recipes.version,
     )
 
 
@@ -87,30 +90,41 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     if raw is None:
         return _Stored(None, None)
     by_module = (raw["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION) == MANAGER
-    whose = ("the module's own answer did not hold up: report this as a defect with this message"
-             if by_module else "delete the LaunchPlan and the module computes a new one")
+    whose = (
+        "the module's own answer did not hold up: report this as a defect with this message"
+        if by_module
+        else "delete the LaunchPlan and the module computes a new one"
+    )
     try:
         spec = LaunchPlanSpec.model_validate(raw.get("spec") or {})
     except ValidationError as exc:
-        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                              f"LaunchPlan {scope.name!r}: {_field(exc)}; {whose}.")
+        return Verdict.refuse(
+            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {_field(exc)}; {whose}."
+        )
     try:
         bad = deps.planner.judge(spec.placement)
     except TemporaryError as exc:
         scope.requeue(RETRY_SOON)
         if spec.runtime is not None and _serving(scope, deps):  # an outage never takes a Ready order down
             _keep(scope, spec)
-            return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
-                f"the order runs on the plan it holds; the planner did not answer ({exc}), so the plan is "
-                "judged and recomputed when it does."))
+            return Verdict(
+                status="True",
+                reason=Reason.LAUNCH_PLAN_IN_FORCE.value,
+                message=(
+                    f"the order runs on the plan it holds; the planner did not answer ({exc}), so the plan is "
+                    "judged and recomputed when it does."
+                ),
+            )
         return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
     if bad is not None:
-        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                              f"LaunchPlan {scope.name!r}: {bad.message}; {whose}.")
+        return Verdict.refuse(
+            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {bad.message}; {whose}."
+        )
     outside = _outside_policy(scope, spec.placement)
     if outside is not None:
-        return Verdict.refuse(Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                              f"LaunchPlan {scope.name!r}: {outside}; {whose}.")
+        return Verdict.refuse(
+            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {outside}; {whose}."
+        )
     if by_module and displaced(deps.cluster, scope.key, raw):
         _take_down(scope, deps)
         return _Stored(None, None)
@@ -130,8 +144,10 @@ def _outside_policy(scope: OrderScope, placement: Placement) -> str | None:
         return None
     classes = accelerator.device_class_names
     if classes and placement.device_class_name not in classes:
-        return (f"deviceClassName={placement.device_class_name!r} is not among the device classes the "
-                f"order's class lets it use ({', '.join(classes)})")
+        return (
+            f"deviceClassName={placement.device_class_name!r} is not among the device classes the "
+            f"order's class lets it use ({', '.join(classes)})"
+        )
     shares = accelerator.allowed_share_percents
     if shares and placement.share_percent is not None and placement.share_percent not in shares:
         return f"sharePercent={placement.share_percent} is not a share the order's class permits ({shares})"
@@ -145,8 +161,9 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
     if spec.estimates is None:
         return None
     served_name = scope.order.spec.model.ref.name.split("@", 1)[0]
-    compiled = deps.recipes.compile(scope.facts, scope.endpoint_type, spec.placement, spec.estimates,
-                                    served_name)
+    compiled = deps.recipes.compile(
+        scope.facts, scope.endpoint_type, spec.placement, spec.estimates, served_name
+    )
     if isinstance(compiled, Refusal):
         return Verdict.refuse(compiled.reason, compiled.message)
     return compiled
@@ -158,33 +175,49 @@ def _take_down(scope: OrderScope, deps: Deps) -> None:
     take_down_workload(scope, deps)
     scope.launch_plan_name = None
     scope.launch_plan_obj = None
-    scope.event("Warning", "Preempted", "An order of higher priority took the device this order held; its "
-                "workload is taken down and it is planned again, waiting for room if there is none.")
+    scope.event(
+        "Warning",
+        "Preempted",
+        "An order of higher priority took the device this order held; its "
+        "workload is taken down and it is planned again, waiting for room if there is none.",
+    )
 
 
 def _plan_message(plan: LaunchPlanSpec) -> str:
     p = plan.placement
     share = f" {p.share_percent}%" if p.share_percent else ""
     runtime = plan.runtime.recipe if plan.runtime else "no runtime"
-    return (f"{p.placement_mode.value}{share} of {p.device_count}× {p.accelerator_product_name} "
-            f"({p.device_class_name}) on {p.node_name}, runtime {runtime}.")
+    return (
+        f"{p.placement_mode.value}{share} of {p.device_count}× {p.accelerator_product_name} "
+        f"({p.device_class_name}) on {p.node_name}, runtime {runtime}."
+    )
 
 
 def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | None) -> None:
     scope.plan = plan
     p, e = plan.placement, plan.estimates
     scope.resolved = Resolved(
-        device_class=p.device_class_name, accelerator_product_name=p.accelerator_product_name,
-        accelerator_memory_gi_b=p.accelerator_memory_gi_b, placement_mode=p.placement_mode,
-        sharing_mode=p.sharing_mode, share_percent=p.share_percent, device_count=p.device_count,
-        node_name=p.node_name, devices=[f"{p.pool}/{d}" for d in p.devices or []] or None,
+        device_class=p.device_class_name,
+        accelerator_product_name=p.accelerator_product_name,
+        accelerator_memory_gi_b=p.accelerator_memory_gi_b,
+        placement_mode=p.placement_mode,
+        sharing_mode=p.sharing_mode,
+        share_percent=p.share_percent,
+        device_count=p.device_count,
+        node_name=p.node_name,
+        devices=[f"{p.pool}/{d}" for d in p.devices or []] or None,
         served_model=plan.runtime.served_name if plan.runtime else None,
         required_memory_gi_b=e.required_memory_gi_b if e else None,
-        cpu=e.cpu if e else None, memory=e.memory if e else None,
-        model_volume=e.model_volume if e else None, weights_gi_b=e.weights_gi_b if e else None,
-        kv_bytes_per_token=e.kv_bytes_per_token if e else None, overhead_gi_b=e.overhead_gi_b if e else None,
+        cpu=e.cpu if e else None,
+        memory=e.memory if e else None,
+        model_volume=e.model_volume if e else None,
+        weights_gi_b=e.weights_gi_b if e else None,
+        kv_bytes_per_token=e.kv_bytes_per_token if e else None,
+        overhead_gi_b=e.overhead_gi_b if e else None,
         context_length=e.context_length if e else None,
-        runtime=plan.runtime.recipe if plan.runtime else None, replan_count=replans, inputs_hash=inputs,
+        runtime=plan.runtime.recipe if plan.runtime else None,
+        replan_count=replans,
+        inputs_hash=inputs,
     )
 
 
@@ -202,8 +235,11 @@ def _serving(scope: OrderScope, deps: Deps) -> bool:
     """
     if any(c.type == ConditionType.READY.value and c.status == "True" for c in scope.previous.conditions):
         return True
-    return any(int((d.get("status") or {}).get("readyReplicas") or 0) > 0
-               for kind in WORKLOAD_KINDS for d in deps.cluster.owned(kind, scope.namespace, scope.name))
+    return any(
+        int((d.get("status") or {}).get("readyReplicas") or 0) > 0
+        for kind in WORKLOAD_KINDS
+        for d in deps.cluster.owned(kind, scope.namespace, scope.name)
+    )
 
 
 def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusal: Refusal) -> Verdict:
@@ -216,20 +252,29 @@ def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusa
         replans = previous.replan_count if previous else 0
         counted = previous is not None and previous.inputs_hash == inputs
         _adopt(scope, existing, replans + (0 if counted else 1), inputs)
-        return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
-            f"the order runs on the plan it holds; recomputing it failed: "
-            f"{refusal.reason.value}: {refusal.message}"))
+        return Verdict(
+            status="True",
+            reason=Reason.LAUNCH_PLAN_IN_FORCE.value,
+            message=(
+                f"the order runs on the plan it holds; recomputing it failed: "
+                f"{refusal.reason.value}: {refusal.message}"
+            ),
+        )
     scope.unplaced = existing is None and refusal.reason in NO_ROOM
     return Verdict.refuse(refusal.reason, refusal.message)
 
 
 def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
     return {
-        "apiVersion": GV, "kind": "LaunchPlan",
-        "metadata": {"name": scope.name, "namespace": scope.namespace,
-                     "labels": {LABEL_ORDER: scope.name, LABEL_MANAGED_BY: MANAGER},
-                     "annotations": {PLAN_ANNOTATION: MANAGER},
-                     "ownerReferences": [scope.order.owner_reference()]},
+        "apiVersion": GV,
+        "kind": "LaunchPlan",
+        "metadata": {
+            "name": scope.name,
+            "namespace": scope.namespace,
+            "labels": {LABEL_ORDER: scope.name, LABEL_MANAGED_BY: MANAGER},
+            "annotations": {PLAN_ANNOTATION: MANAGER},
+            "ownerReferences": [scope.order.owner_reference()],
+        },
         "spec": plan.to_wire(),
     }
 
@@ -249,8 +294,9 @@ def _scheduler_refused(scope: OrderScope, plan: LaunchPlanSpec) -> str | None:
     return last.message if "cannot allocate all claims" in last.message else None
 
 
-def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
-             refused: str | None = None) -> Verdict:
+def _compute(
+    scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refused: str | None = None
+) -> Verdict:
     """Ask the planner (with what the order holds), compile the recipe, and store the plan."""
     assert scope.facts is not None and scope.policy is not None
     requirements = deps.recipes.requirements(scope.facts, scope.endpoint_type)
@@ -260,30 +306,56 @@ def _compute(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str,
     try:
         outcome = deps.planner.plan(scope.order, scope.facts, scope.policy, requirements, holding, refused)
     except TemporaryError as exc:
-        return _refused(scope, deps, stored, inputs, Refusal(
-            reason=Reason.PLANNER_REQUEST_FAILED, message=f"the planner did not answer ({exc}); retried."))
+        return _refused(
+            scope,
+            deps,
+            stored,
+            inputs,
+            Refusal(
+                reason=Reason.PLANNER_REQUEST_FAILED, message=f"the planner did not answer ({exc}); retried."
+            ),
+        )
     scope.wake.extend(outcome.placed_together)
     if refused is not None and outcome.placement is None and stored.spec is not None:
         # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted).
         _keep(scope, stored.spec)
         scope.requeue(RETRY_CAPACITY)
         why = outcome.refusal.message if outcome.refusal else "no answer"
-        return Verdict.ok(StatusReason.PLANNED, f"{_plan_message(stored.spec)} No other device has room for "
-                          f"the claim the scheduler could not allocate: {why}")
+        return Verdict.ok(
+            StatusReason.PLANNED,
+            f"{_plan_message(stored.spec)} No other device has room for "
+            f"the claim the scheduler could not allocate: {why}",
+        )
     if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
-        return _refused(scope, deps, stored, inputs, outcome.refusal or Refusal(
-            reason=Reason.PLANNER_REQUEST_FAILED,
-            message="the planner answered without a placement; retried."))
+        return _refused(
+            scope,
+            deps,
+            stored,
+            inputs,
+            outcome.refusal
+            or Refusal(
+                reason=Reason.PLANNER_REQUEST_FAILED,
+                message="the planner answered without a placement; retried.",
+            ),
+        )
     # The model is served under its name without a pinned revision, as clients ask for it.
     served_name = scope.order.spec.model.ref.name.split("@", 1)[0]
-    compiled = deps.recipes.compile(scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates,
-                                    served_name)
+    compiled = deps.recipes.compile(
+        scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates, served_name
+    )
     if isinstance(compiled, Refusal):
         deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
         return _refused(scope, deps, stored, inputs, compiled)
-    plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled,
-                          inputs_hash=inputs, planned_at=scope.now, model_commit=scope.facts.commit,
-                          model_files=scope.facts.gguf_files, model_repo=scope.facts.download_repo)
+    plan = LaunchPlanSpec(
+        placement=outcome.placement,
+        estimates=outcome.estimates,
+        runtime=compiled,
+        inputs_hash=inputs,
+        planned_at=scope.now,
+        model_commit=scope.facts.commit,
+        model_files=scope.facts.gguf_files,
+        model_repo=scope.facts.download_repo,
+    )
     try:
         scope.launch_plan_obj = deps.cluster.apply(_launch_plan(scope, plan))
     except Exception:
@@ -304,13 +376,22 @@ def _model_source_down(scope: OrderScope, deps: Deps) -> Verdict | None:
     if scope.policy is None or model is None or model.holds or not _retried(model.reason):
         return None
     stored = _read(scope, deps)
-    if isinstance(stored, Verdict) or stored.spec is None or stored.spec.runtime is None \
-            or not _serving(scope, deps):
+    if (
+        isinstance(stored, Verdict)
+        or stored.spec is None
+        or stored.spec.runtime is None
+        or not _serving(scope, deps)
+    ):
         return None
     _keep(scope, stored.spec)
-    return Verdict(status="True", reason=Reason.LAUNCH_PLAN_IN_FORCE.value, message=(
-        f"the order runs on the plan it holds; the model could not be resolved for now ({model.reason}), "
-        "so the plan is recomputed when it can."))
+    return Verdict(
+        status="True",
+        reason=Reason.LAUNCH_PLAN_IN_FORCE.value,
+        message=(
+            f"the order runs on the plan it holds; the model could not be resolved for now ({model.reason}), "
+            "so the plan is recomputed when it can."
+        ),
+    )
 
 
 def _retried(reason: str) -> bool:

@@ -15,8 +15,9 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if scope.children is None or scope.policy is None or not scope.holds(ConditionType.WORKLOAD_READY):
         return scope.waits_for(ConditionType.WORKLOAD_READY)
     children = scope.children
-    verdict, unplaced = deps.workload.growth(children.deployment, children.pods, children.claims,
-                                             scope.policy)
+    verdict, unplaced = deps.workload.growth(
+        children.deployment, children.pods, children.claims, scope.policy
+    )
     if not verdict.holds:
         scope.requeue(RETRY_CAPACITY)
     last = find_condition(scope.previous.conditions, ConditionType.SCALING_HEALTHY.value)

@@ -51,8 +51,9 @@ def _auth_secret(scope: OrderScope, deps: Deps) -> str | None:
     if not scope.policy.token_required:
         return None
     wanted = deps.workload.auth_secret(scope.order)
-    secret = (deps.cluster.get_secret(scope.namespace, wanted["metadata"]["name"])
-              or deps.cluster.create(wanted))
+    secret = deps.cluster.get_secret(scope.namespace, wanted["metadata"]["name"]) or deps.cluster.create(
+        wanted
+    )
     owners = secret["metadata"].get("ownerReferences") or []
     if not any(o.get("uid") == scope.order.metadata.uid and o.get("controller") for o in owners):
         raise _NotOurs(secret["metadata"]["name"])
@@ -97,8 +98,10 @@ def _unchanged(deps: Deps, manifest: Obj) -> bool:
     """Whether the cache already holds the object as this manifest was last applied (a quiet pass)."""
     meta = manifest["metadata"]
     held = deps.cluster.cached(manifest["kind"], meta["namespace"], meta["name"])
-    return held is not None and (held["metadata"].get("annotations") or {}).get(APPLIED) == \
-        meta["annotations"][APPLIED]
+    return (
+        held is not None
+        and (held["metadata"].get("annotations") or {}).get(APPLIED) == meta["annotations"][APPLIED]
+    )
 
 
 def _settled(deps: Deps, manifest: Obj) -> Obj | Refusal:
@@ -129,26 +132,33 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
             if words is None:
                 raise
             if manifest["kind"] == "StatefulSet" and _SET_SPEC_FORBIDDEN in words:  # the cache was behind
-                return _settled_region_too_small(scope, (
-                    f"the model volume of StatefulSet {manifest['metadata']['name']} cannot change in place "
-                    "and the order now needs another one; follow the SettledRegionTooSmall procedure in the "
-                    "Release notes (delete the StatefulSet; the module makes it anew). The API server said: "
-                    f"{words}"))
+                return _settled_region_too_small(
+                    scope,
+                    (
+                        f"the model volume of StatefulSet {manifest['metadata']['name']} cannot change in place "
+                        "and the order now needs another one; follow the SettledRegionTooSmall procedure in the "
+                        "Release notes (delete the StatefulSet; the module makes it anew). The API server said: "
+                        f"{words}"
+                    ),
+                )
             return _refused(scope, manifest, words)
     if too_small is not None:
         return too_small
     for old in deps.cluster.owned("Deployment", scope.namespace, scope.name):  # an earlier version's workload
         deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
-    _prune_templates(scope, deps, {m["metadata"]["name"] for m in manifests
-                                   if m["kind"] == "ResourceClaimTemplate"})
+    _prune_templates(
+        scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
+    )
     return None
 
 
 def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
     """A plan that needs another claim rolls onto a new template; an old one goes once no pod uses it."""
-    in_use = {claim.get("resourceClaimTemplateName")
-              for pod in deps.cluster.owned("Pod", scope.namespace, scope.name)
-              for claim in (pod.get("spec") or {}).get("resourceClaims") or []}
+    in_use = {
+        claim.get("resourceClaimTemplateName")
+        for pod in deps.cluster.owned("Pod", scope.namespace, scope.name)
+        for claim in (pod.get("spec") or {}).get("resourceClaims") or []
+    }
     for template in deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name):
         name = template["metadata"]["name"]
         if name not in current and name not in in_use:
@@ -171,14 +181,16 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
     meta = workload["metadata"]
     if pods or wanted < 1 or not meta.get("uid"):
         return workload
-    said = deps.cluster.failed_create(meta["namespace"], workload.get("kind") or "StatefulSet", meta["name"],
-                                      meta["uid"])
+    said = deps.cluster.failed_create(
+        meta["namespace"], workload.get("kind") or "StatefulSet", meta["name"], meta["uid"]
+    )
     if said is None:
         return workload
     status = dict(workload.get("status") or {})
-    status["conditions"] = [*(status.get("conditions") or []),
-                            {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
-                             "message": said}]
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": said},
+    ]
     return {**workload, "status": status}
 
 
@@ -191,18 +203,27 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     try:
         scope.auth_secret_name = _auth_secret(scope, deps)
     except _NotOurs as exc:
-        return Verdict.refuse(Reason.WORKLOAD_ERROR, (
-            f"Secret {exc} exists in namespace {scope.namespace!r} and was not made by the module for this "
-            "order, so its content is not used as the endpoint's token; rename or delete it, and the module "
-            "makes its own."))
+        return Verdict.refuse(
+            Reason.WORKLOAD_ERROR,
+            (
+                f"Secret {exc} exists in namespace {scope.namespace!r} and was not made by the module for this "
+                "order, so its content is not used as the endpoint's token; rename or delete it, and the module "
+                "makes its own."
+            ),
+        )
     digest = hashlib.sha256(scope.token.encode()).hexdigest()[:16] if scope.token else None
     try:
-        manifests = deps.workload.manifests(scope.order, scope.plan, scope.policy, scope.auth_secret_name,
-                                            digest)
+        manifests = deps.workload.manifests(
+            scope.order, scope.plan, scope.policy, scope.auth_secret_name, digest
+        )
     except WorkloadUnbuildable as exc:
-        return Verdict.refuse(Reason.WORKLOAD_ERROR, (
-            f"the workload cannot be built from the plan: {exc}; delete the LaunchPlan if it was written "
-            "by hand, or ask your administrator (module settings)."))
+        return Verdict.refuse(
+            Reason.WORKLOAD_ERROR,
+            (
+                f"the workload cannot be built from the plan: {exc}; delete the LaunchPlan if it was written "
+                "by hand, or ask your administrator (module settings)."
+            ),
+        )
     refused = _apply(scope, deps, manifests)
     if refused is not None:
         return refused
@@ -212,27 +233,36 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
     if not any(m["kind"] == "HorizontalPodAutoscaler" for m in manifests):  # the class dropped its autoscaler
         for hpa in deps.cluster.owned("HorizontalPodAutoscaler", scope.namespace, scope.name):
-            deps.cluster.delete("autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace,
-                                hpa["metadata"]["name"])
+            deps.cluster.delete(
+                "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
+            )
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
-        url=deps.workload.endpoint(scope.order, scope.policy), type=scope.policy.exposure.type,
+        url=deps.workload.endpoint(scope.order, scope.policy),
+        type=scope.policy.exposure.type,
         tool_calling_supported=bool(runtime and runtime.tool_calling_supported),
         tool_call_parser=runtime.tool_call_parser if runtime else None,
-        reasoning_parser=runtime.reasoning_parser if runtime else None)
+        reasoning_parser=runtime.reasoning_parser if runtime else None,
+    )
     sets = deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
     pods = [p for p in every_pod if _of_plan(p, templates)]
     names = {p["metadata"]["name"] for p in pods}
-    claims = [c for c in deps.cluster.owned("ResourceClaim", scope.namespace, scope.name)
-              if not (owners := c["metadata"].get("ownerReferences"))
-              or any(o.get("name") in names for o in owners)]
+    claims = [
+        c
+        for c in deps.cluster.owned("ResourceClaim", scope.namespace, scope.name)
+        if not (owners := c["metadata"].get("ownerReferences")) or any(o.get("name") in names for o in owners)
+    ]
     children = Children(_with_failed_create(deps, sets[0], every_pod) if sets else None, pods, claims)
     scope.children = children
     verdict, failure = deps.workload.judge(
-        children.deployment, children.pods, children.claims, scope.previous.startup_failure,
-        lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container))
+        children.deployment,
+        children.pods,
+        children.claims,
+        scope.previous.startup_failure,
+        lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container),
+    )
     scope.startup_failure = failure
     if not verdict.holds:
         exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
