@@ -209,6 +209,11 @@ pin_of() {
   esac
 }
 
+# Two sessions at once (say `nox -s e2e` beside `nox -s chart`) build one component at a time, not both
+# into the same directory: the second waits here, then finds the stamps the first wrote.
+exec 9>"$CACHE/.build.lock"
+flock 9
+
 only=${1:-all}
 steps=(etcd kwok helm untt rulecheck k8s)
 if [[ "$only" == realnode ]]; then
