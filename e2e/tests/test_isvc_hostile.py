@@ -621,7 +621,7 @@ def test_the_controller_memory_stays_bounded(fuzz: Fuzz) -> None:
 HOSTILE = {
     "huge-config": "config.json of hostile/huge-config is larger than 4 MiB",
     "huge-index": "model.safetensors.index.json of hostile/huge-index is larger than 4 MiB",
-    "huge-header": "The safetensors header of model.safetensors of hostile/huge-header is larger than 16 MiB",
+    "huge-header": "The safetensors header of model.safetensors of hostile/huge-header is larger than 8 MiB",
     "many-shards": "split into 100 safetensors files, more than 64",
     "slow": f"took longer than {HUB_DEADLINE:g}s",
     "malformed-config": "config.json of hostile/malformed-config is not a JSON object",
