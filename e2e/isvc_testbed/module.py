@@ -205,7 +205,8 @@ class ModuleProcesses:
 
     def start_hub(self, *extra_models: Path) -> None:
         """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, and the hostile
-        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py);
+        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py) and
+        of isvc_testing.standin_hub.hostile_repositories (each read limit just under and just over);
         `extra_models`: more directories of repositories (the real node's tiny model, realnode.py)."""
         more = [a for d in extra_models for a in ("--extra-models", str(d))]
         self._spawn(
@@ -218,6 +219,7 @@ class ModuleProcesses:
                 str(self.hub_port),
                 "--extra-models",
                 str(HOSTILE_REPOS),
+                "--hostile",  # a repository just under and one just over each read limit (issue 29)
                 *more,
             ],
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -90,6 +90,8 @@ class FakeCluster:
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
         self.failed_creates: dict[tuple[str, str], str] = {}  # FailedCreate events of workloads
         self.failed_create_reads: list[tuple[str, str, str, str]] = []
+        self.allowed: set[tuple[str, str, str, str, str]] = set()  # (user, verb, resource, namespace, name)
+        self.access_reviews: list[tuple[str, str, str, str, str]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -180,6 +182,20 @@ class FakeCluster:
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], type_, reason, message))
+
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        self.access_reviews.append((username, verb, resource, namespace, name))
+        return (username, verb, resource, namespace, name) in self.allowed
 
     def status_of(self, namespace: str, name: str) -> Obj:
         return self.objects[("InferenceService", namespace, name)]["status"]

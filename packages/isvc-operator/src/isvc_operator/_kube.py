@@ -8,7 +8,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -649,6 +649,46 @@ class KubeCluster:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        """A SubjectAccessReview of a user the API server vouched for; False when it cannot be asked."""
+        review = k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(
+                user=username,
+                uid=uid or None,
+                groups=list(groups),
+                extra={k: list(v) for k, v in extra.items()} or None,
+                resource_attributes=k8s.V1ResourceAttributes(
+                    verb=verb, resource=resource, namespace=namespace, name=name
+                ),
+            )
+        )
+        try:
+            answer = k8s.AuthorizationV1Api(self.api).create_subject_access_review(
+                review, _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception as exc:  # unreachable or forbidden: not allowed
+            log.warning(
+                "access review for %s (%s %s %s/%s) failed: %s",
+                username,
+                verb,
+                resource,
+                namespace,
+                name,
+                exc,
+            )
+            return False
+        return bool(answer.status and answer.status.allowed)
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         """Record an event on an object (best effort: an event is never worth a failed pass)."""

@@ -6,7 +6,7 @@ in-memory fakes. Nothing here imports a client library.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -102,6 +102,20 @@ class Cluster(Protocol):
         ...
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        """Whether the API server lets that user `verb` the core `resource` namespace/name
+        (SubjectAccessReview); False when it cannot be asked."""
+        ...
 
 
 class ModelPort(Protocol):

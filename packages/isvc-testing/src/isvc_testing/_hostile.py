@@ -80,10 +80,10 @@ def hostile_repositories(limits: HubLimits | None = None, prefix: str = "") -> l
         ),
         _model("fine/config-at-cap", padded_files={"config.json": lim.json_bytes}),
         _model("evil/config-past-cap", padded_files={"config.json": lim.json_bytes + 1}),
-        # the costliest JSON per byte (an empty object in three bytes), just under the value cap
+        # the costliest JSON per byte (an empty object in three bytes: two values as counted), at the value cap
         _model(
             "evil/object-bomb",
-            raw_files={"config.json": "[" + ",".join(["{}"] * (lim.json_values - 1)) + "]"},
+            raw_files={"config.json": "[" + ",".join(["{}"] * (lim.json_values // 2)) + "]"},
         ),
         # issue 29's own: a split variant of eight files, each header carrying a 60 MiB string
         gguf_repository("evil/gguf-eight-60-mib-strings", files=8, padding=60 * _MIB),

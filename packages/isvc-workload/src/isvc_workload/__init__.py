@@ -29,6 +29,7 @@ from isvc_workload._judge import (
     judge_workload,
     workload_error,
 )
+from isvc_workload._network import CONTROLLER_POD_LABELS, NAMESPACE_NAME_LABEL, network_policy
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
 from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
@@ -52,6 +53,7 @@ __all__ = [
     "AUTH_SECRET_KEY",
     "CLAIM_NAME",
     "CONTAINER_NAME",
+    "CONTROLLER_POD_LABELS",
     "CPU_TARGET_PERCENT",
     "EVENT_GROWTH_CLAIM_UNPLACED",
     "EVENT_SETTLED_REGION_TOO_SMALL",
@@ -63,6 +65,7 @@ __all__ = [
     "MAX_LOG_LINES",
     "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
+    "NAMESPACE_NAME_LABEL",
     "RUNTIME_HASH_ANNOTATION",
     "SCALE_DOWN_WINDOW_SECONDS",
     "SERVICE_PORT",
@@ -93,6 +96,7 @@ __all__ = [
     "judge_growth",
     "judge_workload",
     "model_volume",
+    "network_policy",
     "owner_reference",
     "read_token",
     "resource_claim_template",
