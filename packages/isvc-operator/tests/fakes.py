@@ -35,12 +35,14 @@ from isvc_operator import (
     OrderReconciler,
     PassResult,
     PlanOutcome,
+    Sealer,
     TemporaryError,
     plan_devices,
 )
 
 Obj = dict[str, Any]
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+RUNTIME = {"name": "server", "image": "vllm/vllm-openai:v0.11.0"}
 
 
 def order(
@@ -85,6 +87,7 @@ class FakeCluster:
         self.events: list[tuple[str, str, str, str]] = []
         self.statuses: list[Obj] = []
         self.applied: list[Obj] = []
+        self.patched: list[list[Obj]] = []
         self.priority_classes: dict[str, int] = {}
         self.refuse_kind: str | None = None
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
@@ -145,14 +148,38 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
-    def apply(self, manifest: Obj) -> Obj:
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
         if manifest["kind"] == self.fail_kind:
             raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
+        if dry_run:
+            return copy.deepcopy(manifest)
         self.applied.append(copy.deepcopy(manifest))
         self.put(manifest)
         return manifest
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch as the API server applies one (add, replace, remove, test on object members)."""
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
+        obj = copy.deepcopy(self.objects[key])
+        for op in ops:
+            *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+            at = obj
+            for part in parents:
+                at = at[part]
+            if op["op"] == "test":
+                if at.get(last) != op["value"]:
+                    raise _ApiError(422, f"test of {op['path']} failed")
+            elif op["op"] in ("add", "replace"):
+                at[last] = copy.deepcopy(op["value"])
+            elif op["op"] == "remove":
+                del at[last]
+        if not dry_run:
+            self.patched.append(copy.deepcopy(ops))
+            self.objects[key] = obj
+        return copy.deepcopy(obj)
 
     def apply_status(self, manifest: Obj) -> Obj:
         self.statuses.append(copy.deepcopy(manifest))
@@ -387,7 +414,16 @@ class FakeWorkload:
             {
                 "apiVersion": "apps/v1",
                 "kind": "StatefulSet",
-                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": labels,
+                    "ownerReferences": [order.owner_reference()],
+                },
+                "spec": {
+                    "replicas": 1,
+                    "template": {"spec": {"automountServiceAccountToken": False, "containers": [RUNTIME]}},
+                },
             },
         ]
 
@@ -493,6 +529,7 @@ class World:
         self._reconciler: OrderReconciler | None = None
         self.last: PassResult | None = None
         self.clock_offset = timedelta(0)
+        self.sealer = Sealer(b"a key of the world, kept across restarts")
 
     def reconciler(self) -> OrderReconciler:
         """One reconciler for the world, as the controller keeps one for its life."""
@@ -515,6 +552,7 @@ class World:
                 health=self.health,
                 catalog_enabled=self.catalog_enabled,
                 clock=lambda: T0 + self.clock_offset,
+                sealer=self.sealer,  # the key survives restarts: it is the chart's Secret
             )
         )
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from isvc_api import GROUP, VERSION
-from isvc_operator import PlanOutcome
+from isvc_operator import SEAL, PlanOutcome
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
@@ -53,10 +53,10 @@ def test_a_refusal_ends_with_the_api_servers_own_words_and_is_logged_once(
     """Issue 16: the message was the raw body cut at 400 characters, so the cause never showed."""
     real = world.cluster.apply
 
-    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+    def apply(manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         if manifest["kind"] == "ResourceClaimTemplate":
             raise Refused
-        return real(manifest)
+        return real(manifest, dry_run)
 
     monkeypatch.setattr(world.cluster, "apply", apply)
     with caplog.at_level(logging.WARNING):
@@ -229,12 +229,12 @@ def test_the_api_servers_refusal_to_change_a_set_is_the_same_refusal(
     """The cache may not hold the set yet: the API server's Forbidden answer leads to the same place."""
     real = world.cluster.apply
 
-    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+    def apply(manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         if manifest["kind"] == "StatefulSet":
             error = Refused()
             error.body = SET_FORBIDDEN
             raise error
-        return real(manifest)
+        return real(manifest, dry_run)
 
     monkeypatch.setattr(world.cluster, "apply", apply)
     status = world.run()
@@ -270,6 +270,7 @@ def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure
     held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
     held["metadata"]["uid"] = "set-uid"
     held["spec"] = {"replicas": 1}
+    held["metadata"]["annotations"][SEAL] = world.sealer.seal(held)  # as the API server answered the write
     said = 'pods "support-llm-0" is forbidden: exceeded quota: no-pods'
     world.cluster.failed_creates[("team-a", "support-llm")] = said
     world.run()

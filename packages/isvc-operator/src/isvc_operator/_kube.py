@@ -603,20 +603,22 @@ class KubeCluster:
 
     # ---- writes
 
-    def apply(self, manifest: Obj) -> Obj:
-        """Server-side apply with the one field manager, taking ownership of conflicting fields."""
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
+        """Server-side apply with the one field manager, taking ownership of conflicting fields; `dry_run`:
+        what the object would be (the API server's defaults and admission included), nothing written."""
         resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
-        return self._apply(resource, manifest)
+        return self._apply(resource, manifest, dry_run)
 
     def apply_status(self, manifest: Obj) -> Obj:
         """Server-side apply of the status subresource."""
         resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
         return self._apply(resource.subresources["status"], manifest)
 
-    def _apply(self, resource: Any, manifest: Obj) -> Obj:
+    def _apply(self, resource: Any, manifest: Obj, dry_run: bool = False) -> Obj:
         meta = manifest["metadata"]
         namespace = meta.get("namespace") if resource.namespaced else None
         path = resource.path(name=meta["name"], namespace=namespace)
+        extra = {"dry_run": "All"} if dry_run else {}
         out: Obj = self.dyn.request(
             "patch",
             path,
@@ -624,6 +626,23 @@ class KubeCluster:
             content_type="application/apply-patch+yaml",
             field_manager=MANAGER,
             force_conflicts=True,
+            **extra,
+        ).to_dict()
+        return out
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch of the object `manifest` names (a child restored whole, issue 29)."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        namespace = meta.get("namespace") if resource.namespaced else None
+        extra = {"dry_run": "All"} if dry_run else {}
+        out: Obj = self.dyn.request(
+            "patch",
+            resource.path(name=meta["name"], namespace=namespace),
+            body=json.dumps(ops).encode(),
+            content_type="application/json-patch+json",
+            field_manager=MANAGER,
+            **extra,
         ).to_dict()
         return out
 

@@ -30,6 +30,7 @@ from isvc_api import (
 )
 
 from isvc_operator._policy import EffectivePolicy
+from isvc_operator._seal import Sealer
 
 __all__ = [
     "NO_ROOM",
@@ -92,7 +93,14 @@ class Cluster(Protocol):
         """A child as the cache holds it; None when the kind is not watched or the object is absent."""
         ...
 
-    def apply(self, manifest: Obj) -> Obj: ...
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
+        """Server-side apply; `dry_run`: what the object would be, nothing written."""
+        ...
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch (RFC 6902) of the object `manifest` names; `dry_run`: nothing written."""
+        ...
+
     def apply_status(self, manifest: Obj) -> Obj: ...
     def create(self, manifest: Obj) -> Obj: ...
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None: ...
@@ -284,3 +292,5 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
+    # seals the children the controller writes (issue 29); the default key is this process's own
+    sealer: Sealer = attrs.field(factory=lambda: Sealer.from_file(None))

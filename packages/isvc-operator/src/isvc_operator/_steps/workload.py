@@ -10,6 +10,7 @@ from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Refusa
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._seal import SEAL, SEALED_KINDS
 
 __all__ = ["step"]
 
@@ -113,20 +114,100 @@ def _settled(deps: Deps, manifest: Obj) -> Obj | Refusal:
     return deps.workload.settle(manifest, deps.cluster.cached("StatefulSet", meta["namespace"], meta["name"]))
 
 
+def _with_seal(manifest: Obj, seal: str) -> Obj:
+    meta = manifest["metadata"]
+    return {**manifest, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), SEAL: seal}}}
+
+
+def _sealed(deps: Deps, manifest: Obj) -> Obj:
+    """A child's manifest stamped with the seal of what the API server makes of it (asked by a dry run)."""
+    if manifest["kind"] not in SEALED_KINDS:
+        return manifest
+    return _with_seal(manifest, deps.sealer.seal(deps.cluster.apply(manifest, dry_run=True)))
+
+
+# The fields of a set's spec the API server lets change; the rest never differ from what the module wrote.
+_SET_MUTABLE = (
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+    "ordinals",
+)
+# What the API server allocated to a Service, which a restore keeps.
+_ALLOCATED = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")
+
+
+def _restore(held: Obj, manifest: Obj, max_replicas: int | None) -> list[Obj]:
+    """JSON patch operations that make a child what `manifest` says, whoever changed it: its labels,
+    annotations and owners replaced, finalizers of others removed, its spec replaced (a set's mutable fields;
+    a Service keeps its allocated addresses; an autoscaled set's replicas bounded by the class)."""
+    meta, spec = manifest["metadata"], manifest.get("spec") or {}
+    live = held.get("spec") or {}
+    ops: list[Obj] = [
+        {"op": "add", "path": "/metadata/labels", "value": meta.get("labels") or {}},
+        {"op": "add", "path": "/metadata/annotations", "value": meta.get("annotations") or {}},
+        {"op": "add", "path": "/metadata/ownerReferences", "value": meta.get("ownerReferences") or []},
+    ]
+    if held["metadata"].get("finalizers"):
+        ops.append({"op": "remove", "path": "/metadata/finalizers"})
+    if manifest["kind"] == "StatefulSet":
+        for key in _SET_MUTABLE:
+            if key in spec:
+                ops.append({"op": "add", "path": f"/spec/{key}", "value": spec[key]})
+            elif key in live:
+                ops.append({"op": "remove", "path": f"/spec/{key}"})
+        if "replicas" in spec:
+            ops.append({"op": "add", "path": "/spec/replicas", "value": spec["replicas"]})
+        elif max_replicas is not None and int(live.get("replicas") or 0) > max_replicas:
+            ops.append({"op": "add", "path": "/spec/replicas", "value": max_replicas})
+    else:
+        kept = {k: live[k] for k in _ALLOCATED if k in live} if manifest["kind"] == "Service" else {}
+        ops.append({"op": "add", "path": "/spec", "value": {**spec, **kept}})
+    return ops
+
+
+def _tampered(deps: Deps, held: Obj | None, manifest: Obj, max_replicas: int | None) -> bool:
+    """Whether someone other than the controller changed a child: its seal no longer holds, or its replica
+    count (an autoscaler's to change) went past the class's bound."""
+    if held is None or manifest["kind"] not in SEALED_KINDS or held["metadata"].get("deletionTimestamp"):
+        return False
+    if not deps.sealer.holds(held):
+        return True
+    replicas = (held.get("spec") or {}).get("replicas")
+    return (
+        max_replicas is not None and manifest["kind"] == "StatefulSet" and int(replicas or 0) > max_replicas
+    )
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
-    """Apply what changed. A set the order outgrew is not applied (the held one keeps serving): the pass
-    ends in SettledRegionTooSmall once the other children are applied."""
+    """Apply what changed; restore what someone else changed. A set the order outgrew is not applied (the
+    held one keeps serving): the pass ends in SettledRegionTooSmall once the other children are applied."""
     too_small: Verdict | None = None
+    restored: list[str] = []
+    bound = next(
+        (m["spec"].get("maxReplicas") for m in manifests if m["kind"] == "HorizontalPodAutoscaler"), None
+    )
     for built in manifests:
         settled = _settled(deps, built)
         if isinstance(settled, Refusal):
             too_small = _settled_region_too_small(scope, settled.message)
             continue
         manifest = _stamped(settled)
-        if _unchanged(deps, manifest):
-            continue
+        meta = manifest["metadata"]
+        held = deps.cluster.cached(manifest["kind"], meta["namespace"], meta["name"])
         try:
-            deps.cluster.apply(manifest)
+            if _tampered(deps, held, manifest, bound):
+                assert held is not None
+                ops = _restore(held, manifest, bound)
+                seal = deps.sealer.seal(deps.cluster.patch(manifest, ops, dry_run=True))
+                ops[1] = {**ops[1], "value": {**ops[1]["value"], SEAL: seal}}
+                deps.cluster.patch(manifest, ops)
+                restored.append(f"{manifest['kind']} {meta['name']}")
+                continue
+            if _unchanged(deps, manifest):
+                continue
+            deps.cluster.apply(_sealed(deps, manifest))
         except Exception as exc:
             words = _refused_by_cluster(exc)
             if words is None:
@@ -149,6 +230,15 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     _prune_templates(
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
+    if restored:
+        message = (
+            f"{', '.join(restored)} of the order had been changed by someone other than the module, and is "
+            "restored to what the module computes; the order is served again once its replicas are. An "
+            "order's children are the module's: change the order instead."
+        )
+        log.warning("%s/%s: %s", scope.namespace, scope.name, message)
+        scope.requeue(RETRY_SOON)
+        return Verdict.refuse(Reason.WORKLOAD_NOT_READY, message)
     return None
 
 
@@ -163,6 +253,22 @@ def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
         name = template["metadata"]["name"]
         if name not in current and name not in in_use:
             deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace, name)
+
+
+def _controlled_by(obj: Obj, kind: str, uid: str | None) -> bool:
+    """Whether `obj` has a controller reference to the `kind` of that uid."""
+    return uid is not None and any(
+        o.get("controller") and o.get("kind") == kind and o.get("uid") == uid
+        for o in obj["metadata"].get("ownerReferences") or []
+    )
+
+
+def _ours(child: Obj, scope: OrderScope) -> bool:
+    """A child the order's label names that the order controls (named after it, its controller reference):
+    an object a user labels as the order's is not (issue 29)."""
+    return child["metadata"].get("name") == scope.name and _controlled_by(
+        child, "InferenceService", scope.order.metadata.uid
+    )
 
 
 def _of_plan(pod: Obj, templates: set[str]) -> bool:
@@ -244,10 +350,12 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         tool_call_parser=runtime.tool_call_parser if runtime else None,
         reasoning_parser=runtime.reasoning_parser if runtime else None,
     )
-    sets = deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
+    sets = [s for s in deps.cluster.owned("StatefulSet", scope.namespace, scope.name) if _ours(s, scope)]
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
-    pods = [p for p in every_pod if _of_plan(p, templates)]
+    # Only the set's own pods: a pod a user labels as the order's serves nothing of the module's (issue 29).
+    set_uid = sets[0]["metadata"].get("uid") if sets else None
+    pods = [p for p in every_pod if _of_plan(p, templates) and _controlled_by(p, "StatefulSet", set_uid)]
     names = {p["metadata"]["name"] for p in pods}
     claims = [
         c
