@@ -45,6 +45,18 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 RUNTIME = {"name": "server", "image": "vllm/vllm-openai:v0.11.0"}
 
 
+def owner(name: str = "support-llm") -> Obj:
+    """The controller reference of an order the fakes make (its uid is uid-<name>)."""
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceService",
+        "name": name,
+        "uid": f"uid-{name}",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def order(
     name: str = "support-llm",
     namespace: str = "team-a",
@@ -409,7 +421,12 @@ class FakeWorkload:
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaimTemplate",
-                "metadata": {"name": f"{name}-{plan.placement.node_name}", "namespace": ns, "labels": labels},
+                "metadata": {
+                    "name": f"{name}-{plan.placement.node_name}",
+                    "namespace": ns,
+                    "labels": labels,
+                    "ownerReferences": [order.owner_reference()],
+                },
             },
             {
                 "apiVersion": "apps/v1",

@@ -10,7 +10,7 @@ import pytest
 from isvc_api import GROUP, VERSION
 from isvc_operator import SEAL, PlanOutcome
 
-from .fakes import ESTIMATES, PLACEMENT, World, klass, order
+from .fakes import ESTIMATES, PLACEMENT, World, klass, order, owner
 
 GV = f"{GROUP}/{VERSION}"
 STATUS_422 = json.dumps(
@@ -124,6 +124,7 @@ def test_an_order_no_longer_external_has_its_ingress_removed(world: World) -> No
                 "name": "support-llm",
                 "namespace": "team-a",
                 "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+                "ownerReferences": [owner()],
             },
         }
     )
@@ -255,6 +256,7 @@ def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(worl
                 "name": "support-llm",
                 "namespace": "team-a",
                 "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+                "ownerReferences": [owner()],
             },
         }
     )

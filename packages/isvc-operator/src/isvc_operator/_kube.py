@@ -14,7 +14,7 @@ from typing import Any
 
 import isvc_catalog
 from cachetools import TTLCache
-from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
+from isvc_api import GROUP, LABEL_MANAGED_BY, LABEL_ORDER, MANAGER, VERSION
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
@@ -23,6 +23,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from isvc_operator._ports import DeviceKey, plan_devices
+from isvc_operator._seal import DIGEST, SEALED_KINDS, view_digest
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
@@ -110,15 +111,32 @@ def resource_of(dyn: DynamicClient, api_version: str, kind: str) -> Any:
 
 
 def slim(obj: Obj) -> Obj:
-    """The object as the cache keeps it: without managedFields and the last-applied annotation, which no
-    pass reads and which make up much of a small object (as client-go's informers strip them)."""
+    """The object as the cache keeps it: without managedFields, and of its labels and annotations only the
+    module's own (`ai.deckhouse.io/…`, and app.kubernetes.io/managed-by), at most `_KEPT_KEYS` of each with
+    values of at most `_KEPT_VALUE` characters. No pass reads the rest, and a user's annotations (256 KiB an
+    object) on every order and on every object carrying an order's label were most of the cache (issue 29)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict):
-            annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        for field in ("labels", "annotations"):
+            found = meta.get(field)
+            if isinstance(found, dict):
+                kept = {
+                    k: v
+                    for k, v in found.items()
+                    if _ours(k) and isinstance(v, str) and len(v) <= _KEPT_VALUE
+                }
+                meta[field] = dict(list(kept.items())[:_KEPT_KEYS])
     return obj
+
+
+_KEPT_KEYS = 16
+_KEPT_VALUE = 1024
+_OUR_PREFIX = f"{GROUP}/"
+
+
+def _ours(key: str) -> bool:
+    return key.startswith(_OUR_PREFIX) or key == LABEL_MANAGED_BY
 
 
 _SHORT = 64  # strings up to this length are interned: keys, kinds, reasons, label values recur
@@ -142,6 +160,26 @@ def compact(obj: Obj) -> Obj:
     return shared
 
 
+def _controlled_by_order(obj: Obj) -> bool:
+    return any(
+        o.get("controller") and o.get("kind") == "InferenceService"
+        for o in (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+
+
+def compact_child(obj: Obj) -> Obj:
+    """A child of an order kind (set, Service, Ingress, autoscaler, NetworkPolicy, claim template) as the
+    cache keeps it: the digest of what its seal covers, taken from the object as it arrived, then slimmed.
+    An object that carries an order's label but that no order controls (a user's) keeps its metadata only:
+    no pass reads more of it."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and obj.get("kind") in SEALED_KINDS:
+        meta[DIGEST] = view_digest(obj)
+    if not _controlled_by_order(obj):
+        obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+    return compact(obj)
+
+
 POD_SPEC_READ = ("nodeName", "resourceClaims")  # the only parts of a pod's spec a pass reads
 
 
@@ -151,6 +189,24 @@ def compact_pod(obj: Obj) -> Obj:
     spec = obj.get("spec")
     if isinstance(spec, dict):
         obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    return compact(obj)
+
+
+_CLAIM_REQUESTS = 32  # requests of one claim, as the API server allows
+
+
+def compact_claim(obj: Obj) -> Obj:
+    """A ResourceClaim as the cache keeps it: its status, and of its spec the device class of each request
+    (a user's claim may carry 32 requests of 10 KiB selectors each, which no pass reads)."""
+    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+    kept = []
+    for request in requests[:_CLAIM_REQUESTS] if isinstance(requests, list) else []:
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        entry: Obj = {"name": request.get("name")} if isinstance(request, dict) else {}
+        if isinstance(exactly, dict) and exactly.get("deviceClassName"):
+            entry["exactly"] = {"deviceClassName": exactly["deviceClassName"]}
+        kept.append(entry)
+    obj["spec"] = {"devices": {"requests": kept}}
     return compact(obj)
 
 
@@ -419,15 +475,27 @@ class KubeCluster:
         self.orders = Informer(self.dyn, GV, "InferenceService", resync=resync)
         self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
         self.plans = Informer(self.dyn, GV, "LaunchPlan")
-        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
+        child = compact_child
+        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel, transform=child)
         # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
-        self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
+        self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel, transform=child)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel, transform=compact_pod)
-        self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
-        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel)
-        self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
-        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
-        self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        self.claims = Informer(
+            self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel, transform=compact_claim
+        )
+        self.templates = Informer(
+            self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel, transform=child
+        )
+        self.ingresses = Informer(
+            self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel, transform=child
+        )
+        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel, transform=child)
+        self.autoscalers = Informer(
+            self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel, transform=child
+        )
+        self.network_policies = Informer(
+            self.dyn, "networking.k8s.io/v1", "NetworkPolicy", label_selector=sel, transform=child
+        )
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
@@ -449,6 +517,7 @@ class KubeCluster:
             self.ingresses,
             self.services,
             self.autoscalers,
+            self.network_policies,
             self.priority_classes,
             self.secrets,
             *self.catalog,
@@ -464,6 +533,7 @@ class KubeCluster:
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
             "Service": self.services,
+            "NetworkPolicy": self.network_policies,
         }
 
     def start(self, timeout: float = 60.0) -> None:

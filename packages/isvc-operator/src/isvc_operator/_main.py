@@ -30,6 +30,7 @@ from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
+from isvc_operator._seal import Sealer
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["main", "parser"]
@@ -117,6 +118,27 @@ def parser() -> argparse.ArgumentParser:
         "--model-volume-storage-class",
         default=None,
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
+    )
+    p.add_argument(
+        "--seal-key-file",
+        type=Path,
+        default=None,
+        help="the key children are sealed with (the chart's Secret): a child whose seal does not hold was "
+        "changed by someone else and is restored; absent: a key of this process, so a restart writes "
+        "every child again once",
+    )
+    p.add_argument(
+        "--ingress-controller-namespace",
+        action="append",
+        default=None,
+        help="namespace of the ingress controller, admitted to External runtimes' API port (repeatable); "
+        "default: d8-ingress-nginx",
+    )
+    p.add_argument(
+        "--monitoring-namespace",
+        action="append",
+        default=None,
+        help="namespace admitted to every runtime's metrics port (repeatable); default: d8-monitoring",
     )
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
@@ -390,6 +412,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        controller_namespace=args.namespace,
+        ingress_controller_namespaces=tuple(args.ingress_controller_namespace or ("d8-ingress-nginx",)),
+        monitoring_namespaces=tuple(args.monitoring_namespace or ("d8-monitoring",)),
     )
 
     def cert_manager() -> bool:
@@ -417,6 +442,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         workload=Workload(settings, cert_manager, kube.priority_value),
         health=health,
         catalog_enabled=catalog is not None,
+        sealer=Sealer.from_file(args.seal_key_file),
     )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 

@@ -9,7 +9,15 @@ import logging
 from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Refusal, Verdict, find_condition
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._scope import (
+    RETRY_CAPACITY,
+    RETRY_SOON,
+    Children,
+    OrderScope,
+    controlled_by,
+    made_for,
+    take_down_workload,
+)
 from isvc_operator._seal import SEAL, SEALED_KINDS
 
 __all__ = ["step"]
@@ -226,7 +234,8 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     if too_small is not None:
         return too_small
     for old in deps.cluster.owned("Deployment", scope.namespace, scope.name):  # an earlier version's workload
-        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
+        if made_for(old, scope):
+            deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
     _prune_templates(
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
@@ -251,24 +260,8 @@ def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
     }
     for template in deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name):
         name = template["metadata"]["name"]
-        if name not in current and name not in in_use:
+        if name not in current and name not in in_use and made_for(template, scope):
             deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace, name)
-
-
-def _controlled_by(obj: Obj, kind: str, uid: str | None) -> bool:
-    """Whether `obj` has a controller reference to the `kind` of that uid."""
-    return uid is not None and any(
-        o.get("controller") and o.get("kind") == kind and o.get("uid") == uid
-        for o in obj["metadata"].get("ownerReferences") or []
-    )
-
-
-def _ours(child: Obj, scope: OrderScope) -> bool:
-    """A child the order's label names that the order controls (named after it, its controller reference):
-    an object a user labels as the order's is not (issue 29)."""
-    return child["metadata"].get("name") == scope.name and _controlled_by(
-        child, "InferenceService", scope.order.metadata.uid
-    )
 
 
 def _of_plan(pod: Obj, templates: set[str]) -> bool:
@@ -335,13 +328,16 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return refused
     if scope.policy.exposure.type != ExposureType.EXTERNAL:  # an exposure changed: what was published goes
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
+            if not made_for(published, scope):
+                continue
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
     if not any(m["kind"] == "HorizontalPodAutoscaler" for m in manifests):  # the class dropped its autoscaler
         for hpa in deps.cluster.owned("HorizontalPodAutoscaler", scope.namespace, scope.name):
-            deps.cluster.delete(
-                "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
-            )
+            if made_for(hpa, scope):
+                deps.cluster.delete(
+                    "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
+                )
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy),
@@ -350,12 +346,16 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         tool_call_parser=runtime.tool_call_parser if runtime else None,
         reasoning_parser=runtime.reasoning_parser if runtime else None,
     )
-    sets = [s for s in deps.cluster.owned("StatefulSet", scope.namespace, scope.name) if _ours(s, scope)]
+    sets = [
+        s
+        for s in deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
+        if made_for(s, scope) and s["metadata"].get("name") == scope.name
+    ]
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
     # Only the set's own pods: a pod a user labels as the order's serves nothing of the module's (issue 29).
     set_uid = sets[0]["metadata"].get("uid") if sets else None
-    pods = [p for p in every_pod if _of_plan(p, templates) and _controlled_by(p, "StatefulSet", set_uid)]
+    pods = [p for p in every_pod if _of_plan(p, templates) and controlled_by(p, "StatefulSet", set_uid)]
     names = {p["metadata"]["name"] for p in pods}
     claims = [
         c
