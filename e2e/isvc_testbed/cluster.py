@@ -47,6 +47,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 ALICE = ("alice", ("team-a",))
+# The client certificate the API server presents to admission webhooks (its AdmissionConfiguration): the
+# estimate webhook believes only reviews that come with it (issue 29).
+WEBHOOK_CLIENT = "isvc-testbed-apiserver-webhook-client"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -433,6 +436,8 @@ class Cluster:
                 f"--kubelet-client-certificate={kubelet_client.cert}",
                 f"--kubelet-client-key={kubelet_client.key}",
             ]
+        webhook_client = pki.client("apiserver-webhook-client", WEBHOOK_CLIENT)
+        admission = self._admission_config(webhook_client)
         for ident, cert in certs.items():
             self.kubeconfigs[ident] = write_kubeconfig(
                 d / f"{ident}.kubeconfig", kubeconfig(self.server, pki.ca_pem, ident, cert=cert)
@@ -490,6 +495,7 @@ class Cluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
+                f"--admission-control-config-file={admission}",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=0",
@@ -529,6 +535,51 @@ class Cluster:
             "kwok": self._kwok_argv(),
         }
         self._argv = argv
+
+    def _admission_config(self, client: CertFiles) -> Path:
+        """The API server's admission configuration: every webhook it calls gets this client certificate
+        (kubeconfig user `*`), as a production API server configured for webhook authentication does."""
+        d = self.workdir
+        creds = d / "webhook-client.kubeconfig"
+        creds.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "users": [
+                        {"name": "*", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}
+                    ],
+                }
+            )
+        )
+        plugin = {
+            "configuration": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "WebhookAdmission",
+                "kubeConfigFile": str(creds),
+            }
+        }
+        config = d / "admission.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "AdmissionConfiguration",
+                    "plugins": [
+                        {"name": "ValidatingAdmissionWebhook", **plugin},
+                        {"name": "MutatingAdmissionWebhook", **plugin},
+                    ],
+                }
+            )
+        )
+        return config
+
+    @property
+    def webhook_client(self) -> tuple[Path, str] | None:
+        """The authority and common name of the client certificate this bed's API server presents to
+        admission webhooks; None for a cluster the bed did not start (its API server's are unknown)."""
+        cert = self.workdir / "pki" / "apiserver-webhook-client.crt"
+        return (self.workdir / "pki" / "ca.crt", WEBHOOK_CLIENT) if cert.exists() else None
 
     def _start(self, name: str) -> None:
         c = _Component(name, self._argv[name], self.workdir / "logs" / f"{name}.log")

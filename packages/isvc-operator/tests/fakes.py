@@ -160,6 +160,13 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for (k, _, _), o in self.objects.items()
+            if k == "Ingress" and host in [r.get("host") for r in (o.get("spec") or {}).get("rules") or []]
+        ]
+
     def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")

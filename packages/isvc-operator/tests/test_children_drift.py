@@ -144,3 +144,65 @@ def test_a_class_change_applies_without_mistaking_itself_for_tampering(world: Wo
     world.cluster.put(klass(exposure={"type": "ClusterLocal", "authentication": "Token"}))
     world.run()
     assert world.cluster.patched == []
+
+
+# ---- host ownership (issue 29): an External host is published only while nobody else published it first
+
+HOST = "support-llm--team-a.example.com"
+
+
+def _with_ingress(world: World) -> None:
+    built = world.workload.manifests
+
+    def manifests(order: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        ingress = {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "labels": {LABEL_ORDER: "support-llm"},
+                "ownerReferences": [order.owner_reference()],
+            },
+            "spec": {"rules": [{"host": HOST}]},
+        }
+        return [*built(order, *args, **kwargs), ingress]
+
+    world.workload.manifests = manifests  # type: ignore[method-assign]
+
+
+def _squatter(created: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": "mine", "namespace": "team-b", "creationTimestamp": created},
+        "spec": {"rules": [{"host": HOST}]},
+    }
+
+
+def test_a_host_another_namespace_published_first_is_not_published() -> None:
+    world = World()
+    _with_ingress(world)
+    world.cluster.put(_squatter("2026-01-01T00:00:00Z"))
+
+    status = world.run()
+
+    assert (_workload(status)["reason"], "Ingress team-b/mine" in _workload(status)["message"]) == (
+        "WorkloadError",
+        True,
+    )
+    assert world.cluster.cached("Ingress", "team-a", "support-llm") is None
+
+
+def test_a_host_published_first_by_the_order_stays_published(world: World) -> None:
+    _with_ingress(world)
+    world.run()
+    world.cluster.objects[("Ingress", "team-a", "support-llm")]["metadata"]["creationTimestamp"] = (
+        "2026-01-01T00:00:00Z"
+    )
+    world.cluster.put(_squatter("2026-01-02T00:00:00Z"))  # a later claim on the same host
+
+    status = world.run()
+
+    assert _workload(status)["reason"] != "WorkloadError"
+    assert world.cluster.cached("Ingress", "team-a", "support-llm") is not None

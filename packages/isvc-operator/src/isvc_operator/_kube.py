@@ -192,6 +192,25 @@ def compact_pod(obj: Obj) -> Obj:
     return compact(obj)
 
 
+def ingress_hosts(obj: Obj) -> list[str]:
+    """The hosts an Ingress publishes (its rules' and its TLS sections')."""
+    spec = obj.get("spec") or {}
+    hosts = [r.get("host") for r in spec.get("rules") or [] if isinstance(r, dict)]
+    hosts += [h for t in spec.get("tls") or [] if isinstance(t, dict) for h in t.get("hosts") or []]
+    return sorted({h for h in hosts if isinstance(h, str) and h})
+
+
+def compact_host(obj: Obj) -> Obj:
+    """Any Ingress of the cluster as the host index keeps it: who it is, who controls it, when it came, and
+    the hosts it publishes (issue 29: an External host must be the order's before it is published)."""
+    meta = obj.get("metadata") or {}
+    kept = {
+        k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp", "ownerReferences") if k in meta
+    }
+    return compact({"kind": "Ingress", "metadata": kept, "hosts": ingress_hosts(obj)[:_HOSTS]})
+
+
+_HOSTS = 64  # hosts of one Ingress the index keeps
 _CLAIM_REQUESTS = 32  # requests of one claim, as the API server allows
 
 
@@ -422,6 +441,33 @@ class Informer:
                 backoff = min(backoff * 2, 30)
 
 
+class _HostIndex:
+    """Ingresses of every namespace by the hosts they publish, kept current by their informer."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+        self._by_host: dict[str, set[tuple[str, str]]] = {}
+        self._hosts: dict[tuple[str, str], list[str]] = {}
+        self._lock = threading.Lock()
+        informer.add_handler(self._on_ingress)
+
+    def _on_ingress(self, event: str, obj: Obj) -> None:
+        key = _key(obj)
+        hosts = [] if event == "DELETED" else list(obj.get("hosts") or [])
+        with self._lock:
+            for host in self._hosts.pop(key, []):
+                self._by_host.get(host, set()).discard(key)
+            if hosts:
+                self._hosts[key] = hosts
+                for host in hosts:
+                    self._by_host.setdefault(host, set()).add(key)
+
+    def naming(self, host: str) -> list[Obj]:
+        with self._lock:
+            keys = sorted(self._by_host.get(host, set()))
+        return [o for k in keys if (o := self.informer.get(*k)) is not None]
+
+
 class _PlanIndex:
     """LaunchPlans by the devices they place their order on, kept current by the LaunchPlan informer."""
 
@@ -496,6 +542,8 @@ class KubeCluster:
         self.network_policies = Informer(
             self.dyn, "networking.k8s.io/v1", "NetworkPolicy", label_selector=sel, transform=child
         )
+        # Every Ingress of the cluster, by the hosts it publishes: whose an External host is.
+        self.hosts = _HostIndex(Informer(self.dyn, "networking.k8s.io/v1", "Ingress", transform=compact_host))
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
@@ -518,6 +566,7 @@ class KubeCluster:
             self.services,
             self.autoscalers,
             self.network_policies,
+            self.hosts.informer,
             self.priority_classes,
             self.secrets,
             *self.catalog,
@@ -594,6 +643,10 @@ class KubeCluster:
 
     def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
         return self._plan_index.on(devices)
+
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        """Every Ingress of the cluster that publishes `host` (name, namespace, uid, owners, creation time)."""
+        return self.hosts.naming(host)
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""

@@ -88,6 +88,10 @@ class Cluster(Protocol):
         """The LaunchPlans (any namespace, from the cache) that place an order on one of `devices`."""
         ...
 
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        """Every Ingress of the cluster that publishes `host` (from the cache)."""
+        ...
+
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A child as the cache holds it; None when the kind is not watched or the object is absent."""

@@ -188,10 +188,37 @@ def _tampered(deps: Deps, held: Obj | None, manifest: Obj, max_replicas: int | N
     )
 
 
+def _squatted(scope: OrderScope, deps: Deps, manifest: Obj, held: Obj | None) -> str | None:
+    """Another object's claim on the host of the order's Ingress, when one came first: an Ingress the module
+    did not make for this order, made before the order's own (or while it has none). Hosts follow a template
+    anyone can read, so a user of another namespace could publish an order's host first and take its
+    traffic (issue 29); the module then does not publish it."""
+    if manifest["kind"] != "Ingress":
+        return None
+    mine = (held or {}).get("metadata", {}).get("creationTimestamp")
+    for host in [r.get("host") for r in manifest["spec"].get("rules") or []]:
+        for other in deps.cluster.ingresses_naming(str(host)):
+            meta = other["metadata"]
+            if (
+                meta.get("namespace") == scope.namespace
+                and meta.get("name") == scope.name
+                and made_for(other, scope)
+            ):
+                continue
+            if mine is None or str(meta.get("creationTimestamp") or "") <= str(mine):
+                return (
+                    f"host {host} is already published by Ingress {meta.get('namespace')}/{meta.get('name')}, "
+                    "which the module did not make for this order, so the endpoint is not published; ask the "
+                    "administrator to remove that Ingress (the endpoint is published once it is gone)."
+                )
+    return None
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
     """Apply what changed; restore what someone else changed. A set the order outgrew is not applied (the
     held one keeps serving): the pass ends in SettledRegionTooSmall once the other children are applied."""
     too_small: Verdict | None = None
+    squat: str | None = None
     restored: list[str] = []
     bound = next(
         (m["spec"].get("maxReplicas") for m in manifests if m["kind"] == "HorizontalPodAutoscaler"), None
@@ -204,6 +231,12 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         manifest = _stamped(settled)
         meta = manifest["metadata"]
         held = deps.cluster.cached(manifest["kind"], meta["namespace"], meta["name"])
+        squatted = _squatted(scope, deps, manifest, held)
+        if squatted is not None:
+            if held is not None and made_for(held, scope):  # ours came second: it goes
+                deps.cluster.delete(manifest["apiVersion"], "Ingress", meta["namespace"], meta["name"])
+            squat = squatted
+            continue
         try:
             if _tampered(deps, held, manifest, bound):
                 assert held is not None
@@ -239,6 +272,10 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     _prune_templates(
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
+    if squat is not None:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, squat)
+        scope.requeue(RETRY_CAPACITY)
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, squat)
     if restored:
         message = (
             f"{', '.join(restored)} of the order had been changed by someone other than the module, and is "
