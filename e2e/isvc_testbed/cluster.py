@@ -547,7 +547,10 @@ class Cluster:
                     "apiVersion": "v1",
                     "kind": "Config",
                     "users": [
-                        {"name": "*", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}
+                        {
+                            "name": "*",
+                            "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+                        }
                     ],
                 }
             )
@@ -555,7 +558,7 @@ class Cluster:
         plugin = {
             "configuration": {
                 "apiVersion": "apiserver.config.k8s.io/v1",
-                "kind": "WebhookAdmission",
+                "kind": "WebhookAdmissionConfiguration",
                 "kubeConfigFile": str(creds),
             }
         }

@@ -741,7 +741,9 @@ def test_a_hostile_hub_repository_is_refused_as_invalid_model_source_naming_the_
 
 
 @pytest.mark.parametrize("repo", WITHIN)
-def test_a_repository_just_within_every_read_limit_resolves_issue_29(hostile: dict[str, Any], repo: str) -> None:
+def test_a_repository_just_within_every_read_limit_resolves_issue_29(
+    hostile: dict[str, Any], repo: str
+) -> None:
     cond = condition(hostile[repo], "ModelResolved")
     assert (cond.get("status"), cond.get("reason")) == ("True", "Resolved"), hostile[repo]
 

@@ -132,7 +132,7 @@ class PlannerClient:
             raise PlannerUnavailableError(f"planner timed out on {path}: {error}") from error
         except httpx.TransportError as error:
             raise PlannerUnavailableError(f"planner unreachable on {path}: {error}") from error
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code == 429:  # 429: too many new tokens at once
             raise PlannerUnavailableError(
                 f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}"
             )
