@@ -55,6 +55,7 @@ MIB = 2**20
 # The chart's controller memory limit is 512Mi; the bed's controller runs as a Python process on the host.
 RSS_LIMIT = 400 * MIB
 RSS_GROWTH = 150 * MIB  # over the restarted controller's start: the informer cache of thousands of orders
+PLANNER_GROWTH = 100 * MIB  # over its start: it keeps of each order its class, of each claim its holdings
 DOCUMENTED = {r.value for r in Reason} | {r.value for r in StatusReason if r != StatusReason.NOT_JUDGED}
 CLASS_REASONS = {r.value for r in ClassReason}
 
@@ -322,6 +323,29 @@ def _mutate(spec: dict[str, Any], mutation: tuple[tuple[str, ...], Any] | None) 
 
 
 order_names = weighted((75, fresh_names), (25, names))
+
+# Issue 29: every generated order carries labels and annotations at the API server's limits (apimachinery's
+# ValidateAnnotations: 256 KiB of keys and values together; a label's prefix 253 characters, its name and value
+# 63), now and then just past them (refused at write). The controller and the planner cache only what they
+# read of them.
+ANNOTATIONS_LIMIT = 256 * 1024
+_PREFIX = ".".join(c * 63 for c in "abc") + "." + "d" * 61  # a DNS subdomain of 253 characters
+annotation_sizes = weighted(
+    (90, st.integers(ANNOTATIONS_LIMIT - 2048, ANNOTATIONS_LIMIT)), (10, st.just(ANNOTATIONS_LIMIT + 1))
+)
+label_counts = weighted((90, st.integers(1, 24)), (10, st.just(-1)))  # -1: one name of 64 characters
+
+
+def _metadata(name: str, annotation_bytes: int, labels: int) -> dict[str, Any]:
+    key = "fuzz.example.com/pad"
+    annotations = {key: "a" * (annotation_bytes - len(key))}
+    if labels < 0:
+        tagged = {"n" * 64: "v"}
+    else:
+        tagged = {f"{_PREFIX}/{i:02d}{'n' * 61}": f"{i:02d}{'v' * 61}" for i in range(labels)}
+    return {"name": name, "labels": tagged, "annotations": annotations}
+
+
 # which class an order names: none, one of this run's (by index), the shipped one, one that does not exist
 class_choices = st.one_of(st.none(), st.integers(0, 10**6), st.just("default-llm"), names)
 
@@ -368,11 +392,14 @@ class Controller:
         except httpx.HTTPError:
             return False
 
-    def rss(self) -> int:
-        self.module.check("controller")
-        pid = self.module.pid("controller")
-        assert pid is not None, "the controller is not running"
+    def rss(self, name: str = "controller") -> int:
+        self.module.check(name)
+        pid = self.module.pid(name)
+        assert pid is not None, f"the {name} is not running"
         return rss_bytes(Path(f"/proc/{pid}/status").read_text())
+
+    def planner_rss(self) -> int:
+        return self.rss("planner")
 
 
 @pytest.fixture(scope="module")
@@ -404,6 +431,8 @@ class Fuzz:
     retried: int = 0  # orders waiting on a retried reason at the start of that window
     rss_start: int = 0
     rss_peak: int = 0
+    planner_start: int = 0
+    planner_peak: int = 0
     took: float = 0.0
 
 
@@ -446,12 +475,13 @@ def _judged(status: dict[str, Any], generation: int) -> bool:
 @pytest.fixture(scope="module")
 def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient) -> Iterator[Fuzz]:
     admin, alice = k8s.CustomObjectsApi(admin_api), k8s.CustomObjectsApi(alice_api)
-    run = Fuzz(rss_start=controller.rss())
+    run = Fuzz(rss_start=controller.rss(), planner_start=controller.planner_rss())
     started = time.monotonic()
     passes0 = controller.passes()
 
     def sample_rss() -> None:
         run.rss_peak = max(run.rss_peak, controller.rss())
+        run.planner_peak = max(run.planner_peak, controller.planner_rss())
 
     @settings(FUZZ_SETTINGS, max_examples=CLASSES)
     @given(name=weighted((75, fresh_names), (25, names)), spec=class_specs, mutation=mutations)
@@ -476,8 +506,14 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             run.refused[_refusal(e, "class", name, set(run.classes))] += 1
 
     @settings(FUZZ_SETTINGS, max_examples=ORDERS)
-    @given(name=order_names, model=models, choice=class_choices)
-    def write_order(name: Any, model: Any, choice: int | str | None) -> None:
+    @given(
+        name=order_names,
+        model=models,
+        choice=class_choices,
+        annotated=annotation_sizes,
+        labelled=label_counts,
+    )
+    def write_order(name: Any, model: Any, choice: int | str | None, annotated: int, labelled: int) -> None:
         name = _name(name, run.attempts)
         spec: dict[str, Any] = {"model": model}
         if isinstance(choice, int):
@@ -497,7 +533,7 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",
                     "kind": "InferenceService",
-                    "metadata": {"name": name},
+                    "metadata": _metadata(name, annotated, labelled),
                     "spec": spec,
                 },
             )
@@ -538,7 +574,8 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
             f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
             f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after ({run.retried} orders retried); "
-            f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s"
+            f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; planner RSS "
+            f"{run.planner_start / MIB:.0f} -> peak {run.planner_peak / MIB:.0f} MiB; {run.took:.0f}s"
         )
     finally:  # before the tests judge the run, so that what follows in the module finds the bed quiet
 
@@ -618,6 +655,15 @@ def test_the_controller_memory_stays_bounded(fuzz: Fuzz) -> None:
     figures = f"controller RSS {fuzz.rss_start / MIB:.0f} MiB at start, peak {fuzz.rss_peak / MIB:.0f} MiB"
     assert fuzz.rss_peak <= RSS_LIMIT, figures
     assert fuzz.rss_peak - fuzz.rss_start <= RSS_GROWTH, figures
+
+
+def test_the_planner_memory_stays_bounded_issue_29(fuzz: Fuzz) -> None:
+    """Issue 29: the planner listed orders and claims in one answer and kept each whole until the next list;
+    every generated order carries 256 KiB of annotations."""
+    figures = (
+        f"planner RSS {fuzz.planner_start / MIB:.0f} MiB at start, peak {fuzz.planner_peak / MIB:.0f} MiB"
+    )
+    assert fuzz.planner_peak - fuzz.planner_start <= PLANNER_GROWTH, figures
 
 
 # ---- hostile Hub repositories ---------------------------------------------------------------------------

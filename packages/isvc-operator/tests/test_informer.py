@@ -367,3 +367,29 @@ def test_a_claim_keeps_its_status_and_the_device_class_of_each_request_issue_29(
         == [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}] * 32
     )
     assert kept["status"] == {"allocation": {"devices": {"results": []}}}
+
+
+class PagedDynamic(FakeDynamic):
+    """Lists 250 pods in pages of the limit asked, as the API server does with `continue` tokens."""
+
+    def __init__(self, informer_stop: threading.Event) -> None:
+        super().__init__([], informer_stop)
+        self.pages: list[tuple[int, str | None]] = []
+
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+        if kind is not None or kwargs.get("watch"):
+            return super().get(api_version, kind, **kwargs)
+        self.pages.append((kwargs["limit"], kwargs.get("_continue")))
+        start = int(kwargs.get("_continue") or 0)
+        items = [_pod(f"p{i}", "1") for i in range(start, min(start + kwargs["limit"], 250))]
+        more = {"continue": str(start + kwargs["limit"])} if start + kwargs["limit"] < 250 else {}
+        return _Response({"items": items, "metadata": {"resourceVersion": "10", **more}})
+
+
+def test_a_list_is_read_page_by_page_issue_29() -> None:
+    """Issue 29: thousands of orders with 256 KiB of annotations each were one answer, parsed whole."""
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    dyn = PagedDynamic(informer._stop)
+    run(informer, dyn)  # type: ignore[arg-type]
+    assert dyn.pages == [(100, None), (100, "100"), (100, "200")]
+    assert len(informer.list()) == 250

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 GV = f"{GROUP}/{VERSION}"
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read: seconds
+PAGE = 100  # objects of one list answer: an order may carry 256 KiB of a user's annotations
 WATCH_TIMEOUT = (5.0, 90.0)  # the server ends a watch after 60 s and sends bookmarks meanwhile
 Handler = Callable[[str, Obj], None]
 # What the API server is asked for when only metadata is wanted (PartialObjectMetadata, as client-go's
@@ -348,12 +349,29 @@ class Informer:
             except Exception:
                 log.exception("handler failed for %s %s", self.kind, _key(obj))
 
+    def _pages(self, resource: Any) -> Any:
+        """The list, page by page: `PAGE` objects an answer (issue 29: thousands of orders of 256 KiB of
+        annotations each were one answer, parsed whole before the cache dropped what it does not keep)."""
+        cont: str | None = None
+        while True:
+            # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
+            # start would build (and then flatten) one wrapper per field.
+            response = resource.get(
+                label_selector=self._selector, serialize=False, limit=PAGE, _continue=cont
+            )
+            page = json.loads(response.data)
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return
+
     def _relist(self, resource: Any) -> str:
-        # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
-        # start would build (and then flatten) one wrapper per field.
-        response = resource.get(label_selector=self._selector, serialize=False)
-        listing = json.loads(response.data)
-        version = str(listing["metadata"].get("resourceVersion", ""))
+        version = ""
+        fresh: dict[tuple[str, str], Obj] = {}
+        for page in self._pages(resource):
+            version = str(page["metadata"].get("resourceVersion", "")) or version
+            if self._store:
+                fresh.update((_key(o), self._transform(o)) for o in page.get("items") or [])
         relisted, self._listed = self._listed, True
         if not self._store:
             for handler in self._relist_handlers if relisted else ():
@@ -363,7 +381,6 @@ class Informer:
                     log.exception("relist handler failed for %s", self.kind)
             self.synced.set()
             return version
-        fresh = {_key(o): self._transform(o) for o in listing.get("items") or []}
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
@@ -762,7 +779,7 @@ class KubeCluster:
         out: Obj = self.dyn.request(
             "patch",
             resource.path(name=meta["name"], namespace=namespace),
-            body=json.dumps(ops).encode(),
+            body=ops,
             content_type="application/json-patch+json",
             field_manager=MANAGER,
             **extra,

@@ -69,7 +69,7 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
     return review
 
 
-PAGE = 500  # objects of one list answer
+PAGE = 100  # objects of one list answer: an order or a claim may carry 256 KiB of a user's annotations
 
 
 def _stub(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from isvc_api import LABEL_ORDER, ExposureType
 
 from isvc_workload._common import WorkloadInputs, child_metadata
-from isvc_workload._ports import named_port
+from isvc_workload._ports import container_ports, named_port
 from isvc_workload._settings import WorkloadSettings
 
 __all__ = ["CONTROLLER_POD_LABELS", "NAMESPACE_NAME_LABEL", "network_policy"]
@@ -32,10 +32,16 @@ def _namespaces(names: tuple[str, ...]) -> list[dict[str, Any]]:
 def network_policy(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
     """The order's pods admit the controller, the ingress controller (External) or the order's namespace
     (ClusterLocal) on the API port, and monitoring on the metrics port; nothing else."""
-    api = [{"protocol": "TCP", "port": "http"}]
-    if named_port(inputs.runtime, "https") is not None:
-        api.append({"protocol": "TCP", "port": "https"})
-    metrics = [{"protocol": "TCP", "port": "metrics"}] if named_port(inputs.runtime, "metrics") else api
+    # The pod lists one port per number, under the first name (container_ports): a runtime that serves its
+    # metrics on its API port lists it as http alone, so a port is named as the pod lists it.
+    listed = {p.container_port: p.name for p in container_ports(inputs.runtime)}
+
+    def port(name: str) -> dict[str, Any] | None:
+        number = named_port(inputs.runtime, name)
+        return None if number is None else {"protocol": "TCP", "port": listed[number]}
+
+    api = [p for p in (port("http"), port("https")) if p is not None]
+    metrics = [port("metrics") or api[0]]
     controller = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: settings.controller_namespace}},
         "podSelector": {"matchLabels": dict(CONTROLLER_POD_LABELS)},
