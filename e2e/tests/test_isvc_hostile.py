@@ -329,6 +329,7 @@ order_names = weighted((75, fresh_names), (25, names))
 # 63), now and then just past them (refused at write). The controller and the planner cache only what they
 # read of them.
 ANNOTATIONS_LIMIT = 256 * 1024
+LABELLED = 2000  # objects at the annotation limit: the written orders, and claims labelled as theirs
 _PREFIX = ".".join(c * 63 for c in "abc") + "." + "d" * 61  # a DNS subdomain of 253 characters
 annotation_sizes = weighted(
     (90, st.integers(ANNOTATIONS_LIMIT - 2048, ANNOTATIONS_LIMIT)), (10, st.just(ANNOTATIONS_LIMIT + 1))
@@ -405,6 +406,7 @@ class Controller:
 @pytest.fixture(scope="module")
 def controller(module: ModuleProcesses, admin_api: k8s.ApiClient) -> Iterator[Controller]:
     user_namespace(admin_api, NS, user="alice", cluster_role="d8:user-authz:isvc:editor")
+    user_namespace(admin_api, NS, user="alice", cluster_role="edit")  # as real clusters give namespace owners
     port = _free_port()
     module.restart_controller("--metrics-port", str(port), "--metrics-host", "127.0.0.1")
     c = Controller(module, port)
@@ -433,6 +435,7 @@ class Fuzz:
     rss_peak: int = 0
     planner_start: int = 0
     planner_peak: int = 0
+    claims: int = 0  # claims labelled as an order's, at the annotation limit
     took: float = 0.0
 
 
@@ -541,9 +544,38 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         except ApiException as e:
             run.refused[_refusal(e, "order", name, set(run.orders))] += 1
 
+    def write_claims() -> None:
+        """Claims alice labels as her orders', each with 256 KiB of annotations, until the written orders and
+        the claims make LABELLED objects at the annotation limit: the objects every informer of an order's
+        label caches (issue 29)."""
+        resource = k8s.ResourceV1Api(alice_api)
+        owners = sorted(run.orders) or ["none"]
+        for i in range(max(0, LABELLED - len(run.orders))):
+            claim = {
+                "metadata": {
+                    "name": f"labelled-{i}",
+                    **_metadata("x", ANNOTATIONS_LIMIT, 0),
+                    "labels": {"ai.deckhouse.io/inference-service": owners[i % len(owners)]},
+                },
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                    }
+                },
+            }
+            try:
+                resource.create_namespaced_resource_claim(NS, claim)
+                run.claims += 1
+            except ApiException as e:  # an order name that is no label value; the rest make the count
+                if e.status != 422:
+                    raise
+            if i % 200 == 0:
+                sample_rss()
+
     try:
         write_class()
         write_order()
+        write_claims()
         written = time.monotonic()
 
         def all_judged() -> bool:
@@ -571,7 +603,8 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         run.took = time.monotonic() - started
         print(
             f"fuzz: {ORDERS} orders, {CLASSES} classes generated; {len(run.orders)} orders and "
-            f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
+            f"{len(run.classes)} classes written, refused {dict(run.refused)}; {run.claims} claims labelled "
+            f"as orders' at the annotation limit; judged "
             f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
             f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after ({run.retried} orders retried); "
             f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; planner RSS "
@@ -596,6 +629,8 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
                 delete_all()
             plans = admin.list_namespaced_custom_object(GROUP, VERSION, NS, "launchplans")["items"]
             claims = k8s.ResourceV1Api(admin_api).list_namespaced_resource_claim(NS).items
+            if claims:
+                k8s.ResourceV1Api(admin_api).delete_collection_namespaced_resource_claim(NS)
             return not (left or plans or claims)
 
         wait_for(
