@@ -112,7 +112,8 @@ class Stages:
 
 def _download_step(api: k8s.ApiClient, namespace: str, name: str) -> list[str]:
     """What the order's pod does before its runtime starts, from its pod template: the lines `up` prints."""
-    pod = k8s.AppsV1Api(api).read_namespaced_stateful_set(name, namespace).spec.template.spec
+    workload: Any = k8s.AppsV1Api(api).read_namespaced_stateful_set(name, namespace)
+    pod = workload.spec.template.spec
     fetch = next((c for c in pod.init_containers or [] if c.name == FETCH_CONTAINER_NAME), None)
     if fetch is None:
         return ["  no download step: the controller runs without a model fetch image"]
@@ -143,7 +144,9 @@ def up(state_dir: Path, timeout: float) -> int:
     cluster = Cluster(die_with_parent=False).start()
     extra: dict[str, int] = {}
     try:
-        stages.done("control plane", f"etcd, kube-apiserver, controller-manager, scheduler, KWOK at {cluster.server}")
+        stages.done(
+            "control plane", f"etcd, kube-apiserver, controller-manager, scheduler, KWOK at {cluster.server}"
+        )
         with cluster.api_client("admin") as admin:
             Fleet.load(ROOT / "e2e" / "fleets" / "default.yaml").publish(admin)
             stages.done("fleet", "simulated GPU nodes, DeviceClasses and the driver's ResourceSlices")
@@ -219,7 +222,7 @@ def up(state_dir: Path, timeout: float) -> int:
     )
     say(f'  curl -sS {base}/v1/models -H "Authorization: Bearer $TOKEN"')
     say(
-        f'  curl -sS {base}/v1/completions -H "Authorization: Bearer $TOKEN" -H \'Content-Type: application/json\' '
+        f"  curl -sS {base}/v1/completions -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' "
         f'-d \'{{"model": "{served}", "prompt": "Hello", "max_tokens": 16}}\''
     )
     say("Tear down: nox -s down")

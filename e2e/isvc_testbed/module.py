@@ -150,7 +150,7 @@ def chart_flags(cluster: Cluster, *names: str) -> tuple[str, ...]:
     """The flags `names` (`--name=value`) as the installed chart passes them to the controller: the args of its
     Deployment, which KWOK simulates and the local controller process stands in for."""
     with cluster.api_client("admin") as api:
-        deployment = k8s.AppsV1Api(api).read_namespaced_deployment("isvc-controller", NAMESPACE)
+        deployment: Any = k8s.AppsV1Api(api).read_namespaced_deployment("isvc-controller", NAMESPACE)
     [container] = [c for c in deployment.spec.template.spec.containers if c.name == "controller"]
     return tuple(a for a in container.args or [] if a.split("=", 1)[0] in names)
 

@@ -1,9 +1,10 @@
 """A stand-in OpenAI-compatible inference server serving many orders on one 127.0.0.1 port.
 
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
-`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
-is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API (cached a few seconds);
-without that Secret no token is accepted, unless the order was switched to authentication None.
+`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer
+token an order accepts is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API
+(cached a few seconds); without that Secret no token is accepted, unless the order was switched to
+authentication None.
 `/v1/models` lists exactly the name the order's compiled runtime serves: the value of
 `--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in the arguments of its StatefulSet's server
 container (what its pods run), read through the Kubernetes API like the Secret; with no StatefulSet it lists
@@ -33,8 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client as k8s
 from isvc_workload import CONTAINER_NAME
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._kube import api_client
@@ -131,7 +132,7 @@ class WorkloadNames(_Cached):
         self._apps = k8s.AppsV1Api(api)
 
     def _read(self, namespace: str, name: str) -> str | None:
-        workload = self._apps.read_namespaced_stateful_set(name, namespace)
+        workload: Any = self._apps.read_namespaced_stateful_set(name, namespace)
         containers = workload.spec.template.spec.containers or []
         server = next((c for c in containers if c.name == CONTAINER_NAME), None)
         if server is None:

@@ -83,7 +83,10 @@ def test_the_demos_order_downloads_through_the_charts_fetch_image_from_the_stand
     names = [s["rfilename"] for s in info["siblings"]]
     for name in ("config.json", "model-00001-of-00004.safetensors"):
         assert name in names
-        assert httpx.head(f"{hub}/Qwen/Qwen2.5-7B-Instruct/resolve/{revision}/{name}", timeout=10).status_code == 200
+        assert (
+            httpx.head(f"{hub}/Qwen/Qwen2.5-7B-Instruct/resolve/{revision}/{name}", timeout=10).status_code
+            == 200
+        )
     assert "init container fetch-model" in out and hub in out and "HF_TOKEN" in out
     assert status["resolved"]["servedModel"] == "Qwen/Qwen2.5-7B-Instruct"
 

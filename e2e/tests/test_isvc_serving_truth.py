@@ -38,8 +38,16 @@ def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a:
 def _described_events(cluster: Cluster, ns: str, name: str) -> list[str]:
     """The condition each event of the order names, as the pinned `kubectl describe` lists them."""
     done = subprocess.run(
-        [str(bin_dir() / "kubectl"), "--kubeconfig", str(cluster.alice_kubeconfig)]
-        + ["describe", "inferenceservice", name, "-n", ns],
+        [
+            str(bin_dir() / "kubectl"),
+            "--kubeconfig",
+            str(cluster.alice_kubeconfig),
+            "describe",
+            "infsvc",
+            name,
+            "-n",
+            ns,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -71,7 +79,10 @@ def test_a_serving_order_whose_class_is_deleted_keeps_serving_and_reads_degraded
 
     bed.admin.delete_cluster_custom_object(GROUP, VERSION, "inferenceserviceclasses", "truth-class")
     status = bed.wait(name, lambda s: s.get("phase") == "Degraded", 30, "Degraded once the class is gone")
-    assert (status["reason"], condition(status, "ClassResolved")["reason"]) == ("ClassNotFound", "ClassNotFound")
+    assert (status["reason"], condition(status, "ClassResolved")["reason"]) == (
+        "ClassNotFound",
+        "ClassNotFound",
+    )
     assert condition(status, "Ready")["status"] == "True"  # the endpoint was asked, and answered
     assert status["endpoint"] == ready["endpoint"] and status["resolved"] == ready["resolved"]
     token = base64.b64decode(
@@ -91,4 +102,9 @@ def test_a_serving_order_whose_class_is_deleted_keeps_serving_and_reads_degraded
         check=False,
     )
     d = json.loads(done.stdout)
-    assert (done.returncode, d["verdict"], d["phase"], d["reason"]) == (0, "Serving", "Degraded", "ClassNotFound")
+    assert (done.returncode, d["verdict"], d["phase"], d["reason"]) == (
+        0,
+        "Serving",
+        "Degraded",
+        "ClassNotFound",
+    )

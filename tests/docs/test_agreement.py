@@ -86,13 +86,17 @@ _PHASES = "|".join(p.value for p in Phase)
 def _phase_table(page: str) -> dict[str, tuple[list[str], list[str]]]:
     """The FAQ's phase table: reason → (phases before it first served, phases while it serves)."""
     text = _read(page)
-    heading = "### Which phase each reason gives" if page == "FAQ.md" else "### Какое состояние даёт каждая причина"
+    heading = (
+        "### Which phase each reason gives" if page == "FAQ.md" else "### Какое состояние даёт каждая причина"
+    )
     section = text[text.index(heading) : text.index("\n### ", text.index(heading) + 1)]
     rows: dict[str, tuple[list[str], list[str]]] = {}
     for line in section.splitlines():
         match = re.match(r"^\|\s*`(\w+)`\s*\|(.*)\|(.*)\|\s*$", line)
         if match:
-            before, serving = (re.findall(rf"`({_PHASES})`", cell) for cell in (match.group(2), match.group(3)))
+            before, serving = (
+                re.findall(rf"`({_PHASES})`", cell) for cell in (match.group(2), match.group(3))
+            )
             rows[match.group(1)] = (before, serving)
     return rows
 

@@ -286,7 +286,9 @@ def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
     assert informer.get("team-a", "hf") is None and informer.list() == []
 
 
-def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Issue 31: after the catalog's CRDs were removed, every informer of theirs logged "watch of Model broke
     (404 ...)" with the API server's headers and body every 30 s, for ever."""
     from isvc_operator import _kube

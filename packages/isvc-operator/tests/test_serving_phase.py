@@ -148,7 +148,12 @@ def _edit_share(world: World, managed: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 OURS = {"manager": MANAGER, "operation": "Apply", "fieldsV1": {"f:spec": {"f:placement": {}}}}
-STATUS = {"manager": "kubectl-edit", "operation": "Update", "subresource": "status", "fieldsV1": {"f:spec": {}}}
+STATUS = {
+    "manager": "kubectl-edit",
+    "operation": "Update",
+    "subresource": "status",
+    "fieldsV1": {"f:spec": {}},
+}
 
 
 def test_a_module_plan_edited_by_hand_is_blamed_on_the_edit_not_the_module(world: World) -> None:

@@ -110,13 +110,20 @@ def test_a_utf8_terminal_shows_the_message_as_kubectl_does_in_both_languages(kub
 @pytest.mark.parametrize("lang", ["en", "ru"])
 def test_a_terminal_that_is_not_utf8_gets_an_answer_it_can_show(kubeconfig: Path, lang: str) -> None:
     """The POSIX locale without UTF-8 mode: stdout is ASCII. Typography becomes plain, the rest `?`."""
-    done = _estimate(kubeconfig, {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}, "--lang", lang)
+    done = _estimate(
+        kubeconfig, {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}, "--lang", lang
+    )
     assert done.returncode == 1, done.stderr.decode(errors="replace")
     text = done.stdout.decode("ascii")
     assert "2 x 28 layers x 8192 tokens -> ask your administrator" in text
     assert "Traceback" not in done.stderr.decode(errors="replace")
     as_json = _estimate(
-        kubeconfig, {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}, "--lang", lang, "-o", "json"
+        kubeconfig,
+        {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"},
+        "--lang",
+        lang,
+        "-o",
+        "json",
     )
     record = json.loads(as_json.stdout.decode("ascii"))  # escapes keep the record whole
     assert record["className"] == "класс-ллм" and "2 × 28 layers" in record["message"]

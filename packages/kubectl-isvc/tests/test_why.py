@@ -120,7 +120,9 @@ def test_a_degraded_order_serves_and_names_scale_up_blocked(recorded: Any, data:
     assert d.faq is not None and d.faq.who == Who.WAIT
 
 
-def test_a_serving_order_whose_class_is_gone_serves_and_names_class_not_found(recorded: Any, data: Any) -> None:
+def test_a_serving_order_whose_class_is_gone_serves_and_names_class_not_found(
+    recorded: Any, data: Any
+) -> None:
     """Issue 31: an order that keeps answering while an earlier condition refuses is Degraded: `why` says it
     serves (exit 0) and what does not hold."""
     case = data("orders.yaml")["serving"]

@@ -227,7 +227,9 @@ _L: dict[Lang, dict[str, str]] = {
 
 
 def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style, width: int) -> None:
-    lines.append(f"{style.bold(t['whose'] + ':')} {advice.whose}")  # the FAQ's own words (its `who` in -o json)
+    lines.append(
+        f"{style.bold(t['whose'] + ':')} {advice.whose}"
+    )  # the FAQ's own words (its `who` in -o json)
     lines.append(f"{style.bold(t['passes'] + ':')} {advice.passes}")
     lines.append(f"{style.bold(t['todo'] + ':')} {style.dim(advice.title + ' — ' + advice.link)}")
     for paragraph in advice.paragraphs:

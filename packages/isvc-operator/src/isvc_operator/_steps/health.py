@@ -58,7 +58,9 @@ def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
     return record if standing else None
 
 
-def _probe(scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus) -> Verdict:
+def _probe(
+    scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus
+) -> Verdict:
     record, verdict = deps.health.check(
         scope.namespace, scope.name, deps.workload.service_port, token, served, record, scope.now
     )
