@@ -70,7 +70,9 @@ def test_only_the_controller_the_callers_and_monitoring_reach_the_runtime_issue_
 
 
 def test_metrics_served_on_the_api_port_are_scraped_there() -> None:
-    policy = network_policy(make_inputs(), SETTINGS)  # vLLM: /metrics on its API port, which the pod lists once
+    policy = network_policy(
+        make_inputs(), SETTINGS
+    )  # vLLM: /metrics on its API port, which the pod lists once
     runtime = Endpoint("team", {LABEL_ORDER: "llm-a"}, _ns("team"), ports={"http": API})
 
     assert admits([policy], SOURCES["monitoring"], runtime, API)
