@@ -553,8 +553,7 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         for i in range(max(0, LABELLED - len(run.orders))):
             claim = {
                 "metadata": {
-                    "name": f"labelled-{i}",
-                    **_metadata("x", ANNOTATIONS_LIMIT, 0),
+                    **_metadata(f"labelled-{i}", ANNOTATIONS_LIMIT, 0),
                     "labels": {"ai.deckhouse.io/inference-service": owners[i % len(owners)]},
                 },
                 "spec": {
