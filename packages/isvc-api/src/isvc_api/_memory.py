@@ -341,7 +341,9 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
             "parameters × 2 B (kept 16-bit)"
         )
     if files and files[0] > amount:
-        return Weights(files[0], f"{words} = {_gib(amount)} GiB, less than the {files[1]}: {_gib(files[0])} GiB")
+        return Weights(
+            files[0], f"{words} = {_gib(amount)} GiB, less than the {files[1]}: {_gib(files[0])} GiB"
+        )
     return Weights(amount, f"{words} = {_gib(amount)} GiB")
 
 

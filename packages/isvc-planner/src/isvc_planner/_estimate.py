@@ -82,8 +82,10 @@ class MemoryNeed:
         return known[1] if known else self.explanation
 
     def launch(self, published: int, share: int, count: int) -> Fit | str:
-        """The launch a recipe compiles on this placement, by the same model."""
-        return fit_launch(self.facts, self.runtime, published, share, count, min_context=self.context)
+        """The launch a recipe compiles on this placement, by the same model: on the card's memory as the
+        placement states it (GiB to two decimals), so the KV budget is the one the recipe compiles."""
+        stated = round(gib(published) * GIB)
+        return fit_launch(self.facts, self.runtime, stated, share, count, min_context=self.context)
 
 
 def memory_need(
@@ -116,7 +118,8 @@ def estimate(
     facts: ModelFacts, need: MemoryNeed, device_count: int = 1, launch: Fit | None = None
 ) -> Estimates:
     """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume, and the
-    launch the recipes will compile on the placement (context, KV per token, runtime overhead)."""
+    launch the recipes will compile on the placement (context, KV per token and KV budget, runtime
+    overhead, margin)."""
     cpu = max(2, 2 * device_count)
     host = 4 * GIB + need.weights // 4
     on_disk = facts.weight_bytes or need.weights
@@ -127,8 +130,11 @@ def estimate(
         f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}"
     )
     context, overhead, kv_per_token = need.context, need.overhead, need.kv_per_token
+    kv_bytes: int | None = None
+    margin: float | None = None
     if launch is not None:
         context, overhead, kv_per_token = launch.context, launch.overhead, launch.kv.per_token
+        kv_bytes, margin = launch.kv_bytes or None, gib(launch.margin)
         text += f"; on this placement: {launch.words()}"
     return Estimates(
         required_memory_gi_b=gib(per_device),
@@ -137,6 +143,8 @@ def estimate(
         overhead_gi_b=gib(overhead),
         context_length=context,
         kv_bytes_per_token=kv_per_token,
+        kv_cache_bytes=kv_bytes,
+        margin_gi_b=margin,
         cpu=str(cpu),
         memory=format_gib(host),
         model_volume=format_gib(volume),
