@@ -51,7 +51,8 @@ def _pod(
         "status": {
             "containerStatuses": [
                 {"name": "server", "ready": ready, "restartCount": restarts, "state": state}
-            ]
+            ],
+            "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"{name}-gpu-x"}],
         },
     }
 
@@ -98,7 +99,7 @@ def test_a_start_ends_when_ready_exited_restarted_or_gone() -> None:
 
 def test_the_device_is_the_pods_allocated_claim() -> None:
     claim = {
-        "metadata": {"ownerReferences": [{"name": "llm-a-0", "uid": "uid-llm-a-0"}]},
+        "metadata": {"name": "llm-a-0-gpu-x", "ownerReferences": [{"name": "llm-a-0", "uid": "uid-llm-a-0"}]},
         "status": {
             "allocation": {
                 "devices": {"results": [dict(zip(("driver", "pool", "device"), DEVICE, strict=True))]}
@@ -107,6 +108,8 @@ def test_the_device_is_the_pods_allocated_claim() -> None:
     }
     assert device_of(_pod(), [claim]) == DEVICE
     assert device_of(_pod("other-0"), [claim]) is None
+    forged = {**claim, "metadata": {**claim["metadata"], "name": "made-by-a-user"}}
+    assert device_of(_pod(), [forged]) is None  # a claim the pod's status does not name
 
 
 def test_the_lease_names_the_turn_and_reads_back() -> None:

@@ -143,7 +143,7 @@ def start_asked(pod: dict[str, Any], container: str) -> int | None:
     status = _server(pod, container)
     if permit is None or status is None or status.get("ready"):
         return None
-    if not (status.get("state") or {}).get("running"):
+    if "running" not in (status.get("state") or {}):
         return None
     start = int(status.get("restartCount") or 0) + 1
     return start if permit < start else None
@@ -168,11 +168,15 @@ def start_state(pod: dict[str, Any] | None, container: str, start: int) -> str:
 
 
 def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | None:
-    """The device the pod's claim was allocated (its first), or None while it has none."""
+    """The device allocated to the claim the pod's status names and the pod owns (its first result), or None
+    while it has none. Claims are read by the name the pod's status gives, never by labels a user can write."""
     meta = pod.get("metadata") or {}
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    named = {s.get("resourceClaimName") for s in statuses if s.get("resourceClaimName")}
     for claim in claims:
-        owners = (claim.get("metadata") or {}).get("ownerReferences") or []
-        if not any(o.get("uid") == meta.get("uid") or o.get("name") == meta.get("name") for o in owners):
+        claim_meta = claim.get("metadata") or {}
+        owners = claim_meta.get("ownerReferences") or []
+        if claim_meta.get("name") not in named or not any(o.get("uid") == meta.get("uid") for o in owners):
             continue
         results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
         for result in results or []:
