@@ -105,10 +105,10 @@ def take_turns(
         if not _of_set(pod, workload):
             continue
         start = start_asked(pod, CONTAINER_NAME)
-        said = _take(scope, deps, pod, start, claims) if start is not None else _overdue(scope, deps, pod)
-        if said is not None:
-            (waits if start is not None else overdue).append(said)
-    said_now = (waits or overdue or [None])[0]
-    if said_now is None or verdict.holds or verdict.reason != Reason.WORKLOAD_NOT_READY.value:
+        words = _take(scope, deps, pod, start, claims) if start is not None else _overdue(scope, deps, pod)
+        if words is not None:
+            (waits if start is not None else overdue).append(words)
+    said = waits + overdue
+    if not said or verdict.holds or verdict.reason != Reason.WORKLOAD_NOT_READY.value:
         return verdict
-    return Verdict.refuse(Reason.WORKLOAD_NOT_READY, said_now)
+    return Verdict.refuse(Reason.WORKLOAD_NOT_READY, said[0])
