@@ -43,12 +43,18 @@ class Bed(Orders):
         return name
 
     def pod(self, name: str) -> Any:
-        [pod] = (
+        """The order's one pod; None before the set has made it."""
+        pods = (
             k8s.CoreV1Api(self.admin_api)
             .list_namespaced_pod(self.ns, label_selector=f"ai.deckhouse.io/inference-service={name}")
             .items
         )
-        return pod
+        assert len(pods) <= 1, [p.metadata.name for p in pods]
+        return pods[0] if pods else None
+
+    def permit(self, name: str) -> str | None:
+        pod = self.pod(name)
+        return None if pod is None else (pod.metadata.annotations or {}).get(PERMIT)
 
 
 def _ready_since(pod: Any) -> datetime:
@@ -87,8 +93,10 @@ def test_two_orders_on_one_card_start_one_after_the_other_with_their_kv_budgets(
     assert len(devices) == 1, devices  # one card
     earlier, later = sorted((first, second), key=lambda n: _permitted(pods[n]))
     assert pods[earlier].metadata.annotations[PERMIT] == pods[later].metadata.annotations[PERMIT] == "1"
-    # the later one's runtime started only once the earlier one was Ready (seconds, as the API server keeps them)
+    # the later one's runtime started only once the earlier one was Ready (seconds, as the API server keeps them);
+    # a start takes KWOK's runtime a second, so two permitted together would be less than that apart
     assert _permitted(pods[later]) >= _ready_since(pods[earlier])
+    assert (_permitted(pods[later]) - _permitted(pods[earlier])).total_seconds() >= 1.0
     assert _started(pods[later]) >= _ready_since(pods[earlier])
     for name in (first, second):
         args = _args(bed, name)
@@ -116,12 +124,18 @@ def test_a_co_tenant_that_never_gets_ready_holds_the_other_only_for_the_bounded_
         klass = here.one_card("gate-hang-card", fleet)
         stuck = there.create("gate-stuck", hf(QWEN), klass)
         wait_for(
-            lambda: (there.pod(stuck).metadata.annotations or {}).get(PERMIT) == "1",
+            lambda: there.permit(stuck) == "1",
             60,
             what="the hanging order's replica holding the card's turn",
         )
         waiting = here.create("gate-waits", hf(QWEN), klass)
-        status = here.wait_reason(waiting, "WorkloadReady", "WorkloadNotReady", timeout=60)
+        status = here.wait(
+            waiting,
+            lambda s: "waits for its turn" in condition(s, "WorkloadReady").get("message", ""),
+            60,
+            "the second order waiting for its turn",
+        )
+        assert condition(status, "WorkloadReady")["reason"] == "WorkloadNotReady"
         message = condition(status, "WorkloadReady")["message"]
         assert f"order {stuck} of another namespace is starting" in message, message
         assert HANGING_NAMESPACE not in message

@@ -111,3 +111,14 @@ def test_the_plan_states_the_kv_budget_and_margin_of_the_launch_on_its_placement
     assert est.kv_cache_bytes == launch.kv_bytes > launch.kv.per_token * launch.context
     assert est.margin_gi_b is not None and est.margin_gi_b >= 0.15
     assert f"KV {launch.kv_bytes:,} B" in est.explanation
+
+
+def test_a_share_of_a_card_asks_for_that_share_of_its_cpus(models: dict[str, ModelFacts]) -> None:
+    """Two CPUs a device; a runtime on a share drives that share (two co-tenants of a small card fit a
+    two-CPU node, as the real node's tiny models do)."""
+    need = memory_need(models["qwen7b"])
+    assert need is not None
+    assert estimate(models["qwen7b"], need, 1).cpu == "2"
+    assert estimate(models["qwen7b"], need, 2).cpu == "4"
+    assert estimate(models["qwen7b"], need, 1, share_percent=30).cpu == "1"
+    assert estimate(models["qwen7b"], need, 1, share_percent=80).cpu == "2"

@@ -114,19 +114,28 @@ def memory_need(
     )
 
 
+def _cpu_rule(share_percent: int | None) -> str:
+    return "2 per device" if share_percent is None else f"2 × a {share_percent} % share, at least 1"
+
+
 def estimate(
-    facts: ModelFacts, need: MemoryNeed, device_count: int = 1, launch: Fit | None = None
+    facts: ModelFacts,
+    need: MemoryNeed,
+    device_count: int = 1,
+    launch: Fit | None = None,
+    share_percent: int | None = None,
 ) -> Estimates:
     """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume, and the
     launch the recipes will compile on the placement (context, KV per token and KV budget, runtime
     overhead, margin)."""
-    cpu = max(2, 2 * device_count)
+    # 2 CPUs a device; a share of one card drives that share of it (at least one CPU)
+    cpu = max(2, 2 * device_count) if share_percent is None else max(1, math.ceil(2 * share_percent / 100))
     host = 4 * GIB + need.weights // 4
     on_disk = facts.weight_bytes or need.weights
     volume = math.ceil(on_disk * 1.1) + GIB
     per_device = need.per_device(device_count)
     text = (
-        f"{need.explain(device_count)}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = "
+        f"{need.explain(device_count)}; cpu {cpu} ({_cpu_rule(share_percent)}); memory 4 GiB + weights/4 = "
         f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}"
     )
     context, overhead, kv_per_token = need.context, need.overhead, need.kv_per_token
