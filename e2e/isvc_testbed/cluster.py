@@ -49,6 +49,7 @@ KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
 # KWOK's stand-in for the start gate of pods on a share of a card (e2e/README.md, "The start gate")
 START_GATE_STAGES = Path(__file__).with_name("kwok-start-gate.yaml")
 HANGING_NAMESPACE = "start-hangs"  # pods here start behind the gate and never get Ready
+SLOW_START_NAMESPACE = "start-slow"  # pods here take 1.5 s from their start permit to Ready
 ALICE = ("alice", ("team-a",))
 _PR_SET_PDEATHSIG = 1
 

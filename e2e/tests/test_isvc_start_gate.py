@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from isvc_testbed.cluster import HANGING_NAMESPACE
+from isvc_testbed.cluster import HANGING_NAMESPACE, SLOW_START_NAMESPACE
 from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.module import START_TURN_SECONDS
 from isvc_testbed.orders import Orders, condition, hf
@@ -80,7 +80,11 @@ def _args(bed: Bed, name: str) -> list[str]:
 
 @pytest.fixture
 def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
-    with Bed(module, admin_api, alice_api, team_a) as b:
+    """Alice's orders in namespace start-slow, where KWOK's runtime takes 1.5 s from permit to Ready."""
+    slow = user_namespace(
+        admin_api, SLOW_START_NAMESPACE, user="alice", cluster_role="d8:user-authz:isvc:editor"
+    )
+    with Bed(module, admin_api, alice_api, slow) as b:
         yield b
 
 
@@ -94,9 +98,9 @@ def test_two_orders_on_one_card_start_one_after_the_other_with_their_kv_budgets(
     earlier, later = sorted((first, second), key=lambda n: _permitted(pods[n]))
     assert pods[earlier].metadata.annotations[PERMIT] == pods[later].metadata.annotations[PERMIT] == "1"
     # the later one's runtime started only once the earlier one was Ready (seconds, as the API server keeps them);
-    # a start takes KWOK's runtime a second, so two permitted together would be less than that apart
+    # a start takes 1.5 s here, so two let go together would be less than that apart
     assert _permitted(pods[later]) >= _ready_since(pods[earlier])
-    assert (_permitted(pods[later]) - _permitted(pods[earlier])).total_seconds() >= 1.0
+    assert (_permitted(pods[later]) - _permitted(pods[earlier])).total_seconds() >= 1.5
     assert _started(pods[later]) >= _ready_since(pods[earlier])
     for name in (first, second):
         args = _args(bed, name)
