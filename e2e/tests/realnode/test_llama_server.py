@@ -56,7 +56,6 @@ from isvc_workload import (
     AUTH_SECRET_KEY,
     CONTAINER_NAME,
     FETCH_CONTAINER_NAME,
-    START_PERMIT_ANNOTATION,
     WorkloadInputs,
     WorkloadSettings,
     auth_secret,
@@ -106,13 +105,8 @@ def _order() -> InferenceService:
 
 
 def _on_real_node(set_: dict[str, Any]) -> dict[str, Any]:
-    """The set, without its device claim and owner, its pods placed on the real node. No controller runs
-    here to hand out the card's turns, and without the claim there is no card: the pods are born with the
-    first start's permit, as the controller would write it for a card nobody else starts on."""
+    """The set, without its device claim and owner, its pods placed on the real node."""
     set_["metadata"].pop("ownerReferences", None)
-    annotations = set_["spec"]["template"]["metadata"].get("annotations") or {}
-    if START_PERMIT_ANNOTATION in annotations:
-        annotations[START_PERMIT_ANNOTATION] = "1"
     pod = set_["spec"]["template"]["spec"]
     pod.pop("resourceClaims")
     for container in pod["containers"]:
@@ -219,9 +213,7 @@ def test_the_model_is_fetched_by_the_init_container_and_llama_server_runs_the_co
     runtime = served.runtime
     assert runtime.recipe == RECIPE
     container = served.pod.spec.containers[0]
-    # behind the start gate (the node's card is shared): sh, the gate, then the runtime's own command
-    assert container.command[:2] == ["/bin/sh", "-c"] and container.command[4:] == runtime.command
-    assert container.args == runtime.args
+    assert container.command == runtime.command and container.args == runtime.args  # a whole card: no gate
     assert container.image == load_recipes().get(RECIPE).image  # type: ignore[union-attr]
     # the variant the catalog chose in the repository, under its own name (the repository has no model.gguf)
     assert runtime.model_path == f"{runtime.model_dir}/{GGUF_FILE}" and runtime.model_path in runtime.args
