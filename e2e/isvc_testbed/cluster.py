@@ -46,6 +46,10 @@ SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+# KWOK's stand-in for the start gate of pods on a share of a card (e2e/README.md, "The start gate")
+START_GATE_STAGES = Path(__file__).with_name("kwok-start-gate.yaml")
+HANGING_NAMESPACE = "start-hangs"  # pods here start behind the gate and never get Ready
+SLOW_START_NAMESPACE = "start-slow"  # pods here take 1.5 s from their start permit to Ready
 ALICE = ("alice", ("team-a",))
 _PR_SET_PDEATHSIG = 1
 
@@ -400,6 +404,7 @@ class Cluster:
             str(b / "kwok"),
             f"--kubeconfig={self.kubeconfigs['admin']}",
             f"--config={b / 'kwok-stages.yaml'}",
+            f"--config={START_GATE_STAGES}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
             "--node-lease-duration-seconds=40",

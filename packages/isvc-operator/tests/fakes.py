@@ -143,12 +143,43 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        return self._get("Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        meta = manifest["metadata"]
+        held = self.objects.get(("Lease", meta["namespace"], meta["name"]))
+        version = (held or {}).get("metadata", {}).get("resourceVersion")
+        if version != meta.get("resourceVersion"):
+            return False
+        stored = copy.deepcopy(manifest)
+        stored["metadata"]["resourceVersion"] = str(int(version or 0) + 1)
+        self.put(stored)
+        self.applied.append(copy.deepcopy(manifest))
+        return True
+
     def apply(self, manifest: Obj) -> Obj:
+        if (
+            manifest["kind"] == "Pod"
+            and (key := ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"]))
+            in self.objects
+        ):
+            pod = self.objects[key]  # a pod's metadata applied: its annotations merge, the rest stays
+            pod["metadata"].setdefault("annotations", {}).update(
+                manifest["metadata"].get("annotations") or {}
+            )
+            self.applied.append(copy.deepcopy(manifest))
+            return copy.deepcopy(pod)
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
         if manifest["kind"] == self.fail_kind:
             raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
         self.applied.append(copy.deepcopy(manifest))
+        meta = manifest["metadata"]
+        held = self.objects.get((manifest["kind"], meta.get("namespace", ""), meta["name"]))
+        uid = (held or {}).get("metadata", {}).get("uid")
+        if uid and not meta.get("uid"):  # the API server keeps an object's uid across applies
+            manifest = {**manifest, "metadata": {**meta, "uid": uid}}
         self.put(manifest)
         return manifest
 

@@ -21,6 +21,7 @@ from isvc_api._memory import (
     need_per_device,
     runtime_for,
     visible_bytes,
+    vllm_margin,
 )
 from isvc_api._reasons import ClassReason, ConditionType, LaunchPlanConditionType, Phase, Reason, StatusReason
 from isvc_api._types import (
@@ -158,4 +159,5 @@ __all__ = [
     "share_in_range",
     "structural_schema",
     "visible_bytes",
+    "vllm_margin",
 ]

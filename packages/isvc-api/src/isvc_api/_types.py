@@ -343,6 +343,17 @@ class Resolved(Wire):
     context_length: int | None = Field(
         default=None, description="Context length (tokens) the launch was sized for: --max-model-len / -c."
     )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
+    )
     cpu: str | None = Field(default=None, description="CPU request estimate.")
     memory: str | None = Field(default=None, description="Memory request estimate.")
     model_volume: str | None = Field(default=None, description="Model volume size estimate.")
@@ -621,6 +632,17 @@ class Estimates(Wire):
     kv_bytes_per_token: int | None = Field(
         default=None, description="KV-cache bytes one token takes on each device."
     )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
+    )
     cpu: str = Field(description="CPU request.")
     memory: str = Field(description="Memory request.")
     model_volume: str = Field(description="Model volume size.")
@@ -655,6 +677,17 @@ class CompiledRuntime(Wire):
     )
     reasoning_parser: str | None = Field(
         default=None, description="The reasoning parser the args enable (vLLM --reasoning-parser)."
+    )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
     )
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 

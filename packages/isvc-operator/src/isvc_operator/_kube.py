@@ -680,6 +680,25 @@ class KubeCluster:
         ).to_dict()
         return out
 
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live."""
+        return self.get("coordination.k8s.io/v1", "Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Replace a Lease at the resourceVersion it was read at, or create it when it had none; False on 409."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        try:
+            if meta.get("resourceVersion"):
+                resource.replace(body=manifest, namespace=meta["namespace"])
+            else:
+                resource.create(body=manifest, namespace=meta["namespace"])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
     def create(self, manifest: Obj) -> Obj:
         """Create an object; an existing one is returned as it is (never overwritten)."""
         resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])

@@ -118,6 +118,19 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
     )
+    p.add_argument(
+        "--start-turn-seconds",
+        type=int,
+        default=600,
+        help="how long one runtime's start may keep the others sharing its card waiting; then the next starts",
+    )
+    p.add_argument(
+        "--start-gate-wait-seconds",
+        type=int,
+        default=3600,
+        help="how long a runtime on a shared card waits for its turn when no controller hands one out, then "
+        "starts without one (written into the pods)",
+    )
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
     p.add_argument(
@@ -312,6 +325,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        start_gate_wait_seconds=args.start_gate_wait_seconds,
     )
 
     def cert_manager() -> bool:
@@ -339,6 +353,8 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         workload=Workload(settings, cert_manager, kube.priority_value),
         health=health,
         catalog_enabled=catalog is not None,
+        namespace=args.namespace,
+        start_turn_seconds=args.start_turn_seconds,
     )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 

@@ -479,6 +479,8 @@ class RecipeBook:
                 str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
             ),
             "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
+            # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
+            "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
         }
         args = _render(recipe.args, values)
         tool_args: list[str] = []
@@ -514,6 +516,8 @@ class RecipeBook:
             endpoint_type=str(endpoint),
             runtime=recipe.runtime,
             memory=launch.words() if launch else None,
+            kv_cache_bytes=(launch.kv_bytes or None) if launch else None,
+            margin_gi_b=round(launch.margin / GIB, 2) if launch else None,
         )
         compiled.content_hash = content_hash(compiled)
         return compiled

@@ -42,6 +42,7 @@ PLACEHOLDERS = frozenset(
         "maxNumSeqs",  # vLLM --max-num-seqs of the batch setting the memory model chose
         "maxNumBatchedTokens",  # vLLM --max-num-batched-tokens of that setting
         "enforceEager",  # "" (the group's flag alone) when that setting captures no graphs, else dropped
+        "kvCacheMemoryBytes",  # vLLM --kv-cache-memory-bytes: the KV budget in bytes the memory model gives
     }
 )
 
