@@ -15,6 +15,7 @@ from isvc_api import (
     ExposureType,
     InferenceServiceClass,
     InferenceServiceClassSpec,
+    MIN_REPLICAS_ZERO,
     UpdateStrategy,
     find_condition,
     share_in_range,
@@ -111,6 +112,8 @@ def judge_class(
         return ClassReason.INVALID_POLICY, (
             f"acceleratorPolicy.allowedSharePercents holds {bad}, outside 1..100; remove them."
         )
+    if spec.scaling_policy is not None and spec.scaling_policy.min_replicas < 1:  # stored before the CEL rule
+        return ClassReason.INVALID_POLICY, f"scalingPolicy.{MIN_REPLICAS_ZERO}"
     if spec.priority_class_name and priority_class_exists is False:
         return ClassReason.PRIORITY_CLASS_MISSING, (
             f"priorityClassName {spec.priority_class_name!r} names no PriorityClass in the cluster; "
