@@ -24,8 +24,8 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
-    SharingMode,
     ScalingStatus,
+    SharingMode,
     StartupFailure,
     StatusReason,
     Verdict,
@@ -355,7 +355,9 @@ class FakeWorkload:
         ("monitoring.coreos.com/v1", "PodMonitor"),
     )
 
-    def scaling(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy) -> ScalingStatus | None:
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
         return self.scaling_status
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:

@@ -67,16 +67,21 @@ def test_what_scaled_the_order_before_goes_when_the_metrics_path_changes_but_ked
     world.workload.extra = [child("PodMetric", "deckhouse.io/v1alpha1", "support-llm-waiting", ORDER_OWNER)]
     world.run()
     assert world.cluster.owned("PodMetric", "team-a", "support-llm")
-    keda_owner = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "name": "support-llm", "uid": "so-1"}
+    keda_owner = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "name": "support-llm",
+        "uid": "so-1",
+    }
     keda_owner["controller"] = True  # type: ignore[assignment]
     world.cluster.put(child("HorizontalPodAutoscaler", "autoscaling/v2", "keda-hpa-support-llm", keda_owner))
     # KEDA came, Deckhouse's adapter went: a ScaledObject is wanted now
     world.workload.extra = [child("ScaledObject", "keda.sh/v1alpha1", "support-llm", ORDER_OWNER)]
     world.run()
     assert world.cluster.owned("PodMetric", "team-a", "support-llm") == []
-    assert [h["metadata"]["name"] for h in world.cluster.owned("HorizontalPodAutoscaler", "team-a", "support-llm")] == [
-        "keda-hpa-support-llm"
-    ]
+    assert [
+        h["metadata"]["name"] for h in world.cluster.owned("HorizontalPodAutoscaler", "team-a", "support-llm")
+    ] == ["keda-hpa-support-llm"]
     assert world.cluster.owned("ScaledObject", "team-a", "support-llm")
 
 

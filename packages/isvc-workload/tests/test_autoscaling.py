@@ -21,12 +21,12 @@ from isvc_workload import (
     CPU_TARGET_PERCENT,
     CUSTOM_TARGET,
     MetricsApis,
+    WorkloadSettings,
     autoscaling,
     pod_monitor,
     service,
     statefulset,
 )
-from isvc_workload import WorkloadSettings
 from workload_builders import make_inputs
 
 DECKHOUSE = MetricsApis(pod_metric=True, pod_monitor=True)
@@ -110,11 +110,17 @@ def test_on_deckhouse_a_pod_metric_per_signal_feeds_an_hpa_of_type_pods() -> Non
     assert hpa["spec"]["metrics"] == [
         {
             "type": "Pods",
-            "pods": {"metric": {"name": "llm-a-waiting"}, "target": {"type": "AverageValue", "averageValue": "3"}},
+            "pods": {
+                "metric": {"name": "llm-a-waiting"},
+                "target": {"type": "AverageValue", "averageValue": "3"},
+            },
         },
         {
             "type": "Pods",
-            "pods": {"metric": {"name": "llm-a-cache"}, "target": {"type": "AverageValue", "averageValue": "900m"}},
+            "pods": {
+                "metric": {"name": "llm-a-cache"},
+                "target": {"type": "AverageValue", "averageValue": "900m"},
+            },
         },
     ]
     assert hpa["spec"]["behavior"] == {"scaleDown": {"stabilizationWindowSeconds": 120}}
@@ -206,7 +212,11 @@ def test_cpu_only_where_no_adapter_can_read_the_queue_and_the_status_says_why(
 
 @pytest.mark.parametrize(
     "constraints",
-    [None, Constraints(min_replicas=2, max_replicas=2, autoscaler=True), Constraints(min_replicas=1, max_replicas=3)],
+    [
+        None,
+        Constraints(min_replicas=2, max_replicas=2, autoscaler=True),
+        Constraints(min_replicas=1, max_replicas=3),
+    ],
     ids=["no class", "min = max", "no autoscaler"],
 )
 def test_no_autoscaler_when_the_class_asks_for_none(constraints: Constraints | None) -> None:
@@ -255,7 +265,10 @@ def test_on_deckhouse_an_open_metrics_port_is_a_custom_target_of_the_service() -
     assert pod_monitor(inputs, DECKHOUSE) is None
     meta = service(inputs, DECKHOUSE)["metadata"]
     assert meta["labels"]["prometheus.deckhouse.io/custom-target"] == CUSTOM_TARGET
-    assert meta["annotations"] == {"prometheus.deckhouse.io/port": "9000", "prometheus.deckhouse.io/path": "/metrics"}
+    assert meta["annotations"] == {
+        "prometheus.deckhouse.io/port": "9000",
+        "prometheus.deckhouse.io/path": "/metrics",
+    }
 
 
 def test_elsewhere_a_pod_monitor_scrapes_an_open_metrics_port_without_a_token() -> None:

@@ -458,7 +458,8 @@ class InferenceServiceStatus(Wire):
     )
     health: HealthStatus | None = Field(default=None, description="The inference API probe's record.")
     scaling: ScalingStatus | None = Field(
-        default=None, description="What the autoscaler follows; absent when no autoscaler drives the replicas."
+        default=None,
+        description="What the autoscaler follows; absent when no autoscaler drives the replicas.",
     )
 
 
@@ -730,7 +731,8 @@ class LoadMetrics(Wire):
         default=None, description="Gauge of KV-cache use, a fraction 0..1; absent when the runtime has none."
     )
     token_guarded: bool = Field(
-        default=False, description="Whether the metrics path asks for the endpoint's API key (a bearer token)."
+        default=False,
+        description="Whether the metrics path asks for the endpoint's API key (a bearer token).",
     )
 
 

@@ -195,7 +195,9 @@ class Workload:
         load = self.recipe_load(inputs.runtime.recipe)
         if load is None:
             return inputs
-        runtime = CompiledRuntime.model_validate({**inputs.runtime.model_dump(), "load_metrics": load.to_wire()})
+        runtime = CompiledRuntime.model_validate(
+            {**inputs.runtime.model_dump(), "load_metrics": load.to_wire()}
+        )
         return inputs.model_copy(update={"runtime": runtime})
 
     def manifests(
@@ -226,7 +228,9 @@ class Workload:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
 
-    def scaling(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy) -> ScalingStatus | None:
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
         try:
             made = isvc_workload.autoscaling(self._inputs(order, plan, policy), self.metrics_apis())
         except isvc_workload.IsvcWorkloadError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 from isvc_api import (
+    MIN_REPLICAS_ZERO,
     TLS,
     AcceleratorPolicy,
     Authentication,
@@ -15,7 +16,6 @@ from isvc_api import (
     ExposureType,
     InferenceServiceClass,
     InferenceServiceClassSpec,
-    MIN_REPLICAS_ZERO,
     UpdateStrategy,
     find_condition,
     share_in_range,

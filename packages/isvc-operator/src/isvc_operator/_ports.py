@@ -183,7 +183,9 @@ class WorkloadPort(Protocol):
         """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
         ...
 
-    def scaling(self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy) -> ScalingStatus | None:
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
         """What the order's autoscaler follows (the status echoes it); None without an autoscaler."""
         ...
 

@@ -243,7 +243,10 @@ def _deckhouse(inputs: WorkloadInputs, load: LoadMetrics) -> Autoscaling:
         metrics.append(
             {
                 "type": "Pods",
-                "pods": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": target}},
+                "pods": {
+                    "metric": {"name": name},
+                    "target": {"type": "AverageValue", "averageValue": target},
+                },
             }
         )
         followed.append(ScalingMetric(name=gauge, target=target))
@@ -318,9 +321,7 @@ def autoscaling(inputs: WorkloadInputs, apis: MetricsApis) -> Autoscaling | None
     elif apis.scaled_object:
         why = "KEDA is served but the module settings name no Prometheus for its triggers (autoscaling.prometheusURL)"
     else:
-        why = (
-            "the cluster serves neither Deckhouse's prometheus-metrics-adapter (PodMetric) nor KEDA (ScaledObject)"
-        )
+        why = "the cluster serves neither Deckhouse's prometheus-metrics-adapter (PodMetric) nor KEDA (ScaledObject)"
     hpa = autoscaler(inputs)
     assert hpa is not None
     return Autoscaling(
@@ -333,4 +334,3 @@ def autoscaling(inputs: WorkloadInputs, apis: MetricsApis) -> Autoscaling | None
             message=f"Scales on CPU: {why}.",
         ),
     )
-
