@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import httpx
 import yaml
+from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
 
 from isvc_testbed._errors import BinariesMissing, TestbedError
@@ -66,7 +67,7 @@ def _label_meta(key: str) -> str:
 class Monitoring:
     """Prometheus and prometheus-adapter on the host for one cluster, fed from its PodMonitors and PodMetrics."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, standin_port: int | None = None) -> None:
         assert cluster.bin_dir is not None
         missing = [b for b in MONITORING_BINS if not (cluster.bin_dir / b).is_file()]
         if missing:
@@ -74,6 +75,7 @@ class Monitoring:
                 f"the metrics path needs {', '.join(missing)}; run `bash e2e/tools/build-bins.sh realnode`"
             )
         self.cluster = cluster
+        self.standin_port = standin_port
         self.dir = cluster.workdir / "monitoring"
         self.dir.mkdir(exist_ok=True)
         self.prometheus_port = _free_port()
@@ -120,47 +122,62 @@ class Monitoring:
                 for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items())
             ]
             for i, endpoint in enumerate(spec.get("podMetricsEndpoints") or []):
-                job: dict[str, Any] = {
-                    "job_name": f"podMonitor/{ns}/{name}/{i}",
-                    "scrape_interval": f"{SCRAPE_SECONDS}s",
-                    "scrape_timeout": f"{SCRAPE_SECONDS}s",
-                    "metrics_path": endpoint.get("path") or "/metrics",
-                    "kubernetes_sd_configs": [
-                        {
-                            "role": "pod",
-                            "kubeconfig_file": str(self.cluster.admin_kubeconfig),
-                            "namespaces": {"names": [ns]},
-                        }
-                    ],
-                    "relabel_configs": [
-                        # the real node's pods alone: a simulated pod's address has nothing behind it
-                        {
-                            "source_labels": ["__meta_kubernetes_pod_node_name"],
-                            "regex": REAL_NODE_NAME,
-                            "action": "keep",
-                        },
-                        *keep,
-                        {
-                            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                            "regex": endpoint.get("port") or ".+",
-                            "action": "keep",
-                        },
-                        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-                        {
-                            "source_labels": ["__meta_kubernetes_pod_container_name"],
-                            "target_label": "container",
-                        },
-                    ],
-                }
-                credentials = (endpoint.get("authorization") or {}).get("credentials")
-                if credentials:
-                    token = self._token_file(api, ns, credentials)
-                    if token is None:
-                        continue  # prometheus-operator, too, skips a monitor whose Secret it cannot read
-                    job["authorization"] = {"type": "Bearer", "credentials_file": str(token)}
-                jobs.append(job)
+                for where in ("real-node", "standin") if self.standin_port else ("real-node",):
+                    job = self._job(ns, name, i, endpoint, keep, where)
+                    credentials = (endpoint.get("authorization") or {}).get("credentials")
+                    if credentials:
+                        token = self._token_file(api, ns, credentials)
+                        if token is None:
+                            continue  # prometheus-operator, too, skips a monitor whose Secret it cannot read
+                        job["authorization"] = {"type": "Bearer", "credentials_file": str(token)}
+                    jobs.append(job)
         return jobs
+
+    def _job(
+        self, ns: str, name: str, i: int, endpoint: dict[str, Any], keep: list[dict[str, Any]], where: str
+    ) -> dict[str, Any]:
+        """The scrape job of one endpoint: the real node's pods at their own address, or (`standin`) the
+        simulated pods, whose runtime the stand-in plays at /{namespace}/{order}/metrics on 127.0.0.1."""
+        on_node = {
+            "source_labels": ["__meta_kubernetes_pod_node_name"],
+            "regex": REAL_NODE_NAME,
+            "action": "keep" if where == "real-node" else "drop",
+        }
+        to_standin = [
+            {"target_label": "__address__", "replacement": f"127.0.0.1:{self.standin_port}"},
+            {
+                "source_labels": ["__meta_kubernetes_namespace", _label_meta(LABEL_ORDER)],
+                "separator": "/",
+                "target_label": "__metrics_path__",
+                "replacement": "/${1}/metrics",
+            },
+        ]
+        return {
+            "job_name": f"podMonitor/{ns}/{name}/{i}" + ("" if where == "real-node" else "/standin"),
+            "scrape_interval": f"{SCRAPE_SECONDS}s",
+            "scrape_timeout": f"{SCRAPE_SECONDS}s",
+            "metrics_path": endpoint.get("path") or "/metrics",
+            "kubernetes_sd_configs": [
+                {
+                    "role": "pod",
+                    "kubeconfig_file": str(self.cluster.admin_kubeconfig),
+                    "namespaces": {"names": [ns]},
+                }
+            ],
+            "relabel_configs": [
+                on_node,  # a simulated pod's own address has nothing behind it: never dialled
+                *keep,
+                {
+                    "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                    "regex": endpoint.get("port") or ".+",
+                    "action": "keep",
+                },
+                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+                *(to_standin if where == "standin" else []),
+            ],
+        }
 
     @staticmethod
     def adapter_rules(pod_metrics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -380,14 +397,20 @@ class Monitoring:
             self._thread.join(10)
         with self.cluster.api_client("admin") as api, contextlib.suppress(k8s.ApiException):
             ignore_404(lambda: k8s.ApiregistrationV1Api(api).delete_api_service(API_SERVICE))
+            # the kinds go too: a cluster without them scales on CPU again, as it did before
+            extensions = k8s.ApiextensionsV1Api(api)
+            for path in METRICS_CRDS:
+                crd = str(yaml.safe_load(path.read_text())["metadata"]["name"])
+                ignore_404(lambda crd=crd: extensions.delete_custom_resource_definition(crd))
         for name in list(self.procs):
             self._kill(name)
 
 
 @contextlib.contextmanager
-def monitoring(cluster: Cluster) -> Iterator[Monitoring]:
-    """The metrics path for the duration of the block."""
-    watch = Monitoring(cluster).start()
+def monitoring(cluster: Cluster, standin_port: int | None = None) -> Iterator[Monitoring]:
+    """The metrics path for the duration of the block; with `standin_port`, the simulated pods' runtime
+    metrics come from the stand-in there."""
+    watch = Monitoring(cluster, standin_port).start()
     try:
         yield watch
     finally:
