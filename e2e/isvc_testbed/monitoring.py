@@ -396,12 +396,9 @@ class Monitoring:
         if self._thread.is_alive():
             self._thread.join(10)
         with self.cluster.api_client("admin") as api, contextlib.suppress(k8s.ApiException):
+            # the kinds stay, as on a cluster whose adapter is down: a controller that found them served keeps
+            # writing them (its discovery keeps what it found), and removing them would refuse its orders
             ignore_404(lambda: k8s.ApiregistrationV1Api(api).delete_api_service(API_SERVICE))
-            # the kinds go too: a cluster without them scales on CPU again, as it did before
-            extensions = k8s.ApiextensionsV1Api(api)
-            for path in METRICS_CRDS:
-                crd = str(yaml.safe_load(path.read_text())["metadata"]["name"])
-                ignore_404(lambda crd=crd: extensions.delete_custom_resource_definition(crd))
         for name in list(self.procs):
             self._kill(name)
 

@@ -52,6 +52,25 @@ def bed(
         yield b
 
 
+def test_a_class_asking_to_scale_to_zero_is_refused_at_write_saying_why(admin_api: k8s.ApiClient) -> None:
+    """minReplicas 0: no silent half-state (nothing would hold the first request while no replica runs)."""
+    klass = {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceServiceClass",
+        "metadata": {"name": "grow-to-zero"},
+        "spec": {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "scalingPolicy": {"minReplicas": 0, "maxReplicas": 2, "autoscaler": True},
+        },
+    }
+    objects = k8s.CustomObjectsApi(admin_api)
+    with pytest.raises(k8s.ApiException) as refused:
+        objects.create_cluster_custom_object("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses", klass)
+    assert refused.value.status == 422
+    assert "minReplicas 0 (scale to zero) is not supported" in str(refused.value.body)
+    assert "set minReplicas to 1 or more" in str(refused.value.body)
+
+
 def _replicas(bed: Orders) -> int:
     workload: Any = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(ORDER, bed.ns)
     return int(workload.spec.replicas or 0)

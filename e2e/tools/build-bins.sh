@@ -3,16 +3,16 @@
 # Idempotent: each component has a stamp file recording its pin; a matching stamp means nothing to do,
 # so changing one pin rebuilds that component alone.
 # Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
-# (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
+# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, isvc-rulecheck
+# (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum), and the
+# metrics path an order's autoscaler reads (e2e/isvc_testbed/monitoring.py): prometheus (Kubernetes service
+# discovery only) and prometheus-adapter, each from its pinned Go module.
 # `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
 # ldflags as the control plane), containerd v2 with containerd-shim-runc-v2 and ctr, isvc-dra-plugin (the fake
 # GPU DRA driver's kubelet plugin, e2e/tools/dra-plugin, pinned by its go.mod/go.sum), plus the Debian
 # packages it runs with (runc, CNI plugins, umoci, iptables, iproute2) when they are missing, and llama.cpp's
 # `llama-server` (CPU only, statically linked) from the llama.cpp vendored in the `llama-cpp-python` sdist on
-# PyPI, pinned by version and hash: the runtime the real node serves a tiny model with; and the metrics path of an
-# order's autoscaler: Prometheus (Kubernetes service discovery only) and prometheus-adapter, each from its pinned
-# Go module.
+# PyPI, pinned by version and hash: the runtime the real node serves a tiny model with.
 set -euo pipefail
 
 K8S=${ISVC_K8S_VERSION:-1.36.3}
@@ -251,10 +251,10 @@ exec 9>"$CACHE/.build.lock"
 flock 9
 
 only=${1:-all}
-steps=(etcd kwok helm untt rulecheck k8s)
+steps=(etcd kwok helm untt rulecheck k8s prometheus prometheus_adapter)
 if [[ "$only" == realnode ]]; then
   apt_realnode
-  steps+=(pause kubelet containerd draplugin llamacpp prometheus prometheus_adapter)
+  steps+=(pause kubelet containerd draplugin llamacpp)
 elif [[ "$only" != all && " ${steps[*]} " != *" $only "* ]]; then
   steps+=("$only")  # one real-node part by name, e.g. `build-bins.sh llamacpp`
 fi
