@@ -181,8 +181,20 @@ class Monitoring:
 
     @staticmethod
     def adapter_rules(pod_metrics: list[dict[str, Any]]) -> dict[str, Any]:
-        """One prometheus-adapter rule per PodMetric: the metric of pods named after it, its query as is."""
-        rules = []
+        """One prometheus-adapter rule per PodMetric: the metric of pods named after it, its query as is.
+
+        A first rule is always there, as Deckhouse's configuration always has its own (cpu_1m, rps_1m ...): the
+        adapter serves the custom metrics API only when it has a rule at all."""
+        rules: list[dict[str, Any]] = [
+            {
+                "seriesQuery": 'up{namespace!="",pod!=""}',
+                "resources": {
+                    "overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+                },
+                "name": {"matches": "^up$", "as": "scraped"},
+                "metricsQuery": "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})",
+            }
+        ]
         for metric in sorted(pod_metrics, key=lambda m: (m["metadata"]["namespace"], m["metadata"]["name"])):
             ns, name = metric["metadata"]["namespace"], metric["metadata"]["name"]
             rules.append(
@@ -329,16 +341,25 @@ class Monitoring:
 
     def available(self) -> bool:
         """Whether the aggregator reports the custom metrics API available."""
+        return self.availability().startswith("True")
+
+    def availability(self) -> str:
+        """The APIService's Available condition: status, reason and message."""
         with self.cluster.api_client("admin") as api:
             got: Any = k8s.ApiregistrationV1Api(api).read_api_service(API_SERVICE)
-        return any(c.type == "Available" and c.status == "True" for c in got.status.conditions or [])
+        found = [c for c in (got.status.conditions if got.status else None) or [] if c.type == "Available"]
+        return f"{found[0].status} {found[0].reason}: {found[0].message}" if found else "not judged"
 
     def custom_metric(self, namespace: str, metric: str) -> list[dict[str, Any]]:
-        """The custom metrics API's answer for every pod of the namespace (what the HPA controller reads)."""
+        """The custom metrics API's answer for every pod of the namespace (what the HPA controller reads); none
+        while it answers no list."""
         path = f"/apis/custom.metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/*/{metric}"
         with self.cluster.api_client("admin") as api:
-            answer = api.call_api(path, "GET", _return_http_data_only=True, _preload_content=False)
-        items: list[dict[str, Any]] = json.loads(answer.data).get("items") or []
+            answer: Any = api.call_api("GET", api.configuration.host + path, {"Accept": "application/json"})
+            data = answer.read()
+        if answer.status != 200:  # not served yet, or the adapter restarting on new rules
+            return []
+        items: list[dict[str, Any]] = json.loads(data).get("items") or []
         return items
 
     def query(self, promql: str) -> list[dict[str, Any]]:
@@ -378,16 +399,26 @@ class Monitoring:
                     log.write(f"{time.strftime('%H:%M:%S')} {e!r}\n")
 
     def start(self) -> Monitoring:
-        with self.cluster.api_client("admin") as api:
-            install_crds(api, METRICS_CRDS)
-            self._pki = Pki(self.dir / "pki")
-            self._serving = self._pki.serving(
-                "adapter", names=(f"{ADAPTER_SERVICE}.{NAMESPACE}.svc",), cn=ADAPTER_SERVICE
-            )
-            self._start_prometheus()
-            self.sync()
-            self._register(api)
-        wait_for(self.available, 60, interval=0.5, what="the custom metrics API available")
+        try:
+            with self.cluster.api_client("admin") as api:
+                install_crds(api, METRICS_CRDS)
+                self._pki = Pki(self.dir / "pki")
+                self._serving = self._pki.serving(
+                    "adapter", names=(f"{ADAPTER_SERVICE}.{NAMESPACE}.svc",), cn=ADAPTER_SERVICE
+                )
+                self._start_prometheus()
+                self.sync()
+                self._register(api)
+            try:
+                wait_for(self.available, 60, interval=0.5, what="the custom metrics API available")
+            except TimeoutError as e:
+                raise TestbedError(
+                    f"{e}; the APIService says {self.availability()}; the adapter's log ends: "
+                    f"{self.log('prometheus-adapter')[-3000:]}"
+                ) from None
+        except BaseException:
+            self.stop()
+            raise
         self._thread.start()
         return self
 

@@ -52,7 +52,9 @@ def bed(
         yield b
 
 
-def test_a_class_asking_to_scale_to_zero_is_refused_at_write_saying_why(admin_api: k8s.ApiClient) -> None:
+def test_a_class_asking_to_scale_to_zero_is_refused_at_write_saying_why(
+    module: Any, admin_api: k8s.ApiClient
+) -> None:
     """minReplicas 0: no silent half-state (nothing would hold the first request while no replica runs)."""
     klass = {
         "apiVersion": "ai.deckhouse.io/v1alpha1",
@@ -180,10 +182,10 @@ def test_the_queue_adds_a_replica_that_fits_beside_the_first_and_both_serve_then
         assert not [e for e in bed.events(ORDER) if e[1] == "GrowthClaimUnplaced"]
     finally:
         stop.set()
+        stopped = time.monotonic()  # the queue was long until now: the window starts here at the earliest
         for w in workers:
             w.join(30)
     assert served and set(served) == {200}, set(served)
-    stopped = time.monotonic()
     wait_for(lambda: _replicas(bed) == 1, WINDOW + 60, interval=1, what="back to one replica")
     shrank = time.monotonic() - stopped
     assert shrank >= WINDOW
