@@ -1,13 +1,14 @@
 """A stand-in OpenAI-compatible inference server serving many orders on one 127.0.0.1 port.
 
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
-`/v1/chat/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
-is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API (cached a few seconds);
-without that Secret no token is accepted, unless the order was switched to authentication None.
+`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer
+token an order accepts is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API
+(cached a few seconds); without that Secret no token is accepted, unless the order was switched to
+authentication None.
 `/v1/models` lists exactly the name the order's compiled runtime serves: the value of
-`--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in its LaunchPlan's `spec.runtime.args`, read
-through the Kubernetes API like the Secret; with no LaunchPlan or runtime it lists nothing, as no server
-would run. Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
+`--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in the arguments of its StatefulSet's server
+container (what its pods run), read through the Kubernetes API like the Secret; with no StatefulSet it lists
+nothing, as no server would run. Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
 `set_auth_none`, `set_model` (list another name, as a misconfigured runtime would); the same over HTTP
 under `/_control/`.
 
@@ -34,18 +35,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from isvc_workload import CONTAINER_NAME
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._kube import api_client
 
 __all__ = [
-    "LaunchPlanNames",
     "OrderState",
     "SecretTokens",
     "ServedNameSource",
     "StandIn",
     "TokenSource",
+    "WorkloadNames",
     "main",
     "served_name",
 ]
@@ -125,18 +127,22 @@ class SecretTokens(_Cached):
         return base64.b64decode(raw).decode() if raw else None
 
 
-class LaunchPlanNames(_Cached):
-    """Reads the served name from LaunchPlan `{name}`.spec.runtime.args, caching answers (also misses)
-    briefly, as a replanned order's runtime may change."""
+class WorkloadNames(_Cached):
+    """Reads the served name from the order's StatefulSet `{name}` (its server container's arguments), caching
+    answers (also misses) briefly: what the pods that run serve, as a replanned order's pods roll. A plan the
+    cluster refused to roll out (a settled volume too small) leaves the set, and so the name, as they were."""
 
     def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
         super().__init__(ttl)
-        self._custom = k8s.CustomObjectsApi(api)
+        self._apps = k8s.AppsV1Api(api)
 
     def _read(self, namespace: str, name: str) -> str | None:
-        plan: Any = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "launchplans", name)
-        runtime = (plan.get("spec") or {}).get("runtime") or {}
-        return served_name([str(a) for a in runtime.get("args") or []])
+        workload: Any = self._apps.read_namespaced_stateful_set(name, namespace)
+        containers = workload.spec.template.spec.containers or []
+        server = next((c for c in containers if c.name == CONTAINER_NAME), None)
+        if server is None:
+            return None
+        return served_name([str(a) for a in [*(server.command or []), *(server.args or [])]])
 
 
 def _vector(text: str, dim: int = 8) -> list[float]:
@@ -167,9 +173,9 @@ class StandIn:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0, ttl: float = 3.0) -> StandIn:
-        """A stand-in that reads auth Secrets and LaunchPlans with the given (admin) kubeconfig."""
+        """A stand-in that reads auth Secrets and StatefulSets with the given (admin) kubeconfig."""
         api = api_client(kubeconfig)
-        return cls(SecretTokens(api, ttl), LaunchPlanNames(api, ttl), port=port)
+        return cls(SecretTokens(api, ttl), WorkloadNames(api, ttl), port=port)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -406,6 +412,7 @@ class _Handler(BaseHTTPRequestHandler):
                 else [{"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
             },
             ("POST", "v1/chat/completions"): self._chat,
+            ("POST", "v1/completions"): self._completion,
             ("POST", "v1/embeddings"): self._embeddings,
             ("POST", "v1/rerank"): self._rerank,
         }
@@ -476,6 +483,23 @@ class _Handler(BaseHTTPRequestHandler):
                 "completion_tokens": 1 + len(last.split()),
                 "total_tokens": 1 + 2 * len(last.split()),
             },
+        }
+
+    def _completion(self, model: str | None) -> Any:
+        """OpenAI's text completion (`/v1/completions`, which vLLM and llama.cpp's server also answer)."""
+        prompt = self._body().get("prompt", "")
+        prompts = [str(p) for p in prompt] if isinstance(prompt, list) else [str(prompt)]
+        words = sum(len(p.split()) for p in prompts)
+        return {
+            "id": "cmpl-standin",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": i, "text": f"echo: {p}", "logprobs": None, "finish_reason": "stop"}
+                for i, p in enumerate(prompts)
+            ],
+            "usage": {"prompt_tokens": words, "completion_tokens": words + 1, "total_tokens": 2 * words + 1},
         }
 
     def _embeddings(self, model: str | None) -> Any:
