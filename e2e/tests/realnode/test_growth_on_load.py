@@ -70,7 +70,7 @@ class Load:
             try:
                 stream = client.chat.completions.create(
                     model=self.served,
-                    max_tokens=256,
+                    max_tokens=64,  # four slots share the tiny model's 512-token context (tinymodel.py)
                     stream=True,
                     messages=[{"role": "user", "content": "Tell a long story."}],
                     extra_body={"ignore_eos": True},
