@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from isvc_testbed.cluster import Cluster
+from isvc_testbed.cluster import HPA_SYNC_SECONDS, Cluster
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.monitoring import Monitoring, monitoring
 from isvc_testbed.orders import Orders, condition, hf
@@ -188,7 +188,7 @@ def test_the_queue_adds_a_replica_that_fits_beside_the_first_and_both_serve_then
     assert served and set(served) == {200}, set(served)
     wait_for(lambda: _replicas(bed) == 1, WINDOW + 60, interval=1, what="back to one replica")
     shrank = time.monotonic() - stopped
-    assert shrank >= WINDOW
+    assert shrank >= WINDOW - HPA_SYNC_SECONDS  # the last pass that saw the queue may precede the stop by one
     print(
         f"growth (KWOK): a second replica {grew:.0f}s after the load began, back to one {shrank:.0f}s after"
     )
