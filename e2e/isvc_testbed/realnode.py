@@ -287,8 +287,11 @@ class PodForwarder:
     def _carry(self, conn: socket.socket) -> None:
         from kubernetes.stream import portforward
 
-        core = k8s.CoreV1Api(self.api)
-        with conn:
+        # a client of its own: the port-forward call swaps its client's call_api while it runs (kubernetes.stream),
+        # so a client shared with other threads would send their requests down a websocket
+        own = k8s.ApiClient(self.api.configuration)
+        core = k8s.CoreV1Api(own)
+        with conn, own:
             try:
                 pod = core.read_namespaced_pod(self.pod, self.namespace)
                 if pod.status is None or pod.status.phase != "Running":

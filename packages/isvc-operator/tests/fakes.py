@@ -24,6 +24,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     SharingMode,
     StartupFailure,
     StatusReason,
@@ -375,6 +376,20 @@ class FakeWorkload:
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
         self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
+        self.scaling_status: ScalingStatus | None = None
+        self.extra: list[Obj] = []  # children besides the template and the set (an HPA, a PodMetric ...)
+
+    autoscaling_kinds = (
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("deckhouse.io/v1alpha1", "PodMetric"),
+        ("keda.sh/v1alpha1", "ScaledObject"),
+        ("monitoring.coreos.com/v1", "PodMonitor"),
+    )
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        return self.scaling_status
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         if held is not None and self.outgrown is not None:
@@ -404,6 +419,7 @@ class FakeWorkload:
                 "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
             },
+            *self.extra,
         ]
 
     def auth_secret(self, order: InferenceService) -> Obj:

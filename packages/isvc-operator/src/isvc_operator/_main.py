@@ -20,6 +20,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
+from isvc_api import LoadMetrics
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -76,6 +77,11 @@ def parser() -> argparse.ArgumentParser:
         help="e.g. %%s.example.com: External endpoints are <order>--<namespace>.example.com",
     )
     p.add_argument("--cluster-issuer", default=None)
+    p.add_argument(
+        "--autoscaling-prometheus-url",
+        default=None,
+        help="Prometheus that KEDA's triggers query, where KEDA (and not Deckhouse's adapter) is served",
+    )
     p.add_argument(
         "--cert-manager",
         type=_bool,
@@ -333,6 +339,21 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
             return bool(args.cert_manager)
         return kube.served("cert-manager.io/v1", "Certificate")
 
+    def metrics_apis() -> isvc_workload.MetricsApis:
+        """Which metrics paths the cluster serves now (discovery; a kind installed later is found)."""
+        return isvc_workload.MetricsApis(
+            pod_metric=kube.served("deckhouse.io/v1alpha1", "PodMetric"),
+            scaled_object=kube.served("keda.sh/v1alpha1", "ScaledObject"),
+            pod_monitor=kube.served("monitoring.coreos.com/v1", "PodMonitor"),
+            prometheus_url=args.autoscaling_prometheus_url or None,
+        )
+
+    recipes = _recipes(args.runtime_recipes)
+
+    def recipe_load(name: str) -> LoadMetrics | None:
+        recipe = recipes.book.get(name)
+        return recipe.load_metrics if recipe is not None else None
+
     def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
         """The order is still there (the same one) and still has no plan."""
         obj = kube.orders.get(namespace, name)
@@ -348,9 +369,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     deps = Deps(
         cluster=kube,
         models=CatalogModels(resolver),
-        recipes=_recipes(args.runtime_recipes),
+        recipes=recipes,
         planner=PlannerService(client, room),
-        workload=Workload(settings, cert_manager, kube.priority_value),
+        workload=Workload(settings, cert_manager, kube.priority_value, metrics_apis, recipe_load),
         health=health,
         catalog_enabled=catalog is not None,
         namespace=args.namespace,

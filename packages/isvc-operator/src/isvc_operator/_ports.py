@@ -24,6 +24,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     StartupFailure,
     Verdict,
     now,
@@ -189,6 +190,17 @@ class WorkloadPort(Protocol):
         token_digest: str | None = None,
     ) -> list[Obj]:
         """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
+        ...
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        """What the order's autoscaler follows (the status echoes it); None without an autoscaler."""
+        ...
+
+    @property
+    def autoscaling_kinds(self) -> tuple[tuple[str, str], ...]:
+        """(apiVersion, kind) of every child that scales or scrapes an order, mine to remove when unwanted."""
         ...
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
