@@ -119,7 +119,15 @@ def test_the_queue_adds_a_replica_that_fits_beside_the_first_and_both_serve_then
         },
     )
     bed.create(ORDER, hf(GGUF), CLASS)
-    status = bed.wait_ready(ORDER)
+    bed.wait_ready(ORDER)
+    # The metrics path's kinds were installed by this module's fixture, while the controller ran: once its
+    # informers see them served (within their ten-second retry), the order is passed again and scales on them.
+    status = wait_for(
+        lambda: (s := bed.status(ORDER)).get("scaling", {}).get("signal") == "Queue" and s,
+        30,
+        interval=1,
+        what="the order scaling on the runtime's queue",
+    )
     assert status["scaling"] == {
         "signal": "Queue",
         "path": "PrometheusMetricsAdapter",

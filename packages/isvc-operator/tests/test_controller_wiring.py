@@ -17,10 +17,14 @@ class Informer:
 
     def __init__(self) -> None:
         self.handlers: list[Any] = []
+        self.served_handlers: list[Any] = []
         self.items: list[Obj] = []
 
     def add_handler(self, handler: Any) -> None:
         self.handlers.append(handler)
+
+    def add_served_handler(self, handler: Any) -> None:
+        self.served_handlers.append(handler)
 
     def list(self) -> list[Obj]:
         return self.items
@@ -236,3 +240,24 @@ def test_a_pass_in_progress_shows_in_the_longest_running_gauge() -> None:
         time.sleep(0.02)
     assert c.longest_running() == 0.0
     c.order_queue.shut_down()
+
+
+def test_a_metrics_path_installed_after_the_controller_passes_every_order() -> None:
+    """An order planned before the cluster served PodMetric scaled on CPU and was never passed again: installing
+    the metrics adapter after the module left it on CPU until the hourly replay."""
+    c, kube = controller([])
+    kube.pod_metrics = Informer()
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+    )
+    kube.orders.items = [
+        {"metadata": {"namespace": "ns", "name": "grows"}},
+        {"metadata": {"namespace": "other", "name": "steady"}},
+    ]
+    assert drain(c, 0.1) == set()
+    [served] = kube.pod_metrics.served_handlers
+    served()
+    assert drain(c, 0.2) == {("ns", "grows"), ("other", "steady")}

@@ -176,6 +176,17 @@ class Controller:
         for informer in getattr(k, "catalog", []):
             informer.add_handler(on_catalog)
 
+        def on_metrics_path_served() -> None:
+            # The cluster now serves a kind the autoscaler is built from (its adapter installed after the
+            # module): every order is passed, so one scaling on CPU moves to the runtime's own signal.
+            for order in k.orders.list():
+                orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
+
+        for name in ("pod_metrics", "scaled_objects", "pod_monitors"):
+            informer = getattr(k, name, None)
+            if informer is not None:
+                informer.add_served_handler(on_metrics_path_served)
+
     def start(self) -> None:
         """Start the informers, then the workers: `workers` for orders, one for classes."""
         self.kube.start()

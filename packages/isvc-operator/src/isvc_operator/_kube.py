@@ -222,6 +222,7 @@ class Informer:
         self._metadata_only = metadata_only
         self._store = store
         self._relist_handlers: list[Callable[[], None]] = []
+        self._served_handlers: list[Callable[[], None]] = []
         self._listed = False
         self.api_version = api_version
         self.kind = kind
@@ -245,6 +246,11 @@ class Informer:
     def add_relist_handler(self, handler: Callable[[], None]) -> None:
         """Call `handler()` after each list but the first of an informer that keeps no store."""
         self._relist_handlers.append(handler)
+
+    def add_served_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler()` once the kind is served after it was not (its API installed while the controller
+        runs), when its first list is in the cache."""
+        self._served_handlers.append(handler)
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         """A cached object, or None."""
@@ -357,12 +363,18 @@ class Informer:
         while not self._stop.is_set():
             try:
                 resource = resource_of(self._dyn, self.api_version, self.kind)
-                if self._served is False:
+                appeared = self._served is False
+                if appeared:
                     log.info("%s (%s) is served again; watching it", self.kind, self.api_version)
                 self._served = True
                 if self._metadata_only:
                     resource = _MetadataOnly(resource)
                 version = self._relist(resource)
+                for handler in self._served_handlers if appeared else ():
+                    try:
+                        handler()
+                    except Exception:
+                        log.exception("served handler failed for %s", self.kind)
                 replayed = time.monotonic()
                 while not self._stop.is_set():
                     if self._resync is not None and time.monotonic() - replayed >= self._resync:
