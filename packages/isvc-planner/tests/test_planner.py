@@ -481,7 +481,8 @@ def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
 
 def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(half: ModelFacts) -> None:
     """While a preemption is under way the card is over-committed (the victim's claim and the new
-    reservation); the victim counts its own claim as free, so the ledger must not cap what is used."""
+    reservation); the victim counts its own claim as free, yet it has lost the card to the higher priority:
+    it is not planned back there (issue 26: a pass must not undo the previous pass's work)."""
     claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])]
     inv = inventory(
         [fleet_slice("n1", [fleet_gpu("n1", 0)])],
@@ -496,7 +497,8 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
     again = plan(planner, sized(half, 60), "victim", "x", priority_class_name="tin")
     assert again.placement is None and again.refusal is not None
     assert again.refusal.reason == Reason.NO_CAPACITY
-    assert inv.used(("gpu.nvidia.com", "n1", "gpu-0")) > 100  # over-committed until the claim goes
+    assert inv.displaced(("x", "victim")) and not inv.displaced(("y", "urgent"))
+    assert inv.room(("gpu.nvidia.com", "n1", "gpu-0"), [("x", "victim")]) < 60  # not for it: it lost the card
 
 
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
