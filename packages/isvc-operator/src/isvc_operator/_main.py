@@ -319,13 +319,14 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
             return bool(args.cert_manager)
         return kube.served("cert-manager.io/v1", "Certificate")
 
-    def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
-        """The order is still there (the same one) and still has no plan."""
+    def still_waiting(namespace: str, name: str, uid: str | None, holding: bool) -> bool:
+        """The order is still there (the same one) and still has no plan, or waits to move off the one it
+        holds (the scheduler could not allocate its claim)."""
         obj = kube.orders.get(namespace, name)
         return (
             obj is not None
             and uid in (None, obj["metadata"].get("uid"))
-            and kube.plans.get(namespace, name) is None
+            and (holding or kube.plans.get(namespace, name) is None)
         )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
@@ -351,13 +352,13 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         classes,
         workers=args.workers,
         registry=REGISTRY,
-        waiting=room.waiting,
+        room=room,
         probes=health.schedule,
         holders=holders,
     )
     Gauge(
         "isvc_orders_waiting_for_room",
-        "Orders refused for want of room, to be planned together",
+        "Orders refused for want of room, planned together when room may appear",
         registry=REGISTRY,
     ).set_function(lambda: len(room.waiting()))
     return controller, deps

@@ -9,7 +9,7 @@ import logging
 from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Refusal, Verdict, find_condition
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
 
 __all__ = ["step"]
 
@@ -264,7 +264,6 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container),
     )
     scope.startup_failure = failure
-    if not verdict.holds:
-        exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
-        scope.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
+    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
+        scope.requeue(RETRY_SOON)  # a claim the scheduler cannot allocate: Planned times the planner's turn
     return verdict
