@@ -84,7 +84,9 @@ class Port:
     """The planner port as the controller builds it (client, waiting room, service); the room's passes wake
     the orders they placed, as the controller's queue would take them."""
 
-    def __init__(self, client: PlannerClient, still_waiting: Any = lambda *_: True, period: float = 300.0) -> None:
+    def __init__(
+        self, client: PlannerClient, still_waiting: Any = lambda *_: True, period: float = 300.0
+    ) -> None:
         self.room = WaitingRoom(client, still_waiting=still_waiting, period=period, settle=0.0)
         self.service = PlannerService(client, self.room)
         self.woken: list[tuple[str, str]] = []
@@ -193,7 +195,7 @@ def test_the_room_is_passed_when_the_ledger_frees_room_and_costs_nothing_at_rest
 
 
 def test_a_restarted_planner_passes_the_room(world: Any) -> None:
-    inv, wire, service, _ = world
+    _, wire, service, _ = world
     ask(service, 0)
     token = service.room.client.room_changed(None, 0)
     wire.instance = "p2"
@@ -258,7 +260,10 @@ def test_a_plan_judged_a_moment_ago_is_not_sent_to_the_planner_again_unless_it_w
     def planner(request: httpx.Request) -> httpx.Response:
         calls.append(request.url.path)
         if request.url.path == "/v1/plan":
-            answer = {"refusal": {"reason": "NoCapacity", "message": "m"}, "preempt": [{"namespace": "ns", "name": "low"}]}
+            answer = {
+                "refusal": {"reason": "NoCapacity", "message": "m"},
+                "preempt": [{"namespace": "ns", "name": "low"}],
+            }
             return httpx.Response(200, json=answer)
         return httpx.Response(200, json={"lost": []})
 
@@ -276,7 +281,11 @@ def test_a_plan_judged_a_moment_ago_is_not_sent_to_the_planner_again_unless_it_w
     service.judge("ns", "low", held.model_copy(update={"share_percent": 60}))
     assert calls == ["/v1/hold", "/v1/hold"]
     service.plan(
-        InferenceService.model_validate(order(name="vip", namespace="ns")), facts(5.0), EffectivePolicy.builtin(), None, None
+        InferenceService.model_validate(order(name="vip", namespace="ns")),
+        facts(5.0),
+        EffectivePolicy.builtin(),
+        None,
+        None,
     )
     service.judge("ns", "low", held.model_copy(update={"share_percent": 60}))
     assert calls == ["/v1/hold", "/v1/hold", "/v1/plan", "/v1/hold"]

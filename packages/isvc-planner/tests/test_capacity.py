@@ -32,7 +32,9 @@ def cap(value: int, default: int | None = None, **policy: Any) -> Capacity:
         return Capacity(D(value))
     values = tuple(D(v) for v in policy.pop("valid_values", ()))
     bounds = {k: D(v) for k, v in policy.items()}
-    return Capacity(D(value), Policy(D(default) if default is not None else None, values, ranged=bool(bounds), **bounds))
+    return Capacity(
+        D(value), Policy(D(default) if default is not None else None, values, ranged=bool(bounds), **bounds)
+    )
 
 
 @pytest.mark.parametrize(
@@ -51,7 +53,9 @@ def cap(value: int, default: int | None = None, **policy: Any) -> Capacity:
         (5, cap(9), 5),  # no policy: as asked
     ],
 )
-def test_consumed_capacity_is_the_schedulers(requested: int | None, capacity: Capacity, expected: int) -> None:
+def test_consumed_capacity_is_the_schedulers(
+    requested: int | None, capacity: Capacity, expected: int
+) -> None:
     assert consumed(None if requested is None else D(requested), capacity) == expected
 
 
@@ -66,7 +70,9 @@ def test_consumed_capacity_is_the_schedulers(requested: int | None, capacity: Ca
         (4, cap(9, 0, min=0, step=3), True),
     ],
 )
-def test_violating_the_request_policy_is_the_schedulers(amount: int, capacity: Capacity, expected: bool) -> None:
+def test_violating_the_request_policy_is_the_schedulers(
+    amount: int, capacity: Capacity, expected: bool
+) -> None:
     assert violates(D(amount), capacity.policy) is expected
 
 
@@ -110,7 +116,9 @@ def _round_up_range(requested: int, low: int, step: int | None) -> int:
     return low + step * (n + (1 if rest else 0))
 
 
-def scheduler_admits(used: dict[str, int], asked: dict[str, int], device: dict[str, Any]) -> dict[str, int] | None:
+def scheduler_admits(
+    used: dict[str, int], asked: dict[str, int], device: dict[str, Any]
+) -> dict[str, int] | None:
     """CmpRequestOverCapacity over calculateConsumedCapacity and violatesPolicy; what the claim consumes when
     the device takes it, else None."""
     out = {}
@@ -126,9 +134,11 @@ def scheduler_admits(used: dict[str, int], asked: dict[str, int], device: dict[s
             step = int(parse_quantity(r["step"])) if "step" in r else None
             low = int(parse_quantity(r["min"]))
             amount = _round_up_range(asked[name], low, step)
-            if ("max" in r and amount > int(parse_quantity(r["max"]))) or (step and (amount - low) % step):
-                if amount != int(parse_quantity(policy["default"])):
-                    return None
+            over = ("max" in r and amount > int(parse_quantity(r["max"]))) or bool(
+                step and (amount - low) % step
+            )
+            if over and amount != int(parse_quantity(policy["default"])):
+                return None
         else:
             values = sorted(int(parse_quantity(v)) for v in policy["validValues"])
             amount = next((v for v in values if asked[name] <= v), asked[name])
@@ -224,7 +234,9 @@ def test_the_ledger_admits_exactly_what_the_scheduler_admits(
     used to ask, memory rounded up to whole Mi), every placement's claim is admitted by the scheduler's
     arithmetic beside everything before it, and each device's free room is the largest share it admits."""
     devices = {f"n{i}": _device(f"n{i}", *spec) for i, spec in enumerate(fleet)}
-    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice(n, [d]) for n, d in devices.items()], [])
+    inv = Inventory.from_objects(
+        fleet_device_classes(), [fleet_slice(n, [d]) for n, d in devices.items()], []
+    )
     used: dict[str, dict[str, int]] = {n: {} for n in devices}
     for i, (share, rounded_up) in enumerate(legacy):
         node = f"n{i % len(devices)}"
@@ -250,7 +262,9 @@ def test_the_ledger_admits_exactly_what_the_scheduler_admits(
             caps = inv.devices[("gpu.nvidia.com", node, "gpu-0")].capacities
             if room > 0:
                 fit = {n: int(v) for n, v in share_request(room, caps).items()}
-                assert scheduler_admits(used[node], fit, device) is not None, f"{node}: room {room} not admitted"
+                assert scheduler_admits(used[node], fit, device) is not None, (
+                    f"{node}: room {room} not admitted"
+                )
             if room < 100:
                 more = {n: int(v) for n, v in share_request(room + 1, caps).items()}
                 assert scheduler_admits(used[node], more, device) is None, f"{node}: {room + 1} admitted too"

@@ -14,7 +14,9 @@ GPU = "gpu.nvidia.com"
 KEY = (GPU, "n1", "gpu-0")
 
 
-def launch_plan(namespace: str, name: str, placement: Placement, planned_at: str = "2026-12-01T10:00:00Z") -> dict[str, Any]:
+def launch_plan(
+    namespace: str, name: str, placement: Placement, planned_at: str = "2026-12-01T10:00:00Z"
+) -> dict[str, Any]:
     """A LaunchPlan as the controller stores it: named after its order."""
     return {
         "apiVersion": "ai.deckhouse.io/v1alpha1",
@@ -54,7 +56,9 @@ def plan(planner: Planner, facts: ModelFacts, name: str) -> PlanResponse:
 
 
 def one_card(shares: bool = True) -> Inventory:
-    return Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0, shares=shares)])], [])
+    return Inventory.from_objects(
+        fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0, shares=shares)])], []
+    )
 
 
 def test_a_launch_plan_holds_its_device_after_the_reservation_expired_issue_26(
@@ -104,7 +108,9 @@ def test_deleting_a_plan_frees_its_room_and_says_so(models: dict[str, ModelFacts
     assert inv.room(KEY) == 100 and inv.freed > freed
 
 
-def test_a_claim_nobody_allocated_holds_nothing_whatever_it_says_issue_29(models: dict[str, ModelFacts]) -> None:
+def test_a_claim_nobody_allocated_holds_nothing_whatever_it_says_issue_29(
+    models: dict[str, ModelFacts],
+) -> None:
     """Phantom claims: the order's label, pinned by uuid, no pod. They never hold a device."""
     inv = one_card()
     uuid = inv.devices[KEY].uuid

@@ -621,14 +621,17 @@ class Placement(Wire):
 def claim_capacity_requests(placement: Placement) -> dict[str, str] | None:
     """What one device's claim asks of its consumable capacity for this placement (None: nothing).
 
-    A shared placement asks its share and a part of the memory (some drivers default an unrequested
-    memory to the whole device): the planner's exact figures when the plan carries them, else the share
-    and the memory rounded up to whole Mi, as plans made before the planner computed them were claimed.
+    The planner's exact figures when the plan carries them (a share, or whole shareable cards under tensor
+    parallel); else, for a shared placement, the share and the memory rounded up to whole Mi, as plans made
+    before the planner computed them were claimed (some drivers default an unrequested memory to the whole
+    device).
     """
-    if placement.placement_mode != PlacementMode.SHARED or placement.sharing_mode == SharingMode.PARTITION:
+    if placement.sharing_mode == SharingMode.PARTITION:
         return None
     if placement.capacity_requests:
         return dict(placement.capacity_requests)
+    if placement.placement_mode != PlacementMode.SHARED:
+        return None
     requests = {"shares": str(placement.share_percent)}
     if placement.memory_gi_b is not None:
         requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"

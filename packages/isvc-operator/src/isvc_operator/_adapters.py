@@ -156,7 +156,9 @@ class PlannerService:
         if known is not None and known[0] == stored:
             return known[1]
         try:
-            verdict = self.client.hold(isvc_planner_client.OrderRef(namespace=namespace, name=name), placement)
+            verdict = self.client.hold(
+                isvc_planner_client.OrderRef(namespace=namespace, name=name), placement
+            )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
         judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost))

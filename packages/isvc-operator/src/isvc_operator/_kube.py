@@ -22,7 +22,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
 log = logging.getLogger(__name__)

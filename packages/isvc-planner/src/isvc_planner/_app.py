@@ -139,7 +139,9 @@ def create_app(
         """Drop the reservation of an order that will not take it; idempotent."""
         return Released(released=planner.release(order.namespace, order.name))
 
-    @v1.post("/hold", response_model=HoldVerdict, response_model_exclude_none=True, response_model_by_alias=True)
+    @v1.post(
+        "/hold", response_model=HoldVerdict, response_model_exclude_none=True, response_model_by_alias=True
+    )
     def hold(request: HoldRequest) -> HoldVerdict:
         """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing."""
         refusal = judge_plan(request.placement, inventory)

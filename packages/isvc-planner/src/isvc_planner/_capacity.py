@@ -153,7 +153,9 @@ def violates(amount: Decimal, policy: Policy | None) -> bool:
     return False
 
 
-def consumption(requests: Mapping[str, Decimal] | None, capacities: Mapping[str, Capacity]) -> Consumption | None:
+def consumption(
+    requests: Mapping[str, Decimal] | None, capacities: Mapping[str, Capacity]
+) -> Consumption | None:
     """What a request consumes of every capacity of a device; None when the device cannot take it at all
     (a capacity it does not publish, or an amount its policy refuses)."""
     requests = requests or {}
@@ -168,9 +170,13 @@ def consumption(requests: Mapping[str, Decimal] | None, capacities: Mapping[str,
     return out
 
 
-def fits(used: Mapping[str, Decimal], take: Mapping[str, Decimal], capacities: Mapping[str, Capacity]) -> bool:
+def fits(
+    used: Mapping[str, Decimal], take: Mapping[str, Decimal], capacities: Mapping[str, Capacity]
+) -> bool:
     """Whether `take` fits beside what is `used` in every capacity of the device (`CmpRequestOverCapacity`)."""
-    return all(used.get(name, Decimal(0)) + take.get(name, Decimal(0)) <= c.value for name, c in capacities.items())
+    return all(
+        used.get(name, Decimal(0)) + take.get(name, Decimal(0)) <= c.value for name, c in capacities.items()
+    )
 
 
 def _down(amount: Decimal, capacity: Capacity) -> Decimal:

@@ -83,7 +83,9 @@ _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 OrderKey = tuple[str, str]  # (namespace, order name)
-GroupKey = tuple[int, bool, str, str, tuple[object, ...]]  # (memory or -1, shareable, type, product, capacities)
+GroupKey = tuple[
+    int, bool, str, str, tuple[object, ...]
+]  # (memory or -1, shareable, type, product, capacities)
 Amounts = tuple[tuple[str, Decimal], ...]
 
 
@@ -575,7 +577,11 @@ class Inventory:
         with self.lock:
             self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, holdings)
             reserved = self._reservations.get(key)
-            if holdings and reserved is not None and {h.device for h in reserved[1]} <= {h.device for h in holdings}:
+            if (
+                holdings
+                and reserved is not None
+                and {h.device for h in reserved[1]} <= {h.device for h in holdings}
+            ):
                 self.release(key)
 
     def delete_plan(self, plan: Mapping[str, Any]) -> None:
@@ -585,7 +591,9 @@ class Inventory:
         with self.lock:
             self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, [])
 
-    def _set_source(self, source: str, table: dict[Any, list[Holding]], key: Any, holdings: list[Holding]) -> None:
+    def _set_source(
+        self, source: str, table: dict[Any, list[Holding]], key: Any, holdings: list[Holding]
+    ) -> None:
         old = table.pop(key, [])
         for h in old:
             if h.order is not None:
@@ -623,8 +631,7 @@ class Inventory:
         ]
         with self.lock:
             old = self._reservations.pop(order, (0.0, []))[1]
-            for h in old:
-                self._order_sources.get(order, set()).discard(source)
+            self._order_sources.get(order, set()).discard(source)
             self._replace(source, old, new)
             if new:
                 self._order_sources.setdefault(order, set()).add(source)
@@ -697,9 +704,7 @@ class Inventory:
         for device in devices:
             self._index_device(device)
         self.version += 1
-        if any(
-            (was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices
-        ):
+        if any((was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices):
             self._free()
 
     def _consumption(self, h: Holding, device: Device) -> Consumption | None:
@@ -834,7 +839,9 @@ class Inventory:
         when its counters are drawn down by its partitioned siblings."""
         return UNITS - self.room(key)
 
-    def distrust(self, keys: Iterable[DeviceKey], units: int | None, ttl: float, order: OrderKey | None) -> bool:
+    def distrust(
+        self, keys: Iterable[DeviceKey], units: int | None, ttl: float, order: OrderKey | None
+    ) -> bool:
         """The scheduler refused a claim of `order` for `units` shares (None: whole devices) on these devices
         while the ledger saw room: no claim of that size or larger is offered on them until a holding of
         someone else there is released or shrinks, the pool is published again, or `ttl` passes.
@@ -890,7 +897,9 @@ class Inventory:
     def _refused_near(self, key: DeviceKey, order: OrderKey | None) -> bool:
         """Whether a refusal on the device or its counter siblings names `order` (its own releases there do
         not end the refusal: the order moving away is not the cluster changing)."""
-        return order is not None and any((r := self._distrust.get(k)) is not None and r[2] == order for k in self._near(key))
+        return order is not None and any(
+            (r := self._distrust.get(k)) is not None and r[2] == order for k in self._near(key)
+        )
 
     def _others_released(self, key: DeviceKey, order: OrderKey | None) -> int:
         """How many holdings went or changed on a device and its counter siblings, the refused order's
@@ -971,7 +980,9 @@ class Inventory:
                         whole = whole or alone
                         _add(used, load or {})
                     elif who == order:
-                        above = [f"{w[0]}/{w[1]}" if w else "a claim of no order" for w, *_ in ranked if w != order]
+                        above = [
+                            f"{w[0]}/{w[1]}" if w else "a claim of no order" for w, *_ in ranked if w != order
+                        ]
                         out.append(
                             f"{device.ident}: holders of higher priority or earlier ({', '.join(above[:4])}) "
                             f"leave no room for this order's holding at priority {priority}"

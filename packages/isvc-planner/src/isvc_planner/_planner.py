@@ -53,8 +53,8 @@ from isvc_planner_client import (
     parse_quantity,
 )
 
-from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._capacity import quantity_text
+from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, GroupKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
 
@@ -1061,7 +1061,10 @@ class Planner:
         self.inventory.reserve(
             order,
             priority,
-            [(d.key, found.units if shared else None, d.share_request(found.units) if shared else None) for d in found.devices],
+            [
+                (d.key, found.units if shared else None, d.share_request(found.units) if shared else None)
+                for d in found.devices
+            ],
             self.reservation_ttl,
         )
 

@@ -127,7 +127,8 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
         return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
     if judgement.refusal is not None:
         return Verdict.refuse(
-            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {judgement.refusal.message}; {whose}."
+            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+            f"LaunchPlan {scope.name!r}: {judgement.refusal.message}; {whose}.",
         )
     outside = _outside_policy(scope, spec.placement)
     if outside is not None:
@@ -407,7 +408,9 @@ def _unserved(placement: Placement, refusal: Refusal) -> Refusal:
     never the permanent NoCompatibleRuntimeAvailable on the way to it (issue 26)."""
     if refusal.reason not in (Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, Reason.QUANTIZATION_MISMATCH):
         return refusal
-    where = f"{placement.accelerator_product_name} ({placement.placement_mode.value}, {placement.device_count})"
+    where = (
+        f"{placement.accelerator_product_name} ({placement.placement_mode.value}, {placement.device_count})"
+    )
     return Refusal(
         reason=Reason.NO_COMPATIBLE_PLACEMENT,
         message=(
