@@ -2,12 +2,13 @@
 
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
 `/v1/chat/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
-is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API (cached a few seconds);
-without that Secret no token is accepted, unless the order was switched to authentication None.
-`/v1/models` lists exactly the name the order's compiled runtime serves: the value of
-`--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in its LaunchPlan's `spec.runtime.args`, read
-through the Kubernetes API like the Secret; with no LaunchPlan or runtime it lists nothing, as no server
-would run. Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
+is the `token` key of its Secret `{name}-auth`; without that Secret no token is accepted, unless the order
+was switched to authentication None. `/v1/models` lists exactly the name the order's compiled runtime
+serves: the value of `--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in its LaunchPlan's
+`spec.runtime.args`; with no LaunchPlan or runtime it lists nothing, as no server would run. Both are kept
+by a list and a watch each (the module's labelled Secrets, every LaunchPlan), not read per request: the
+bed's API server load at rest is the product's own (issue 26: 2,809 of 3,040 reads a minute at rest came
+from reading them on every probe). Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
 `set_auth_none`, `set_model` (list another name, as a misconfigured runtime would); the same over HTTP
 under `/_control/`.
 
@@ -33,8 +34,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
+from kubernetes import watch as k8s_watch
 
 from isvc_testbed._kube import api_client
 
@@ -80,57 +82,101 @@ class OrderState:
     requests: int = 0
 
 
-class _Cached:
-    """An answer per order read through the API server, cached (misses too) for `ttl` seconds."""
+class _Watched:
+    """An answer per order kept by a list and a watch of one kind, in a thread; read from memory only."""
 
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
+    def __init__(self, list_call: Callable[..., Any], *args: Any, label_selector: str | None = None) -> None:
+        self._call = (list_call, args, label_selector)
+        self._values: dict[tuple[str, str], str | None] = {}
         self._lock = threading.Lock()
+        self._listed = threading.Event()
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, name=f"standin-watch-{list_call.__name__}", daemon=True).start()
 
     def __call__(self, namespace: str, name: str) -> str | None:
-        key = (namespace, name)
+        self._listed.wait(10)
         with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and time.monotonic() - hit[0] < self._ttl:
-                return hit[1]
-            try:
-                answer = self._read(namespace, name)
-            except ApiException as e:
-                if e.status not in (403, 404):
-                    raise
-                answer = None
-            self._cache[key] = (time.monotonic(), answer)
-            return answer
+            return self._values.get((namespace, name))
 
-    def _read(self, namespace: str, name: str) -> str | None:
+    def stop(self) -> None:
+        """End the watch at its next event or timeout."""
+        self._stop.set()
+
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
         raise NotImplementedError
 
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        raise NotImplementedError
 
-class SecretTokens(_Cached):
-    """Reads `{name}-auth`.data.token through the API server, caching answers (also misses) briefly."""
+    def _run(self) -> None:
+        call, args, selector = self._call
+        extra = {"label_selector": selector} if selector else {}
+        while not self._stop.is_set():
+            try:
+                listing = call(*args, _preload_content=False, **extra)
+                body = json.loads(listing.data)
+                values = {
+                    k: self._value(o) for o in body.get("items") or [] if (k := self._key(o)) is not None
+                }
+                with self._lock:
+                    self._values = values
+                self._listed.set()
+                stream = k8s_watch.Watch().stream(
+                    call,
+                    *args,
+                    resource_version=body["metadata"]["resourceVersion"],
+                    timeout_seconds=240,
+                    **extra,
+                )
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    obj = event["object"]
+                    if not isinstance(obj, dict):
+                        obj = k8s.ApiClient().sanitize_for_serialization(obj)
+                    key = self._key(obj)
+                    if event["type"] == "ERROR":
+                        break
+                    if key is None:
+                        continue
+                    with self._lock:
+                        if event["type"] == "DELETED":
+                            self._values.pop(key, None)
+                        else:
+                            self._values[key] = self._value(obj)
+            except Exception:  # the API server restarted, the kind is not served yet: list again
+                self._stop.wait(1.0)
 
-    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
-        super().__init__(ttl)
-        self._core = k8s.CoreV1Api(api)
 
-    def _read(self, namespace: str, name: str) -> str | None:
-        secret = self._core.read_namespaced_secret(f"{name}-auth", namespace)
-        raw = (secret.data or {}).get("token")
+class SecretTokens(_Watched):
+    """`{name}-auth`.data.token of the module's Secrets (labelled with their order), kept by a watch."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        super().__init__(k8s.CoreV1Api(api).list_secret_for_all_namespaces, label_selector=LABEL_ORDER)
+
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        return (meta.get("namespace") or "", name[: -len("-auth")]) if name.endswith("-auth") else None
+
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        raw = (obj.get("data") or {}).get("token")
         return base64.b64decode(raw).decode() if raw else None
 
 
-class LaunchPlanNames(_Cached):
-    """Reads the served name from LaunchPlan `{name}`.spec.runtime.args, caching answers (also misses)
-    briefly, as a replanned order's runtime may change."""
+class LaunchPlanNames(_Watched):
+    """The served name from every LaunchPlan's spec.runtime.args, kept by a watch (a replanned order's
+    runtime may change)."""
 
-    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
-        super().__init__(ttl)
-        self._custom = k8s.CustomObjectsApi(api)
+    def __init__(self, api: k8s.ApiClient) -> None:
+        super().__init__(k8s.CustomObjectsApi(api).list_cluster_custom_object, GROUP, VERSION, "launchplans")
 
-    def _read(self, namespace: str, name: str) -> str | None:
-        plan: Any = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "launchplans", name)
-        runtime = (plan.get("spec") or {}).get("runtime") or {}
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
+        meta = obj.get("metadata") or {}
+        return (meta.get("namespace") or "", str(meta.get("name") or ""))
+
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        runtime = (obj.get("spec") or {}).get("runtime") or {}
         return served_name([str(a) for a in runtime.get("args") or []])
 
 
@@ -160,10 +206,10 @@ class StandIn:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0, ttl: float = 3.0) -> StandIn:
-        """A stand-in that reads auth Secrets and LaunchPlans with the given (admin) kubeconfig."""
+    def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0) -> StandIn:
+        """A stand-in that watches auth Secrets and LaunchPlans with the given (admin) kubeconfig."""
         api = api_client(kubeconfig)
-        return cls(SecretTokens(api, ttl), LaunchPlanNames(api, ttl), port=port)
+        return cls(SecretTokens(api), LaunchPlanNames(api), port=port)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -179,7 +225,10 @@ class StandIn:
         return self.base_url
 
     def stop(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving, the watches, and release the port."""
+        for source in (self._tokens, self._served):
+            if isinstance(source, _Watched):
+                source.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

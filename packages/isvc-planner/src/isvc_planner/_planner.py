@@ -602,8 +602,10 @@ class Planner:
 
     # ------------------------------------------------------------------ filters
 
-    def _passes(self, device: Device, ask: _Ask) -> bool:
-        if device.key in ask.distrust and self._refused_for(device, ask):
+    def _passes(self, device: Device, ask: _Ask, *, refusals: bool = True) -> bool:
+        """Whether the order may be placed on the device: its filters, and (unless told not to) no refusal
+        by the scheduler standing there for what it would ask."""
+        if refusals and device.key in ask.distrust and self._refused_for(device, ask):
             return False
         if ask.min_cc and (
             device.compute_capability is None or _semver(device.compute_capability) < _semver(ask.min_cc)
@@ -834,10 +836,13 @@ class Planner:
         inv = self.inventory
         pools: dict[tuple[str, GroupKey], int] = {}
         for device in inv.class_devices(cls):
-            if device.tainted or not self._passes(device, ask):
+            if device.tainted or not self._passes(device, ask, refusals=False):
                 continue
+            refused = device.key in ask.distrust and self._refused_for(device, ask)
             f.admitted += 1
             free = inv.room(device.key, (order,)) if device.key in ask.own else inv.room(device.key)
+            if refused:
+                free = 0  # the scheduler said there is no room there for this order's claim
             for h in inv.holdings_on(device.key):
                 if h.order is not None and h.order != order and inv.priority_of_holding(h) < priority:
                     f.lower.add(h.order)
