@@ -101,8 +101,14 @@ def create_app(
             raise HTTPException(verdict.status, verdict.detail, headers=headers)
         return verdict.username or ""
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller)])
     inventory: Inventory = planner.inventory
+
+    def listed() -> None:
+        # A ledger that has not listed every kind (a restart) would place on what plans or claims hold.
+        if not inventory.synced:
+            raise HTTPException(503, "the inventory has not listed every kind yet")
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller), Depends(listed)])
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
     planner.on_disagreement = metrics.disagreements.inc
