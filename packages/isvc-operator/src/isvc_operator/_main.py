@@ -148,6 +148,13 @@ def parser() -> argparse.ArgumentParser:
         "twice at once)",
     )
     p.add_argument(
+        "--waiting-room-seconds",
+        type=float,
+        default=300.0,
+        help="orders waiting for room are planned again together at least this often; otherwise only when "
+        "the planner's ledger may have made room (a safety net, not the way waiting orders move)",
+    )
+    p.add_argument(
         "--resync-seconds",
         type=float,
         default=3600.0,
@@ -330,7 +337,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
-    room = WaitingRoom(client, still_waiting=still_waiting)
+    room = WaitingRoom(client, still_waiting=still_waiting, period=args.waiting_room_seconds)
     health = _health(args)
     deps = Deps(
         cluster=kube,
@@ -361,6 +368,11 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         "Orders refused for want of room, planned together when room may appear",
         registry=REGISTRY,
     ).set_function(lambda: len(room.waiting()))
+    Gauge(
+        "isvc_waiting_room_passes",
+        "Passes of the waiting room since the controller started: each one plan_many of every waiting order",
+        registry=REGISTRY,
+    ).set_function(lambda: room.passes)
     return controller, deps
 
 

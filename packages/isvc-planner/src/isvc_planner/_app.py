@@ -49,7 +49,7 @@ class PlannerMetrics:
         )
         self.duration = Histogram(
             "isvc_planner_plan_duration_seconds",
-            "Time one plan request took, by endpoint (plan or plans).",
+            "Time one request took, by endpoint (plan, plans, hold; room: how long a long poll waited).",
             ["endpoint"],
             registry=registry,
         )
@@ -150,10 +150,15 @@ def create_app(
     )
     def hold(request: HoldRequest) -> HoldVerdict:
         """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing."""
+        started = time.monotonic()
         refusal = judge_plan(request.placement, inventory)
-        if refusal is not None:
-            return HoldVerdict(refusal=refusal)
-        return HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
+        verdict = (
+            HoldVerdict(refusal=refusal)
+            if refusal is not None
+            else HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
+        )
+        metrics.duration.labels(endpoint="hold").observe(time.monotonic() - started)
+        return verdict
 
     @v1.get("/room", response_model=RoomChange, response_model_by_alias=True)
     def room(
@@ -168,7 +173,9 @@ def create_app(
                 seen = int(after.split(":", 1)[1])
             except ValueError:
                 seen = None
+        started = time.monotonic()
         freed = inventory.freed if seen is None else inventory.wait_freed(seen, wait)
+        metrics.duration.labels(endpoint="room").observe(time.monotonic() - started)
         return RoomChange(epoch=f"{instance}:{freed}")
 
     @v1.get(
