@@ -20,6 +20,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
+from isvc_api import ConditionType, Reason
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -327,13 +328,17 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         return kube.served("cert-manager.io/v1", "Certificate")
 
     def still_waiting(namespace: str, name: str, uid: str | None, holding: bool) -> bool:
-        """The order is still there (the same one) and still has no plan, or waits to move off the one it
-        holds (the scheduler could not allocate its claim)."""
+        """The order is still there (the same one) and still has no plan; or, holding one, still waits to move
+        off it: the scheduler could not allocate its claim, or a recomputation found no room (in force)."""
         obj = kube.orders.get(namespace, name)
+        if obj is None or uid not in (None, obj["metadata"].get("uid")):
+            return False
+        if not holding:
+            return kube.plans.get(namespace, name) is None
+        said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
         return (
-            obj is not None
-            and uid in (None, obj["metadata"].get("uid"))
-            and (holding or kube.plans.get(namespace, name) is None)
+            said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value
+            or said.get(ConditionType.PLANNED.value) == Reason.LAUNCH_PLAN_IN_FORCE.value
         )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
