@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 import yaml
+from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
@@ -773,9 +774,19 @@ def waiting_room(
         }
         say(f"  at rest: {rest}")
         first = held[0]
-        t_free = time.monotonic()
+        claims = k8s.ResourceV1Api(b.admin)
+
+        def device_free() -> bool:  # its pod gone and its claim with it: what the scheduler frees the L4 on
+            items = claims.list_namespaced_resource_claim(
+                BENCH_NS, label_selector=f"{LABEL_ORDER}={first}"
+            ).items
+            return not any(c.status and c.status.allocation for c in items)
+
+        t_delete = time.monotonic()
         b.orders_api().delete_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", first)
         with explained(b):
+            wait_for(device_free, 300, interval=0.05, what=f"the claim of {first} released")
+            t_free = time.monotonic()
             moved = wait_for(
                 lambda: [n for n in ready() if n != first] or None,
                 300,
@@ -783,11 +794,15 @@ def waiting_room(
                 what="a waiting order Ready",
             )
         freed = round(time.monotonic() - t_free, 2)
-        say(f"  the L4 freed: {moved[0]} Ready {freed} s later")
+        released = round(t_free - t_delete, 2)
+        say(
+            f"  {first} deleted, its claim released {released} s later; {moved[0]} Ready {freed} s after that"
+        )
         return {
             "waiting": waiting - 1,
             "fill_seconds": filled,
             "at_rest": rest,
+            "order_deleted_to_device_free_seconds": released,
             "device_freed_to_ready_seconds": freed,
             "ready_after_freeing": moved[0],
             "goals": {"cpu_percent_at_rest": 2.0, "planner_plan_calls_per_safety_period": 1},

@@ -127,3 +127,16 @@ def test_an_allocation_holds_what_the_scheduler_recorded_whoever_made_the_claim(
     inv = one_card()
     inv.upsert_claim(fleet_claim("other", "theirs", None, [("n1", "gpu-0", 90)]))
     assert inv.room(KEY) == 10
+
+
+def test_a_relist_of_unchanged_objects_makes_no_room_issue_26() -> None:
+    """The watches list again every few minutes: that must not wake every waiting order."""
+    inv = one_card()
+    freed = inv.freed
+    inv.upsert_slice(fleet_slice("n1", [fleet_gpu("n1", 0)]))
+    for dc in fleet_device_classes():
+        inv.upsert_device_class(dc)
+    claim = fleet_claim("ns", "c", "o", [("n1", "gpu-0", 30)])
+    inv.upsert_claim(claim)
+    inv.upsert_claim(claim)
+    assert inv.freed == freed

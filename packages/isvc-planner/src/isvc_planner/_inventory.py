@@ -367,10 +367,12 @@ class Inventory:
         self.class_selectors[name] = selectors
 
     def upsert_device_class(self, dc: Mapping[str, Any]) -> None:
-        """Add or change a DeviceClass; re-judges every device against it."""
+        """Add or change a DeviceClass; re-judges every device against it (a relist changes nothing)."""
         with self.lock:
+            before = self.class_selectors.get(dc["metadata"]["name"])
             self._set_class(dc)
-            self._rejudge_all()
+            if before != self.class_selectors[dc["metadata"]["name"]]:
+                self._rejudge_all()
 
     def delete_device_class(self, name: str) -> None:
         """Forget a DeviceClass."""
@@ -413,6 +415,8 @@ class Inventory:
             name = sl["metadata"]["name"]
             old = self._slices.get(name)
             self._slices[name] = sl
+            if old is not None and old.get("spec") == sl.get("spec"):
+                return  # a relist, or metadata only: the pool is what it was
             self._pool_slices.setdefault(_pool_id(sl), set()).add(name)
             if old is not None and _pool_id(old) != _pool_id(sl):
                 self._pool_slices.get(_pool_id(old), set()).discard(name)
