@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from isvc_runtime_recipes import load_recipes
-from isvc_workload import AUTH_SECRET_KEY, auth_secret_name
+from isvc_workload import AUTH_SECRET_KEY, FETCH_CONTAINER_NAME, HF_TOKEN_ENV, auth_secret_name
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from isvc_testbed._bins import bin_dir, require_bins
 from isvc_testbed._errors import BinariesMissing, ImagesMissing
@@ -32,7 +33,15 @@ from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.images import image_archive
 from isvc_testbed.llamabed import CLASS, ORDER, RECIPE, REPO, llama_bed
-from isvc_testbed.module import ROOT, ModuleProcesses, conditions_line, install_chart, order_status
+from isvc_testbed.module import (
+    NAMESPACE,
+    ROOT,
+    ModuleProcesses,
+    chart_flags,
+    conditions_line,
+    install_chart,
+    order_status,
+)
 from isvc_testbed.orders import hf
 from isvc_testbed.realnode import require_realnode_bins
 from isvc_testbed.standin import StandIn
@@ -68,31 +77,92 @@ def _start_standin(cluster: Cluster, log_dir: Path) -> tuple[subprocess.Popen[by
     return proc, template
 
 
+def _leading(cluster: Cluster, pid: int, timeout: float) -> None:
+    """Wait until the controller process `pid` holds the leader Lease (its identity is `<host>_<pid>`)."""
+    with cluster.api_client("admin") as api:
+        leases = k8s.CoordinationV1Api(api)
+
+        def held() -> bool:
+            try:
+                lease = leases.read_namespaced_lease("isvc-controller", NAMESPACE)
+            except ApiException as e:
+                if e.status == 404:
+                    return False
+                raise
+            holder = (lease.spec.holder_identity or "") if lease.spec else ""
+            return holder.endswith(f"_{pid}")
+
+        wait_for(held, timeout, interval=0.1, what="the controller leading")
+
+
+class Stages:
+    """Seconds each stage of `up` took, printed as it ends: where a newcomer's wait goes."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def done(self, stage: str, what: str) -> float:
+        now = time.monotonic()
+        self.seconds[stage] = now - self._mark
+        self._mark = now
+        say(f"[{self.seconds[stage]:5.1f}s] {stage}: {what}")
+        return self.seconds[stage]
+
+
+def _download_step(api: k8s.ApiClient, namespace: str, name: str) -> list[str]:
+    """What the order's pod does before its runtime starts, from its pod template: the lines `up` prints."""
+    workload: Any = k8s.AppsV1Api(api).read_namespaced_stateful_set(name, namespace)
+    pod = workload.spec.template.spec
+    fetch = next((c for c in pod.init_containers or [] if c.name == FETCH_CONTAINER_NAME), None)
+    if fetch is None:
+        return ["  no download step: the controller runs without a model fetch image"]
+    env = {e.name: e for e in fetch.env or []}
+    endpoint = env["HF_ENDPOINT"].value if "HF_ENDPOINT" in env else "the Hub"
+    token = env.get(HF_TOKEN_ENV)
+    ref = token.value_from.secret_key_ref if token is not None and token.value_from else None
+    return [
+        f"  init container {fetch.name} ({fetch.image}): {' '.join(fetch.command or [])}",
+        f"    from {endpoint} (the stand-in Hub on loopback, the chart's huggingFace.endpoint)",
+        f"    {HF_TOKEN_ENV}: Secret {ref.name}, key {ref.key}"
+        if ref is not None
+        else f"    {HF_TOKEN_ENV}: none — an order naming spec.model.authSecretRef gets its token here, and only "
+        "here",
+        "    (KWOK simulates the pod: the step is configured as in a cluster; no container runs it here)",
+    ]
+
+
 def up(state_dir: Path, timeout: float) -> int:
-    """Start everything in the background, create the README order as alice, wait for Ready."""
+    """Start everything in the background, create the README order as alice, wait for Ready; print how long
+    each stage took."""
     state_file = state_dir / STATE
     if state_file.exists():
         say(f"already up (state in {state_file}); run `nox -s down` first")
         return 1
     state_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    stages = Stages()
     cluster = Cluster(die_with_parent=False).start()
     extra: dict[str, int] = {}
     try:
-        say(f"control plane up in {cluster.startup_seconds:.1f}s: {cluster.server}")
+        stages.done(
+            "control plane", f"etcd, kube-apiserver, controller-manager, scheduler, KWOK at {cluster.server}"
+        )
         with cluster.api_client("admin") as admin:
             Fleet.load(ROOT / "e2e" / "fleets" / "default.yaml").publish(admin)
-            say("fleet published: simulated GPU nodes and their ResourceSlices")
-            install_chart(cluster)
-            say("module chart installed: CRDs, RBAC, default-llm, controller and planner Deployments")
+            stages.done("fleet", "simulated GPU nodes, DeviceClasses and the driver's ResourceSlices")
+            logs = cluster.workdir / "module-logs"
+            logs.mkdir(exist_ok=True)
+            standin, template = _start_standin(cluster, logs)
+            extra["standin"] = standin.pid
+            module = ModuleProcesses(cluster, template)
+            # the chart's settings a cluster would have: the module downloads from the (stand-in) Hub
+            install_chart(cluster, {"huggingFace": {"endpoint": module.hub_url}})
             user_namespace(admin, "team-a", user="alice", cluster_role="d8:user-authz:isvc:editor")
             # and the usual rights of a namespace user (read Secrets, e.g. the endpoint token)
             user_namespace(admin, "team-a", user="alice", cluster_role="edit")
-        logs = cluster.workdir / "module-logs"
-        logs.mkdir(exist_ok=True)
-        standin, template = _start_standin(cluster, logs)
-        extra["standin"] = standin.pid
-        module = ModuleProcesses(cluster, template).start()
+            stages.done("chart", "CRDs, RBAC, default-llm, the controller's and the planner's Deployments")
+        module.controller_args = chart_flags(cluster, "--model-fetch-image", "--huggingface-endpoint")
+        module.start()
         extra.update(module.state()["pids"])
         state = cluster.state()
         state_file.write_text(
@@ -106,7 +176,15 @@ def up(state_dir: Path, timeout: float) -> int:
                 indent=2,
             )
         )
-        say(f"controller and planner running as the chart's ServiceAccounts (logs: {logs})")
+        stages.done(
+            "module processes",
+            f"volumes, stand-in Hub, planner, controller, as the chart's ServiceAccounts (logs: {logs}); "
+            f"from the chart: {' '.join(module.controller_args)}",
+        )
+        controller = module.pid("controller")
+        assert controller is not None
+        _leading(cluster, controller, timeout)
+        stages.done("controller leading", "it holds the Lease d8-isvc/isvc-controller")
         with cluster.api_client("alice") as alice:
             k8s.CustomObjectsApi(alice).create_namespaced_custom_object(
                 "ai.deckhouse.io", "v1alpha1", "team-a", "inferenceservices", README_ORDER
@@ -115,18 +193,26 @@ def up(state_dir: Path, timeout: float) -> int:
             status = _watch_order(
                 lambda: order_status(alice, "team-a", "support-llm"), module.check, "support-llm", timeout
             )
+            stages.done("order Ready", "from alice's create to phase Ready")
+            download = _download_step(alice, "team-a", "support-llm")
     except BaseException:
         _stop_extra(extra)
         cluster.stop()
         state_file.unlink(missing_ok=True)
         raise
     resolved = status.get("resolved", {})
+    total = sum(stages.seconds.values())
     say(
-        f"Ready in {time.monotonic() - t0:.1f}s: {status['endpoint']['url']} "
-        f"({status['model']['endpointType']}, {resolved.get('placementMode')} "
-        f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')})"
+        f"Ready: {status['endpoint']['url']} ({status['model']['endpointType']}, {resolved.get('placementMode')} "
+        f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')}); the order took "
+        f"{stages.seconds['order Ready']:.1f}s after the controller led, everything {total:.1f}s"
     )
+    say("Its download step (the pod's init container, as the chart configures it):")
+    for line in download:
+        say(line)
     kubectl = bin_dir() / "kubectl"
+    served = resolved.get("servedModel")
+    base = template.format(namespace="team-a", name="support-llm")
     say(f"export KUBECONFIG={cluster.alice_kubeconfig}   # as alice")
     say(f"{kubectl} get inferenceservice support-llm -n team-a -o yaml")
     say("The endpoint's address is simulated; its stand-in answers on loopback:")
@@ -134,9 +220,10 @@ def up(state_dir: Path, timeout: float) -> int:
         f"  TOKEN=$({kubectl} get secret {status['authSecretName']} -n team-a -o jsonpath='{{.data.token}}' "
         "| base64 -d)"
     )
+    say(f'  curl -sS {base}/v1/models -H "Authorization: Bearer $TOKEN"')
     say(
-        f"  curl -sS {template.format(namespace='team-a', name='support-llm')}/v1/models "
-        '-H "Authorization: Bearer $TOKEN"'
+        f"  curl -sS {base}/v1/completions -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' "
+        f'-d \'{{"model": "{served}", "prompt": "Hello", "max_tokens": 16}}\''
     )
     say("Tear down: nox -s down")
     return 0

@@ -30,7 +30,7 @@ from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.volumes import STORAGE_CLASS
 
-__all__ = ["ROOT", "ModuleProcesses", "chart_values", "install_chart"]
+__all__ = ["ROOT", "ModuleProcesses", "chart_flags", "chart_values", "install_chart"]
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"
@@ -146,6 +146,15 @@ def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> Non
         raise RuntimeError(f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}")
 
 
+def chart_flags(cluster: Cluster, *names: str) -> tuple[str, ...]:
+    """The flags `names` (`--name=value`) as the installed chart passes them to the controller: the args of its
+    Deployment, which KWOK simulates and the local controller process stands in for."""
+    with cluster.api_client("admin") as api:
+        deployment: Any = k8s.AppsV1Api(api).read_namespaced_deployment("isvc-controller", NAMESPACE)
+    [container] = [c for c in deployment.spec.template.spec.containers if c.name == "controller"]
+    return tuple(a for a in container.args or [] if a.split("=", 1)[0] in names)
+
+
 def token_file(kubeconfig: Path) -> Path:
     """The bearer token of a kubeconfig's user, written beside it (as a pod's ServiceAccount token is)."""
     config = yaml.safe_load(kubeconfig.read_text())
@@ -169,6 +178,7 @@ class ModuleProcesses:
         self.hub_port = _free_port()
         self.metrics_port = _free_port()  # the first controller's /metrics on loopback (a standby has none)
         self.planner_args: tuple[str, ...] = ()  # extra flags of every planner start (e.g. --reservation-ttl)
+        self.controller_args: tuple[str, ...] = ()  # flags of every controller start after the defaults
 
     @property
     def planner_url(self) -> str:
@@ -330,6 +340,7 @@ class ModuleProcesses:
                 *(self._webhook_flags() if name == "controller" else []),
                 "--log-level",
                 "Info",
+                *self.controller_args,
                 *extra,
             ],
         )

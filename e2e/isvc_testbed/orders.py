@@ -54,12 +54,13 @@ def catalog(kind: str, name: str) -> Obj:
     return {"src": "AIModels", "ref": {"kind": kind, "name": name}}
 
 
-def assert_refused(status: Obj, type_: str, reason: str, *words: str) -> str:
-    """Condition `type_` is False with `reason`, the order is Pending with status.reason the same, and the
-    condition's message holds every one of `words`; returns that message."""
+def assert_refused(status: Obj, type_: str, reason: str, *words: str, phase: str = "Pending") -> str:
+    """Condition `type_` is False with `reason`, the order is in `phase` (Pending: it has not served;
+    Degraded: the workload it had still answers) with status.reason the same, and the condition's message
+    holds every one of `words`; returns that message."""
     cond = condition(status, type_)
     assert (cond.get("status"), cond.get("reason")) == ("False", reason), f"{type_}: {cond or 'absent'}"
-    assert status.get("phase") == "Pending", f"phase {status.get('phase')!r}, want Pending"
+    assert status.get("phase") == phase, f"phase {status.get('phase')!r}, want {phase}"
     assert status.get("reason") == reason, f"status.reason {status.get('reason')!r}, want {reason!r}"
     message = str(cond.get("message", ""))
     for word in words:

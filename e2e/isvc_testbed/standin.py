@@ -1,14 +1,15 @@
 """A stand-in OpenAI-compatible inference server serving many orders on one 127.0.0.1 port.
 
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
-`/v1/chat/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer token an order accepts
-is the `token` key of its Secret `{name}-auth`; without that Secret no token is accepted, unless the order
-was switched to authentication None. `/v1/models` lists exactly the name the order's compiled runtime
-serves: the value of `--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in its LaunchPlan's
-`spec.runtime.args`; with no LaunchPlan or runtime it lists nothing, as no server would run. Both are kept
-by a list and a watch each (the module's labelled Secrets, every LaunchPlan), not read per request: the
-bed's API server load at rest is the product's own (issue 26: 2,809 of 3,040 reads a minute at rest came
-from reading them on every probe). Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
+`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer
+token an order accepts is the `token` key of its Secret `{name}-auth`; without that Secret no token is
+accepted, unless the order was switched to authentication None.
+`/v1/models` lists exactly the name the order's compiled runtime serves: the value of
+`--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in the arguments of its StatefulSet's server
+container (what its pods run); with no StatefulSet it lists nothing, as no server would run. Both are kept by
+a list and a watch each (the module's labelled Secrets and StatefulSets), not read per request: the bed's
+API server load at rest is the product's own (issue 26: 2,809 of 3,040 reads a minute at rest came from
+reading them on every probe). Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
 `set_auth_none`, `set_model` (list another name, as a misconfigured runtime would); the same over HTTP
 under `/_control/`.
 
@@ -35,18 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from isvc_api import LABEL_ORDER
+from isvc_workload import CONTAINER_NAME
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
 from isvc_testbed._kube import api_client
 
 __all__ = [
-    "LaunchPlanNames",
     "OrderState",
     "SecretTokens",
     "ServedNameSource",
     "StandIn",
     "TokenSource",
+    "WorkloadNames",
     "main",
     "served_name",
 ]
@@ -164,20 +166,26 @@ class SecretTokens(_Watched):
         return base64.b64decode(raw).decode() if raw else None
 
 
-class LaunchPlanNames(_Watched):
-    """The served name from every LaunchPlan's spec.runtime.args, kept by a watch (a replanned order's
-    runtime may change)."""
+class WorkloadNames(_Watched):
+    """The served name from the module's StatefulSets (the server container's arguments), kept by a watch:
+    what the pods that run serve, as a replanned order's pods roll. A plan the cluster refused to roll out (a
+    settled volume too small) leaves the set, and so the name, as they were."""
 
     def __init__(self, api: k8s.ApiClient) -> None:
-        super().__init__(k8s.CustomObjectsApi(api).list_cluster_custom_object, GROUP, VERSION, "launchplans")
+        super().__init__(k8s.AppsV1Api(api).list_stateful_set_for_all_namespaces, label_selector=LABEL_ORDER)
 
     def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
         meta = obj.get("metadata") or {}
         return (meta.get("namespace") or "", str(meta.get("name") or ""))
 
     def _value(self, obj: dict[str, Any]) -> str | None:
-        runtime = (obj.get("spec") or {}).get("runtime") or {}
-        return served_name([str(a) for a in runtime.get("args") or []])
+        containers = (
+            (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+        ) or []
+        server = next((c for c in containers if c.get("name") == CONTAINER_NAME), None)
+        if server is None:
+            return None
+        return served_name([str(a) for a in [*(server.get("command") or []), *(server.get("args") or [])]])
 
 
 def _vector(text: str, dim: int = 8) -> list[float]:
@@ -207,9 +215,9 @@ class StandIn:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0) -> StandIn:
-        """A stand-in that watches auth Secrets and LaunchPlans with the given (admin) kubeconfig."""
+        """A stand-in that watches auth Secrets and StatefulSets with the given (admin) kubeconfig."""
         api = api_client(kubeconfig)
-        return cls(SecretTokens(api), LaunchPlanNames(api), port=port)
+        return cls(SecretTokens(api), WorkloadNames(api), port=port)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -397,6 +405,7 @@ class _Handler(BaseHTTPRequestHandler):
                 else [{"id": m, "object": "model", "created": 0, "owned_by": "isvc-standin"}],
             },
             ("POST", "v1/chat/completions"): self._chat,
+            ("POST", "v1/completions"): self._completion,
             ("POST", "v1/embeddings"): self._embeddings,
             ("POST", "v1/rerank"): self._rerank,
         }
@@ -462,6 +471,23 @@ class _Handler(BaseHTTPRequestHandler):
                 "completion_tokens": 1 + len(last.split()),
                 "total_tokens": 1 + 2 * len(last.split()),
             },
+        }
+
+    def _completion(self, model: str | None) -> Any:
+        """OpenAI's text completion (`/v1/completions`, which vLLM and llama.cpp's server also answer)."""
+        prompt = self._body().get("prompt", "")
+        prompts = [str(p) for p in prompt] if isinstance(prompt, list) else [str(prompt)]
+        words = sum(len(p.split()) for p in prompts)
+        return {
+            "id": "cmpl-standin",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {"index": i, "text": f"echo: {p}", "logprobs": None, "finish_reason": "stop"}
+                for i, p in enumerate(prompts)
+            ],
+            "usage": {"prompt_tokens": words, "completion_tokens": words + 1, "total_tokens": 2 * words + 1},
         }
 
     def _embeddings(self, model: str | None) -> Any:

@@ -465,23 +465,29 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
 
 
 def test_a_plan_replaced_by_hand_after_the_order_is_judged_too(bed: Bed) -> None:
+    """Issue 31: an administrator's edit of the module's own plan (its `computed-by` annotation kept, as
+    `kubectl edit` keeps it) was blamed on the module ("report this as a defect"); the order kept serving on
+    its workload while it read Pending."""
     klass = bed.klass("plan-h100-hand2", selector=H100_ONLY)
     name = bed.order("hand-plan-after", QWEN, klass)
     bed.wait_ready(name)
-    # rewritten by hand: share 150, and no longer marked as computed by the module
+    plan = bed.plan(name)
+    assert plan is not None and plan["metadata"]["annotations"]["ai.deckhouse.io/computed-by"]
+    # edited by hand: share 150, the annotation left as it was
     bed.admin.patch_namespaced_custom_object(
-        GROUP,
-        VERSION,
-        bed.ns,
-        "launchplans",
-        name,
-        {
-            "metadata": {"annotations": {"ai.deckhouse.io/computed-by": None}},
-            "spec": {"placement": {"sharePercent": 150}},
-        },
+        GROUP, VERSION, bed.ns, "launchplans", name, {"spec": {"placement": {"sharePercent": 150}}}
     )
     status = bed.wait_reason(name, "Planned", "LaunchPlanNotAPlacement")
-    assert_refused(status, "Planned", "LaunchPlanNotAPlacement", "sharePercent=150", "delete the LaunchPlan")
+    message = assert_refused(
+        status,
+        "Planned",
+        "LaunchPlanNotAPlacement",
+        "sharePercent=150",
+        "delete the LaunchPlan",
+        "edited by",
+        phase="Degraded",  # its workload keeps answering (Ready stays True)
+    )
+    assert "defect" not in message and condition(status, "Ready")["status"] == "True"
     count = status["resolved"]["replanCount"]
     bed.admin.delete_namespaced_custom_object(GROUP, VERSION, bed.ns, "launchplans", name)
     status = bed.wait_ready(name)

@@ -83,6 +83,8 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
     [(claim, capacity)] = bed.bound_volumes(name).items()  # bound by the PV controller, pod placed on it
     assert claim == f"{first_volume}-{name}-0" and int(parse_quantity(capacity)) == first_size
 
+    served = bed.status(name)["resolved"]
+    assert served["servedModel"] == SMALL
     bed.edit(name, LARGE)
     status = bed.wait(
         name,
@@ -90,6 +92,17 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
         90,
         "WorkloadError: the order outgrew its volume",
     )
+    # Issue 31: the old replica serves, so the order is Degraded (not Pending), and status.resolved describes
+    # it (the small model where it runs), not the refused plan, which the Planned condition names.
+    status = bed.wait(name, lambda s: s.get("phase") == "Degraded", 30, "Degraded while the old set serves")
+    assert condition(status, "Ready")["status"] == "True"
+    resolved = status["resolved"]
+    assert resolved["servedModel"] == SMALL
+    assert {k: resolved.get(k) for k in ("acceleratorProductName", "devices", "modelVolume")} == {
+        k: served.get(k) for k in ("acceleratorProductName", "devices", "modelVolume")
+    }
+    assert resolved["replanCount"] == served["replanCount"] + 1  # the recomputation is counted all the same
+    assert LARGE in bed.plan(name)["spec"]["runtime"]["servedName"]  # type: ignore[index]
     message = condition(status, "WorkloadReady")["message"]
     assert "Release notes" in message and f"delete statefulset {name}" in message
     events = wait_for(

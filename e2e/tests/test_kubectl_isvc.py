@@ -104,10 +104,7 @@ def test_why_as_alice_names_class_not_found_as_hers_and_says_what_she_could_not_
     # kubectl finds the plugin on PATH and the screen says the same to a person
     code, text = plugin(cluster.alice_kubeconfig, "why", "why-no-class", "-n", bed.ns, kubectl=True)
     assert code == 1
-    assert (
-        "ClassResolved is False: ClassNotFound" in text
-        and "Whose fix: yours (the order's owner) — yours" in text
-    )
+    assert "ClassResolved is False: ClassNotFound" in text and "Whose fix: yours" in text
     assert "Could not read" in text and "\033[" not in text
 
 

@@ -151,3 +151,15 @@ def test_a_request_to_an_orders_service_name_answers_as_that_order(standin: Stan
     wrong = httpx.get(f"{standin.base_url}/v1/models", headers={**headers, "Authorization": "Bearer other"})
     assert wrong.status_code == 401
     assert standin.requests("team-a", "chat") == 2
+
+
+def test_a_text_completion_answers_the_openai_clients_completions_call(standin: StandIn) -> None:
+    """Issue 31: the stand-in answers `/v1/completions` as the runtimes do, not only chat."""
+    client = openai.OpenAI(base_url=f"{standin.url_for('team-a', 'chat')}/v1", api_key="s3cret")
+    reply = client.completions.create(model="Qwen/Qwen2.5-7B-Instruct", prompt="Hello there", max_tokens=8)
+    assert (reply.object, reply.model, reply.choices[0].text) == (
+        "text_completion",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "echo: Hello there",
+    )
+    assert reply.usage is not None and reply.usage.prompt_tokens == 2

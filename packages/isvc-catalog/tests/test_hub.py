@@ -97,7 +97,7 @@ SHIPPED = [
         "float32",
         Quantization.NONE,
         None,
-        8194,
+        8192,  # 8194 positions, from pad_token_id + 1 (issue 31)
         24,
         16,
         16,

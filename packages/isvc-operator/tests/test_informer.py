@@ -284,3 +284,101 @@ def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
     ]  # the 410 relisted once
     assert relists == [1]  # after the second list only: before the first nothing was watched
     assert informer.get("team-a", "hf") is None and informer.list() == []
+
+
+def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 31: after the catalog's CRDs were removed, every informer of theirs logged "watch of Model broke
+    (404 ...)" with the API server's headers and body every 30 s, for ever."""
+    from isvc_operator import _kube
+    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+    informer = Informer(None, "ai.deckhouse.io/v1alpha1", "Model")  # type: ignore[arg-type]
+
+    class Dyn:
+        served = True
+        lists = 0
+        absent_waits = 0
+
+        def __init__(self) -> None:
+            self.resources = self
+
+        def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+            if kind is not None:  # discovery: resources.get(api_version, kind)
+                if not self.served:
+                    raise ResourceNotFoundError("not served")
+                return self
+            if not self.served:  # the CRD is gone: its list answers 404
+                raise NotFoundError(ApiException(status=404, reason="Not Found"))
+            if not kwargs.get("watch"):
+                self.lists += 1
+                return _Response({"items": [_pod("m", "1")], "metadata": {"resourceVersion": "10"}})
+            if self.lists == 1:
+                self.served = False  # the first watch ends as the CRD is deleted
+            else:
+                informer._stop.set()  # watching again after it came back: enough
+            return _Response(events=[])
+
+        def request(self, method: str, path: str, serialize: bool = True) -> Any:  # discovery of one version
+            if not self.served:
+                raise NotFoundError(ApiException(status=404))
+            listed = {"resources": [{"name": "models", "kind": "Model"}]}
+            return type("Answer", (), {"data": json.dumps(listed).encode()})()
+
+    dyn = Dyn()
+
+    def wait(timeout: float | None = None) -> bool:
+        dyn.absent_waits += 1
+        if dyn.absent_waits == 5:  # the CRD is back; discovery's memory of the miss has expired
+            dyn.served = True
+            _kube._MISSING.clear()
+        if dyn.absent_waits > 20:  # whatever happens, the test ends
+            informer._stop.set()
+        return informer._stop.is_set()
+
+    informer._stop.wait = wait  # type: ignore[method-assign]
+    caplog.set_level("INFO", logger="isvc_operator._kube")
+    seen = run(informer, dyn)  # type: ignore[arg-type]
+    said = [r.getMessage() for r in caplog.records]
+    assert [line for line in said if "not served" in line] == [
+        "Model (ai.deckhouse.io/v1alpha1) is not served (the API server answers 404); watched again once it is"
+    ]
+    assert [line for line in said if "served again" in line] == [
+        "Model (ai.deckhouse.io/v1alpha1) is served again; watching it"
+    ]
+    assert not [line for line in said if "broke" in line or "\n" in line]
+    assert seen[:2] == [("SYNC", "m"), ("DELETED", "m")]  # what it held went with it
+    assert seen[-1] == ("SYNC", "m") and dyn.lists == 2
+
+
+def test_events_are_named_so_that_listing_them_by_name_keeps_the_order_they_were_made_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 31: generated names put `Ready: Serving` before `WorkloadReady: ResourceClaimPending` in
+    `kubectl describe` when both fell in one second (it sorts the server's by-name list by lastTimestamp)."""
+    import time as clock
+
+    from isvc_operator._kube import KubeCluster
+
+    made: list[Any] = []
+
+    class Core:
+        def create_namespaced_event(self, namespace: str, body: Any, **kwargs: Any) -> None:
+            made.append(body)
+
+    cluster = KubeCluster.__new__(KubeCluster)
+    cluster.core = Core()  # type: ignore[assignment]
+    cluster._event_lock = threading.Lock()
+    cluster._last_event = 0
+    stamps = iter([1_764_590_400_000_000_000] * 3 + [1_764_590_400_000_000_900] * 3)
+    monkeypatch.setattr(clock, "time_ns", lambda: next(stamps))
+    order = {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService"}
+    order["metadata"] = {"name": "support-llm", "namespace": "team-a", "uid": "u"}  # type: ignore[assignment]
+    reasons = ["Resolved", "Planned", "ResourceClaimPending", "WorkloadAvailable", "Serving", "ScalingOK"]
+    for reason in reasons:
+        cluster.event(order, "Normal", reason, f"{reason}.")
+    names = [e.metadata.name for e in made]
+    assert [e.reason for e in sorted(made, key=lambda e: e.metadata.name)] == reasons
+    assert len(set(names)) == len(names) and all(n.startswith("support-llm.") for n in names)
+    assert [e.last_timestamp for e in made] == sorted(e.last_timestamp for e in made)

@@ -228,7 +228,8 @@ def test_a_ready_order_whose_replicas_are_all_gone_fails_once_that_is_sustained(
         status="False", reason="WorkloadNotReady", message="0 of 1 replicas ready"
     )
     blip = world.run()
-    assert (blip["phase"], condition(blip, "Ready")["status"]) == ("Ready", "True")  # a rollout, maybe
+    # a rollout, maybe: still counted as serving, and Degraded says something is wrong (issue 31)
+    assert (blip["phase"], condition(blip, "Ready")["status"]) == ("Degraded", "True")
     gone = world.run()
     assert (gone["phase"], condition(gone, "Ready")["reason"]) == ("Failed", "ServiceUnhealthy")
     assert "WorkloadNotReady" in gone["health"]["lastFailure"]
@@ -236,12 +237,14 @@ def test_a_ready_order_whose_replicas_are_all_gone_fails_once_that_is_sustained(
     assert world.run()["phase"] == "Ready"
 
 
-def test_a_serving_order_stays_ready_while_its_model_source_does_not_answer(world: World) -> None:
-    """Issue 12: a Hub outage flipped every serving order to Pending and dropped its endpoint."""
+def test_a_serving_order_keeps_serving_while_its_model_source_does_not_answer(world: World) -> None:
+    """Issue 12: a Hub outage flipped every serving order to Pending and dropped its endpoint. Issue 31: the
+    phase says it serves and that something is wrong (Degraded), the conditions say what."""
     ready = world.run()
     world.models.answer = TemporaryError("the Hub did not answer")
     status = world.run()
-    assert status["phase"] == "Ready" and status["endpoint"] == ready["endpoint"]
+    assert status["phase"] == "Degraded" and status["endpoint"] == ready["endpoint"]
+    assert condition(status, "Ready")["status"] == "True"
     assert condition(status, "Planned")["reason"] == "LaunchPlanInForce"
     assert status["reason"] == "ModelNotReady"  # the conditions still say what is wrong
 

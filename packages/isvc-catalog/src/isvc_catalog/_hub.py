@@ -456,14 +456,8 @@ class HubClient:
             dtype=dtype,
             quantization=quant.scheme,
             quantization_bits=bits,
-            context_length=_pick(
-                config,
-                "max_position_embeddings",
-                "n_positions",
-                "max_seq_len",
-                "seq_length",
-                "max_sequence_length",
-            )
+            context_length=_usable_positions(config)
+            or _pick(config, "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
             or _int(gguf_info.get("context_length")),
             num_layers=_pick(config, "num_hidden_layers", "n_layer", "num_layers"),
             num_attention_heads=heads,
@@ -744,6 +738,22 @@ def _pick(config: Mapping[str, Any], *keys: str) -> int | None:
             if value is not None:
                 return value
     return None
+
+
+# Models whose learned position table starts after the padding index: position ids begin at
+# pad_token_id + 1 (transformers, models/roberta and models/xlm_roberta, create_position_ids_from_input_ids),
+# so bge-m3's 8194 positions hold 8192 tokens.
+_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert"})
+
+
+def _usable_positions(config: Mapping[str, Any]) -> int | None:
+    """The tokens a model's position table holds: max_position_embeddings, less the padding offset of the
+    RoBERTa family."""
+    positions = _pick(config, "max_position_embeddings")
+    if positions is None or config.get("model_type") not in _OFFSET_POSITIONS:
+        return positions
+    pad = _int(config.get("pad_token_id"))
+    return positions - (1 if pad is None else pad) - 1
 
 
 def _bool(config: Mapping[str, Any], key: str) -> bool | None:

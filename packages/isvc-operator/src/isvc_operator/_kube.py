@@ -107,6 +107,22 @@ def resource_of(dyn: DynamicClient, api_version: str, kind: str) -> Any:
         return found
 
 
+def forget_resource(dyn: DynamicClient, api_version: str, kind: str) -> None:
+    """A kind that went away (its CRD deleted): asked of discovery again, as a kind never served is."""
+    key = (id(dyn), api_version, kind)
+    with _DISCOVERY_LOCK:
+        _FOUND.pop(key, None)
+        _ABSENT.add(key)
+        _MISSING[key] = True
+
+
+def _said(exc: Exception) -> str:
+    """An error in one line: the API server's status and reason, not its headers and body."""
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {exc.reason}".strip()
+    return f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def slim(obj: Obj) -> Obj:
     """The object as the cache keeps it: without managedFields and the last-applied annotation, which no
     pass reads and which make up much of a small object (as client-go's informers strip them)."""
@@ -180,7 +196,13 @@ class Informer:
     `store=False` keeps nothing: handlers see each watch event, and after each list but the first the
     relist handlers are called instead of SYNC and DELETED events (what changed while the watch was down
     cannot be told without a store; before the first list nothing was watched, so nothing was missed).
+
+    A kind not served (an optional API absent, or its CRD deleted while watched: the list or watch answers
+    404) is asked of discovery every RETRY_ABSENT seconds, quietly: one line says it is not served, one that
+    it is served again; its cached objects are gone with it (DELETED).
     """
+
+    RETRY_ABSENT = 10.0
 
     def __init__(
         self,
@@ -212,6 +234,7 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._watcher: k8s_watch.Watch | None = None
+        self._served: bool | None = None  # None until discovery first answered
 
     def add_handler(self, handler: Handler) -> None:
         """Call `handler(event_type, obj)` on ADDED, MODIFIED, DELETED and resync."""
@@ -316,11 +339,25 @@ class Informer:
         for obj in cached:
             self._emit("SYNC", obj)
 
+    def _not_served(self, why: str) -> None:
+        """The kind is not served: said once, and what the cache held of it is gone."""
+        if self._served is not False:
+            log.info("%s (%s) is not served (%s); watched again once it is", self.kind, self.api_version, why)
+        self._served = False
+        with self._lock:
+            gone = list(self._cache.values())
+            self._cache, self._by_order = {}, {}
+        for obj in gone:
+            self._emit("DELETED", obj)
+
     def _run(self) -> None:
         backoff = 0.5
         while not self._stop.is_set():
             try:
                 resource = resource_of(self._dyn, self.api_version, self.kind)
+                if self._served is False:
+                    log.info("%s (%s) is served again; watching it", self.kind, self.api_version)
+                self._served = True
                 if self._metadata_only:
                     resource = _MetadataOnly(resource)
                 version = self._relist(resource)
@@ -355,13 +392,27 @@ class Informer:
                     backoff = 0.5
             except ResourceNotFoundError:
                 # The kind is not served (yet): an absent optional API is not an error.
+                self._not_served("discovery does not list it")
                 self.synced.set()
-                self._stop.wait(10)
+                self._stop.wait(self.RETRY_ABSENT)
+            except ApiException as exc:
+                if exc.status != 404:
+                    backoff = self._broke(exc, backoff)
+                    continue
+                # The kind went away while watched (its CRD deleted): a kind not served, as at start.
+                forget_resource(self._dyn, self.api_version, self.kind)
+                self._not_served("the API server answers 404")
+                self.synced.set()
+                self._stop.wait(self.RETRY_ABSENT)
             except Exception as exc:  # reconnect on anything: the loop must not die
-                if not self._stop.is_set():
-                    log.warning("watch of %s broke (%s); relisting in %.1fs", self.kind, exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30)
+                backoff = self._broke(exc, backoff)
+
+    def _broke(self, exc: Exception, backoff: float) -> float:
+        """A broken list or watch: one line, a wait, and the next wait doubled (at most 30 s)."""
+        if not self._stop.is_set():
+            log.warning("watch of %s broke (%s); relisting in %.1fs", self.kind, _said(exc), backoff)
+        self._stop.wait(backoff)
+        return min(backoff * 2, 30)
 
 
 # What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
@@ -383,6 +434,8 @@ class KubeCluster:
     ) -> None:
         self.api = api
         self.dyn = DynamicClient(api)
+        self._event_lock = threading.Lock()
+        self._last_event = 0
         self._count(requests or (lambda verb, code: None))
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
@@ -617,12 +670,24 @@ class KubeCluster:
             if exc.status != 404:
                 raise
 
+    def _event_time(self) -> int:
+        """Nanoseconds since the epoch, strictly after the last event's: event names sort as they were made."""
+        with self._event_lock:
+            self._last_event = max(time.time_ns(), self._last_event + 1)
+            return self._last_event
+
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
-        """Record an event on an object (best effort: an event is never worth a failed pass)."""
+        """Record an event on an object (best effort: an event is never worth a failed pass).
+
+        Named `<object>.<nanoseconds, hex>`, as client-go's recorder names them (tools/record makeEvent): the
+        API server lists events by name, and `kubectl describe` sorts that list by lastTimestamp, which has
+        whole seconds, with Go's sort.Sort; a list already in time order stays in its order, so events of one
+        second are shown in the order they were made, not in the random order of generated names."""
         meta = involved["metadata"]
-        now = datetime.now(UTC)
+        made = self._event_time()
+        now = datetime.fromtimestamp(made / 1e9, UTC)
         body = k8s.CoreV1Event(
-            metadata=k8s.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta.get("namespace")),
+            metadata=k8s.V1ObjectMeta(name=f"{meta['name']}.{made:x}", namespace=meta.get("namespace")),
             involved_object=k8s.V1ObjectReference(
                 api_version=involved.get("apiVersion"),
                 kind=involved.get("kind"),

@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--public-domain-template",
         default=None,
-        help="e.g. %%s.example.com: External endpoints are <order>-<namespace>.example.com",
+        help="e.g. %%s.example.com: External endpoints are <order>--<namespace>.example.com",
     )
     p.add_argument("--cluster-issuer", default=None)
     p.add_argument(

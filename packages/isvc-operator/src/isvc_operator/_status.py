@@ -49,11 +49,17 @@ ORDERED = [
 
 
 def phase(verdicts: Mapping[ConditionType, Verdict]) -> Phase:
-    """Ready serves (Degraded when growth is blocked), ServiceUnhealthy failed, anything else pending."""
+    """Whether the endpoint serves, and whether anything is wrong: the one rule of the four phases.
+
+    Ready serves with every condition True; Degraded serves while a condition is not True (growth blocked,
+    or a later step of a serving order refused: its class gone, a new plan or workload refused, while the
+    workload it had keeps answering); Failed stopped answering after it served (ServiceUnhealthy); Pending
+    has not served yet, whatever refuses it. Serving is the Ready condition: the probe of the endpoint.
+    """
     ready = verdicts.get(ConditionType.READY)
     if ready is not None and ready.holds:
-        scaling = verdicts.get(ConditionType.SCALING_HEALTHY)
-        return Phase.DEGRADED if scaling is not None and scaling.status == "False" else Phase.READY
+        wrong = any(not v.holds for t, v in verdicts.items() if t != ConditionType.READY)
+        return Phase.DEGRADED if wrong else Phase.READY
     if ready is not None and ready.reason == Reason.SERVICE_UNHEALTHY.value:
         return Phase.FAILED
     return Phase.PENDING

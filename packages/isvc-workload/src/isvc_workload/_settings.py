@@ -26,7 +26,7 @@ class WorkloadSettings(BaseModel):
     public_domain_template: str | None = Field(
         default=None,
         description="DNS name template of External endpoints, Deckhouse style: %s becomes "
-        "<order>-<namespace> (one label, so a wildcard certificate of the domain covers every order).",
+        "<order>--<namespace> (one label, so a wildcard certificate of the domain covers every order).",
     )
     cluster_issuer_name: str | None = Field(
         default=None, description="cert-manager ClusterIssuer used when the class names none."

@@ -22,7 +22,15 @@ from kubectl_isvc._errors import ReadFailed
 from kubectl_isvc._estimate import Estimate, estimate
 from kubectl_isvc._faq import Lang, load_faq
 from kubectl_isvc._read import Reader
-from kubectl_isvc._render import Style, machine, render_capacity, render_estimate, render_why
+from kubectl_isvc._render import (
+    Style,
+    holds,
+    machine,
+    render_capacity,
+    render_estimate,
+    render_why,
+    shown,
+)
 from kubectl_isvc._why import Diagnosis, why
 
 __all__ = ["locale_lang", "main", "run"]
@@ -151,7 +159,10 @@ def run(
             if args.output == "text"
             else machine(record, args.output)
         )
-    out.write(text)
+    encoding = getattr(out, "encoding", None)
+    if args.output != "text" and not holds(text, encoding):  # escapes keep a record whole
+        text = machine(record, args.output, escaped=True)
+    out.write(shown(text, encoding))
     out.flush()
     return int(record.exit_code)
 

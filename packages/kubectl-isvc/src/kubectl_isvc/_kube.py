@@ -25,6 +25,15 @@ def _reason(status: int, data: bytes) -> str:
         return data.decode("utf-8", "replace")[:500] or f"HTTP {status}"
 
 
+def _utf8(value: str) -> str:
+    """A header value as the API server wrote it. It writes warnings as UTF-8 (apimachinery's NewWarningHeader
+    takes any valid UTF-8 text); Python's HTTP client reads header bytes as ISO-8859-1, which made "×" "Ã\x97"."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
 class KubeReader:
     """A Reader on the cluster of a kubeconfig context (or the in-cluster service account)."""
 
@@ -120,6 +129,6 @@ class KubeReader:
 
     def create(self, path: str, what: str, body: Obj, query: dict[str, str]) -> tuple[Obj, list[str]]:
         response = self._request("POST", path, what, query, body)
-        warnings = parse_warnings(list(response.headers.getlist("Warning")))
+        warnings = parse_warnings([_utf8(v) for v in response.headers.getlist("Warning")])
         obj: Obj = json.loads(response.data)
         return obj, warnings

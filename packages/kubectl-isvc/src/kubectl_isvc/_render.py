@@ -47,12 +47,57 @@ class Style:
         return {"True": self.green, "False": self.red}.get(text, self.yellow)(text)
 
 
-def machine(record: Out, fmt: str) -> str:
-    """-o json or -o yaml."""
+def machine(record: Out, fmt: str, escaped: bool = False) -> str:
+    """-o json or -o yaml; `escaped`: every character beyond ASCII as an escape (a terminal that cannot show
+    them reads the same record)."""
     wire = record.to_wire()
     if fmt == "json":
-        return json.dumps(wire, indent=2, ensure_ascii=False) + "\n"
-    return str(yaml.safe_dump(wire, allow_unicode=True, sort_keys=False))
+        return json.dumps(wire, indent=2, ensure_ascii=escaped) + "\n"
+    return str(yaml.safe_dump(wire, allow_unicode=not escaped, sort_keys=False))
+
+
+# The typography of the FAQ and of the module's messages, as a terminal that cannot show it reads it.
+_PLAIN = str.maketrans(
+    {
+        "×": "x",
+        "—": "-",
+        "–": "-",
+        "→": "->",
+        "←": "<-",
+        "…": "...",
+        "≈": "~",
+        "≤": "<=",
+        "≥": ">=",
+        "«": '"',
+        "»": '"',
+        "“": '"',
+        "”": '"',
+        "‘": "'",
+        "’": "'",
+        "·": ".",
+        "•": "-",
+        "\u00a0": " ",
+    }
+)
+
+
+def shown(text: str, encoding: str | None) -> str:
+    """`text` as a terminal of `encoding` shows it: as it is when the encoding holds every character, else
+    with its typography made plain and any other character it cannot hold as `?` (never an error)."""
+    try:
+        text.encode(encoding or "utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    except LookupError:
+        return text
+    assert encoding is not None
+    return text.translate(_PLAIN).encode(encoding, errors="replace").decode(encoding)
+
+
+def holds(text: str, encoding: str | None) -> bool:
+    """Whether a terminal of `encoding` shows every character of `text`."""
+    return shown(text, encoding) == text
 
 
 def table(
@@ -122,10 +167,6 @@ _L: dict[Lang, dict[str, str]] = {
         "output": "Last output",
         "unread": "Could not read",
         "events_h": "TYPE,REASON,COUNT,AGE,MESSAGE",
-        "who.user": "yours (the order's owner)",
-        "who.administrator": "an administrator's",
-        "who.wait": "nobody's: wait",
-        "who.depends": "the message says whose",
         "allocated": "allocated",
         "pending": "not allocated",
         "scheduler": "scheduler",
@@ -165,10 +206,6 @@ _L: dict[Lang, dict[str, str]] = {
         "output": "Последний вывод",
         "unread": "Не удалось прочитать",
         "events_h": "ТИП,ПРИЧИНА,РАЗ,ДАВНОСТЬ,СООБЩЕНИЕ",
-        "who.user": "ваша (владельца заказа)",
-        "who.administrator": "администратора",
-        "who.wait": "ничья: ждать",
-        "who.depends": "скажет сообщение",
         "allocated": "выделен",
         "pending": "не выделен",
         "scheduler": "планировщик",
@@ -190,7 +227,9 @@ _L: dict[Lang, dict[str, str]] = {
 
 
 def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style, width: int) -> None:
-    lines.append(f"{style.bold(t['whose'] + ':')} {t['who.' + advice.who.value]} — {advice.whose}")
+    lines.append(
+        f"{style.bold(t['whose'] + ':')} {advice.whose}"
+    )  # the FAQ's own words (its `who` in -o json)
     lines.append(f"{style.bold(t['passes'] + ':')} {advice.passes}")
     lines.append(f"{style.bold(t['todo'] + ':')} {style.dim(advice.title + ' — ' + advice.link)}")
     for paragraph in advice.paragraphs:

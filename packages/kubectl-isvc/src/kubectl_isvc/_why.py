@@ -211,7 +211,8 @@ def _meaning(faq: Faq, reason: str, lang: Lang) -> StatusMeaning | None:
 
 def diagnose(order: Obj, faq: Faq, lang: Lang) -> Diagnosis:
     """The verdict on an order from its status alone: the first of the five conditions that is not True,
-    else ScalingHealthy; the FAQ's answer for its reason."""
+    else ScalingHealthy; the FAQ's answer for its reason. Ready True is serving, whatever refuses before it
+    (the phase is then Degraded)."""
     meta, status = order.get("metadata") or {}, order.get("status") or {}
     rows = _rows(status)
     base: dict[str, Any] = {
@@ -277,6 +278,24 @@ def diagnose(order: Obj, faq: Faq, lang: Lang) -> Diagnosis:
             status="True",
             reason=by_type[ConditionType.READY.value].reason,
             message=by_type[ConditionType.READY.value].message,
+        )
+    ready = by_type.get(ConditionType.READY.value)
+    if ready is not None and ready.status == "True":  # Degraded: it serves, and an earlier condition refuses
+        notes.append(
+            f"The endpoint answers (Ready is True): the order serves on the workload it had, while {first.type} "
+            "says what does not hold."
+        )
+        return Diagnosis(
+            **base,
+            verdict=Verdict.SERVING,
+            exit_code=Exit.SERVING,
+            notes=notes,
+            condition=first.type,
+            status=first.status,
+            reason=first.reason,
+            message=first.message,
+            faq=advice_for(faq, first.reason, lang),
+            meaning=None if first.status == "False" else _meaning(faq, first.reason, lang),
         )
     if first.status == "False":
         return Diagnosis(

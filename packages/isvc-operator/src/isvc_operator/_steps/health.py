@@ -1,11 +1,16 @@
-"""Ready: the inference API answered the probe with the token; a sustained failure after Ready fails it."""
+"""Ready: the inference API answered the probe with the token; a sustained failure after Ready fails it.
+
+Ready is whether the endpoint serves, whatever an earlier condition says: an order that served keeps being
+probed while a later step of it is refused (its class gone, a new plan or workload refused) and the workload
+it had still stands, so its phase can tell that it serves (Degraded) from that it does not.
+"""
 
 from __future__ import annotations
 
 from isvc_api import ConditionType, HealthStatus, Verdict, find_condition
 
 from isvc_operator._ports import Deps
-from isvc_operator._scope import OrderScope
+from isvc_operator._scope import WORKLOAD_KINDS, OrderScope, kept
 
 __all__ = ["step"]
 
@@ -21,6 +26,50 @@ def _record(scope: OrderScope) -> HealthStatus:
     return HealthStatus()
 
 
+def _held_token(scope: OrderScope, deps: Deps) -> str | None:
+    """The endpoint's token when the workload step did not read it on this pass: the Secret the status
+    names, when the module made it for this order (one it did not make is never used)."""
+    if scope.token is not None:
+        return scope.token
+    name = scope.previous.auth_secret_name
+    secret = deps.cluster.get_secret(scope.namespace, name) if name else None
+    if secret is None:
+        return None
+    owners = secret["metadata"].get("ownerReferences") or []
+    if not any(o.get("uid") == scope.order.metadata.uid and o.get("controller") for o in owners):
+        return None
+    return deps.workload.token(secret)
+
+
+def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
+    """The record of an order that served and whose workload still stands while an earlier condition (or
+    the workload step, before it read the replicas) refuses this pass; None otherwise."""
+    record = _record(scope)
+    if scope.children is not None or not record.ever_ready:
+        return None
+    if scope.launch_plan_name is None or scope.endpoint is None:  # taken down on this pass
+        return None
+    standing = [
+        obj
+        for kind in WORKLOAD_KINDS
+        for obj in deps.cluster.owned(kind, scope.namespace, scope.name)
+        if not obj["metadata"].get("deletionTimestamp")
+    ]
+    return record if standing else None
+
+
+def _probe(
+    scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus
+) -> Verdict:
+    record, verdict = deps.health.check(
+        scope.namespace, scope.name, deps.workload.service_port, token, served, record, scope.now
+    )
+    scope.health = record
+    if not deps.health.watched:
+        scope.requeue(deps.health.period)
+    return verdict
+
+
 def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Judge the latest probe with the record of the run of failures (status.health).
 
@@ -28,6 +77,11 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     the step asks for a pass every period.
     """
     if not scope.holds(ConditionType.WORKLOAD_READY):
+        held = _still_serving(scope, deps)
+        if held is not None:  # what serves is what status.resolved describes (the plan before a refused one)
+            resolved = kept(scope.resolved, scope.previous.resolved)
+            served = resolved.served_model if resolved is not None else None
+            return _probe(scope, deps, _held_token(scope, deps), served, held)
         deps.health.forget(scope.namespace, scope.name)
         workload = scope.verdicts.get(ConditionType.WORKLOAD_READY)
         record = _record(scope)
@@ -42,16 +96,4 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return verdict
     # The name the plan in force serves: while an edit waits for a new plan it is still the old model's.
     served = scope.plan.runtime.served_name if scope.plan is not None and scope.plan.runtime else None
-    record, verdict = deps.health.check(
-        scope.namespace,
-        scope.name,
-        deps.workload.service_port,
-        scope.token,
-        served,
-        _record(scope),
-        scope.now,
-    )
-    scope.health = record
-    if not deps.health.watched:
-        scope.requeue(deps.health.period)
-    return verdict
+    return _probe(scope, deps, scope.token, served, _record(scope))

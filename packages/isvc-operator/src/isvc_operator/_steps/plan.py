@@ -91,6 +91,32 @@ def _field(exc: ValidationError) -> str:
     return f"spec.{path}: {err['msg']} (value {err.get('input')!r})"
 
 
+def _hands(raw: Obj) -> list[str]:
+    """Who besides the module wrote the plan's spec: the field managers of its managedFields (kubectl-edit,
+    kubectl-client-side-apply, ...), which the API server keeps whatever annotations an edit leaves."""
+    entries = raw["metadata"].get("managedFields") or []
+    return sorted(
+        {
+            str(e.get("manager") or "an unnamed client")
+            for e in entries
+            if isinstance(e, dict)
+            and e.get("manager") != MANAGER
+            and not e.get("subresource")
+            and "f:spec" in (e.get("fieldsV1") or {})
+        }
+    )
+
+
+def _whose(raw: Obj, by_module: bool) -> str:
+    """What to do about a plan that is not a placement: the module's own answer is a defect to report; a plan
+    written or edited by hand (even the module's, its annotation kept) is deleted and computed anew."""
+    hands = _hands(raw)
+    if by_module and not hands:
+        return "the module's own answer did not hold up: report this as a defect with this message"
+    edited = f" (its spec was edited by {', '.join(hands)})" if by_module else ""
+    return f"delete the LaunchPlan and the module computes a new one{edited}"
+
+
 def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     """The stored LaunchPlan, judged: a refusal when it is not a placement (or the planner is down)."""
     raw = deps.cluster.launch_plan(scope.namespace, scope.name)
@@ -99,11 +125,7 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
     if raw is None:
         return _Stored(None, None)
     by_module = (raw["metadata"].get("annotations") or {}).get(PLAN_ANNOTATION) == MANAGER
-    whose = (
-        "the module's own answer did not hold up: report this as a defect with this message"
-        if by_module
-        else "delete the LaunchPlan and the module computes a new one"
-    )
+    whose = _whose(raw, by_module)
     try:
         spec = LaunchPlanSpec.model_validate(raw.get("spec") or {})
     except ValidationError as exc:

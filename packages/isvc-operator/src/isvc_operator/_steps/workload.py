@@ -6,7 +6,16 @@ import hashlib
 import json
 import logging
 
-from isvc_api import ConditionType, EndpointStatus, ExposureType, Reason, Refusal, Verdict, find_condition
+from isvc_api import (
+    ConditionType,
+    EndpointStatus,
+    ExposureType,
+    Reason,
+    Refusal,
+    Resolved,
+    Verdict,
+    find_condition,
+)
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
@@ -194,6 +203,21 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
     return {**workload, "status": status}
 
 
+def _resolved_as_served(scope: OrderScope) -> None:
+    """The plan's workload was not applied and the order served: status.resolved keeps describing the plan
+    that still serves (the workload in place), not the one refused; the recomputation is still counted. The
+    refused plan is in the Planned condition's message and the LaunchPlan."""
+    before, planned = scope.previous.resolved, scope.resolved
+    ready = find_condition(scope.previous.conditions, ConditionType.READY.value)
+    if before is None or before.device_class is None or not isinstance(planned, Resolved):
+        return
+    if ready is None or ready.status != "True":
+        return
+    scope.resolved = before.model_copy(
+        update={"replan_count": planned.replan_count, "inputs_hash": planned.inputs_hash}
+    )
+
+
 def step(scope: OrderScope, deps: Deps) -> Verdict:
     """Apply the children of the plan in force, publish the endpoint, and judge the replicas."""
     if scope.plan is None or scope.policy is None:
@@ -226,6 +250,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         )
     refused = _apply(scope, deps, manifests)
     if refused is not None:
+        _resolved_as_served(scope)
         return refused
     if scope.policy.exposure.type != ExposureType.EXTERNAL:  # an exposure changed: what was published goes
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
