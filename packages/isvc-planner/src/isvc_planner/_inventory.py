@@ -524,8 +524,11 @@ class Inventory:
         for r in results:
             if r.get("adminAccess"):
                 continue
+            # As the scheduler books it (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
+            # allocateddevices.go foreachAllocatedDevice): a result with a shareID consumes what it recorded
+            # (nothing when it recorded nothing), any other takes its device whole.
             shared = r.get("shareID") is not None
-            recorded = _amounts(r.get("consumedCapacity")) if shared else None
+            recorded = (_amounts(r.get("consumedCapacity")) or ()) if shared else None
             units = None
             for name, amount in recorded or ():
                 if name == SHARES or name.endswith(f"/{SHARES}"):
