@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -28,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,6 +83,10 @@ class OrderState:
     auth_none: bool = False
     model: str | None = None
     requests: int = 0
+    slots: int | None = None  # chats served at once (set_queue); None: no limit, no wait
+    seconds: float = 0.0  # how long one chat holds its slot
+    busy: int = 0
+    waiting: int = 0
 
 
 class _Watched:
@@ -209,6 +214,7 @@ class StandIn:
         self._served = served_names
         self._host, self._port = host, port
         self._orders: dict[tuple[str, str], OrderState] = {}
+        self._slots: dict[tuple[str, str], threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -295,6 +301,48 @@ class StandIn:
         """The model id /v1/models reports instead of the served name (None: the served name again)."""
         self.order(namespace, name).model = model
 
+    def set_queue(self, namespace: str, name: str, slots: int, seconds: float) -> None:
+        """Serve the order's chats `slots` at a time, each holding its slot `seconds`; the others wait, and
+        `/metrics` says how many, in llama.cpp's words (requests_processing, requests_deferred)."""
+        state = self.order(namespace, name)
+        with self._lock:
+            state.slots, state.seconds = slots, seconds
+            self._slots[(namespace, name)] = threading.BoundedSemaphore(slots)
+
+    def _held(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+        """A slot of the order's batch for one chat (waiting for one counts as deferred)."""
+        state = self.order(namespace, name)
+        semaphore = self._slots.get((namespace, name))
+
+        @contextlib.contextmanager
+        def slot() -> Iterator[None]:
+            if semaphore is None:
+                yield
+                return
+            with self._lock:
+                state.waiting += 1
+            semaphore.acquire()
+            with self._lock:
+                state.waiting -= 1
+                state.busy += 1
+            try:
+                time.sleep(state.seconds)
+                yield
+            finally:
+                with self._lock:
+                    state.busy -= 1
+                semaphore.release()
+
+        return slot()
+
+    def metrics(self, namespace: str, name: str) -> str:
+        """The order's load in the Prometheus text format, named as llama.cpp's server names it."""
+        state = self.order(namespace, name)
+        lines = []
+        for gauge, value in (("requests_processing", state.busy), ("requests_deferred", state.waiting)):
+            lines += [f"# TYPE llamacpp:{gauge} gauge", f"llamacpp:{gauge} {value}"]
+        return "\n".join(lines) + "\n"
+
     def served(self, namespace: str, name: str) -> str | None:
         """The model id /v1/models reports for the order now, None when it lists none."""
         override = self.order(namespace, name).model
@@ -308,6 +356,7 @@ class StandIn:
         """Forget every order's state."""
         with self._lock:
             self._orders.clear()
+            self._slots.clear()
 
     def authorized(self, namespace: str, name: str, header: str | None) -> bool:
         """Whether an Authorization header value opens the order."""
@@ -384,6 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, "paths look like /{namespace}/{name}/v1/...")
             return
         namespace, name, rest = parts[0], parts[1], "/".join(parts[2:])
+        self._order = (namespace, name)
         st = self.standin
         state = st.order(namespace, name)
         state.requests += 1
@@ -395,6 +445,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not st.authorized(namespace, name, self.headers.get("Authorization")):
             self._error(HTTPStatus.UNAUTHORIZED, "invalid or missing bearer token")
+            return
+        if rest == "metrics" and method == "GET":  # behind the token, as llama-server's /metrics is
+            data = st.metrics(namespace, name).encode()
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         model = st.served(namespace, name)
         handlers: dict[tuple[str, str], Callable[[str | None], Any]] = {
@@ -448,6 +506,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _chat(self, model: str | None) -> Any:
+        namespace, name = self._order
+        with self.standin._held(namespace, name):
+            return self._answer(model)
+
+    def _answer(self, model: str | None) -> Any:
         body = self._body()
         messages = body.get("messages") or []
         last = str(messages[-1].get("content", "")) if messages else ""

@@ -24,6 +24,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     SharingMode,
     StartupFailure,
     StatusReason,
@@ -136,12 +137,43 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        return self._get("Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        meta = manifest["metadata"]
+        held = self.objects.get(("Lease", meta["namespace"], meta["name"]))
+        version = (held or {}).get("metadata", {}).get("resourceVersion")
+        if version != meta.get("resourceVersion"):
+            return False
+        stored = copy.deepcopy(manifest)
+        stored["metadata"]["resourceVersion"] = str(int(version or 0) + 1)
+        self.put(stored)
+        self.applied.append(copy.deepcopy(manifest))
+        return True
+
     def apply(self, manifest: Obj) -> Obj:
+        if (
+            manifest["kind"] == "Pod"
+            and (key := ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"]))
+            in self.objects
+        ):
+            pod = self.objects[key]  # a pod's metadata applied: its annotations merge, the rest stays
+            pod["metadata"].setdefault("annotations", {}).update(
+                manifest["metadata"].get("annotations") or {}
+            )
+            self.applied.append(copy.deepcopy(manifest))
+            return copy.deepcopy(pod)
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
         if manifest["kind"] == self.fail_kind:
             raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
         self.applied.append(copy.deepcopy(manifest))
+        meta = manifest["metadata"]
+        held = self.objects.get((manifest["kind"], meta.get("namespace", ""), meta["name"]))
+        uid = (held or {}).get("metadata", {}).get("uid")
+        if uid and not meta.get("uid"):  # the API server keeps an object's uid across applies
+            manifest = {**manifest, "metadata": {**meta, "uid": uid}}
         self.put(manifest)
         return manifest
 
@@ -340,6 +372,20 @@ class FakeWorkload:
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
         self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
+        self.scaling_status: ScalingStatus | None = None
+        self.extra: list[Obj] = []  # children besides the template and the set (an HPA, a PodMetric ...)
+
+    autoscaling_kinds = (
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("deckhouse.io/v1alpha1", "PodMetric"),
+        ("keda.sh/v1alpha1", "ScaledObject"),
+        ("monitoring.coreos.com/v1", "PodMonitor"),
+    )
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        return self.scaling_status
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         if held is not None and self.outgrown is not None:
@@ -369,6 +415,7 @@ class FakeWorkload:
                 "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
             },
+            *self.extra,
         ]
 
     def auth_secret(self, order: InferenceService) -> Obj:

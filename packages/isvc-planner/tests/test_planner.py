@@ -121,7 +121,11 @@ def test_estimates_come_with_the_plan_as_quantities(models: dict[str, ModelFacts
     planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
     est = plan(planner, models["qwen7b"]).estimates
     assert est is not None
-    assert (est.cpu, est.memory, est.model_volume) == ("2", "8Gi", "17Gi")
+    assert (est.cpu, est.memory, est.model_volume) == (
+        "1",
+        "8Gi",
+        "17Gi",
+    )  # a share: 2 × its fraction, at least 1
     assert "× 2 B (bfloat16 as loaded)" in est.explanation
     assert est.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2
     assert est.context_length >= 4096 and "on this placement" in est.explanation

@@ -31,6 +31,7 @@ from isvc_api import (
 from isvc_workload import (
     CPU_TARGET_PERCENT,
     RUNTIME_HASH_ANNOTATION,
+    START_PERMIT_ANNOTATION,
     ModelVolume,
     PlanNotExpressible,
     SettingsIncomplete,
@@ -334,8 +335,18 @@ def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it()
     assert "nodeSelector" not in pod_spec
 
 
+def _whole_device() -> Placement:
+    return Placement(
+        device_class_name="gpu.nvidia.com",
+        driver="gpu.nvidia.com",
+        placement_mode=PlacementMode.WHOLE_DEVICE,
+        sharing_mode=SharingMode.NONE,
+        device_uuids=["GPU-1"],
+    )
+
+
 def test_the_server_runs_the_compiled_runtime() -> None:
-    container = _container(statefulset(make_inputs(), SETTINGS))
+    container = _container(statefulset(make_inputs(placement=_whole_device()), SETTINGS))
     assert (container["image"], container["command"], container["args"]) == (
         "vllm/vllm-openai:v0.11.0",
         ["vllm", "serve"],
@@ -347,7 +358,7 @@ def test_the_server_runs_the_compiled_runtime() -> None:
 
 
 def test_the_model_volume_is_a_claim_template_sized_by_the_estimate_and_read_back() -> None:
-    manifest = statefulset(make_inputs(), SETTINGS)
+    manifest = statefulset(make_inputs(placement=_whole_device()), SETTINGS)
     spec = manifest["spec"]
     [template] = spec["volumeClaimTemplates"]
     name = template["metadata"]["name"]
@@ -471,8 +482,12 @@ def test_a_changed_runtime_rolls_the_workload_and_an_unchanged_one_never_does() 
     changed_runtime = make_inputs().runtime.model_copy(update={"content_hash": "hash-2"})
     changed = statefulset(make_inputs(runtime=changed_runtime), SETTINGS)
     assert first == again
-    assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1"}
-    assert changed["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-2"}
+    gate = {START_PERMIT_ANNOTATION: "0"}  # a share of a card: pods are born waiting for their turn
+    assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1", **gate}
+    assert changed["spec"]["template"]["metadata"]["annotations"] == {
+        RUNTIME_HASH_ANNOTATION: "hash-2",
+        **gate,
+    }
     assert "annotations" not in first["metadata"]
 
 

@@ -21,11 +21,13 @@ from isvc_api import (
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    LoadMetrics,
     ModelFacts,
     ModelSpec,
     Placement,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     StartupFailure,
     Verdict,
 )
@@ -175,10 +177,40 @@ class Workload:
         settings: isvc_workload.WorkloadSettings,
         cert_manager: Callable[[], bool],
         priority_value: Callable[[str | None], int],
+        metrics_apis: Callable[[], isvc_workload.MetricsApis] = isvc_workload.MetricsApis,
+        recipe_load: Callable[[str], LoadMetrics | None] = lambda recipe: None,
     ) -> None:
         self.settings = settings
         self.cert_manager = cert_manager
         self.priority_value = priority_value
+        self.metrics_apis = metrics_apis
+        self.recipe_load = recipe_load
+
+    def _inputs(
+        self,
+        order: InferenceService,
+        plan: LaunchPlanSpec,
+        policy: EffectivePolicy,
+        token_digest: str | None = None,
+    ) -> isvc_workload.WorkloadInputs:
+        inputs = isvc_workload.WorkloadInputs.from_plan(
+            order,
+            plan,
+            policy.spec,
+            exposure=policy.exposure,
+            priority=self.priority_value(policy.priority_class_name),
+            token_digest=token_digest,
+        )
+        if isvc_workload.load_metrics(inputs) is not None:
+            return inputs
+        # a plan compiled before recipes named their load gauges: the recipe's, as the book has it now
+        load = self.recipe_load(inputs.runtime.recipe)
+        if load is None:
+            return inputs
+        runtime = CompiledRuntime.model_validate(
+            {**inputs.runtime.model_dump(), "load_metrics": load.to_wire()}
+        )
+        return inputs.model_copy(update={"runtime": runtime})
 
     def manifests(
         self,
@@ -189,27 +221,37 @@ class Workload:
         token_digest: str | None = None,
     ) -> list[Obj]:
         try:
-            inputs = isvc_workload.WorkloadInputs.from_plan(
-                order,
-                plan,
-                policy.spec,
-                exposure=policy.exposure,
-                priority=self.priority_value(policy.priority_class_name),
-                token_digest=token_digest,
-            )
+            inputs = self._inputs(order, plan, policy, token_digest)
+            apis = self.metrics_apis()
             out = [
                 isvc_workload.resource_claim_template(inputs),
                 isvc_workload.statefulset(inputs, self.settings),
-                isvc_workload.service(inputs),
+                isvc_workload.service(inputs, apis),
             ]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
-            hpa = isvc_workload.autoscaler(inputs)
-            if hpa is not None:
-                out.append(hpa)
+            monitor = isvc_workload.pod_monitor(inputs, apis)
+            if monitor is not None:
+                out.append(monitor)
+            scaling = isvc_workload.autoscaling(inputs, apis)
+            if scaling is not None:
+                out += scaling.manifests
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        try:
+            made = isvc_workload.autoscaling(self._inputs(order, plan, policy), self.metrics_apis())
+        except isvc_workload.IsvcWorkloadError:
+            return None
+        return made.status if made is not None else None
+
+    @property
+    def autoscaling_kinds(self) -> tuple[tuple[str, str], ...]:
+        return isvc_workload.AUTOSCALING_KINDS
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         return isvc_workload.settle(wanted, held)

@@ -452,6 +452,10 @@ class KubeCluster:
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
+        self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
+        self.scaled_objects = Informer(self.dyn, "keda.sh/v1alpha1", "ScaledObject", label_selector=sel)
+        self.pod_monitors = Informer(self.dyn, "monitoring.coreos.com/v1", "PodMonitor", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
@@ -473,6 +477,9 @@ class KubeCluster:
             self.ingresses,
             self.services,
             self.autoscalers,
+            self.pod_metrics,
+            self.scaled_objects,
+            self.pod_monitors,
             self.priority_classes,
             self.secrets,
             *self.catalog,
@@ -486,6 +493,9 @@ class KubeCluster:
             "ResourceClaimTemplate": self.templates,
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
+            "PodMetric": self.pod_metrics,
+            "ScaledObject": self.scaled_objects,
+            "PodMonitor": self.pod_monitors,
             "Service": self.services,
         }
 
@@ -646,6 +656,25 @@ class KubeCluster:
             force_conflicts=True,
         ).to_dict()
         return out
+
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live."""
+        return self.get("coordination.k8s.io/v1", "Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Replace a Lease at the resourceVersion it was read at, or create it when it had none; False on 409."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        try:
+            if meta.get("resourceVersion"):
+                resource.replace(body=manifest, namespace=meta["namespace"])
+            else:
+                resource.create(body=manifest, namespace=meta["namespace"])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
 
     def create(self, manifest: Obj) -> Obj:
         """Create an object; an existing one is returned as it is (never overwritten)."""

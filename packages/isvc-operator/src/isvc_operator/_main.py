@@ -20,7 +20,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
-from isvc_api import ConditionType, Reason
+from isvc_api import ConditionType, LoadMetrics, Reason
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -78,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cluster-issuer", default=None)
     p.add_argument(
+        "--autoscaling-prometheus-url",
+        default=None,
+        help="Prometheus that KEDA's triggers query, where KEDA (and not Deckhouse's adapter) is served",
+    )
+    p.add_argument(
         "--cert-manager",
         type=_bool,
         default=None,
@@ -118,6 +123,19 @@ def parser() -> argparse.ArgumentParser:
         "--model-volume-storage-class",
         default=None,
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
+    )
+    p.add_argument(
+        "--start-turn-seconds",
+        type=int,
+        default=600,
+        help="how long one runtime's start may keep the others sharing its card waiting; then the next starts",
+    )
+    p.add_argument(
+        "--start-gate-wait-seconds",
+        type=int,
+        default=3600,
+        help="how long a runtime on a shared card waits for its turn when no controller hands one out, then "
+        "starts without one (written into the pods)",
     )
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
@@ -320,12 +338,28 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        start_gate_wait_seconds=args.start_gate_wait_seconds,
     )
 
     def cert_manager() -> bool:
         if args.cert_manager is not None:
             return bool(args.cert_manager)
         return kube.served("cert-manager.io/v1", "Certificate")
+
+    def metrics_apis() -> isvc_workload.MetricsApis:
+        """Which metrics paths the cluster serves now (discovery; a kind installed later is found)."""
+        return isvc_workload.MetricsApis(
+            pod_metric=kube.served("deckhouse.io/v1alpha1", "PodMetric"),
+            scaled_object=kube.served("keda.sh/v1alpha1", "ScaledObject"),
+            pod_monitor=kube.served("monitoring.coreos.com/v1", "PodMonitor"),
+            prometheus_url=args.autoscaling_prometheus_url or None,
+        )
+
+    recipes = _recipes(args.runtime_recipes)
+
+    def recipe_load(name: str) -> LoadMetrics | None:
+        recipe = recipes.book.get(name)
+        return recipe.load_metrics if recipe is not None else None
 
     def still_waiting(namespace: str, name: str, uid: str | None, holding: bool) -> bool:
         """The order is still there (the same one) and still has no plan; or, holding one, still waits to move
@@ -347,11 +381,13 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     deps = Deps(
         cluster=kube,
         models=CatalogModels(resolver),
-        recipes=_recipes(args.runtime_recipes),
+        recipes=recipes,
         planner=PlannerService(client, room),
-        workload=Workload(settings, cert_manager, kube.priority_value),
+        workload=Workload(settings, cert_manager, kube.priority_value, metrics_apis, recipe_load),
         health=health,
         catalog_enabled=catalog is not None,
+        namespace=args.namespace,
+        start_turn_seconds=args.start_turn_seconds,
     )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 

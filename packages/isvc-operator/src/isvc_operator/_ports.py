@@ -24,6 +24,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     StartupFailure,
     Verdict,
     now,
@@ -90,6 +91,15 @@ class Cluster(Protocol):
 
     def apply(self, manifest: Obj) -> Obj: ...
     def apply_status(self, manifest: Obj) -> Obj: ...
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live (a device's start turn)."""
+        ...
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Write a Lease only if nobody changed it since it was read (its resourceVersion; none: create it);
+        False when someone did."""
+        ...
+
     def create(self, manifest: Obj) -> Obj: ...
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None: ...
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None: ...
@@ -189,6 +199,17 @@ class WorkloadPort(Protocol):
         """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
         ...
 
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        """What the order's autoscaler follows (the status echoes it); None without an autoscaler."""
+        ...
+
+    @property
+    def autoscaling_kinds(self) -> tuple[tuple[str, str], ...]:
+        """(apiVersion, kind) of every child that scales or scrapes an order, mine to remove when unwanted."""
+        ...
+
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         """The StatefulSet to apply over the one the cluster holds (`held`, None when absent): `wanted`
         keeping the held model volume (claim templates never change), or the refusal when the order outgrew
@@ -277,3 +298,5 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
+    namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
+    start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting

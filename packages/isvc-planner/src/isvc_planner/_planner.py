@@ -1054,7 +1054,13 @@ class Planner:
             if memory
             else None
         )
-        est = estimate(request.facts, need, len(found.devices), launch if isinstance(launch, Fit) else None)
+        est = estimate(
+            request.facts,
+            need,
+            len(found.devices),
+            launch if isinstance(launch, Fit) else None,
+            placement.share_percent,
+        )
         return PlanResponse(
             placement=placement, estimates=est, preempt=[Victim(namespace=ns, name=n) for ns, n in victims]
         )

@@ -243,6 +243,12 @@ def _plan_message(plan: LaunchPlanSpec) -> str:
     )
 
 
+def _launch_figure(plan: LaunchPlanSpec, field: str) -> Any:
+    """A figure of the launch: the compiled runtime's, else the plan's estimate of it."""
+    compiled = getattr(plan.runtime, field, None) if plan.runtime else None
+    return compiled if compiled is not None else getattr(plan.estimates, field, None)
+
+
 def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | None) -> None:
     scope.plan = plan
     p, e = plan.placement, plan.estimates
@@ -265,6 +271,9 @@ def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | 
         kv_bytes_per_token=e.kv_bytes_per_token if e else None,
         overhead_gi_b=e.overhead_gi_b if e else None,
         context_length=e.context_length if e else None,
+        # what the compiled launch states (its flags), else what the plan estimated
+        kv_cache_bytes=_launch_figure(plan, "kv_cache_bytes"),
+        margin_gi_b=_launch_figure(plan, "margin_gi_b"),
         runtime=plan.runtime.recipe if plan.runtime else None,
         replan_count=replans,
         inputs_hash=inputs,
