@@ -3,9 +3,9 @@
 - The hot loop: two low-priority orders whose claims a quota blocks keep their plans on one H100 (37 % each)
   while the planner restarts (it forgot what it reserved for them, as a lapsed reservation did); an order of
   higher priority of another namespace takes 37 % of the same card. The one it displaces is taken down once
-  and waits with its reason; nothing is recreated, no reason flips (watched for 10 s after it settles). Before, the controller judged
-  displacement from the LaunchPlans and the planner from claims and reservations: the displaced order was
-  planned back onto the card and displaced again, over and over.
+  and waits with its reason; nothing is recreated, no reason flips (watched for 10 s after it settles).
+  Before, the controller judged displacement from the LaunchPlans and the planner from claims and
+  reservations: the displaced order was planned back onto the card and displaced again, over and over.
 - Phantom claims: alice, with Kubernetes' `edit` role in her namespace, creates claims carrying her order's
   label, pinned by uuid to its card (read from her LaunchPlan), with no pod. The planner counted such
   claims as held for ever; another tenant's order on that card is now placed and Ready.
