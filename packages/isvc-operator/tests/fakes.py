@@ -33,11 +33,11 @@ from isvc_api import (
 from isvc_operator import (
     Deps,
     EffectivePolicy,
+    Judgement,
     OrderReconciler,
     PassResult,
     PlanOutcome,
     TemporaryError,
-    plan_devices,
 )
 
 Obj = dict[str, Any]
@@ -126,13 +126,6 @@ class FakeCluster:
 
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         return self._get("LaunchPlan", namespace, name)
-
-    def launch_plans_on(self, devices: set[tuple[str, str, str]]) -> list[Obj]:
-        return [
-            copy.deepcopy(o)
-            for (k, _, _), o in self.objects.items()
-            if k == "LaunchPlan" and plan_devices(o) & devices
-        ]
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         return [
@@ -326,6 +319,7 @@ class FakePlanner:
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
         self.released: list[tuple[str, str]] = []
+        self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
 
     def plan(
         self,
@@ -348,15 +342,17 @@ class FakePlanner:
     def release(self, namespace: str, name: str) -> None:
         self.released.append((namespace, name))
 
-    def judge(self, placement: Placement) -> Refusal | None:
+    def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
         if self.down:
             raise TemporaryError("connection refused")
         if placement.share_percent is not None and not 1 <= placement.share_percent <= 100:
-            return Refusal(
-                reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
+            return Judgement(
+                refusal=Refusal(
+                    reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                    message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
+                )
             )
-        return self.bad_placement
+        return Judgement(refusal=self.bad_placement, lost=self.lost.get(name, ()))
 
 
 class FakeWorkload:

@@ -187,7 +187,38 @@ def _placement(**kw: Any) -> Placement:
                 "count": 1,
                 "capacity": {"requests": {"shares": "25", "memory": "19968Mi"}},
             },
-            id="a share with planned memory asks for both",
+            id="a share with planned memory asks for both (a plan without the planner's requests)",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.SHARED,
+                sharing_mode=SharingMode.SHARES,
+                share_percent=9,
+                memory_gi_b=7.2,
+                capacity_requests={"memory": "7372Mi", "shares": "9"},
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "capacity": {"requests": {"memory": "7372Mi", "shares": "9"}},
+            },
+            id="issue 26: the planner's requests as they are, memory floored (7.2 GiB is 7372.8Mi, not 7373Mi)",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.MULTI_DEVICE,
+                sharing_mode=SharingMode.SHARES,
+                device_count=2,
+                capacity_requests={"memory": "81920Mi", "shares": "100"},
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 2,
+                "capacity": {"requests": {"memory": "81920Mi", "shares": "100"}},
+            },
+            id="tensor parallel on shareable cards asks each card whole, as the ledger counts it",
         ),
         pytest.param(
             _placement(

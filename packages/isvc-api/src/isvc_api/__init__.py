@@ -77,6 +77,7 @@ from isvc_api._types import (
     SharingMode,
     StartupFailure,
     UpdateStrategy,
+    claim_capacity_requests,
     parse,
 )
 from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
@@ -159,6 +160,7 @@ __all__ = [
     "Wire",
     "all_crds",
     "checkpoint_weights",
+    "claim_capacity_requests",
     "crd_documents",
     "doc_ru",
     "example_cases",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -64,6 +65,7 @@ __all__ = [
     "SharingMode",
     "StartupFailure",
     "UpdateStrategy",
+    "claim_capacity_requests",
 ]
 
 GROUP = "ai.deckhouse.io"
@@ -706,6 +708,34 @@ class Placement(Wire):
     memory_gi_b: float | None = Field(
         default=None, alias="memoryGiB", description="Accelerator memory requested per device, GiB."
     )
+    capacity_requests: dict[str, str] | None = Field(
+        default=None,
+        description=(
+            "What the claim asks of each device's consumable capacity (shares, memory), as quantities the "
+            "device's request policy takes as asked; computed by the planner from the ResourceSlice."
+        ),
+        max_length=16,
+    )
+
+
+def claim_capacity_requests(placement: Placement) -> dict[str, str] | None:
+    """What one device's claim asks of its consumable capacity for this placement (None: nothing).
+
+    The planner's exact figures when the plan carries them (a share, or whole shareable cards under tensor
+    parallel); else, for a shared placement, the share and the memory rounded up to whole Mi, as plans made
+    before the planner computed them were claimed (some drivers default an unrequested memory to the whole
+    device).
+    """
+    if placement.sharing_mode == SharingMode.PARTITION:
+        return None
+    if placement.capacity_requests:
+        return dict(placement.capacity_requests)
+    if placement.placement_mode != PlacementMode.SHARED:
+        return None
+    requests = {"shares": str(placement.share_percent)}
+    if placement.memory_gi_b is not None:
+        requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
+    return requests
 
 
 class Estimates(Wire):

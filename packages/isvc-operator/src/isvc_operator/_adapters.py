@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -32,7 +33,7 @@ from isvc_api import (
 )
 
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._ports import PlanOutcome, TemporaryError, WorkloadUnbuildable
+from isvc_operator._ports import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
@@ -91,12 +92,17 @@ class PlannerService:
         self,
         client: isvc_planner_client.PlannerClient,
         room: WaitingRoom,
-        judged: TTLCache[str, Refusal | None] | None = None,
+        judged: TTLCache[tuple[str, str], tuple[str, Judgement]] | None = None,
     ) -> None:
         self.client = client
         self.room = room
-        # A placement judged a minute ago is judged the same now: a steady order asks the planner nothing.
-        self.judged: TTLCache[str, Refusal | None] = judged if judged is not None else TTLCache(10_000, 60.0)
+        # An order's plan judged a minute ago is judged the same now: a steady order asks the planner nothing.
+        # Only a preemption takes an order's standing away, and it names the orders it displaces: their
+        # judgements are dropped then, so each finds out on its next pass.
+        self.judged: TTLCache[tuple[str, str], tuple[str, Judgement]] = (
+            judged if judged is not None else TTLCache(10_000, 60.0)
+        )
+        self._lock = threading.Lock()
 
     def plan(
         self,
@@ -127,15 +133,15 @@ class PlannerService:
         )
         try:
             # An estimate reserves nothing and never joins the waiting room.
-            answer, placed = (self.client.plan(request), []) if dry_run else self.room.plan(request)
+            answer = self.client.plan(request) if dry_run else self.room.plan(request)
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
+        victims = [(v.namespace, v.name) for v in answer.preempt]
+        with self._lock:
+            for victim in [*victims, (request.order.namespace, request.order.name)]:
+                self.judged.pop(victim, None)
         return PlanOutcome(
-            placement=answer.placement,
-            estimates=answer.estimates,
-            refusal=answer.refusal,
-            preempt=[(v.namespace, v.name) for v in answer.preempt],
-            placed_together=placed,
+            placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal, preempt=victims
         )
 
     def release(self, namespace: str, name: str) -> None:
@@ -145,16 +151,22 @@ class PlannerService:
         except isvc_planner_client.PlannerError:  # the reservation lapses on its own in two minutes
             return
 
-    def judge(self, placement: Placement) -> Refusal | None:
-        key = placement.model_dump_json(by_alias=True)
-        if key in self.judged:
-            return self.judged[key]
+    def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
+        stored = placement.model_dump_json(by_alias=True)
+        with self._lock:
+            known = self.judged.get((namespace, name))
+        if known is not None and known[0] == stored:
+            return known[1]
         try:
-            verdict = self.client.judge(placement)
+            verdict = self.client.hold(
+                isvc_planner_client.OrderRef(namespace=namespace, name=name), placement
+            )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        self.judged[key] = verdict
-        return verdict
+        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost))
+        with self._lock:
+            self.judged[(namespace, name)] = (stored, judgement)
+        return judgement
 
 
 class Workload:

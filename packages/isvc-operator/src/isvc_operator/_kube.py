@@ -22,8 +22,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from isvc_operator._ports import DeviceKey, plan_devices
-
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
 log = logging.getLogger(__name__)
@@ -429,33 +427,6 @@ class Informer:
         return min(backoff * 2, 30)
 
 
-class _PlanIndex:
-    """LaunchPlans by the devices they place their order on, kept current by the LaunchPlan informer."""
-
-    def __init__(self, plans: Informer) -> None:
-        self._plans = plans
-        self._by_device: dict[DeviceKey, set[tuple[str, str]]] = {}
-        self._devices: dict[tuple[str, str], set[DeviceKey]] = {}
-        self._lock = threading.Lock()
-        plans.add_handler(self._on_plan)
-
-    def _on_plan(self, event: str, obj: Obj) -> None:
-        key = _key(obj)
-        devices = set() if event == "DELETED" else plan_devices(obj)
-        with self._lock:
-            for device in self._devices.pop(key, set()):
-                self._by_device.get(device, set()).discard(key)
-            if devices:
-                self._devices[key] = devices
-                for device in devices:
-                    self._by_device.setdefault(device, set()).add(key)
-
-    def on(self, devices: set[DeviceKey]) -> list[Obj]:
-        with self._lock:
-            keys = set().union(*(self._by_device.get(d, set()) for d in devices)) if devices else set()
-        return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
-
-
 # What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
 # already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
 # kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
@@ -526,7 +497,6 @@ class KubeCluster:
             *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
-        self._plan_index = _PlanIndex(self.plans)
         self._owned = {
             "StatefulSet": self.statefulsets,
             "Deployment": self.deployments,
@@ -596,9 +566,6 @@ class KubeCluster:
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         """An order's LaunchPlan, read live."""
         return self.get(GV, "LaunchPlan", namespace, name)
-
-    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
-        return self._plan_index.on(devices)
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""

@@ -20,7 +20,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
-from isvc_api import LoadMetrics
+from isvc_api import ConditionType, LoadMetrics, Reason
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -165,6 +165,13 @@ def parser() -> argparse.ArgumentParser:
         help="orders passed at once; a pass mostly waits on the API server and the planner, "
         "so more workers than cores keep a burst or a restart moving (an order is never passed "
         "twice at once)",
+    )
+    p.add_argument(
+        "--waiting-room-seconds",
+        type=float,
+        default=300.0,
+        help="orders waiting for room are planned again together at least this often; otherwise only when "
+        "the planner's ledger may have made room (a safety net, not the way waiting orders move)",
     )
     p.add_argument(
         "--resync-seconds",
@@ -354,17 +361,22 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         recipe = recipes.book.get(name)
         return recipe.load_metrics if recipe is not None else None
 
-    def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
-        """The order is still there (the same one) and still has no plan."""
+    def still_waiting(namespace: str, name: str, uid: str | None, holding: bool) -> bool:
+        """The order is still there (the same one) and still has no plan; or, holding one, still waits to move
+        off it: the scheduler could not allocate its claim, or a recomputation found no room (in force)."""
         obj = kube.orders.get(namespace, name)
+        if obj is None or uid not in (None, obj["metadata"].get("uid")):
+            return False
+        if not holding:
+            return kube.plans.get(namespace, name) is None
+        said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
         return (
-            obj is not None
-            and uid in (None, obj["metadata"].get("uid"))
-            and kube.plans.get(namespace, name) is None
+            said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value
+            or said.get(ConditionType.PLANNED.value) == Reason.LAUNCH_PLAN_IN_FORCE.value
         )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
-    room = WaitingRoom(client, still_waiting=still_waiting)
+    room = WaitingRoom(client, still_waiting=still_waiting, period=args.waiting_room_seconds)
     health = _health(args)
     deps = Deps(
         cluster=kube,
@@ -388,15 +400,20 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         classes,
         workers=args.workers,
         registry=REGISTRY,
-        waiting=room.waiting,
+        room=room,
         probes=health.schedule,
         holders=holders,
     )
     Gauge(
         "isvc_orders_waiting_for_room",
-        "Orders refused for want of room, to be planned together",
+        "Orders refused for want of room, planned together when room may appear",
         registry=REGISTRY,
     ).set_function(lambda: len(room.waiting()))
+    Gauge(
+        "isvc_waiting_room_passes",
+        "Passes of the waiting room since the controller started: each one plan_many of every waiting order",
+        registry=REGISTRY,
+    ).set_function(lambda: room.passes)
     return controller, deps
 
 

@@ -18,7 +18,7 @@ from isvc_api import (
 )
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
 from isvc_operator._steps.start_turn import take_turns
 
 __all__ = ["step"]
@@ -303,7 +303,6 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     )
     scope.startup_failure = failure
     verdict = take_turns(scope, deps, children.deployment, children.pods, children.claims, verdict)
-    if not verdict.holds:
-        exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
-        scope.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
+    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
+        scope.requeue(RETRY_SOON)  # a claim the scheduler cannot allocate: Planned times the planner's turn
     return verdict
