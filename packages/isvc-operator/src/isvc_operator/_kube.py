@@ -22,7 +22,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from isvc_operator._ports import DeviceKey, plan_devices
 from isvc_operator._seal import DIGEST, SEALED_KINDS, view_digest
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
@@ -298,6 +297,7 @@ class Informer:
         self._metadata_only = metadata_only
         self._store = store
         self._relist_handlers: list[Callable[[], None]] = []
+        self._served_handlers: list[Callable[[], None]] = []
         self._listed = False
         self.api_version = api_version
         self.kind = kind
@@ -321,6 +321,11 @@ class Informer:
     def add_relist_handler(self, handler: Callable[[], None]) -> None:
         """Call `handler()` after each list but the first of an informer that keeps no store."""
         self._relist_handlers.append(handler)
+
+    def add_served_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler()` once the kind is served after it was not (its API installed while the controller
+        runs), when its first list is in the cache."""
+        self._served_handlers.append(handler)
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         """A cached object, or None."""
@@ -449,12 +454,18 @@ class Informer:
         while not self._stop.is_set():
             try:
                 resource = resource_of(self._dyn, self.api_version, self.kind)
-                if self._served is False:
+                appeared = self._served is False
+                if appeared:
                     log.info("%s (%s) is served again; watching it", self.kind, self.api_version)
                 self._served = True
                 if self._metadata_only:
                     resource = _MetadataOnly(resource)
                 version = self._relist(resource)
+                for handler in self._served_handlers if appeared else ():
+                    try:
+                        handler()
+                    except Exception:
+                        log.exception("served handler failed for %s", self.kind)
                 replayed = time.monotonic()
                 while not self._stop.is_set():
                     if self._resync is not None and time.monotonic() - replayed >= self._resync:
@@ -536,33 +547,6 @@ class _HostIndex:
         return [o for k in keys if (o := self.informer.get(*k)) is not None]
 
 
-class _PlanIndex:
-    """LaunchPlans by the devices they place their order on, kept current by the LaunchPlan informer."""
-
-    def __init__(self, plans: Informer) -> None:
-        self._plans = plans
-        self._by_device: dict[DeviceKey, set[tuple[str, str]]] = {}
-        self._devices: dict[tuple[str, str], set[DeviceKey]] = {}
-        self._lock = threading.Lock()
-        plans.add_handler(self._on_plan)
-
-    def _on_plan(self, event: str, obj: Obj) -> None:
-        key = _key(obj)
-        devices = set() if event == "DELETED" else plan_devices(obj)
-        with self._lock:
-            for device in self._devices.pop(key, set()):
-                self._by_device.get(device, set()).discard(key)
-            if devices:
-                self._devices[key] = devices
-                for device in devices:
-                    self._by_device.setdefault(device, set()).add(key)
-
-    def on(self, devices: set[DeviceKey]) -> list[Obj]:
-        with self._lock:
-            keys = set().union(*(self._by_device.get(d, set()) for d in devices)) if devices else set()
-        return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
-
-
 # What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
 # already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
 # kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
@@ -614,6 +598,15 @@ class KubeCluster:
         )
         # Every Ingress of the cluster, by the hosts it publishes: whose an External host is.
         self.hosts = _HostIndex(Informer(self.dyn, "networking.k8s.io/v1", "Ingress", transform=compact_host))
+        self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
+        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel)
+        self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
+        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
+        self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
+        self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
+        self.scaled_objects = Informer(self.dyn, "keda.sh/v1alpha1", "ScaledObject", label_selector=sel)
+        self.pod_monitors = Informer(self.dyn, "monitoring.coreos.com/v1", "PodMonitor", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
@@ -637,12 +630,14 @@ class KubeCluster:
             self.autoscalers,
             self.network_policies,
             self.hosts.informer,
+            self.pod_metrics,
+            self.scaled_objects,
+            self.pod_monitors,
             self.priority_classes,
             self.secrets,
             *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
-        self._plan_index = _PlanIndex(self.plans)
         self._owned = {
             "StatefulSet": self.statefulsets,
             "Deployment": self.deployments,
@@ -651,6 +646,9 @@ class KubeCluster:
             "ResourceClaimTemplate": self.templates,
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
+            "PodMetric": self.pod_metrics,
+            "ScaledObject": self.scaled_objects,
+            "PodMonitor": self.pod_monitors,
             "Service": self.services,
             "NetworkPolicy": self.network_policies,
         }
@@ -710,9 +708,6 @@ class KubeCluster:
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         """An order's LaunchPlan, read live."""
         return self.get(GV, "LaunchPlan", namespace, name)
-
-    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
-        return self._plan_index.on(devices)
 
     def ingresses_naming(self, host: str) -> list[Obj]:
         """Every Ingress of the cluster that publishes `host` (name, namespace, uid, owners, creation time)."""
@@ -838,6 +833,25 @@ class KubeCluster:
             **extra,
         ).to_dict()
         return out
+
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live."""
+        return self.get("coordination.k8s.io/v1", "Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Replace a Lease at the resourceVersion it was read at, or create it when it had none; False on 409."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        try:
+            if meta.get("resourceVersion"):
+                resource.replace(body=manifest, namespace=meta["namespace"])
+            else:
+                resource.create(body=manifest, namespace=meta["namespace"])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
 
     def create(self, manifest: Obj) -> Obj:
         """Create an object; an existing one is returned as it is (never overwritten)."""

@@ -19,6 +19,7 @@ from isvc_api import (
     ModelFacts,
     ModelStatus,
     Resolved,
+    ScalingStatus,
     StartupFailure,
     Verdict,
 )
@@ -95,6 +96,7 @@ class OrderScope:
     token: str | None = None
     children: Children | None = None
     startup_failure: StartupFailure | Keep | None = KEEP
+    scaling: ScalingStatus | Keep | None = KEEP  # what the autoscaler follows
     # Ready: the probe's record.
     health: HealthStatus | Keep | None = KEEP
     # What the pass asks of the controller and the API.

@@ -28,6 +28,7 @@ from isvc_operator._scope import (
     take_down_workload,
 )
 from isvc_operator._seal import SEAL, SEALED_KINDS
+from isvc_operator._steps.start_turn import take_turns
 
 __all__ = ["step"]
 
@@ -297,6 +298,21 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     return None
 
 
+def _prune_autoscaling(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> None:
+    """What scaled or scraped the order before and is not wanted now goes: the class dropped its autoscaler,
+    or the cluster's metrics path changed (KEDA installed, Deckhouse's adapter enabled). Only objects the
+    order controls: KEDA's own HPA of a ScaledObject carries the order's labels too, and is KEDA's."""
+    wanted = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    uid = scope.order.metadata.uid
+    for api_version, kind in deps.workload.autoscaling_kinds:
+        for held in deps.cluster.owned(kind, scope.namespace, scope.name):
+            name = held["metadata"]["name"]
+            owners = held["metadata"].get("ownerReferences") or []
+            ours = any(o.get("uid") == uid and o.get("controller") for o in owners)
+            if ours and (kind, name) not in wanted:
+                deps.cluster.delete(api_version, kind, scope.namespace, name)
+
+
 def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
     """A plan that needs another claim rolls onto a new template; an old one goes once no pod uses it."""
     in_use = {
@@ -394,12 +410,8 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
                 continue
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
-    if not any(m["kind"] == "HorizontalPodAutoscaler" for m in manifests):  # the class dropped its autoscaler
-        for hpa in deps.cluster.owned("HorizontalPodAutoscaler", scope.namespace, scope.name):
-            if made_for(hpa, scope):
-                deps.cluster.delete(
-                    "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
-                )
+    _prune_autoscaling(scope, deps, manifests)
+    scope.scaling = deps.workload.scaling(scope.order, scope.plan, scope.policy)
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy),
@@ -434,7 +446,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container),
     )
     scope.startup_failure = failure
-    if not verdict.holds:
-        exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
-        scope.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
+    verdict = take_turns(scope, deps, children.deployment, children.pods, children.claims, verdict)
+    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
+        scope.requeue(RETRY_SOON)  # a claim the scheduler cannot allocate: Planned times the planner's turn
     return verdict
