@@ -598,11 +598,6 @@ class KubeCluster:
         )
         # Every Ingress of the cluster, by the hosts it publishes: whose an External host is.
         self.hosts = _HostIndex(Informer(self.dyn, "networking.k8s.io/v1", "Ingress", transform=compact_host))
-        self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
-        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel)
-        self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
-        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
-        self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
         # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
         self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
         self.scaled_objects = Informer(self.dyn, "keda.sh/v1alpha1", "ScaledObject", label_selector=sel)
