@@ -24,6 +24,13 @@ def _workload(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == "WorkloadReady")
 
 
+@pytest.fixture(autouse=True)
+def _no_restores_remembered() -> None:
+    from isvc_operator._steps import workload
+
+    workload._RESTORED.clear()
+
+
 @pytest.fixture
 def world() -> World:
     w = World()
@@ -206,3 +213,17 @@ def test_a_host_published_first_by_the_order_stays_published(world: World) -> No
 
     assert _workload(status)["reason"] != "WorkloadError"
     assert world.cluster.cached("Ingress", "team-a", "support-llm") is not None
+
+
+def test_a_child_the_cluster_keeps_changing_is_left_and_said_not_rewritten_every_pass(world: World) -> None:
+    """A mutating webhook or another controller that changes a child again and again must not make the module
+    rewrite it on every pass: after three restores in five minutes it is left, and the order says so."""
+    reasons = []
+    for _ in range(4):
+        TAMPERING["an annotation"](_held(world))
+        reasons.append(_workload(world.run())["reason"])
+    patched = len(world.cluster.patched)
+
+    assert reasons == ["WorkloadNotReady"] * 3 + ["WorkloadError"]
+    assert "keeps being changed" in _workload(world.cluster.status_of("team-a", "support-llm"))["message"]
+    assert patched == 3

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 
+from cachetools import TTLCache
 from isvc_api import (
     ConditionType,
     EndpointStatus,
@@ -33,6 +35,8 @@ from isvc_operator._steps.start_turn import take_turns
 __all__ = ["step"]
 
 log = logging.getLogger(__name__)
+RESTORES = 3  # restores of one child a window allows
+RESTORE_WINDOW = 300.0  # seconds
 
 
 def _take_down_unplaced(scope: OrderScope, deps: Deps) -> None:
@@ -224,11 +228,25 @@ def _squatted(scope: OrderScope, deps: Deps, manifest: Obj, held: Obj | None) ->
     return None
 
 
+# Children restored lately, by (namespace, kind, name): something of the cluster that changes a child again
+# and again (a mutating webhook, another controller) must not make the module rewrite it every pass.
+_RESTORED: TTLCache[tuple[str, str, str], int] = TTLCache(maxsize=10_000, ttl=RESTORE_WINDOW)
+_RESTORED_LOCK = threading.Lock()
+
+
+def _restores(key: tuple[str, str, str]) -> int:
+    """Count one more restore of a child in the window; the count so far."""
+    with _RESTORED_LOCK:
+        _RESTORED[key] = _RESTORED.get(key, 0) + 1
+        return _RESTORED[key]
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
     """Apply what changed; restore what someone else changed. A set the order outgrew is not applied (the
     held one keeps serving): the pass ends in SettledRegionTooSmall once the other children are applied."""
     too_small: Verdict | None = None
     squat: str | None = None
+    keeps: str | None = None
     restored: list[str] = []
     bound = next(
         (m["spec"].get("maxReplicas") for m in manifests if m["kind"] == "HorizontalPodAutoscaler"), None
@@ -250,6 +268,14 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         try:
             if _tampered(deps, held, manifest, bound):
                 assert held is not None
+                if _restores((meta["namespace"], manifest["kind"], meta["name"])) > RESTORES:
+                    keeps = (
+                        f"{manifest['kind']} {meta['name']} of the order keeps being changed by something other "
+                        f"than the module: restored {RESTORES} times in {RESTORE_WINDOW // 60:g} minutes, it is "
+                        "left as it is for now; a controller or admission webhook of the cluster changes it, "
+                        "which an administrator can tell from its managedFields."
+                    )
+                    continue
                 ops = _restore(held, manifest, bound)
                 seal = deps.sealer.seal(deps.cluster.patch(manifest, ops, dry_run=True))
                 ops[1] = {**ops[1], "value": {**ops[1]["value"], SEAL: seal}}
@@ -282,6 +308,10 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     _prune_templates(
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
+    if keeps is not None:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, keeps)
+        scope.requeue(RETRY_CAPACITY)
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, keeps)
     if squat is not None:
         log.warning("%s/%s: %s", scope.namespace, scope.name, squat)
         scope.requeue(RETRY_CAPACITY)
