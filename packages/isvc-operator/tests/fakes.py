@@ -6,8 +6,9 @@ import base64
 import copy
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
+import isvc_workload
 from isvc_api import (
     LABEL_ORDER,
     CompiledRuntime,
@@ -36,6 +37,7 @@ from isvc_operator import (
     PassResult,
     PlanOutcome,
     TemporaryError,
+    Workload,
     plan_devices,
 )
 
@@ -90,6 +92,9 @@ class FakeCluster:
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
         self.failed_creates: dict[tuple[str, str], str] = {}  # FailedCreate events of workloads
         self.failed_create_reads: list[tuple[str, str, str, str]] = []
+        self.said: dict[tuple[str, str, str], str] = {}  # (kind, name, event reason) -> message
+        self.said_reads: list[tuple[str, str, str]] = []
+        self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -177,6 +182,25 @@ class FakeCluster:
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         self.failed_create_reads.append((namespace, kind, name, uid))
         return self.failed_creates.get((namespace, name))
+
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        self.said_reads.append((kind, name, reason))
+        return self.said.get((kind, name, reason))
+
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for (k, ns, _), o in self.objects.items()
+            if k == "ResourceQuota" and ns == namespace
+        ]
+
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        self.annotated.append((kind, namespace, name, dict(annotations)))
+        obj = self.objects.get((kind, namespace, name))
+        if obj is not None:
+            obj["metadata"].setdefault("annotations", {}).update(annotations)
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], type_, reason, message))
@@ -341,6 +365,7 @@ class FakeWorkload:
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
         self.judged_sets: list[Obj | None] = []
+        self.judged_refusals: list[tuple[dict[str, str], list[Obj]]] = []
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
         self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
@@ -405,10 +430,19 @@ class FakeWorkload:
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
     ) -> tuple[Verdict, StartupFailure | None]:
         self.judged_with.append(previous)
         self.judged_sets.append(deployment)
+        self.judged_refusals.append((dict(claim_refusals or {}), list(quotas or [])))
         return self.verdict, self.failure
+
+    def awaits_claim(self, pod: Obj) -> bool:  # the package's own reading of a pod
+        return isvc_workload.awaits_claim(pod)
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        return Workload.quota_retry(cast(Workload, self), said, quotas)
 
 
 class FakeHealth:

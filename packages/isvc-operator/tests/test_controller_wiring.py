@@ -22,8 +22,8 @@ class Informer:
     def add_handler(self, handler: Any) -> None:
         self.handlers.append(handler)
 
-    def list(self) -> list[Obj]:
-        return self.items
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        return [o for o in self.items if namespace is None or o["metadata"].get("namespace") == namespace]
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return next(
@@ -236,3 +236,28 @@ def test_a_pass_in_progress_shows_in_the_longest_running_gauge() -> None:
         time.sleep(0.02)
     assert c.longest_running() == 0.0
     c.order_queue.shut_down()
+
+
+def test_a_quota_that_changes_passes_the_orders_of_its_namespace_whose_workload_is_not_up() -> None:
+    """Issue 27: a raised quota lifted its refusal only after the cluster's own retry delay (~4 min)."""
+    c, kube = controller([])
+    kube.quotas = Informer()
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+    )
+
+    def order(namespace: str, name: str, workload: str | None) -> Obj:
+        conditions = [{"type": "WorkloadReady", "status": workload}] if workload else []
+        return {"metadata": {"namespace": namespace, "name": name}, "status": {"conditions": conditions}}
+
+    kube.orders.items = [
+        order("ns", "refused", "False"),
+        order("ns", "new", None),
+        order("ns", "serving", "True"),
+        order("other", "refused-elsewhere", "False"),
+    ]
+    kube.quotas.emit("MODIFIED", {"metadata": {"namespace": "ns", "name": "gpus"}})
+    assert drain(c, 0.2) == {("ns", "refused"), ("ns", "new")}

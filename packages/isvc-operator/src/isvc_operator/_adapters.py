@@ -227,8 +227,23 @@ class Workload:
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
     ) -> tuple[Verdict, StartupFailure | None]:
-        return isvc_workload.judge_workload(deployment, pods, claims, previous, read_log)
+        return isvc_workload.judge_workload(
+            deployment, pods, claims, previous, read_log, claim_refusals, quotas
+        )
+
+    def awaits_claim(self, pod: Obj) -> bool:
+        return isvc_workload.awaits_claim(pod)
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        refusal = isvc_workload.quota_refusal(said)
+        if refusal is None:
+            return None
+        if refusal.stands(quotas):
+            return {}
+        return {isvc_workload.QUOTA_RETRY_ANNOTATION: refusal.retry_token(quotas)}
 
     def growth(
         self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy

@@ -482,6 +482,9 @@ class KubeCluster:
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
+        # Namespaces' quotas: a quota refusing part of an order's workload is judged against them, and a
+        # change to one passes the orders of its namespace whose workload is not up.
+        self.quotas = Informer(self.dyn, "v1", "ResourceQuota")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
         self.catalog = [
@@ -503,6 +506,7 @@ class KubeCluster:
             self.services,
             self.autoscalers,
             self.priority_classes,
+            self.quotas,
             self.secrets,
             *self.catalog,
         ]
@@ -636,10 +640,19 @@ class KubeCluster:
                 continue
         return None
 
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        """The ResourceQuotas of a namespace, from the cache."""
+        return self.quotas.list(namespace)
+
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         """What the workload controller last said when the cluster refused to create a pod of that object
         (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""
-        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"
+        return self.refused(namespace, kind, name, uid, "FailedCreate")
+
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        """The message of the newest event `reason` a controller recorded on that object (this uid), read
+        live; None when there is none or the events cannot be read."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"
         try:
             events = self.core.list_namespaced_event(
                 namespace, field_selector=selector, _request_timeout=REQUEST_TIMEOUT
@@ -693,6 +706,24 @@ class KubeCluster:
         existing = self.get(manifest["apiVersion"], manifest["kind"], meta.get("namespace"), meta["name"])
         assert existing is not None
         return existing
+
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        """Set annotations on an object by a merge patch of its metadata, under the controller's field manager;
+        an object gone meanwhile is left alone."""
+        try:
+            resource = resource_of(self.dyn, api_version, kind)
+            self.dyn.request(
+                "patch",
+                resource.path(name=name, namespace=namespace),
+                body=json.dumps({"metadata": {"annotations": annotations}}).encode(),
+                content_type="application/merge-patch+json",
+                field_manager=MANAGER,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete an object; a missing one is already deleted."""

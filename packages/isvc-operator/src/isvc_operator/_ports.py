@@ -101,6 +101,20 @@ class Cluster(Protocol):
         """The workload controller's last word on a pod of that object the cluster refused to create."""
         ...
 
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        """The message of the newest event `reason` a controller recorded on that object, or None."""
+        ...
+
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        """The ResourceQuotas of a namespace (from the cache)."""
+        ...
+
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        """Set annotations on an object (a metadata merge patch)."""
+        ...
+
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
 
 
@@ -206,7 +220,22 @@ class WorkloadPort(Protocol):
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
-    ) -> tuple[Verdict, StartupFailure | None]: ...
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
+    ) -> tuple[Verdict, StartupFailure | None]:
+        """WorkloadReady; `claim_refusals` (pod → what the cluster said when it did not make the pod's device
+        claim) and the namespace's `quotas` judge a quota's refusal."""
+        ...
+
+    def awaits_claim(self, pod: Obj) -> bool:
+        """Whether the pod waits for the cluster to make its device claim."""
+        ...
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        """For what the cluster said refusing part of the workload: None when it is no quota's refusal; else
+        the annotations that ask the cluster to try again once the quota changed since (empty while the
+        refusal stands)."""
+        ...
 
     def growth(
         self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy

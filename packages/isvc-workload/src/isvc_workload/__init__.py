@@ -29,7 +29,9 @@ from isvc_workload._judge import (
     judge_workload,
     workload_error,
 )
+from isvc_workload._kube import awaits_claim
 from isvc_workload._ports import SERVICE_PORT
+from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
 from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
 from isvc_workload._settings import WorkloadSettings
@@ -63,6 +65,7 @@ __all__ = [
     "MAX_LOG_LINES",
     "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
+    "QUOTA_RETRY_ANNOTATION",
     "RUNTIME_HASH_ANNOTATION",
     "SCALE_DOWN_WINDOW_SECONDS",
     "SERVICE_PORT",
@@ -73,6 +76,7 @@ __all__ = [
     "LogReader",
     "ModelVolume",
     "PlanNotExpressible",
+    "QuotaRefusal",
     "SettingsIncomplete",
     "UnplacedReplica",
     "WorkloadInputs",
@@ -81,6 +85,7 @@ __all__ = [
     "auth_secret",
     "auth_secret_name",
     "autoscaler",
+    "awaits_claim",
     "cel_undecidable",
     "child_labels",
     "child_metadata",
@@ -94,6 +99,7 @@ __all__ = [
     "judge_workload",
     "model_volume",
     "owner_reference",
+    "quota_refusal",
     "read_token",
     "resource_claim_template",
     "service",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from datetime import datetime
 
 from isvc_api import (
     ConditionType,
@@ -203,6 +204,66 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
     return {**workload, "status": status}
 
 
+# How long a pod may wait for the cluster to make its device claim before the cluster's words are read: the
+# resourceclaim controller makes one in milliseconds, so a steady start reads nothing.
+CLAIM_GRACE = 2.0
+CLAIM_REFUSED = "FailedResourceClaimCreation"  # the resourceclaim controller's event (kubernetes v1.36.3)
+
+
+def _age(obj: Obj, now: datetime) -> float | None:
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return (now - datetime.fromisoformat(str(created))).total_seconds() if created else None
+    except ValueError:
+        return None
+
+
+def _claim_refusals(scope: OrderScope, deps: Deps, pods: list[Obj]) -> dict[str, str]:
+    """What the cluster said about the device claims it has not made for pods that waited a while for them."""
+    said: dict[str, str] = {}
+    for pod in pods:
+        if not deps.workload.awaits_claim(pod):
+            continue
+        age = _age(pod, scope.now)
+        if age is None or age < CLAIM_GRACE:
+            scope.requeue(CLAIM_GRACE)
+            continue
+        meta = pod["metadata"]
+        words = deps.cluster.refused(
+            scope.namespace, "Pod", meta["name"], str(meta.get("uid") or ""), CLAIM_REFUSED
+        )
+        if words:
+            said[meta["name"]] = words
+    return said
+
+
+def _quota_refused(
+    scope: OrderScope, deps: Deps, refused: list[tuple[Obj, str, str, str]], quotas: list[Obj]
+) -> bool:
+    """Whether a quota refused part of the workload (`refused`: object, its apiVersion and kind, the cluster's
+    words); for each refusal whose quota changed since, the object is annotated once for that change of the
+    quota, which makes the controller that retries it (the set's, the resourceclaim controller) do it now
+    rather than after its backoff of up to minutes."""
+    any_quota = False
+    for obj, api_version, kind, words in refused:
+        wanted = deps.workload.quota_retry(words, quotas)
+        if wanted is None:
+            continue
+        any_quota = True
+        meta = obj["metadata"]
+        held = meta.get("annotations") or {}
+        if wanted and any(held.get(k) != v for k, v in wanted.items()):
+            log.info(
+                "%s/%s: the quota that refused %s %s changed; asking the cluster to try again",
+                scope.namespace,
+                scope.name,
+                kind,
+                meta["name"],
+            )
+            deps.cluster.annotate(api_version, kind, scope.namespace, meta["name"], wanted)
+    return any_quota
+
+
 def _resolved_as_served(scope: OrderScope) -> None:
     """The plan's workload was not applied and the order served: status.resolved keeps describing the plan
     that still serves (the workload in place), not the one refused; the recomputation is still counted. The
@@ -281,15 +342,36 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     ]
     children = Children(_with_failed_create(deps, sets[0], every_pod) if sets else None, pods, claims)
     scope.children = children
+    quotas = deps.cluster.quotas_in(scope.namespace)
+    claim_refusals = _claim_refusals(scope, deps, pods)
     verdict, failure = deps.workload.judge(
         children.deployment,
         children.pods,
         children.claims,
         scope.previous.startup_failure,
         lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container),
+        claim_refusals,
+        quotas,
     )
     scope.startup_failure = failure
-    if not verdict.holds:
+    refused = [
+        (p, "v1", "Pod", claim_refusals[p["metadata"]["name"]])
+        for p in pods
+        if p["metadata"]["name"] in claim_refusals
+    ]
+    failed_create = next(
+        (
+            c
+            for c in (children.deployment or {}).get("status", {}).get("conditions") or []
+            if c.get("type") == "ReplicaFailure"
+        ),
+        None,
+    )
+    if sets and failed_create is not None:
+        refused.append((sets[0], "apps/v1", "StatefulSet", str(failed_create.get("message") or "")))
+    by_quota = _quota_refused(scope, deps, refused, quotas) if not verdict.holds else False
+    if not verdict.holds and not (by_quota and verdict.reason == Reason.WORKLOAD_ERROR.value):
+        # A quota's refusal waits for the quota to change (watched), not for a timer.
         exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
         scope.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
     return verdict
