@@ -85,3 +85,67 @@ def test_a_quota_leaving_no_device_is_workload_error_naming_it_and_its_raise_is_
     for name in names:
         bed.wait_ready(name, timeout=30)
     print(f"both orders Ready {time.monotonic() - raised:.1f} s after the quota was raised")
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    with Bed(module, admin_api, alice_api, team_a) as b:
+        yield b
+
+
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def _evict(bed: Bed, pod: str) -> int:
+    """Evict a pod as `kubectl drain` does: 201 when evicted, else the API server's refusal (429)."""
+    body: Any = {"metadata": {"name": pod, "namespace": bed.ns}}
+    try:
+        bed.core.create_namespaced_pod_eviction(pod, bed.ns, body)
+        return 201
+    except k8s.ApiException as e:
+        return int(e.status)
+
+
+def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never_waits_on_a_one_replica_order(
+    bed: Bed,
+) -> None:
+    """Disruption policy: orders had no PodDisruptionBudget, so `kubectl drain` took every replica at once."""
+    bed.create_class(
+        "day2-two",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100},
+        },
+    )
+    two, one = bed.create("drain-two", hf(QWEN), "day2-two"), bed.create("drain-one", hf(QWEN), "default-llm")
+    policy = k8s.PolicyV1Api(bed.admin_api)
+    budget = wait_for(
+        lambda: next(
+            (b for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items if b.metadata.name == two),
+            None,
+        ),
+        60,
+        what="the two-replica order's disruption budget",
+    )
+    assert (budget.spec.max_unavailable, budget.spec.unhealthy_pod_eviction_policy) == (1, "AlwaysAllow")
+    assert budget.metadata.owner_references[0].kind == "InferenceService"
+    wait_for(
+        lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
+        90,
+        what="both replicas healthy",
+    )
+    bed.wait_ready(one)
+    assert [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items] == [two]
+    first, second = sorted(p.metadata.name for p in bed.pods(two))
+    assert _evict(bed, first) == 201
+    assert _evict(bed, second) == 429  # the budget: one replica at a time
+    assert _evict(bed, bed.pods(one)[0].metadata.name) == 201  # no budget holds a one-replica order
+    wait_for(
+        lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
+        60,
+        what="the evicted replica back",
+    )
+    assert _evict(bed, second) == 201  # the next one, once the first serves again
+    bed.wait_ready(one)

@@ -397,3 +397,21 @@ def test_a_set_whose_pods_a_quota_refuses_is_retried_when_the_quota_is_deleted(w
     assert world.cluster.annotated == [
         ("StatefulSet", "team-a", "support-llm", {"ai.deckhouse.io/quota-retry": "pods@gone"})
     ]
+
+
+def test_a_disruption_budget_no_longer_wanted_goes(world: World) -> None:
+    """A class brought down to one replica: the order's budget goes (a one-replica order never holds a drain)."""
+    world.run()
+    world.cluster.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+        }
+    )
+    world.run()
+    assert world.cluster.owned("PodDisruptionBudget", "team-a", "support-llm") == []

@@ -195,6 +195,9 @@ class Workload:
             hpa = isvc_workload.autoscaler(inputs)
             if hpa is not None:
                 out.append(hpa)
+            budget = isvc_workload.disruption_budget(inputs)
+            if budget is not None:
+                out.append(budget)
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out

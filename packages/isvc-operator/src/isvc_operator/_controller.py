@@ -179,6 +179,9 @@ class Controller:
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
         for informer in (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
             informer.add_handler(by_label)
+        budgets = getattr(k, "budgets", None)
+        if budgets is not None:
+            budgets.add_handler(by_label)
         k.claims.add_handler(on_claim)
         k.priority_classes.add_handler(on_priority)
         quotas = getattr(k, "quotas", None)

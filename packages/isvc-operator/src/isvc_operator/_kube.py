@@ -481,6 +481,7 @@ class KubeCluster:
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        self.budgets = Informer(self.dyn, "policy/v1", "PodDisruptionBudget", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         # Namespaces' quotas: a quota refusing part of an order's workload is judged against them, and a
         # change to one passes the orders of its namespace whose workload is not up.
@@ -505,6 +506,7 @@ class KubeCluster:
             self.ingresses,
             self.services,
             self.autoscalers,
+            self.budgets,
             self.priority_classes,
             self.quotas,
             self.secrets,
@@ -520,6 +522,7 @@ class KubeCluster:
             "ResourceClaimTemplate": self.templates,
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
+            "PodDisruptionBudget": self.budgets,
             "Service": self.services,
         }
 

@@ -8,6 +8,7 @@ from isvc_workload._claim_template import (
     uuid_selector,
 )
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
+from isvc_workload._disruption import disruption_budget
 from isvc_workload._endpoint import API_PATH, ISSUER_ANNOTATION, endpoint_url, external_host, ingress
 from isvc_workload._errors import IsvcWorkloadError, PlanNotExpressible, SettingsIncomplete
 from isvc_workload._growth import (
@@ -92,6 +93,7 @@ __all__ = [
     "claim_template_name",
     "claims_exhausted",
     "cluster_issuer",
+    "disruption_budget",
     "endpoint_url",
     "external_host",
     "ingress",

@@ -322,6 +322,13 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
             deps.cluster.delete(
                 "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
             )
+    if not any(
+        m["kind"] == "PodDisruptionBudget" for m in manifests
+    ):  # the class keeps it at one replica now
+        for budget in deps.cluster.owned("PodDisruptionBudget", scope.namespace, scope.name):
+            deps.cluster.delete(
+                "policy/v1", "PodDisruptionBudget", scope.namespace, budget["metadata"]["name"]
+            )
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy),
