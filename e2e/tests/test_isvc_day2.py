@@ -149,3 +149,50 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     )
     assert _evict(bed, second) == 201  # the next one, once the first serves again
     bed.wait_ready(one)
+
+
+def _serving_on(bed: Bed, name: str) -> str | None:
+    """The priority class of the order's ready pod, None while no pod of it is ready."""
+    for pod in bed.pods(name):
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            return str(pod.spec.priority_class_name)
+    return None
+
+
+def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Bed) -> None:
+    """Point 4: changing a class's priorityClassName recreated every order's pods in the same second."""
+    scheduling = k8s.SchedulingV1Api(bed.admin_api)
+    for name, value in (("day2-low", 100), ("day2-high", 200)):
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})  # type: ignore[arg-type]
+        bed.cleanup.append(lambda n=name: scheduling.delete_priority_class(n))  # type: ignore[misc]
+    bed.create_class(
+        "day2-roll",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "priorityClassName": "day2-low",
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100},
+        },
+    )
+    names = [bed.create(f"roll-{i}", hf(QWEN), "day2-roll") for i in range(3)]
+    for name in names:
+        bed.wait_ready(name)
+    bed.admin.patch_cluster_custom_object(
+        "ai.deckhouse.io",
+        "v1alpha1",
+        "inferenceserviceclasses",
+        "day2-roll",
+        {"spec": {"priorityClassName": "day2-high"}},
+    )
+    most_down, began = 0, time.monotonic()
+    while True:
+        serving = {name: _serving_on(bed, name) for name in names}
+        most_down = max(most_down, sum(on is None for on in serving.values()))
+        if all(on == "day2-high" for on in serving.values()):
+            break
+        assert time.monotonic() - began < 90, f"not rolled after 90 s: {serving}"
+        time.sleep(0.1)
+    print(f"3 orders rolled onto the new priority class in {time.monotonic() - began:.1f} s")
+    assert most_down == 1  # one order at a time, and the other two served meanwhile
+    for name in names:
+        bed.wait_ready(name, timeout=30)

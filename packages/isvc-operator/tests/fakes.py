@@ -36,6 +36,7 @@ from isvc_operator import (
     OrderReconciler,
     PassResult,
     PlanOutcome,
+    RollPacer,
     TemporaryError,
     Workload,
     plan_devices,
@@ -397,8 +398,22 @@ class FakeWorkload:
                 "apiVersion": "apps/v1",
                 "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
+                **self._template(policy),
             },
         ]
+
+    @staticmethod
+    def _template(policy: EffectivePolicy) -> Obj:
+        """A pod template only when the class names a priority class: what class edits change in pods."""
+        if not policy.priority_class_name:
+            return {}
+        return {"spec": {"template": {"spec": {"priorityClassName": policy.priority_class_name}}}}
+
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        return isvc_workload.recreates_pods(held, wanted, templates)
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        return isvc_workload.set_rolling(statefulset)
 
     def auth_secret(self, order: InferenceService) -> Obj:
         return {
@@ -507,6 +522,7 @@ class World:
         self.workload = FakeWorkload()
         self.health = FakeHealth()
         self.catalog_enabled = True
+        self.rolls: RollPacer | None = None
         self.cluster.put(klass())
         self._reconciler: OrderReconciler | None = None
         self.last: PassResult | None = None
@@ -533,6 +549,7 @@ class World:
                 health=self.health,
                 catalog_enabled=self.catalog_enabled,
                 clock=lambda: T0 + self.clock_offset,
+                rolls=self.rolls,
             )
         )
 

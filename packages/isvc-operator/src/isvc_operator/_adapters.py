@@ -237,6 +237,12 @@ class Workload:
             deployment, pods, claims, previous, read_log, claim_refusals, quotas
         )
 
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        return isvc_workload.recreates_pods(held, wanted, templates)
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        return isvc_workload.set_rolling(statefulset)
+
     def awaits_claim(self, pod: Obj) -> bool:
         return isvc_workload.awaits_claim(pod)
 

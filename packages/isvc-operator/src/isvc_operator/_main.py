@@ -30,6 +30,7 @@ from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
+from isvc_operator._rollout import RollPacer
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["main", "parser"]
@@ -339,6 +340,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         workload=Workload(settings, cert_manager, kube.priority_value),
         health=health,
         catalog_enabled=catalog is not None,
+        rolls=RollPacer(),
     )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 

@@ -50,8 +50,7 @@ class OrderReconciler:
         """One pass over the order namespace/name. NotFound means done."""
         raw = self.d.cluster.order(namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
-            self._gone(namespace, name)
-            return PassResult()
+            return PassResult(wake=tuple(self._gone(namespace, name)))
         scope = OrderScope(order=InferenceService.model_validate(raw), raw=raw, now=self.d.clock())
         try:
             for type_, step in STEPS:
@@ -109,7 +108,7 @@ class OrderReconciler:
                 ),
             )
 
-    def _gone(self, namespace: str, name: str) -> None:
+    def _gone(self, namespace: str, name: str) -> list[OrderKey]:
         """A deleted order: what the planner may still reserve for it is released, on every pass of it.
 
         Not only while traces (its LaunchPlan, claim templates) remain: a plan whose LaunchPlan was
@@ -119,3 +118,5 @@ class OrderReconciler:
         """
         self.d.health.forget(namespace, name)
         self.d.planner.release(namespace, name)
+        # A roll it was making holds its class's turn no longer: the orders waiting for it go on.
+        return self.d.rolls.forget((namespace, name)) if self.d.rolls is not None else []

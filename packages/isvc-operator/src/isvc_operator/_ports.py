@@ -44,6 +44,7 @@ __all__ = [
     "PlannerPort",
     "ProbeLoop",
     "RecipesPort",
+    "RollsPort",
     "TemporaryError",
     "WorkloadPort",
     "WorkloadUnbuildable",
@@ -227,6 +228,15 @@ class WorkloadPort(Protocol):
         claim) and the namespace's `quotas` judge a quota's refusal."""
         ...
 
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        """Whether applying the set `wanted` over `held` recreates its pods on the same devices (`templates`:
+        the claim templates of both, by name)."""
+        ...
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        """Whether the set's controller has not yet brought every replica to its latest template."""
+        ...
+
     def awaits_claim(self, pod: Obj) -> bool:
         """Whether the pod waits for the cluster to make its device claim."""
         ...
@@ -278,6 +288,15 @@ class HealthPort(Protocol):
         ...
 
 
+class RollsPort(Protocol):
+    """The pace of rolls an order did not ask for itself (_rollout.RollPacer): one order of a class at a time."""
+
+    def may_roll(self, group: str, order: OrderKey) -> bool: ...
+    def settled(self, group: str, order: OrderKey) -> list[OrderKey]: ...
+    def forget(self, order: OrderKey) -> list[OrderKey]: ...
+    def turn(self, group: str) -> OrderKey | None: ...
+
+
 class ProbeLoop(Protocol):
     """Probes run apart from passes (isvc_health.ProbeSchedule): started with the workers, it wakes an
     order's pass when its latest probe result changed."""
@@ -299,3 +318,4 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
+    rolls: RollsPort | None = None  # None: every roll at once

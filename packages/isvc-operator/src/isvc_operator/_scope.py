@@ -93,6 +93,8 @@ class OrderScope:
     token: str | None = None
     children: Children | None = None
     startup_failure: StartupFailure | Keep | None = KEEP
+    roll_waits: bool = False  # a roll of its pods nobody asked for waits for its class's turn
+    set_applied: bool = False  # the set was written on this pass (its roll, if any, begins now)
     # Ready: the probe's record.
     health: HealthStatus | Keep | None = KEEP
     # What the pass asks of the controller and the API.

@@ -33,6 +33,7 @@ from isvc_workload._judge import (
 from isvc_workload._kube import awaits_claim
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
+from isvc_workload._rollout import recreates_pods, set_rolling
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
 from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
 from isvc_workload._settings import WorkloadSettings
@@ -103,8 +104,10 @@ __all__ = [
     "owner_reference",
     "quota_refusal",
     "read_token",
+    "recreates_pods",
     "resource_claim_template",
     "service",
+    "set_rolling",
     "settle",
     "settled_region_check",
     "statefulset",

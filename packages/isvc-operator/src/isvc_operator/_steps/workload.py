@@ -135,8 +135,14 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         manifest = _stamped(settled)
         if _unchanged(deps, manifest):
             continue
+        if manifest["kind"] == "StatefulSet" and _waits_its_turn(
+            scope, deps, manifest, _templates(scope, deps, manifests)
+        ):
+            scope.roll_waits = True  # the set in place keeps serving; applied when the class's turn comes
+            continue
         try:
             deps.cluster.apply(manifest)
+            scope.set_applied = scope.set_applied or manifest["kind"] == "StatefulSet"
         except Exception as exc:
             words = _refused_by_cluster(exc)
             if words is None:
@@ -160,6 +166,69 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
     return None
+
+
+# While a roll waits for its class's turn the order is passed again this often, besides being woken when the turn
+# frees (a turn held by an order deleted meanwhile, or lapsing after ROLL_DEADLINE, wakes no one).
+ROLL_RETRY = 15.0
+
+
+def _group(scope: OrderScope) -> str:
+    """The orders whose rolls are paced together: those of one class ("" for orders without one)."""
+    return scope.order.spec.inference_service_class_name or ""
+
+
+def _templates(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> dict[str, Obj]:
+    """The order's claim templates by name: those the cluster holds, and those of this pass's manifests."""
+    held = deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name)
+    wanted = [m for m in manifests if m["kind"] == "ResourceClaimTemplate"]
+    return {t["metadata"]["name"]: t for t in [*held, *wanted]}
+
+
+def _waits_its_turn(scope: OrderScope, deps: Deps, manifest: Obj, templates: dict[str, Obj]) -> bool:
+    """Whether applying the set would recreate the pods of a serving order on the devices they hold, for a
+    change it did not ask for (its class, a recipe, a module setting), while another order of its class rolls."""
+    if deps.rolls is None:
+        return False
+    meta = manifest["metadata"]
+    held = deps.cluster.cached("StatefulSet", meta["namespace"], meta["name"])
+    if held is None or not deps.workload.recreates_pods(held, manifest, templates):
+        return False
+    if int((held.get("status") or {}).get("readyReplicas") or 0) < 1:
+        return False  # it serves nothing: there is nothing to keep up
+    if scope.order.metadata.generation != scope.previous.observed_generation:
+        return False  # an edit of the order itself rolls at once
+    return not deps.rolls.may_roll(_group(scope), scope.key)
+
+
+def _pace(scope: OrderScope, deps: Deps, manifests: list[Obj], verdict: Verdict) -> Verdict:
+    """A roll waiting for its turn says so and retries; a finished roll hands the class's turn on."""
+    if deps.rolls is None:
+        return verdict
+    group = _group(scope)
+    if scope.roll_waits:
+        scope.requeue(ROLL_RETRY)
+        turn = deps.rolls.turn(group)
+        rolling = f" (order {turn[0]}/{turn[1]} is rolling now)" if turn is not None else ""
+        what = f"class {group}" if group else "orders without a class"
+        note = (
+            f" A change that recreates its pods waits its turn: the {what} roll one order at a time{rolling}; "
+            "the pods in place keep serving meanwhile."
+        )
+        return verdict.model_copy(update={"message": verdict.message + note}) if verdict.holds else verdict
+    wanted = next((m for m in manifests if m["kind"] == "StatefulSet"), None)
+    held = deps.cluster.cached("StatefulSet", scope.namespace, scope.name)
+    templates = _templates(scope, deps, manifests)
+    if (
+        scope.set_applied
+        or wanted is None
+        or held is None
+        or deps.workload.recreates_pods(held, wanted, templates)
+    ):
+        return verdict  # applied just now, or the cache has not seen it yet: the roll has not begun
+    if verdict.holds and not deps.workload.set_rolling(held):
+        scope.wake.extend(deps.rolls.settled(group, scope.key))
+    return verdict
 
 
 def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
@@ -361,6 +430,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         quotas,
     )
     scope.startup_failure = failure
+    verdict = _pace(scope, deps, manifests, verdict)
     refused = [
         (p, "v1", "Pod", claim_refusals[p["metadata"]["name"]])
         for p in pods
