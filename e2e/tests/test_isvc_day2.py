@@ -196,3 +196,33 @@ def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Be
     assert most_down == 1  # one order at a time, and the other two served meanwhile
     for name in names:
         bed.wait_ready(name, timeout=30)
+
+
+def test_the_modules_own_pods_stay_off_gpu_nodes_with_plain_helm(
+    module: Any, admin_api: k8s.ApiClient
+) -> None:
+    """Point 5: with plain Helm the controller and the planner had no placement rule; they landed on GPU nodes,
+    went down with a deleted one, and a drained GPU node restarted the planner."""
+    core, apps = k8s.CoreV1Api(admin_api), k8s.AppsV1Api(admin_api)
+    gpu_nodes = {n.metadata.name for n in core.list_node(label_selector="nvidia.com/gpu.present=true").items}
+    assert gpu_nodes  # the fleet's GPU nodes carry the label GPU Feature Discovery gives them
+    for app in ("isvc-controller", "isvc-planner"):
+        spec = apps.read_namespaced_deployment(app, "d8-isvc").spec.template.spec
+        [term] = (
+            spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        )
+        assert {(e.key, e.operator) for e in term.match_expressions} >= {
+            ("nvidia.com/gpu.present", "DoesNotExist")
+        }
+        pods = wait_for(
+            lambda app=app: [
+                p
+                for p in core.list_namespaced_pod("d8-isvc", label_selector=f"app={app}").items
+                if p.spec.node_name
+            ],
+            30,
+            what=f"{app}'s pods scheduled",
+        )
+        assert {p.spec.node_name for p in pods}.isdisjoint(gpu_nodes), [
+            (p.metadata.name, p.spec.node_name) for p in pods
+        ]
