@@ -226,3 +226,33 @@ def test_the_modules_own_pods_stay_off_gpu_nodes_with_plain_helm(
         assert {p.spec.node_name for p in pods}.isdisjoint(gpu_nodes), [
             (p.metadata.name, p.spec.node_name) for p in pods
         ]
+
+
+def test_deleting_a_namespace_with_orders_is_routine_for_the_controller(
+    module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
+) -> None:
+    """Point 6: deleting a namespace with orders logged ERROR tracebacks (17 for 2 orders, 74 for 12) from writes
+    into the terminating namespace; alerting on errors would fire on routine work."""
+    namespace = user_namespace(admin_api, "day2-gone")
+    orders = Orders(module, admin_api, alice_api, namespace)
+    names = [orders.create(f"gone-{i}", hf(QWEN), "default-llm") for i in range(2)]
+    for name in names:
+        orders.wait_ready(name)
+    said = len(module.log("controller"))
+    core = k8s.CoreV1Api(admin_api)
+    core.delete_namespace(namespace)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+            return False
+        except k8s.ApiException as e:
+            return e.status == 404
+
+    wait_for(gone, 90, what=f"namespace {namespace} deleted")
+    time.sleep(2)  # passes woken by the last deletions
+    lines = module.log("controller")[said:].splitlines()
+    loud = [line for line in lines if " ERROR " in line or " WARNING " in line or "Traceback" in line]
+    assert loud == [], "\n".join(loud[:20])
+    about = [line for line in lines if namespace in line]
+    assert len(about) <= len(names), "\n".join(about)

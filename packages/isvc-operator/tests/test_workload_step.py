@@ -415,3 +415,42 @@ def test_a_disruption_budget_no_longer_wanted_goes(world: World) -> None:
     )
     world.run()
     assert world.cluster.owned("PodDisruptionBudget", "team-a", "support-llm") == []
+
+
+class Terminating(Exception):
+    """The API server's refusal to create anything in a namespace being deleted (NamespaceLifecycle, 403)."""
+
+    def __init__(self) -> None:
+        super().__init__("403")
+        self.status = 403
+        self.body = json.dumps(
+            {
+                "kind": "Status",
+                "code": 403,
+                "reason": "Forbidden",
+                "message": "unable to create new content in namespace team-a because it is being terminated",
+                "details": {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+            }
+        )
+
+
+def test_an_order_whose_namespace_is_being_deleted_ends_its_pass_quietly_and_says_so_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27: deleting a namespace with orders logged ERROR tracebacks, 17 for 2 orders, 74 for 12."""
+    world.run()
+    statuses, events = len(world.cluster.statuses), len(world.cluster.events)
+    del world.cluster.objects[("StatefulSet", "team-a", "support-llm")]  # the namespace controller took it
+
+    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+        raise Terminating
+
+    monkeypatch.setattr(world.cluster, "apply", apply)
+    with caplog.at_level(logging.DEBUG):
+        world.run()
+        world.run()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO] == [
+        ("INFO", "team-a/support-llm: its namespace is being deleted; the order goes with it")
+    ]
+    assert (len(world.cluster.statuses), len(world.cluster.events)) == (statuses, events)  # nothing written
+    assert world.last is not None and (world.last.failed, world.last.requeue_after) == (False, None)

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from isvc_operator._ports import DeviceKey, plan_devices
+from isvc_operator._ports import DeviceKey, namespace_terminating, plan_devices
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
@@ -775,4 +775,7 @@ class KubeCluster:
                 meta.get("namespace") or "default", body, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as exc:
+            if namespace_terminating(exc):  # the namespace goes, with the object the event was about
+                log.debug("event %s on %s not recorded: its namespace is being deleted", reason, meta["name"])
+                return
             log.warning("event %s on %s not recorded: %s", reason, meta["name"], exc.reason)

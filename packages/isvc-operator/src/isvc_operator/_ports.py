@@ -6,6 +6,7 @@ in-memory fakes. Nothing here imports a client library.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -48,6 +49,7 @@ __all__ = [
     "TemporaryError",
     "WorkloadPort",
     "WorkloadUnbuildable",
+    "namespace_terminating",
     "plan_devices",
 ]
 
@@ -56,6 +58,23 @@ OrderKey = tuple[str, str]  # (namespace, name)
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 # The planner's answers that there is no room for the order now: it waits for room.
 NO_ROOM = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
+
+
+# The API server's cause of a refused create in a namespace being deleted (k8s.io/api v0.36.3, core/v1
+# NamespaceTerminatingCause; the NamespaceLifecycle admission plugin of k8s.io/apiserver adds it to its 403).
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+
+
+def namespace_terminating(exc: BaseException) -> bool:
+    """Whether an API error is the refusal to create anything in a namespace that is being deleted."""
+    if getattr(exc, "status", None) != 403:
+        return False
+    try:
+        said = json.loads(str(getattr(exc, "body", "") or ""))
+    except ValueError:
+        return False
+    causes = (said.get("details") or {}).get("causes") or [] if isinstance(said, dict) else []
+    return any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
 
 
 def plan_devices(plan: Obj) -> set[DeviceKey]:

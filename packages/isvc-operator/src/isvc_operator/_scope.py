@@ -102,6 +102,7 @@ class OrderScope:
     wake: list[OrderKey] = attrs.field(factory=list)
     events: list[tuple[str, str, str]] = attrs.field(factory=list)
     failed: list[ConditionType] = attrs.field(factory=list)  # steps that raised
+    terminating: bool = False  # its namespace is being deleted: the pass ends, writing nothing
 
     @property
     def namespace(self) -> str:

@@ -18,7 +18,7 @@ from isvc_api import (
     find_condition,
 )
 
-from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
+from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
 
 __all__ = ["step"]
@@ -75,7 +75,12 @@ def _refused_by_cluster(exc: Exception) -> str | None:
     """The API server's own words when it refused one of our manifests (4xx, not a conflict or a throttle):
     the `message` of the Status it answered, not the raw body."""
     status = getattr(exc, "status", None)
-    if status is None or not 400 <= int(status) < 500 or int(status) in (409, 429):
+    if (
+        status is None
+        or not 400 <= int(status) < 500
+        or int(status) in (409, 429)
+        or namespace_terminating(exc)
+    ):
         return None
     body = str(getattr(exc, "body", "") or exc)
     try:
