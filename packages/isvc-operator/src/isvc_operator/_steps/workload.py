@@ -436,7 +436,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     )
     scope.startup_failure = failure
     verdict = _pace(scope, deps, manifests, verdict)
-    refused = [
+    turned_down = [
         (p, "v1", "Pod", claim_refusals[p["metadata"]["name"]])
         for p in pods
         if p["metadata"]["name"] in claim_refusals
@@ -450,8 +450,8 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         None,
     )
     if sets and failed_create is not None:
-        refused.append((sets[0], "apps/v1", "StatefulSet", str(failed_create.get("message") or "")))
-    by_quota = _quota_refused(scope, deps, refused, quotas) if not verdict.holds else False
+        turned_down.append((sets[0], "apps/v1", "StatefulSet", str(failed_create.get("message") or "")))
+    by_quota = _quota_refused(scope, deps, turned_down, quotas) if not verdict.holds else False
     if not verdict.holds and not (by_quota and verdict.reason == Reason.WORKLOAD_ERROR.value):
         # A quota's refusal waits for the quota to change (watched), not for a timer.
         exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
