@@ -120,11 +120,14 @@ class Pki:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         return self._write(stem, builder.sign(self._ca_key, hashes.SHA256()), key)
 
-    def serving(self, stem: str = "apiserver") -> CertFiles:
-        """The API server's serving certificate: loopback, the in-cluster names and the first service IP."""
-        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS]
+    def serving(
+        self, stem: str = "apiserver", names: tuple[str, ...] = SERVING_DNS, cn: str = "kube-apiserver"
+    ) -> CertFiles:
+        """A serving certificate: loopback, the first service IP and `names` (the API server's in-cluster
+        names unless told; an aggregated API server's are its Service's)."""
+        sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
         sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", SERVICE_IP)]
-        return self._issue(stem, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+        return self._issue(stem, _name(cn), ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
     def client(self, stem: str, user: str, groups: tuple[str, ...] = ()) -> CertFiles:
         """A client certificate: CN is the user name, O the groups."""

@@ -9,7 +9,17 @@ none may be allocated (else a *false refusal*). Orders go on until `refusals` re
 
 Placements are not waited for one by one: up to `batch` of them are in flight, as orders arrive under
 load, so the ledger must count plans whose claims it has not seen allocated yet. A refusal, a preemption
-or a full batch first waits for every claim in flight to be settled by the scheduler.
+or a full batch first waits for every claim in flight to be settled by the scheduler. Each claim asks what
+the operator's claim template asks for the placement (`isvc_api.claim_capacity_requests`: the share and
+the memory the planner computed from the device's request policy).
+
+With `sizes`, orders take mixed shares of the shareable cards the run is confined to until they are full
+(issue 26: rounded memory requests summed past an H100 and left orders stuck on a planned device). With
+`plant`, once they are full, one placed claim is deleted and a claim the planner cannot see (its watch
+skips it) takes that room back at the scheduler: the next order of that shape is planned there, the
+scheduler refuses its claim, and the planner must learn it at once, log it once, never offer that room for
+that shape again while nothing changes there, and answer ResourceClaimExhausted with the scheduler's words
+when nothing else has room.
 
 `python -m isvc_testbed.agreement --seed N` (`nox -s agreement -- --seed N`) starts its own control
 plane, publishes the default and the partition-heavy fleets and runs both; the e2e test runs a short
@@ -19,18 +29,20 @@ seeded round of each.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from isvc_api import LABEL_ORDER, AcceleratorPolicy, ModelFacts
+from isvc_api import LABEL_ORDER, AcceleratorPolicy, ModelFacts, Reason, claim_capacity_requests
 from isvc_planner import Inventory, KubeSync, Planner
-from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
+from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, SchedulerRefusal
+from isvc_workload import uuid_selector
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -60,6 +72,9 @@ class Report:
     preempted: int = 0
     disagreements: list[str] = field(default_factory=list)
     false_refusals: list[str] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)  # refusals by reason
+    planted: list[str] = field(default_factory=list)  # what went wrong with the planted disagreement
+    learned: str = ""  # the planner's answer once it learned the planted disagreement
     seconds: float = 0.0
 
     def line(self) -> str:
@@ -68,7 +83,9 @@ class Report:
             f"{self.fleet} seed {self.seed}: {self.orders} orders, {self.placed} placed, "
             f"{self.allocated} allocated, {len(self.disagreements)} disagreements, "
             f"{self.refusals} refusals checked by {self.probes} probes, "
-            f"{len(self.false_refusals)} false, {self.preempted} preempted, {self.seconds:.0f} s"
+            f"{len(self.false_refusals)} false, {self.preempted} preempted, "
+            f"refusals {dict(sorted(self.reasons.items()))}, {self.seconds:.0f} s"
+            + (f"; planted: {self.learned or 'not learned'}" if self.learned or self.planted else "")
         )
 
 
@@ -104,6 +121,47 @@ def _order(rng: random.Random, i: int, products: list[str], confine: list[str] |
         accelerator_policy=policy,
         priority_class_name=priority,
     )
+
+
+def _sized_order(
+    rng: random.Random, i: int, sizes: Sequence[float], confine: list[str] | None
+) -> PlanRequest:
+    """One order of a size drawn from `sizes` (GiB), on the shareable cards the run is confined to."""
+    selector = None
+    if confine is not None:
+        names = ", ".join(f"'{p}'" for p in confine)
+        selector = f"device.attributes['{DRIVER}'].productName in [{names}]"
+    policy = AcceleratorPolicy(device_class_names=["gpu.nvidia.com"], selector=selector)
+    return PlanRequest(
+        order=OrderRef(namespace="", name=f"o{i:03d}"),
+        facts=_facts(rng.choice(list(sizes)), f"agree/s{i}"),
+        accelerator_policy=policy,
+    )
+
+
+class _Blind(Inventory):
+    """The planner's ledger, blind to claims labelled as planted: a claim the planner could not know."""
+
+    def upsert_claim(self, claim: Mapping[str, Any]) -> None:
+        if ((claim.get("metadata") or {}).get("labels") or {}).get(PLANTED) == "true":
+            return
+        super().upsert_claim(claim)
+
+
+PLANTED = "agreement/planted"
+
+
+class _Lines(logging.Handler):
+    """The planner's warnings that the scheduler refused what the ledger admitted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "the scheduler refused the claim" in message:
+            self.lines.append(message)
 
 
 class _Bed:
@@ -224,24 +282,17 @@ class _Bed:
 
 
 def _pin(placement: Any) -> dict[str, Any]:
-    """The claim spec the operator's template builds for a placement (isvc_workload `_claim_spec`)."""
-    uuids = placement.device_uuids
-    test = f"== '{uuids[0]}'" if len(uuids) == 1 else "in [" + ", ".join(f"'{u}'" for u in uuids) + "]"
+    """The claim spec the operator's template builds for a placement (isvc_workload `_claim_spec`): pinned
+    by uuid, asking what `claim_capacity_requests` says."""
     exactly: dict[str, Any] = {
         "deviceClassName": placement.device_class_name,
         "allocationMode": "ExactCount",
         "count": placement.device_count,
-        "selectors": [
-            {
-                "cel": {
-                    "expression": f"device.driver == '{placement.driver}' && "
-                    f"device.attributes['{placement.driver}'].uuid {test}"
-                }
-            }
-        ],
+        "selectors": [{"cel": {"expression": uuid_selector(placement.driver, placement.device_uuids)}}],
     }
-    if placement.share_percent is not None:
-        exactly["capacity"] = {"requests": {"shares": str(placement.share_percent)}}
+    requests = claim_capacity_requests(placement)
+    if requests:
+        exactly["capacity"] = {"requests": requests}
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
 
 
@@ -262,6 +313,8 @@ def run(
     batch: int = 6,
     confine: list[str] | None = None,
     ns: str | None = None,
+    sizes: Sequence[float] | None = None,
+    plant: bool = False,
 ) -> Report:
     """One seeded run against the fleets published on the cluster (see the module docstring)."""
     started = time.monotonic()
@@ -275,11 +328,12 @@ def run(
         except ApiException as e:
             if e.status != 409:
                 raise
-    inventory = Inventory()
+    inventory = _Blind()
     sync = KubeSync(inventory, api, orders=False)  # no orders here: their classes are told below
     sync.start()
     bed = _Bed(api, ns)
     live: dict[str, str] = {}  # order -> where it was placed
+    live_requests: dict[str, tuple[PlanRequest, PlanResponse]] = {}
     try:
         wait_for(
             lambda: (
@@ -294,7 +348,8 @@ def run(
             30,
             what="the priority classes in the inventory",
         )
-        planner = Planner(inventory)
+        disagreements: list[None] = []
+        planner = Planner(inventory, on_disagreement=lambda: disagreements.append(None))
         products = sorted({d.product for d in inventory.devices.values() if d.product})
         rng = random.Random(seed)
         in_flight: list[tuple[str, PlanResponse]] = []
@@ -354,7 +409,11 @@ def run(
             forget(names)
 
         while report.orders < max_orders and report.refusals < refusals:
-            request = _order(rng, report.orders, products, confine)
+            request = (
+                _sized_order(rng, report.orders, sizes, confine)
+                if sizes
+                else _order(rng, report.orders, products, confine)
+            )
             request = request.model_copy(update={"order": OrderRef(namespace=ns, name=request.order.name)})
             name = request.order.name
             report.orders += 1
@@ -362,6 +421,9 @@ def run(
             if answer.placement is None:
                 settle()
                 report.refusals += 1
+                assert answer.refusal is not None
+                reason = answer.refusal.reason.value
+                report.reasons[reason] = report.reasons.get(reason, 0) + 1
                 probe(name, request, answer)
                 continue
             if answer.preempt:
@@ -381,17 +443,98 @@ def run(
                 {"metadata": {"namespace": ns, "name": name}, "spec": {"inferenceServiceClassName": klass}}
             )
             bed.create(name, _pin(answer.placement), {LABEL_ORDER: name})
+            live_requests[name] = (request, answer)
             report.placed += 1
             live[name] = _where(answer)
             in_flight.append((name, answer))
             if len(in_flight) >= batch:
                 settle()
         settle()
+        if plant:
+            _plant(report, bed, planner, inventory, live_requests, ns, forget, disagreements)
     finally:
         sync.stop()
         k8s.CoreV1Api(api).delete_namespace(ns)
+        resource = k8s.ResourceV1Api(api)
+        wait_for(  # the next run starts on an empty fleet
+            lambda: not resource.list_namespaced_resource_claim(ns).items, 90, what=f"the claims of {ns} gone"
+        )
     report.seconds = time.monotonic() - started
     return report
+
+
+def _plant(
+    report: Report,
+    bed: _Bed,
+    planner: Planner,
+    inventory: Inventory,
+    live: dict[str, tuple[PlanRequest, PlanResponse]],
+    ns: str,
+    forget: Any,
+    disagreements: list[None],
+) -> None:
+    """The planted disagreement (module docstring): the fleet is full; one placed claim goes and a claim the
+    planner cannot see takes its room back at the scheduler."""
+    shared = [n for n, (_, a) in live.items() if a.placement is not None and a.placement.share_percent]
+    if not shared:
+        report.planted.append("no shared placement to plant beside")
+        return
+    victim = shared[-1]
+    request, answer = live.pop(victim)
+    placement = answer.placement
+    assert placement is not None
+    forget([victim])
+    planner.release(ns, victim)
+    bed.create("planted", _pin(placement), {PLANTED: "true"})  # the planner's ledger never sees it
+    allocated, words = bed.settle("planted")
+    if allocated is None:
+        report.planted.append(f"the planted claim was not allocated: {words}")
+        return
+    lines = _Lines()
+    logger = logging.getLogger("isvc_planner")
+    logger.addHandler(lines)
+    try:
+        order = request.model_copy(update={"order": OrderRef(namespace=ns, name="late")})
+        first = planner.plan(order)
+        if first.placement is None or first.placement.devices != placement.devices:
+            report.planted.append(
+                f"the ledger did not see the room it lost: {first.model_dump(exclude_none=True)}"
+            )
+            return
+        bed.create("late", _pin(first.placement), {LABEL_ORDER: "late"})
+        allocated, words = bed.settle("late", timeout=45.0, persist=5.0)
+        if allocated is not None or words is None:
+            report.planted.append(f"the scheduler allocated the planted room twice: {allocated}")
+            return
+        refused = order.model_copy(
+            update={
+                "holding": first.placement,
+                "refused": SchedulerRefusal(placement=first.placement, message=words),
+            }
+        )
+        learned = planner.plan(refused)
+        again = planner.plan(refused)  # the controller reports it again on later passes
+        other = planner.plan(request.model_copy(update={"order": OrderRef(namespace=ns, name="next")}))
+    finally:
+        logger.removeHandler(lines)
+    refusal = learned.refusal
+    if refusal is None or refusal.reason != Reason.RESOURCE_CLAIM_EXHAUSTED:
+        report.planted.append(
+            f"not ResourceClaimExhausted once learned: {learned.model_dump(exclude_none=True)}"
+        )
+    elif words.split(".")[0] not in refusal.message or (placement.devices or [""])[0] not in refusal.message:
+        report.planted.append(
+            f"the refusal does not name the device and the scheduler's words: {refusal.message}"
+        )
+    else:
+        report.learned = f"{refusal.reason.value}: {refusal.message}"
+    if again.refusal is None or again.refusal.reason != Reason.RESOURCE_CLAIM_EXHAUSTED:
+        report.planted.append(f"a second report changed the answer: {again.model_dump(exclude_none=True)}")
+    if len(lines.lines) != 1 or len(disagreements) != 1:
+        report.planted.append(f"logged {len(lines.lines)} times, counted {len(disagreements)} (once each)")
+    if other.placement is not None and other.placement.devices == placement.devices:
+        report.planted.append("the refused room was offered to the next order of that shape")
+    bed.delete(["late", "planted"])
 
 
 def products(fleet: str) -> list[str]:

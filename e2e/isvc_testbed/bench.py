@@ -35,6 +35,7 @@ from typing import Any
 
 import httpx
 import yaml
+from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
@@ -212,6 +213,7 @@ class Bed:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     health_period: float | None = None  # None: the bed's 3 s; the product's default is 30 s
     resync: float | None = None  # None: the product's default (3600 s)
+    controller_args: tuple[str, ...] = ()  # more flags of every controller start
 
     def start_controller(self, name: str = "controller") -> None:
         """A controller (leader-elect, as the bed runs it) with its /metrics on a free loopback port."""
@@ -222,7 +224,7 @@ class Bed:
             extra += ["--health-period-seconds", str(self.health_period)]
         if self.resync is not None:
             extra += ["--resync-seconds", str(self.resync)]
-        self.module.start_controller(*extra, name=name)
+        self.module.start_controller(*extra, *self.controller_args, name=name)
 
     def controller_metrics(self, name: str = "controller") -> Sample:
         """The controller's own /metrics, {} while it does not answer."""
@@ -277,6 +279,7 @@ def bed(
     fleet_spec: dict[str, Any] | None = None,
     resync: float | None = None,
     planner_args: Iterable[str] = (),
+    controller_args: Iterable[str] = (),
 ) -> Iterator[Bed]:
     """Start everything for `orders` orders (or on `fleet_spec`); stop exactly what was started on leaving.
 
@@ -309,7 +312,16 @@ def bed(
             module.start_volumes()
             module.start_hub()
             module.start_planner()
-            b = Bed(cluster, standin, module, admin, alice, health_period=health_period, resync=resync)
+            b = Bed(
+                cluster,
+                standin,
+                module,
+                admin,
+                alice,
+                health_period=health_period,
+                resync=resync,
+                controller_args=tuple(controller_args),
+            )
             for name in controllers:
                 b.start_controller(name)
             wait_for(b.leader, 60, what="a controller leading")
@@ -653,10 +665,19 @@ def waiting_fleet() -> dict[str, Any]:
     return fleet
 
 
-def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[str, Any]:
-    """Issue 18: with `waiting` orders refused for want of room (all on one L4), how soon a new order on a
-    class with room is Planned (create → Planned=True), `probes` times."""
-    with bed(0, fleet_spec=waiting_fleet()) as b:
+def waiting_room(
+    waiting: int, window: float = 330.0, period: float = 300.0, timeout: float = 1800.0
+) -> dict[str, Any]:
+    """Issue 26: `waiting` orders on a full fleet (one L4, the first of them on it, the rest waiting for room).
+    At rest, over `window` seconds (a waiting-room safety period of `period` and a little more): controller and
+    planner CPU, and the planner's calls by endpoint. Then the L4 frees (its order is deleted): the seconds
+    until the best waiting order is Ready."""
+    port = _free_port()
+    planner_args = ("--metrics-port", str(port), "--metrics-host", "127.0.0.1")
+    room_args = ("--waiting-room-seconds", str(period))
+    with bed(
+        0, fleet_spec=waiting_fleet(), health_period=30, planner_args=planner_args, controller_args=room_args
+    ) as b:
         custom = k8s.CustomObjectsApi(b.admin)
         custom.create_cluster_custom_object(
             GROUP,
@@ -674,7 +695,9 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
             },
         )
         say(f"waiting room: {waiting} orders on one L4")
-        for i in range(waiting):
+        t_create = time.monotonic()
+        names = [f"wait-{i:04d}" for i in range(waiting)]
+        for name in names:
             b.orders_api().create_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -683,7 +706,7 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",
                     "kind": "InferenceService",
-                    "metadata": {"name": f"wait-{i:04d}"},
+                    "metadata": {"name": name},
                     "spec": {"inferenceServiceClassName": "bench-one-l4", "model": dict(MODEL)},
                 },
             )
@@ -693,31 +716,96 @@ def waiting_room(waiting: int, probes: int = 5, timeout: float = 600.0) -> dict[
                 v for (name, _), v in b.controller_metrics().items() if name == "isvc_orders_waiting_for_room"
             )
 
-        wait_for(lambda: room() >= waiting - 1, timeout, interval=2, what=f"{waiting - 1} orders waiting")
-        seconds: list[float] = []
-        for n in range(probes):
-            name = f"new-{n}"
-            start = time.monotonic()
-            b.create(name)
+        def ready() -> list[str]:
+            return [
+                o["metadata"]["name"]
+                for o in b.list_orders()
+                if (o.get("status") or {}).get("phase") == "Ready"
+            ]
 
-            def planned(name: str = name) -> bool:
-                got: Any = b.orders_api().get_namespaced_custom_object(
-                    GROUP, VERSION, BENCH_NS, "inferenceservices", name
-                )
-                return any(
-                    c.get("type") == "Planned" and c.get("status") == "True"
-                    for c in (got.get("status") or {}).get("conditions") or []
-                )
+        with explained(b):
+            wait_for(lambda: room() >= waiting - 1, timeout, interval=2, what=f"{waiting - 1} orders waiting")
+            held = wait_for(lambda: ready() or None, timeout, interval=2, what="the order on the L4 Ready")
+        filled = round(time.monotonic() - t_create, 1)
+        say(f"  {waiting - 1} waiting, {held} on the L4, after {filled} s; at rest for {window:.0f} s")
+        time.sleep(10)  # the last statuses written
 
-            wait_for(planned, 60, interval=0.05, what=f"{name} Planned")
-            seconds.append(round(time.monotonic() - start, 2))
-            say(f"  {name}: Planned {seconds[-1]} s after create, {room():.0f} waiting")
+        def planner_metrics() -> Sample:
+            try:
+                return parse_metrics(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+            except httpx.HTTPError:
+                return {}
+
+        def calls(sample: Sample) -> dict[str, float]:
+            out: dict[str, float] = {}
+            for (name, labels), v in sample.items():
+                if name == "isvc_planner_plan_duration_seconds_count":
+                    endpoint = dict(labels).get("endpoint", "")
+                    out[endpoint] = out.get(endpoint, 0) + v
+            return out
+
+        pids = {"controller": b.module.pid("controller"), "planner": b.module.pid("planner")}
+        before = {n: _proc(p) for n, p in pids.items() if p}
+        p0, c0, a0 = calls(planner_metrics()), b.controller_metrics(), b.api_sample()
+        t0 = time.monotonic()
+        time.sleep(window)
+        elapsed = time.monotonic() - t0
+        after = {n: _proc(p) for n, p in pids.items() if p}
+        p1, c1, a1 = calls(planner_metrics()), b.controller_metrics(), b.api_sample()
+        per_minute = {k: round((p1.get(k, 0) - p0.get(k, 0)) * 60 / elapsed, 2) for k in sorted(p1)}
+        in_window = {k: int(p1.get(k, 0) - p0.get(k, 0)) for k in sorted(p1)}
+        rest = {
+            "window_seconds": round(elapsed, 1),
+            "safety_period_seconds": period,
+            "controller_cpu_percent": round(
+                (after["controller"][0] - before["controller"][0]) * 100 / elapsed, 2
+            ),
+            "planner_cpu_percent": round((after["planner"][0] - before["planner"][0]) * 100 / elapsed, 2),
+            "controller_rss_mb": round(after["controller"][1] / 1e6, 1),
+            "planner_rss_mb": round(after["planner"][1] / 1e6, 1),
+            "planner_calls_in_window": in_window,
+            "planner_calls_per_minute": per_minute,
+            "room_passes_in_window": int(
+                sum(v for (n, _), v in c1.items() if n == "isvc_waiting_room_passes")
+                - sum(v for (n, _), v in c0.items() if n == "isvc_waiting_room_passes")
+            ),
+            "order_passes_in_window": int(_passes(c1) - _passes(c0)),
+            "controller_writes_in_window": controller_writes(writes(a0, a1)),
+        }
+        say(f"  at rest: {rest}")
+        first = held[0]
+        claims = k8s.ResourceV1Api(b.admin)
+
+        def device_free() -> bool:  # its pod gone and its claim with it: what the scheduler frees the L4 on
+            items = claims.list_namespaced_resource_claim(
+                BENCH_NS, label_selector=f"{LABEL_ORDER}={first}"
+            ).items
+            return not any(c.status and c.status.allocation for c in items)
+
+        t_delete = time.monotonic()
+        b.orders_api().delete_namespaced_custom_object(GROUP, VERSION, BENCH_NS, "inferenceservices", first)
+        with explained(b):
+            wait_for(device_free, 300, interval=0.05, what=f"the claim of {first} released")
+            t_free = time.monotonic()
+            moved = wait_for(
+                lambda: [n for n in ready() if n != first] or None,
+                300,
+                interval=0.1,
+                what="a waiting order Ready",
+            )
+        freed = round(time.monotonic() - t_free, 2)
+        released = round(t_free - t_delete, 2)
+        say(
+            f"  {first} deleted, its claim released {released} s later; {moved[0]} Ready {freed} s after that"
+        )
         return {
-            "waiting": room(),
-            "new_order_planned_seconds": seconds,
-            "median": round(percentile(seconds, 50), 2),
-            "max": max(seconds),
-            "goal_seconds": 2.0,
+            "waiting": waiting - 1,
+            "fill_seconds": filled,
+            "at_rest": rest,
+            "order_deleted_to_device_free_seconds": released,
+            "device_freed_to_ready_seconds": freed,
+            "ready_after_freeing": moved[0],
+            "goals": {"cpu_percent_at_rest": 2.0, "planner_plan_calls_per_safety_period": 1},
             "loadavg": _loadavg(),
         }
 
@@ -766,8 +854,17 @@ def main(argv: list[str] | None = None) -> int:
         "--waiting",
         type=int,
         default=0,
-        help="instead: a new order's create→Planned with this many orders waiting for room "
-        "(issue 18); added to .bench/operator.json as `waiting_room`",
+        help="instead: this many orders waiting for room on a full fleet, at rest (CPU, planner calls) and "
+        "when a device frees (issue 26); added to .bench/operator.json as `waiting_room`",
+    )
+    p.add_argument(
+        "--window", type=float, default=330.0, help="with --waiting: seconds at rest that are measured"
+    )
+    p.add_argument(
+        "--room-period",
+        type=float,
+        default=300.0,
+        help="with --waiting: the controller's --waiting-room-seconds (the product's default 300)",
     )
     p.add_argument(
         "--out",
@@ -779,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.waiting:
         target = args.out or ROOT / ".bench" / "operator.json"
         known = json.loads(target.read_text()) if target.exists() else {}
-        known["waiting_room"] = waiting_room(args.waiting)
+        known["waiting_room"] = waiting_room(args.waiting + 1, args.window, args.room_period)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(known, indent=2) + "\n")
         print(json.dumps(known["waiting_room"], indent=2))

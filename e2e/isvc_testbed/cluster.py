@@ -40,13 +40,19 @@ from isvc_testbed._pki import CertFiles, Pki, client_request, cluster_of, kubeco
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.realnode import REAL_NODE_NAME, RealNode
 
-__all__ = ["Cluster", "ClusterState", "install_crds", "stop_recorded"]
+__all__ = ["HPA_SYNC_SECONDS", "Cluster", "ClusterState", "install_crds", "stop_recorded"]
 
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+# KWOK's stand-in for the start gate of pods on a share of a card (e2e/README.md, "The start gate")
+START_GATE_STAGES = Path(__file__).with_name("kwok-start-gate.yaml")
+HANGING_NAMESPACE = "start-hangs"  # pods here start behind the gate and never get Ready
+SLOW_START_NAMESPACE = "start-slow"  # pods here take 1.5 s from their start permit to Ready
 ALICE = ("alice", ("team-a",))
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the only name the API server's proxy certificate may carry
+HPA_SYNC_SECONDS = 5  # --horizontal-pod-autoscaler-sync-period
 _PR_SET_PDEATHSIG = 1
 
 
@@ -400,6 +406,7 @@ class Cluster:
             str(b / "kwok"),
             f"--kubeconfig={self.kubeconfigs['admin']}",
             f"--config={b / 'kwok-stages.yaml'}",
+            f"--config={START_GATE_STAGES}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
             "--node-lease-duration-seconds=40",
@@ -420,6 +427,9 @@ class Cluster:
             "scheduler": pki.client("scheduler", "system:kube-scheduler"),
             "alice": pki.client("alice", ALICE[0], ALICE[1]),
         }
+        # the aggregation layer: the API server proxies to aggregated API servers (a metrics adapter) with this
+        # client certificate, and they trust the user it names in X-Remote-* headers (requestheader flags)
+        front_proxy = pki.client("front-proxy-client", FRONT_PROXY_CLIENT)
         real_node_args: list[str] = []
         if self.real_node:
             # the node's credential (Node authorizer, NodeRestriction) and the API server's to its kubelet;
@@ -484,6 +494,13 @@ class Cluster:
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={pki.ca.cert}",
+                f"--requestheader-client-ca-file={pki.ca.cert}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={front_proxy.cert}",
+                f"--proxy-client-key-file={front_proxy.key}",
                 f"--service-account-issuer={SA_ISSUER}",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
@@ -509,6 +526,8 @@ class Cluster:
                 f"--root-ca-file={pki.ca.cert}",
                 f"--cluster-signing-cert-file={pki.ca.cert}",
                 f"--cluster-signing-key-file={pki.ca.key}",
+                # the HPA controller's pass over every autoscaler (default 15s): the growth tests wait on it
+                f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_SECONDS}s",
                 "--kube-api-qps=100",
                 "--kube-api-burst=200",
                 "--profiling=false",

@@ -39,6 +39,9 @@ HOSTILE_REPOS = ROOT / "e2e" / "hub"  # the stand-in Hub's hostile repositories 
 # One model resolution's Hub deadline on the bed: the slow hostile repository must not hold a worker (and
 # the suite) for the product's 60 s; every honest fixture resolves in well under a second.
 HUB_DEADLINE = 15.0
+START_TURN_SECONDS = (
+    12  # the bed's --start-turn-seconds (600 in a cluster): how long a hanging start holds its card
+)
 
 
 def _free_port() -> int:
@@ -325,6 +328,9 @@ class ModuleProcesses:
                 str(HUB_DEADLINE),
                 "--health-failure-threshold",
                 "2",
+                # the bed's turns are short: a start that hangs holds its card's co-tenants for seconds
+                "--start-turn-seconds",
+                str(START_TURN_SECONDS),
                 "--health-port",
                 "0",
                 "--metrics-host",

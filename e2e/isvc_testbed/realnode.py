@@ -181,12 +181,17 @@ def busybox_image() -> Path:
 
 def llama_server_image(bin_dir: Path, name: str, command: Sequence[str]) -> Path:
     """llama.cpp's server (`build-bins.sh realnode`: static, CPU only) as the image `name`, at the path the
-    recipe's `command` runs (e.g. /app/llama-server): the image the llamacpp-chat recipe names, made here."""
+    recipe's `command` runs (e.g. /app/llama-server): the image the llamacpp-chat recipe names, made here.
+
+    With busybox's `sh` and `sleep`, as the published image (Ubuntu) has them: a runtime on a share of a card
+    starts behind the module's start gate, a few lines of sh."""
     binary = bin_dir / "llama-server"
     if not binary.is_file():
         script = Path(__file__).resolve().parent.parent / "tools" / "build-bins.sh"
         raise BinariesMissing(f"no {binary}; run `bash {script} realnode` (builds llama.cpp's server)")
-    return build_image(name, {command[0]: binary}, {}, [], list(command))
+    files = {command[0]: binary, "/bin/busybox": Path(DEBIAN_TOOLS["busybox"])}
+    links = {"/bin/sh": "/bin/busybox", "/bin/sleep": "/bin/busybox"}
+    return build_image(name, files, links, [], list(command))
 
 
 def pause_image(bin_dir: Path) -> Path:
@@ -282,8 +287,11 @@ class PodForwarder:
     def _carry(self, conn: socket.socket) -> None:
         from kubernetes.stream import portforward
 
-        core = k8s.CoreV1Api(self.api)
-        with conn:
+        # a client of its own: the port-forward call swaps its client's call_api while it runs (kubernetes.stream),
+        # so a client shared with other threads would send their requests down a websocket
+        own = k8s.ApiClient(self.api.configuration)
+        core = k8s.CoreV1Api(own)
+        with conn, own:
             try:
                 pod = core.read_namespaced_pod(self.pod, self.namespace)
                 if pod.status is None or pod.status.phase != "Running":

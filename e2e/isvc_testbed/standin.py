@@ -2,13 +2,14 @@
 
 Order `namespace/name` lives under the path prefix `/{namespace}/{name}`: `/v1/models`,
 `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/rerank` and `/health`. The bearer
-token an order accepts is the `token` key of its Secret `{name}-auth`, read through the Kubernetes API
-(cached a few seconds); without that Secret no token is accepted, unless the order was switched to
-authentication None.
+token an order accepts is the `token` key of its Secret `{name}-auth`; without that Secret no token is
+accepted, unless the order was switched to authentication None.
 `/v1/models` lists exactly the name the order's compiled runtime serves: the value of
 `--served-model-name` (vLLM, TEI) or `--alias` (llama.cpp) in the arguments of its StatefulSet's server
-container (what its pods run), read through the Kubernetes API like the Secret; with no StatefulSet it lists
-nothing, as no server would run. Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
+container (what its pods run); with no StatefulSet it lists nothing, as no server would run. Both are kept by
+a list and a watch each (the module's labelled Secrets and StatefulSets), not read per request: the bed's
+API server load at rest is the product's own (issue 26: 2,809 of 3,040 reads a minute at rest came from
+reading them on every probe). Tests steer orders through control calls: `fail`/`heal` (503 or normal answers),
 `set_auth_none`, `set_model` (list another name, as a misconfigured runtime would); the same over HTTP
 under `/_control/`.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -27,16 +29,17 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from isvc_api import LABEL_ORDER
 from isvc_workload import CONTAINER_NAME
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
+from kubernetes import watch as k8s_watch
 
 from isvc_testbed._kube import api_client
 
@@ -80,64 +83,114 @@ class OrderState:
     auth_none: bool = False
     model: str | None = None
     requests: int = 0
+    slots: int | None = None  # chats served at once (set_queue); None: no limit, no wait
+    seconds: float = 0.0  # how long one chat holds its slot
+    busy: int = 0
+    waiting: int = 0
 
 
-class _Cached:
-    """An answer per order read through the API server, cached (misses too) for `ttl` seconds."""
+class _Watched:
+    """An answer per order kept by a list and a watch of one kind, in a thread; read from memory only."""
 
-    def __init__(self, ttl: float) -> None:
-        self._ttl = ttl
-        self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
+    def __init__(self, list_call: Callable[..., Any], *args: Any, label_selector: str | None = None) -> None:
+        self._call = (list_call, args, label_selector)
+        self._values: dict[tuple[str, str], str | None] = {}
         self._lock = threading.Lock()
+        self._listed = threading.Event()
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, name=f"standin-watch-{list_call.__name__}", daemon=True).start()
 
     def __call__(self, namespace: str, name: str) -> str | None:
-        key = (namespace, name)
+        self._listed.wait(10)
         with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and time.monotonic() - hit[0] < self._ttl:
-                return hit[1]
-            try:
-                answer = self._read(namespace, name)
-            except ApiException as e:
-                if e.status not in (403, 404):
-                    raise
-                answer = None
-            self._cache[key] = (time.monotonic(), answer)
-            return answer
+            return self._values.get((namespace, name))
 
-    def _read(self, namespace: str, name: str) -> str | None:
+    def stop(self) -> None:
+        """End the watch at its next event or timeout."""
+        self._stop.set()
+
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
         raise NotImplementedError
 
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        raise NotImplementedError
 
-class SecretTokens(_Cached):
-    """Reads `{name}-auth`.data.token through the API server, caching answers (also misses) briefly."""
+    def _run(self) -> None:
+        call, args, selector = self._call
+        extra = {"label_selector": selector} if selector else {}
+        while not self._stop.is_set():
+            try:
+                listing = call(*args, _preload_content=False, **extra)
+                body = json.loads(listing.data)
+                values = {
+                    k: self._value(o) for o in body.get("items") or [] if (k := self._key(o)) is not None
+                }
+                with self._lock:
+                    self._values = values
+                self._listed.set()
+                stream = k8s_watch.Watch().stream(
+                    call,
+                    *args,
+                    resource_version=body["metadata"]["resourceVersion"],
+                    timeout_seconds=240,
+                    **extra,
+                )
+                for event in stream:
+                    if self._stop.is_set():
+                        return
+                    obj = event["object"]
+                    if not isinstance(obj, dict):
+                        obj = k8s.ApiClient().sanitize_for_serialization(obj)
+                    key = self._key(obj)
+                    if event["type"] == "ERROR":
+                        break
+                    if key is None:
+                        continue
+                    with self._lock:
+                        if event["type"] == "DELETED":
+                            self._values.pop(key, None)
+                        else:
+                            self._values[key] = self._value(obj)
+            except Exception:  # the API server restarted, the kind is not served yet: list again
+                self._stop.wait(1.0)
 
-    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
-        super().__init__(ttl)
-        self._core = k8s.CoreV1Api(api)
 
-    def _read(self, namespace: str, name: str) -> str | None:
-        secret = self._core.read_namespaced_secret(f"{name}-auth", namespace)
-        raw = (secret.data or {}).get("token")
+class SecretTokens(_Watched):
+    """`{name}-auth`.data.token of the module's Secrets (labelled with their order), kept by a watch."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        super().__init__(k8s.CoreV1Api(api).list_secret_for_all_namespaces, label_selector=LABEL_ORDER)
+
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        return (meta.get("namespace") or "", name[: -len("-auth")]) if name.endswith("-auth") else None
+
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        raw = (obj.get("data") or {}).get("token")
         return base64.b64decode(raw).decode() if raw else None
 
 
-class WorkloadNames(_Cached):
-    """Reads the served name from the order's StatefulSet `{name}` (its server container's arguments), caching
-    answers (also misses) briefly: what the pods that run serve, as a replanned order's pods roll. A plan the
-    cluster refused to roll out (a settled volume too small) leaves the set, and so the name, as they were."""
+class WorkloadNames(_Watched):
+    """The served name from the module's StatefulSets (the server container's arguments), kept by a watch:
+    what the pods that run serve, as a replanned order's pods roll. A plan the cluster refused to roll out (a
+    settled volume too small) leaves the set, and so the name, as they were."""
 
-    def __init__(self, api: k8s.ApiClient, ttl: float = 3.0) -> None:
-        super().__init__(ttl)
-        self._apps = k8s.AppsV1Api(api)
+    def __init__(self, api: k8s.ApiClient) -> None:
+        super().__init__(k8s.AppsV1Api(api).list_stateful_set_for_all_namespaces, label_selector=LABEL_ORDER)
 
-    def _read(self, namespace: str, name: str) -> str | None:
-        workload: Any = self._apps.read_namespaced_stateful_set(name, namespace)
-        containers = workload.spec.template.spec.containers or []
-        server = next((c for c in containers if c.name == CONTAINER_NAME), None)
+    def _key(self, obj: dict[str, Any]) -> tuple[str, str] | None:
+        meta = obj.get("metadata") or {}
+        return (meta.get("namespace") or "", str(meta.get("name") or ""))
+
+    def _value(self, obj: dict[str, Any]) -> str | None:
+        containers = (
+            (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+        ) or []
+        server = next((c for c in containers if c.get("name") == CONTAINER_NAME), None)
         if server is None:
             return None
-        return served_name([str(a) for a in [*(server.command or []), *(server.args or [])]])
+        return served_name([str(a) for a in [*(server.get("command") or []), *(server.get("args") or [])]])
 
 
 def _vector(text: str, dim: int = 8) -> list[float]:
@@ -161,15 +214,16 @@ class StandIn:
         self._served = served_names
         self._host, self._port = host, port
         self._orders: dict[tuple[str, str], OrderState] = {}
+        self._slots: dict[tuple[str, str], threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0, ttl: float = 3.0) -> StandIn:
-        """A stand-in that reads auth Secrets and StatefulSets with the given (admin) kubeconfig."""
+    def from_kubeconfig(cls, kubeconfig: str | Path, port: int = 0) -> StandIn:
+        """A stand-in that watches auth Secrets and StatefulSets with the given (admin) kubeconfig."""
         api = api_client(kubeconfig)
-        return cls(SecretTokens(api, ttl), WorkloadNames(api, ttl), port=port)
+        return cls(SecretTokens(api), WorkloadNames(api), port=port)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 
@@ -185,7 +239,10 @@ class StandIn:
         return self.base_url
 
     def stop(self) -> None:
-        """Stop serving and release the port."""
+        """Stop serving, the watches, and release the port."""
+        for source in (self._tokens, self._served):
+            if isinstance(source, _Watched):
+                source.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -244,6 +301,48 @@ class StandIn:
         """The model id /v1/models reports instead of the served name (None: the served name again)."""
         self.order(namespace, name).model = model
 
+    def set_queue(self, namespace: str, name: str, slots: int, seconds: float) -> None:
+        """Serve the order's chats `slots` at a time, each holding its slot `seconds`; the others wait, and
+        `/metrics` says how many, in llama.cpp's words (requests_processing, requests_deferred)."""
+        state = self.order(namespace, name)
+        with self._lock:
+            state.slots, state.seconds = slots, seconds
+            self._slots[(namespace, name)] = threading.BoundedSemaphore(slots)
+
+    def _held(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+        """A slot of the order's batch for one chat (waiting for one counts as deferred)."""
+        state = self.order(namespace, name)
+        semaphore = self._slots.get((namespace, name))
+
+        @contextlib.contextmanager
+        def slot() -> Iterator[None]:
+            if semaphore is None:
+                yield
+                return
+            with self._lock:
+                state.waiting += 1
+            semaphore.acquire()
+            with self._lock:
+                state.waiting -= 1
+                state.busy += 1
+            try:
+                time.sleep(state.seconds)
+                yield
+            finally:
+                with self._lock:
+                    state.busy -= 1
+                semaphore.release()
+
+        return slot()
+
+    def metrics(self, namespace: str, name: str) -> str:
+        """The order's load in the Prometheus text format, named as llama.cpp's server names it."""
+        state = self.order(namespace, name)
+        lines = []
+        for gauge, value in (("requests_processing", state.busy), ("requests_deferred", state.waiting)):
+            lines += [f"# TYPE llamacpp:{gauge} gauge", f"llamacpp:{gauge} {value}"]
+        return "\n".join(lines) + "\n"
+
     def served(self, namespace: str, name: str) -> str | None:
         """The model id /v1/models reports for the order now, None when it lists none."""
         override = self.order(namespace, name).model
@@ -257,6 +356,7 @@ class StandIn:
         """Forget every order's state."""
         with self._lock:
             self._orders.clear()
+            self._slots.clear()
 
     def authorized(self, namespace: str, name: str, header: str | None) -> bool:
         """Whether an Authorization header value opens the order."""
@@ -333,6 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, "paths look like /{namespace}/{name}/v1/...")
             return
         namespace, name, rest = parts[0], parts[1], "/".join(parts[2:])
+        self._order = (namespace, name)
         st = self.standin
         state = st.order(namespace, name)
         state.requests += 1
@@ -344,6 +445,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not st.authorized(namespace, name, self.headers.get("Authorization")):
             self._error(HTTPStatus.UNAUTHORIZED, "invalid or missing bearer token")
+            return
+        if rest == "metrics" and method == "GET":  # behind the token, as llama-server's /metrics is
+            data = st.metrics(namespace, name).encode()
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         model = st.served(namespace, name)
         handlers: dict[tuple[str, str], Callable[[str | None], Any]] = {
@@ -397,6 +506,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _chat(self, model: str | None) -> Any:
+        namespace, name = self._order
+        with self.standin._held(namespace, name):
+            return self._answer(model)
+
+    def _answer(self, model: str | None) -> Any:
         body = self._body()
         messages = body.get("messages") or []
         last = str(messages[-1].get("content", "")) if messages else ""

@@ -1,6 +1,11 @@
 """Issue 18: the planner and kube-scheduler agree. Seeded random orders fill the default fleet and a
 partition-heavy one until refusals start: every placement is allocated by the scheduler, and where the
-planner said no the scheduler finds no room for any shape the order could take."""
+planner said no the scheduler finds no room for any shape the order could take.
+
+Issue 26: shares of mixed sizes (9 % and 23 % of an H100, as reported) fill the shareable cards of both
+fleets to full, each claim asking what the operator's template asks; then a claim the planner cannot see
+takes back room the ledger saw freed, and the planner learns the scheduler's refusal at once, logs and
+counts it once, and answers ResourceClaimExhausted naming the device and the scheduler's words."""
 
 from __future__ import annotations
 
@@ -12,6 +17,12 @@ from kubernetes import client as k8s
 pytestmark = pytest.mark.e2e
 
 SEED = 20260818
+# The shareable cards of each fleet, and sizes (GiB) taking 9 % and 23 % of an H100 80GB (shares of the
+# memory the runtime sees, rounded up): 7 GiB and 18 GiB, which are 30 % and 76 % of an L4, 5 % and 13 % of
+# an H200.
+SHAREABLE = {"default": ["NVIDIA H100 80GB HBM3", "NVIDIA L4"], "partitioned": ["NVIDIA H200"]}
+SIZES = [7.0, 7.0, 7.0, 18.0]
+NO_ROOM = {"NoCapacity", "NoCompatiblePlacement", "PlanningPreemptionFailed"}
 
 
 @pytest.mark.parametrize("fleet_name", ["default", "partitioned"])
@@ -21,10 +32,29 @@ def test_every_placement_is_allocated_and_every_refusal_is_true(
     publish(admin_api, fleet_name)
     try:
         report = run(admin_api, fleet_name, SEED, refusals=6, confine=products(fleet_name))
+        print(report.line())
+        assert report.placed > 10 and report.refusals == 6
+        assert report.disagreements == []
+        assert report.false_refusals == []
+        filled = run(
+            admin_api,
+            fleet_name,
+            SEED,
+            refusals=3,
+            confine=SHAREABLE[fleet_name],
+            sizes=SIZES,
+            plant=True,
+            ns=f"fill-{fleet_name}",
+        )
     finally:
         if fleet_name != "default":  # the other tests of the session see the default fleet only
             Fleet.load(FLEETS[fleet_name]).unpublish(admin_api)
-    print(report.line())
-    assert report.placed > 10 and report.refusals == 6
-    assert report.disagreements == []
-    assert report.false_refusals == []
+    print(filled.line())
+    assert filled.placed > 10 and filled.refusals == 3
+    assert filled.disagreements == []  # 0 orders stuck on a planned device
+    assert filled.false_refusals == []
+    assert set(filled.reasons) <= NO_ROOM
+    assert filled.planted == []
+    assert filled.learned.startswith(
+        "ResourceClaimExhausted: The scheduler could not allocate the claim planned"
+    )

@@ -151,6 +151,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("planner", "watch", RES, "resourceclaims", None, True),
     ("planner", "list", AI, "inferenceservices", None, True),
     ("planner", "list", AI, "inferenceserviceclasses", None, True),
+    ("planner", "watch", AI, "launchplans", None, True),  # issue 26: plans hold their devices in the ledger
+    ("planner", "patch", AI, "launchplans", "team-a", False),
     ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
     ("planner", "create", "authorization.k8s.io", "subjectaccessreviews", None, False),  # no kube-rbac-proxy
     ("planner", "watch", "", "nodes", None, True),

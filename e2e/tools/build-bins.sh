@@ -3,8 +3,10 @@
 # Idempotent: each component has a stamp file recording its pin; a matching stamp means nothing to do,
 # so changing one pin rebuilds that component alone.
 # Output: $ISVC_BIN_DIR (default ~/.cache/isvc-testbed/bin) with etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, and isvc-rulecheck
-# (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum).
+# kube-controller-manager, kube-scheduler, kubectl, kwok, helm, untt, kwok-stages.yaml, isvc-rulecheck
+# (tools/rulecheck: the alert rules checked with Prometheus's own packages, pinned in its go.mod/go.sum), and the
+# metrics path an order's autoscaler reads (e2e/isvc_testbed/monitoring.py): prometheus (Kubernetes service
+# discovery only) and prometheus-adapter, each from its pinned Go module.
 # `build-bins.sh realnode` adds the real node's parts (`nox -s realnode`): kubelet (same module, version, tags and
 # ldflags as the control plane), containerd v2 with containerd-shim-runc-v2 and ctr, isvc-dra-plugin (the fake
 # GPU DRA driver's kubelet plugin, e2e/tools/dra-plugin, pinned by its go.mod/go.sum), plus the Debian
@@ -19,6 +21,10 @@ KWOK=${ISVC_KWOK_VERSION:-0.8.0}
 HELM=${ISVC_HELM_VERSION:-3.22.0}
 UNTT=${ISVC_HELM_UNITTEST_VERSION:-1.0.3}
 CONTAINERD=${ISVC_CONTAINERD_VERSION:-2.4.2}
+# Prometheus 3.16.0 (its Go module is versioned v0.316.0) and kubernetes-sigs/prometheus-adapter: the metrics
+# path an order's autoscaler reads on the real node (e2e/isvc_testbed/monitoring.py)
+PROMETHEUS=${ISVC_PROMETHEUS_VERSION:-0.316.0}
+PROMETHEUS_ADAPTER=${ISVC_PROMETHEUS_ADAPTER_VERSION:-0.12.0}
 # llama-cpp-python's sdist (it vendors llama.cpp under vendor/llama.cpp); the hash is PyPI's for that file
 LLAMACPP=${ISVC_LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 LLAMACPP_SHA256=${ISVC_LLAMA_CPP_PYTHON_SHA256:-832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e}
@@ -106,6 +112,35 @@ build_containerd() {
   (cd "$t" && go build -mod=mod -trimpath -tags "no_btrfs no_devmapper no_zfs" \
       -ldflags "-s -w -X $mod/version.Version=v$CONTAINERD -X $mod/version.Package=$mod" \
       -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+  rm -rf "$t"
+}
+
+# A module's source from the proxy into a writable temporary copy (its own go.mod and go.sum pin the build).
+module_copy() {
+  local dir t
+  dir=$(cd /tmp && go mod download -json "$1" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])')
+  t=$(mktemp -d)
+  cp -r "$dir/." "$t" && chmod -R u+w "$t"
+  echo "$t"
+}
+
+# Prometheus with Kubernetes service discovery alone (remove_all_sd keeps file, http and static; README.md of
+# the module, "Building with specific service discoveries"), without the web UI's assets (no builtinassets).
+build_prometheus() {
+  local t v=github.com/prometheus/common/version
+  t=$(module_copy "github.com/prometheus/prometheus@v$PROMETHEUS")
+  # the module ships a go.work of its own (web/ui, documentation/examples): build the module alone
+  (cd "$t" && GOWORK=off go build -mod=mod -trimpath -tags "remove_all_sd,enable_kubernetes_sd" \
+      -ldflags "-s -w -X $v.Version=$(cat VERSION) -X $v.Branch=v$PROMETHEUS" -o "$BIN/prometheus" ./cmd/prometheus)
+  rm -rf "$t"
+}
+
+# The custom metrics API server (cmd/adapter) of kubernetes-sigs/prometheus-adapter: what Deckhouse's
+# prometheus-metrics-adapter module runs, and what the HPA controller reads through the aggregation layer.
+build_prometheus_adapter() {
+  local t
+  t=$(module_copy "sigs.k8s.io/prometheus-adapter@v$PROMETHEUS_ADAPTER")
+  (cd "$t" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$BIN/prometheus-adapter" ./cmd/adapter)
   rm -rf "$t"
 }
 
@@ -202,7 +237,8 @@ pin_of() {
     draplugin) (cd "$(dirname "$0")/dra-plugin" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) \
                   | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     llamacpp) echo "$LLAMACPP-$(echo "${LLAMACPP_CMAKE[*]}" | sha256sum | cut -c1-12)" ;;
-    containerd) echo "$CONTAINERD" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
+    containerd) echo "$CONTAINERD" ;; prometheus) echo "$PROMETHEUS" ;;
+    prometheus_adapter) echo "$PROMETHEUS_ADAPTER" ;; pause) sha256sum "$(dirname "$0")/pause/main.go" | cut -c1-16 ;;
     rulecheck) (cd "$ROOT/tools/rulecheck" && find . -type f \( -name go.mod -o -name go.sum -o -name '*.go' ! -name '*_test.go' \) \
                   | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16) ;;
     etcd) echo "$ETCD" ;; kwok) echo "$KWOK" ;; helm) echo "$HELM-k8s$K8S" ;; untt) echo "$UNTT" ;; k8s) echo "$K8S" ;;
@@ -215,7 +251,7 @@ exec 9>"$CACHE/.build.lock"
 flock 9
 
 only=${1:-all}
-steps=(etcd kwok helm untt rulecheck k8s)
+steps=(etcd kwok helm untt rulecheck k8s prometheus prometheus_adapter)
 if [[ "$only" == realnode ]]; then
   apt_realnode
   steps+=(pause kubelet containerd draplugin llamacpp)

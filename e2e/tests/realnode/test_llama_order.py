@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import openai
 import pytest
@@ -59,7 +60,12 @@ def test_an_order_by_alice_goes_ready_on_the_real_node_and_answers_a_chat_comple
     pod = core.read_namespaced_pod(f"{ORDER}-0", orders.ns)
     assert pod.spec.node_name == bed.cluster.node.name
     server = next(c for c in pod.spec.containers if c.name == CONTAINER_NAME)
-    assert (server.image, server.command) == (runtime["image"], runtime["command"])
+    # a share of the card: the runtime's command runs behind the start gate (issue 25)
+    assert (server.image, server.command[:2], server.command[4:]) == (
+        runtime["image"],
+        ["/bin/sh", "-c"],
+        runtime["command"],
+    )
     assert server.args == runtime["args"]
     assert runtime["recipe"] == RECIPE
     assert [s.state.terminated.exit_code for s in pod.status.init_container_statuses] == [0]
@@ -116,3 +122,56 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
     ready = condition(status, "WorkloadReady")
     assert ready.get("status") == "True", ready
     bed.gone(name)
+
+
+def _gate_line(log: str, words: str) -> datetime | None:
+    """When the container said `words` (the CRI timestamp the API server hands out with `timestamps`)."""
+    for line in log.splitlines():
+        stamp, _, text = line.partition(" ")
+        if words in text:
+            whole, _, fraction = stamp.rstrip("Z").partition(".")
+            return datetime.fromisoformat(f"{whole}.{(fraction + '000000')[:6]}+00:00")
+    return None
+
+
+def test_two_orders_on_the_one_card_start_their_llama_servers_one_at_a_time(bed: Bed) -> None:
+    """Issue 25: two co-tenants of the node's one card, created together, go through the same start gate: the
+    second llama-server starts only once the first is Ready (times from the API server: the pods' conditions
+    and the containers' own lines)."""
+    orders, core = bed.orders, bed.core
+    names = ["tiny-one", "tiny-two"]
+    bed.forwarder.pod = f"{names[0]}-0"  # the probe reaches one of them; the gate is about their pods
+    for name in names:
+        orders.create(name, hf(REPO), CLASS)
+    try:
+        for name in names:
+            orders.wait(
+                name,
+                lambda s: condition(s, "WorkloadReady").get("status") == "True",
+                240,
+                "its replica Ready",
+            )
+    except TimeoutError as e:
+        raise AssertionError(f"{e}\n{bed.diagnosis(names[0])}\n{bed.diagnosis(names[1])}") from None
+    pods = {n: core.read_namespaced_pod(f"{n}-0", orders.ns) for n in names}
+    logs = {
+        n: core.read_namespaced_pod_log(f"{n}-0", orders.ns, container=CONTAINER_NAME, timestamps=True)
+        for n in names
+    }
+    goes = {n: _gate_line(logs[n], "isvc start gate: start 1 goes") for n in names}
+    assert all(goes.values()), logs
+    earlier, later = sorted(names, key=lambda n: goes[n] or datetime.max.replace(tzinfo=UTC))
+    ready = next(c.last_transition_time for c in pods[earlier].status.conditions if c.type == "Ready")
+    assert "waits for its turn on the shared device" in logs[later], logs[later][-2000:]
+    later_goes = goes[later]
+    assert later_goes is not None and later_goes >= ready.replace(microsecond=0), (later_goes, ready)
+    # one card: both claims allocated the node's device, both permits for the first start
+    resource = k8s.ResourceV1Api(orders.admin_api)
+    for name, pod in pods.items():
+        [ref] = pod.status.resource_claim_statuses
+        claim = resource.read_namespaced_resource_claim(ref.resource_claim_name, orders.ns)
+        [result] = claim.status.allocation.devices.results
+        assert result.device == bed.cluster.node.devices()[0].name, name
+        assert pod.metadata.annotations["ai.deckhouse.io/start-permit"] == "1"
+    for name in names:
+        bed.gone(name)

@@ -25,6 +25,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     SharingMode,
     StartupFailure,
     StatusReason,
@@ -33,13 +34,13 @@ from isvc_api import (
 from isvc_operator import (
     Deps,
     EffectivePolicy,
+    Judgement,
     OrderReconciler,
     PassResult,
     PlanOutcome,
     RollPacer,
     TemporaryError,
     Workload,
-    plan_devices,
 )
 
 Obj = dict[str, Any]
@@ -132,13 +133,6 @@ class FakeCluster:
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         return self._get("LaunchPlan", namespace, name)
 
-    def launch_plans_on(self, devices: set[tuple[str, str, str]]) -> list[Obj]:
-        return [
-            copy.deepcopy(o)
-            for (k, _, _), o in self.objects.items()
-            if k == "LaunchPlan" and plan_devices(o) & devices
-        ]
-
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         return [
             copy.deepcopy(o)
@@ -149,12 +143,43 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        return self._get("Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        meta = manifest["metadata"]
+        held = self.objects.get(("Lease", meta["namespace"], meta["name"]))
+        version = (held or {}).get("metadata", {}).get("resourceVersion")
+        if version != meta.get("resourceVersion"):
+            return False
+        stored = copy.deepcopy(manifest)
+        stored["metadata"]["resourceVersion"] = str(int(version or 0) + 1)
+        self.put(stored)
+        self.applied.append(copy.deepcopy(manifest))
+        return True
+
     def apply(self, manifest: Obj) -> Obj:
+        if (
+            manifest["kind"] == "Pod"
+            and (key := ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"]))
+            in self.objects
+        ):
+            pod = self.objects[key]  # a pod's metadata applied: its annotations merge, the rest stays
+            pod["metadata"].setdefault("annotations", {}).update(
+                manifest["metadata"].get("annotations") or {}
+            )
+            self.applied.append(copy.deepcopy(manifest))
+            return copy.deepcopy(pod)
         if manifest["kind"] == self.refuse_kind:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
         if manifest["kind"] == self.fail_kind:
             raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
         self.applied.append(copy.deepcopy(manifest))
+        meta = manifest["metadata"]
+        held = self.objects.get((manifest["kind"], meta.get("namespace", ""), meta["name"]))
+        uid = (held or {}).get("metadata", {}).get("uid")
+        if uid and not meta.get("uid"):  # the API server keeps an object's uid across applies
+            manifest = {**manifest, "metadata": {**meta, "uid": uid}}
         self.put(manifest)
         return manifest
 
@@ -319,6 +344,7 @@ class FakePlanner:
         self.bad_placement: Refusal | None = None
         self.holdings: list[Placement | None] = []
         self.released: list[tuple[str, str]] = []
+        self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
 
     def plan(
         self,
@@ -341,15 +367,17 @@ class FakePlanner:
     def release(self, namespace: str, name: str) -> None:
         self.released.append((namespace, name))
 
-    def judge(self, placement: Placement) -> Refusal | None:
+    def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
         if self.down:
             raise TemporaryError("connection refused")
         if placement.share_percent is not None and not 1 <= placement.share_percent <= 100:
-            return Refusal(
-                reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
-                message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
+            return Judgement(
+                refusal=Refusal(
+                    reason=Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+                    message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
+                )
             )
-        return self.bad_placement
+        return Judgement(refusal=self.bad_placement, lost=self.lost.get(name, ()))
 
 
 class FakeWorkload:
@@ -370,6 +398,20 @@ class FakeWorkload:
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
         self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
+        self.scaling_status: ScalingStatus | None = None
+        self.extra: list[Obj] = []  # children besides the template and the set (an HPA, a PodMetric ...)
+
+    autoscaling_kinds = (
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("deckhouse.io/v1alpha1", "PodMetric"),
+        ("keda.sh/v1alpha1", "ScaledObject"),
+        ("monitoring.coreos.com/v1", "PodMonitor"),
+    )
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        return self.scaling_status
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         if held is not None and self.outgrown is not None:
@@ -400,6 +442,7 @@ class FakeWorkload:
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
                 **self._template(policy),
             },
+            *self.extra,
         ]
 
     @staticmethod

@@ -17,10 +17,14 @@ class Informer:
 
     def __init__(self) -> None:
         self.handlers: list[Any] = []
+        self.served_handlers: list[Any] = []
         self.items: list[Obj] = []
 
     def add_handler(self, handler: Any) -> None:
         self.handlers.append(handler)
+
+    def add_served_handler(self, handler: Any) -> None:
+        self.served_handlers.append(handler)
 
     def list(self, namespace: str | None = None) -> list[Obj]:
         return [o for o in self.items if namespace is None or o["metadata"].get("namespace") == namespace]
@@ -60,7 +64,6 @@ def controller(waiting: list[tuple[str, str]]) -> tuple[Controller, Any]:
         cast(OrderReconciler, None),
         cast(ClassReconciler, None),
         registry=CollectorRegistry(),
-        waiting=lambda: list(waiting),
     )
     return c, kube
 
@@ -77,11 +80,12 @@ def drain(c: Controller, timeout: float) -> set[tuple[str, str]]:
     return keys
 
 
-def test_a_claim_going_away_passes_the_orders_waiting_for_room_again() -> None:
+def test_a_claim_going_away_passes_only_its_own_order_the_planners_room_wakes_the_waiting() -> None:
+    """Issue 26: the room is passed when the planner's ledger frees room (any claim, slice, node or class
+    it watches), in one call for every waiting order, not each waiting order on every claim of ours."""
     c, kube = controller([("ns", "wait-1"), ("other", "wait-2")])
     kube.claims.emit("DELETED", claim("blocker"))
-    assert drain(c, 0.2) == {("ns", "blocker")}  # at once: the claim's own order
-    assert drain(c, 2.0) == {("ns", "wait-1"), ("other", "wait-2")}  # a moment later
+    assert drain(c, 1.5) == {("ns", "blocker")}
 
 
 def test_a_claim_that_changes_passes_only_its_own_order() -> None:
@@ -236,6 +240,27 @@ def test_a_pass_in_progress_shows_in_the_longest_running_gauge() -> None:
         time.sleep(0.02)
     assert c.longest_running() == 0.0
     c.order_queue.shut_down()
+
+
+def test_a_metrics_path_installed_after_the_controller_passes_every_order() -> None:
+    """An order planned before the cluster served PodMetric scaled on CPU and was never passed again: installing
+    the metrics adapter after the module left it on CPU until the hourly replay."""
+    c, kube = controller([])
+    kube.pod_metrics = Informer()
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+    )
+    kube.orders.items = [
+        {"metadata": {"namespace": "ns", "name": "grows"}},
+        {"metadata": {"namespace": "other", "name": "steady"}},
+    ]
+    assert drain(c, 0.1) == set()
+    [served] = kube.pod_metrics.served_handlers
+    served()
+    assert drain(c, 0.2) == {("ns", "grows"), ("other", "steady")}
 
 
 def test_a_quota_that_changes_passes_the_orders_of_its_namespace_whose_workload_is_not_up() -> None:

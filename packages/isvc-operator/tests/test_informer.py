@@ -339,6 +339,8 @@ def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
 
     informer._stop.wait = wait  # type: ignore[method-assign]
     caplog.set_level("INFO", logger="isvc_operator._kube")
+    appeared: list[int] = []
+    informer.add_served_handler(lambda: appeared.append(len(informer.list())))
     seen = run(informer, dyn)  # type: ignore[arg-type]
     said = [r.getMessage() for r in caplog.records]
     assert [line for line in said if "not served" in line] == [
@@ -350,6 +352,7 @@ def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
     assert not [line for line in said if "broke" in line or "\n" in line]
     assert seen[:2] == [("SYNC", "m"), ("DELETED", "m")]  # what it held went with it
     assert seen[-1] == ("SYNC", "m") and dyn.lists == 2
+    assert appeared == [1]  # once, when it came back (not at the first list), with its list in the cache
 
 
 def test_events_are_named_so_that_listing_them_by_name_keeps_the_order_they_were_made_in(

@@ -141,15 +141,15 @@ def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(
     assert world.cluster.owned("StatefulSet", "team-a", "low")
     before = copy.deepcopy(world.cluster.objects)
     _plan(world, "vip", 60, "gold", minutes=1)  # the planner gave the device to the higher priority
-    assert world.planner.outcome.preempt == []
 
     # The preemptor's pass touched nothing of the other order.
     def of_low(objects: dict[Any, Any]) -> dict[Any, Any]:
         return {k: v for k, v in objects.items() if k[2] == "low" and k[0] != "InferenceService"}
 
     assert of_low(world.cluster.objects) == of_low(before)
+    world.planner.lost["low"] = ("gpu.nvidia.com/n1/gpu-0: holders of higher priority leave no room",)
     world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="no room"), [])
-    world.restart()  # the victim finds out from the LaunchPlans alone
+    world.restart()  # the victim finds out from the planner's ledger, whatever the controller remembers
     status = world.run(order(name="low"))
     assert world.cluster.launch_plan("team-a", "low") is None
     assert world.cluster.owned("StatefulSet", "team-a", "low") == []
@@ -159,7 +159,20 @@ def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(
     assert "vip" not in next(e for e in world.cluster.events if e[0] == "low")[3]  # no other tenant named
 
 
-def test_co_placed_orders_that_fit_the_device_are_not_displaced(world: World) -> None:
+def test_a_displaced_order_with_room_elsewhere_moves_in_the_same_pass_issue_26(world: World) -> None:
+    """Its plan is replaced at once (never taken down and recreated), asked with what it holds."""
+    _plan(world, "low", 60, None, minutes=0)
+    world.planner.lost["low"] = ("gpu.nvidia.com/n1/gpu-0: holders of higher priority leave no room",)
+    elsewhere = PLACEMENT.model_copy(update={"devices": ["gpu-1"], "device_uuids": ["GPU-1"]})
+    world.planner.outcome = PlanOutcome(placement=elsewhere, estimates=ESTIMATES, refusal=None, preempt=[])
+    world.run(order(name="low"))
+    stored = world.cluster.launch_plan("team-a", "low")
+    assert stored is not None and stored["spec"]["placement"]["devices"] == ["gpu-1"]
+    assert world.planner.holdings[-1] is not None and world.planner.holdings[-1].share_percent == 60
+    assert world.cluster.owned("StatefulSet", "team-a", "low")
+
+
+def test_an_order_standing_on_its_devices_is_not_displaced(world: World) -> None:
     world.cluster.priority_classes = {"gold": 1000}
     _plan(world, "low", 40, None, minutes=0)
     _plan(world, "vip", 60, "gold", minutes=1)

@@ -204,11 +204,15 @@ def test_a_recipe_refusal_lands_on_planned(world: World) -> None:
 
 
 def test_a_placement_no_recipe_compiles_for_is_released_at_the_planner(world: World) -> None:
+    """Issue 26: the recipes serve the model (its requirements held) but not on the placement the planner
+    chose: that is the placement's reason, one that waits for room, never the permanent
+    NoCompatibleRuntimeAvailable on the way to it."""
     world.recipes.compile_refusal = Refusal(
         reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, message="none fits"
     )
     status = world.run()
-    assert reasons(status)["Planned"] == "NoCompatibleRuntimeAvailable"
+    assert reasons(status)["Planned"] == "NoCompatiblePlacement"
+    assert "none fits" in reasons_message(status, "Planned")
     assert world.planner.released == [("team-a", "support-llm")]
 
 

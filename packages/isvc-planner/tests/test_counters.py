@@ -23,7 +23,7 @@ PROFILES = [("3g.20gb", 20, 42, 2), ("1g.5gb", 5, 14, 7)]
 
 
 def sized(facts: ModelFacts, gib: float) -> ModelFacts:
-    weights = (gib - 1) / 1.2
+    weights = (gib - 1.25) / 1.2  # less vLLM's margin, so a "3 GiB" model still fits a 1g.5gb partition
     return facts.model_copy(
         update={
             "parameter_count": int(weights * GIB / 2),

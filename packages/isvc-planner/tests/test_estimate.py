@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from isvc_api import MemoryRuntime, ModelFacts, Quantization
-from isvc_planner import memory_need
+from isvc_planner import estimate, memory_need
 
 GB = 1e9
 GIB = 1 << 30
@@ -77,3 +77,48 @@ def test_no_parameter_count_falls_back_to_weight_files_or_gives_up(models: dict[
     need = memory_need(bare)
     assert need is not None and need.weights == 15_230_000_000
     assert memory_need(bare.model_copy(update={"weight_bytes": None})) is None
+
+
+def test_a_catalog_model_without_its_vocabulary_plans_at_least_its_files_issue_25(
+    models: dict[str, ModelFacts],
+) -> None:
+    """Qwen/Qwen2.5-32B-Instruct-AWQ as a catalog object states: 32.76B parameters, AWQ, and its files'
+    size (huggingface.co/Qwen/Qwen2.5-32B-Instruct-AWQ/tree/251a85a7dfd47d23dc308c69d2df71cf75b338f5:
+    3.94 + 3.98 + 3.95 + 3.98 + 3.48 GB). Main planned 17.02 GB of weights, 0.88 of them."""
+    published = 19_330_000_000
+    catalog = ModelFacts(
+        source="AIModels",
+        name="qwen-32b-awq",
+        format="Safetensors",
+        parameter_count=models["qwen32b_awq"].parameter_count,
+        quantization=Quantization.AWQ,
+        weight_bytes=published,
+    )
+    need = memory_need(catalog)
+    assert need is not None
+    assert need.weights >= published and need.required > published
+
+
+def test_the_plan_states_the_kv_budget_and_margin_of_the_launch_on_its_placement_issue_25(
+    models: dict[str, ModelFacts],
+) -> None:
+    need = memory_need(models["llama8b"])
+    assert need is not None
+    h100 = 81559 * 1024**2
+    launch = need.launch(h100, 40, 1)
+    assert not isinstance(launch, str)
+    est = estimate(models["llama8b"], need, 1, launch)
+    assert est.kv_cache_bytes == launch.kv_bytes > launch.kv.per_token * launch.context
+    assert est.margin_gi_b is not None and est.margin_gi_b >= 0.15
+    assert f"KV {launch.kv_bytes:,} B" in est.explanation
+
+
+def test_a_share_of_a_card_asks_for_that_share_of_its_cpus(models: dict[str, ModelFacts]) -> None:
+    """Two CPUs a device; a runtime on a share drives that share (two co-tenants of a small card fit a
+    two-CPU node, as the real node's tiny models do)."""
+    need = memory_need(models["qwen7b"])
+    assert need is not None
+    assert estimate(models["qwen7b"], need, 1).cpu == "2"
+    assert estimate(models["qwen7b"], need, 2).cpu == "4"
+    assert estimate(models["qwen7b"], need, 1, share_percent=30).cpu == "1"
+    assert estimate(models["qwen7b"], need, 1, share_percent=80).cpu == "2"

@@ -121,7 +121,11 @@ def test_estimates_come_with_the_plan_as_quantities(models: dict[str, ModelFacts
     planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
     est = plan(planner, models["qwen7b"]).estimates
     assert est is not None
-    assert (est.cpu, est.memory, est.model_volume) == ("2", "8Gi", "17Gi")
+    assert (est.cpu, est.memory, est.model_volume) == (
+        "1",
+        "8Gi",
+        "17Gi",
+    )  # a share: 2 × its fraction, at least 1
     assert "× 2 B (bfloat16 as loaded)" in est.explanation
     assert est.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2
     assert est.context_length >= 4096 and "on this placement" in est.explanation
@@ -481,7 +485,8 @@ def test_preemption_that_cannot_free_enough_fails(half: ModelFacts) -> None:
 
 def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(half: ModelFacts) -> None:
     """While a preemption is under way the card is over-committed (the victim's claim and the new
-    reservation); the victim counts its own claim as free, so the ledger must not cap what is used."""
+    reservation); the victim counts its own claim as free, yet it has lost the card to the higher priority:
+    it is not planned back there (issue 26: a pass must not undo the previous pass's work)."""
     claims = [fleet_claim("x", "c0", "victim", [("n1", "gpu-0", 80)])]
     inv = inventory(
         [fleet_slice("n1", [fleet_gpu("n1", 0)])],
@@ -496,7 +501,8 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
     again = plan(planner, sized(half, 60), "victim", "x", priority_class_name="tin")
     assert again.placement is None and again.refusal is not None
     assert again.refusal.reason == Reason.NO_CAPACITY
-    assert inv.used(("gpu.nvidia.com", "n1", "gpu-0")) > 100  # over-committed until the claim goes
+    assert inv.displaced(("x", "victim")) and not inv.displaced(("y", "urgent"))
+    assert inv.room(("gpu.nvidia.com", "n1", "gpu-0"), [("x", "victim")]) < 60  # not for it: it lost the card
 
 
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
@@ -605,3 +611,36 @@ def test_a_dry_run_answers_without_reserving(models: dict[str, ModelFacts]) -> N
     answer = planner.plan(ask)
     assert answer.placement is not None
     assert not planner.inventory.reserved_by(("ns", "would-be"))
+
+
+def test_a_displaced_order_is_never_planned_back_onto_the_card_it_lost_issue_26(half: ModelFacts) -> None:
+    """The hot loop: whatever holds the card (claims, plans, reservations), an order that lost it in the
+    ledger's ranking finds no room there while nothing changed, so no pass undoes the previous one."""
+    inv = inventory(
+        [fleet_slice("n1", [fleet_gpu("n1", 0)])],
+        [],
+        [fleet_priority_class("gold", 1000), fleet_priority_class("tin", 1)],
+        ranked=[("x", "a", 1), ("x", "b", 1), ("y", "urgent", 1000)],
+    )
+    planner = Planner(inv, reservation_ttl=0.0)
+    placed = {}
+    for name in ("a", "b"):
+        p = plan(planner, sized(half, 30), name, "x", priority_class_name="tin").placement
+        assert p is not None
+        placed[name] = p
+        inv.upsert_plan(
+            {
+                "metadata": {"namespace": "x", "name": name},
+                "spec": {"placement": p.to_wire(), "plannedAt": f"2026-12-01T10:00:0{len(placed)}Z"},
+            }
+        )
+    inv.expire()  # what the planner reserved is gone (a restart, a lapse): the LaunchPlans hold
+    urgent = plan(planner, sized(half, 30), "urgent", "y", priority_class_name="gold")
+    assert urgent.placement is not None and [v.name for v in urgent.preempt] == ["b"]  # the later one
+    inv.upsert_plan(
+        {"metadata": {"namespace": "y", "name": "urgent"}, "spec": {"placement": urgent.placement.to_wire()}}
+    )
+    assert inv.displaced(("x", "b")) and not inv.displaced(("x", "a"))
+    for _ in range(3):  # pass after pass, the displaced order is refused, never given the card back
+        again = plan(planner, sized(half, 30), "b", "x", priority_class_name="tin", holding=placed["b"])
+        assert again.placement is None

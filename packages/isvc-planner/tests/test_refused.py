@@ -141,3 +141,32 @@ def test_a_larger_card_the_selector_excludes_does_not_forbid_tensor_parallel_iss
     policy = AcceleratorPolicy(selector="device.attributes['gpu.nvidia.com'].productName == 'NVIDIA L4'")
     p = plan(planner, sized(models["qwen7b"], 30), "tp", accelerator_policy=policy).placement
     assert p is not None and p.placement_mode == PlacementMode.MULTI_DEVICE and len(p.devices) == 2
+
+
+def test_a_refusal_is_learned_logged_and_counted_once_not_every_pass_issue_26(
+    models: dict[str, ModelFacts], caplog: Any
+) -> None:
+    counted: list[None] = []
+    planner = Planner(whole(1), on_disagreement=lambda: counted.append(None))
+    first = plan(planner, models["qwen7b"], "a").placement
+    assert first is not None
+    with caplog.at_level("WARNING", logger="isvc_planner"):
+        answers = [
+            plan(planner, models["qwen7b"], "a", holding=first, refused=refused(first)) for _ in range(5)
+        ]
+    assert {a.refusal.reason for a in answers if a.refusal} == {Reason.RESOURCE_CLAIM_EXHAUSTED}
+    lines = [r for r in caplog.records if "the scheduler refused the claim" in r.getMessage()]
+    assert len(lines) == 1 and len(counted) == 1
+    assert "free units [100]" in lines[0].getMessage()  # the figures the ledger saw
+
+
+def test_a_refused_share_is_not_offered_again_but_a_smaller_one_is(models: dict[str, ModelFacts]) -> None:
+    """The refusal is for that shape: a smaller claim may still fit where the scheduler said no."""
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    planner = Planner(inv)
+    big = plan(planner, sized(models["qwen7b"], 40), "big").placement
+    assert big is not None and big.share_percent is not None
+    assert plan(planner, sized(models["qwen7b"], 40), "big", holding=big, refused=refused(big)).refusal
+    assert plan(planner, sized(models["qwen7b"], 40), "same").refusal is not None
+    small = plan(planner, sized(models["qwen7b"], 10), "small").placement
+    assert small is not None and small.devices == ["gpu-0"]

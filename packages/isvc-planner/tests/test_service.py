@@ -25,8 +25,10 @@ from isvc_planner_client import (
     OrderRef,
     PlannerClient,
     PlanRequest,
+    SchedulerRefusal,
 )
 from isvc_testing import (
+    fleet_claim,
     fleet_device_classes,
     fleet_gpu,
     fleet_slice,
@@ -301,3 +303,74 @@ def test_serve_takes_its_allowed_callers_and_refuses_anything_else() -> None:
     for bad in ([], ["--allowed-caller=alice"], ["--allowed-caller=system:serviceaccount:ns"]):
         with pytest.raises(SystemExit):
             parser().parse_args(["serve", *bad])
+
+
+def test_a_plan_is_judged_standing_or_lost_over_http_issue_26(
+    token_file: Path, models: dict[str, ModelFacts]
+) -> None:
+    inv = Inventory.from_objects(
+        fleet_device_classes(),
+        [fleet_slice("n1", [fleet_gpu("n1", 0, shares=False)])],
+        [],
+        [{"metadata": {"name": "gold"}, "value": 1000}],
+        orders=[{"metadata": {"namespace": "ns", "name": "vip"}, "spec": {"inferenceServiceClassName": "c"}}],
+        service_classes=[{"metadata": {"name": "c"}, "spec": {"priorityClassName": "gold"}}],
+    )
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        low = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="low"), facts=models["qwen7b"]))
+        assert low.placement is not None
+        standing = client.hold(OrderRef(namespace="ns", name="low"), low.placement)
+        vip = client.plan(
+            PlanRequest(
+                order=OrderRef(namespace="ns", name="vip"), facts=models["qwen7b"], priority_class_name="gold"
+            )
+        )
+        lost = client.hold(OrderRef(namespace="ns", name="low"), low.placement)
+        bad = client.hold(
+            OrderRef(namespace="ns", name="low"), low.placement.model_copy(update={"share_percent": 150})
+        )
+    assert standing.lost == [] and standing.refusal is None
+    assert [(v.namespace, v.name) for v in vip.preempt] == [("ns", "low")]
+    assert len(lost.lost) == 1 and "gpu.nvidia.com/n1/gpu-0" in lost.lost[0]
+    assert bad.refusal is not None and bad.refusal.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
+
+
+def test_the_room_token_moves_when_room_may_have_appeared_and_waits_otherwise(token_file: Path) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    claim = fleet_claim("ns", "c", "o", [("n1", "gpu-0", 40)])
+    inv.upsert_claim(claim)
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        token = client.room_changed(None, 0)
+        started = time.monotonic()
+        assert client.room_changed(token, 0.3) == token  # nothing changed: it waited, the token stands
+        assert time.monotonic() - started >= 0.3
+        inv.upsert_claim(fleet_claim("ns", "d", "o", [("n1", "gpu-0", 10)]))
+        assert client.room_changed(token, 0.3) == token  # a holding added makes no room
+        threading.Timer(0.2, lambda: inv.delete_claim(claim)).start()
+        moved = client.room_changed(token, 30)
+        assert moved != token and time.monotonic() - started < 10
+        assert client.room_changed("another-planner:7", 30) == moved  # a token of an older planner: at once
+
+
+def test_scheduler_disagreements_are_counted_once_each(
+    token_file: Path, models: dict[str, ModelFacts]
+) -> None:
+    inv = Inventory.from_objects(
+        fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0, shares=False)])], []
+    )
+    registry = CollectorRegistry()
+    with serve(inv, registry) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        first = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"]))
+        assert first.placement is not None
+        refused = PlanRequest(
+            order=OrderRef(namespace="ns", name="a"),
+            facts=models["qwen7b"],
+            holding=first.placement,
+            refused=SchedulerRefusal(
+                placement=first.placement, message="0/1 nodes: cannot allocate all claims"
+            ),
+        )
+        for _ in range(3):
+            client.plan(refused)
+    text = generate_latest(registry).decode()
+    assert "isvc_planner_scheduler_disagreements_total 1.0" in text

@@ -62,10 +62,15 @@ def test_context_shrinks_to_what_fits_after_the_weights(
     model = facts("llama-3.1-8b-instruct")  # 128 KiB of KV per token, 15 GiB of weights
     result = compiled(book, model, hardware("l4-24gb-whole"), estimates(model))
     # L4 publishes 23034Mi = 22.49 GiB, vLLM sees 21.99; less 1.75 GiB beside its budget (CUDA context,
-    # graphs) that is 0.92; 20.23 GiB less 14.96 weights and 1.85 GiB vLLM's own non-KV memory at 256
-    # sequences (vocabulary unknown: 152064) = 3.42 GiB = 27,99x tokens -> 27904
+    # graphs) that is 0.92; 20.23 GiB less 14.96 weights, 1.85 GiB vLLM's own non-KV memory at 256
+    # sequences (vocabulary unknown: 152064) and the 0.33 GiB margin (150 MiB + a tenth of 1.85 GiB) leaves a
+    # KV budget of 3.09 GiB; less two 16-token blocks, 25,2xx tokens -> 25088
     assert arg(result, "--gpu-memory-utilization") == "0.92"
-    assert arg(result, "--max-model-len") == "27904"
+    assert arg(result, "--max-model-len") == "25088"
+    budget = int(arg(result, "--kv-cache-memory-bytes"))
+    assert budget == result.kv_cache_bytes
+    assert 25088 * 131072 < budget < 25600 * 131072
+    assert result.margin_gi_b is not None and result.margin_gi_b >= 0.33
     roomy = compiled(book, model, hardware("a100-80gb-whole"), estimates(model))
     assert arg(roomy, "--max-model-len") == "131072"  # the model's own limit
 
@@ -485,3 +490,33 @@ def test_an_embedding_model_asked_for_as_chat_is_told_the_class_that_serves_it()
     assert "serve(s) it as Embeddings" in refused.message
     assert "allowedEndpointTypes names Embeddings alone" in refused.message
     assert "platform-side decision" not in refused.message
+
+
+# vLLM took --kv-cache-memory-bytes from v0.10.2 on: vllm/config/cache.py CacheConfig.kv_cache_memory_bytes
+# is in the v0.10.2 wheel and absent from v0.10.1.1's (PyPI vllm-0.10.2 / vllm-0.10.1.1, cp38-abi3).
+FIRST_VLLM_WITH_KV_BYTES = (0, 10, 2)
+
+
+def test_every_vllm_recipe_states_its_kv_budget_on_an_image_that_takes_it_issue_25(book: RecipeBook) -> None:
+    vllm = [r for r in book if r.runtime == "vllm"]
+    assert vllm
+    for recipe in vllm:
+        assert ["--kv-cache-memory-bytes", "{kvCacheMemoryBytes}"] in recipe.args, recipe.name
+        for image in [recipe.image, *(recipe.image_by_compute_capability or {}).values()]:
+            tag = image.rsplit(":", 1)[1].removeprefix("v")
+            assert tuple(int(p) for p in tag.split(".")[:3]) >= FIRST_VLLM_WITH_KV_BYTES, image
+    assert "--kv-cache-memory-bytes" in book.flags["vllm"].flags
+
+
+def test_co_tenants_get_their_kv_budgets_in_bytes_within_their_shares_issue_25(
+    book: RecipeBook, facts: Facts, hardware: Hardware, estimates: Callable[..., Estimates]
+) -> None:
+    """Two halves of one A100: each launch states its KV bytes and a margin, and the two claims fit the card."""
+    model = facts("qwen2.5-7b-instruct-awq")
+    placement, card = hardware("a100-80gb-share-50")
+    result = book.compile(model, EndpointType.CHAT, placement, estimates(model), "m", card)
+    assert isinstance(result, CompiledRuntime), result
+    budget = int(arg(result, "--kv-cache-memory-bytes"))
+    assert budget == result.kv_cache_bytes and budget > 0
+    assert result.margin_gi_b is not None and result.margin_gi_b > 0
+    assert 2 * float(arg(result, "--gpu-memory-utilization")) <= 1.0

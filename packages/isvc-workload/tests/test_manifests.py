@@ -31,6 +31,7 @@ from isvc_api import (
 from isvc_workload import (
     CPU_TARGET_PERCENT,
     RUNTIME_HASH_ANNOTATION,
+    START_PERMIT_ANNOTATION,
     ModelVolume,
     PlanNotExpressible,
     SettingsIncomplete,
@@ -187,7 +188,38 @@ def _placement(**kw: Any) -> Placement:
                 "count": 1,
                 "capacity": {"requests": {"shares": "25", "memory": "19968Mi"}},
             },
-            id="a share with planned memory asks for both",
+            id="a share with planned memory asks for both (a plan without the planner's requests)",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.SHARED,
+                sharing_mode=SharingMode.SHARES,
+                share_percent=9,
+                memory_gi_b=7.2,
+                capacity_requests={"memory": "7372Mi", "shares": "9"},
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "capacity": {"requests": {"memory": "7372Mi", "shares": "9"}},
+            },
+            id="issue 26: the planner's requests as they are, memory floored (7.2 GiB is 7372.8Mi, not 7373Mi)",
+        ),
+        pytest.param(
+            _placement(
+                placement_mode=PlacementMode.MULTI_DEVICE,
+                sharing_mode=SharingMode.SHARES,
+                device_count=2,
+                capacity_requests={"memory": "81920Mi", "shares": "100"},
+            ),
+            {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 2,
+                "capacity": {"requests": {"memory": "81920Mi", "shares": "100"}},
+            },
+            id="tensor parallel on shareable cards asks each card whole, as the ledger counts it",
         ),
         pytest.param(
             _placement(
@@ -331,8 +363,18 @@ def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it()
     assert "nodeSelector" not in pod_spec
 
 
+def _whole_device() -> Placement:
+    return Placement(
+        device_class_name="gpu.nvidia.com",
+        driver="gpu.nvidia.com",
+        placement_mode=PlacementMode.WHOLE_DEVICE,
+        sharing_mode=SharingMode.NONE,
+        device_uuids=["GPU-1"],
+    )
+
+
 def test_the_server_runs_the_compiled_runtime() -> None:
-    container = _container(statefulset(make_inputs(), SETTINGS))
+    container = _container(statefulset(make_inputs(placement=_whole_device()), SETTINGS))
     assert (container["image"], container["command"], container["args"]) == (
         "vllm/vllm-openai:v0.11.0",
         ["vllm", "serve"],
@@ -344,7 +386,7 @@ def test_the_server_runs_the_compiled_runtime() -> None:
 
 
 def test_the_model_volume_is_a_claim_template_sized_by_the_estimate_and_read_back() -> None:
-    manifest = statefulset(make_inputs(), SETTINGS)
+    manifest = statefulset(make_inputs(placement=_whole_device()), SETTINGS)
     spec = manifest["spec"]
     [template] = spec["volumeClaimTemplates"]
     name = template["metadata"]["name"]
@@ -468,8 +510,12 @@ def test_a_changed_runtime_rolls_the_workload_and_an_unchanged_one_never_does() 
     changed_runtime = make_inputs().runtime.model_copy(update={"content_hash": "hash-2"})
     changed = statefulset(make_inputs(runtime=changed_runtime), SETTINGS)
     assert first == again
-    assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1"}
-    assert changed["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-2"}
+    gate = {START_PERMIT_ANNOTATION: "0"}  # a share of a card: pods are born waiting for their turn
+    assert first["spec"]["template"]["metadata"]["annotations"] == {RUNTIME_HASH_ANNOTATION: "hash-1", **gate}
+    assert changed["spec"]["template"]["metadata"]["annotations"] == {
+        RUNTIME_HASH_ANNOTATION: "hash-2",
+        **gate,
+    }
     assert "annotations" not in first["metadata"]
 
 

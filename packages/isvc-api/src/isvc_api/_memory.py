@@ -16,12 +16,23 @@ What a runtime occupies on each GPU (tensor parallel size `tp`):
     + inside                        vLLM's own non-KV accounting: activation peak of its profiling run
                                     (sampler rows × vocabulary, or the forward of the batched tokens)
                                     + non-torch memory
-    + KV cache                      bytes per token × context (sliding-window layers capped, MLA latent)
+    + margin                        room kept beyond vLLM's own non-KV need (`vllm_margin`)
+    + KV cache                      bytes per token × context (sliding-window layers capped, MLA latent);
+                                    for vLLM the absolute budget it is launched with
+                                    (--kv-cache-memory-bytes), so the size never depends on what a
+                                    co-tenant of the card does while this one profiles its start-up
     + outside                       what the runtime's accounting does not see: the CUDA context, and
                                     vLLM v0.11's CUDA graphs (captured after the KV cache is allocated)
 
-vLLM claims `gpu_memory_utilization × total`, where total is what torch sees: the driver-published
-capacity minus `SEEN_GAP`. Inside that claim go weights, inside and KV; outside goes beside it.
+vLLM's `--gpu-memory-utilization × total` (total: what torch sees, the driver-published capacity minus
+`SEEN_GAP`) must be free when it starts (V11 gpu_worker.py init_device); inside it go weights, inside,
+margin and the KV budget, and outside goes beside it.
+
+    V11    vllm-project/vllm v0.11.0 (the recipes' image; PyPI wheel vllm-0.11.0, vllm/v1/worker/
+           gpu_worker.py): with kv_cache_memory_bytes set, determine_available_memory still runs the
+           profiling forward but returns the bytes given, without measuring free memory; the flag
+           first shipped in v0.10.2 (vllm/config/cache.py CacheConfig.kv_cache_memory_bytes; absent
+           from v0.10.1.1)
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ __all__ = [
     "need_per_device",
     "runtime_for",
     "visible_bytes",
+    "vllm_margin",
 ]
 
 GIB = 1024**3
@@ -88,6 +100,13 @@ TEI_BATCH_TOKENS = 16384
 # i.e. 512 × c × 33 × 4 B + 32 MiB. The image's -fa auto turns flash attention on where the card and model
 # support it, which needs less; the scores are charged all the same, so a launch starts either way.
 LLAMACPP_UBATCH = 512
+# The margin every vLLM launch keeps beyond the runtime's own non-KV need at its batch flags: vLLM's own
+# 150 MiB buffer, "empirically observed that the memory profiling may slightly underestimate the memory
+# consumption" (V11 gpu_worker.py compile_or_warm_up_model, the --kv-cache-memory it suggests), plus a
+# tenth of the estimated need: LLMD's activation per sampler row and vocabulary entry spans 37.6-39.6 B
+# across five models (a 5 % spread, counted twice).
+MARGIN_BUFFER = 150 * MIB
+MARGIN_FRACTION = Decimal("0.10")
 _DEFAULT_VOCAB = 152064
 _GROUP = 128  # AWQ/GPTQ group size when the checkpoint does not say
 
@@ -181,6 +200,8 @@ class Fit:
     kv_room: int  # per GPU
     context: int
     batch: Batch | None
+    kv_bytes: int = 0  # per GPU: vLLM's --kv-cache-memory-bytes, llama.cpp's KV of -c; 0 without a KV cache
+    margin: int = 0  # per GPU: what the share holds beyond weights, the runtime's need and the KV budget
 
     @property
     def overhead(self) -> int:
@@ -194,8 +215,8 @@ class Fit:
             f"{util}per GPU: weights {_gib(self.weights)} GiB, "
             f"runtime overhead {_gib(self.overhead)} GiB "
             f"({_gib(self.inside)} GiB counted by the runtime, {_gib(self.outside)} GiB beside it), "
-            f"KV room {_gib(self.kv_room)} GiB at {self.kv.per_token:,} B/token = context "
-            f"{self.context:,}{batch}"
+            f"KV {self.kv_bytes:,} B ({_gib(self.kv_bytes)} GiB) at {self.kv.per_token:,} B/token = context "
+            f"{self.context:,}, margin {_gib(self.margin)} GiB{batch}"
         )
 
 
@@ -270,12 +291,25 @@ def _linear_bytes(facts: ModelFacts) -> tuple[float, str]:
     return per, f"{per:g} B ({dtype} as loaded)"
 
 
+def _files_as_loaded(facts: ModelFacts) -> tuple[int, str] | None:
+    """The weight files' size as the runtime holds them: whole, except float32 files of an unquantized
+    model, which vLLM (dtype auto) and TEI (--dtype float16) load at 16 bits."""
+    if not facts.weight_bytes:
+        return None
+    dtype = (facts.dtype or "").lower().removeprefix("torch.")
+    if facts.quantization == Quantization.NONE and dtype in ("float32", "fp32", "float"):
+        return facts.weight_bytes // 2, f"{_gib(facts.weight_bytes)} GiB of float32 files, loaded 16-bit"
+    return facts.weight_bytes, f"{_gib(facts.weight_bytes)} GiB of weight files"
+
+
 def checkpoint_weights(facts: ModelFacts) -> Weights | None:
     """Bytes of the weights the runtime holds (all GPUs together), or None when nothing tells.
 
     GGUF: the file, as llama.cpp maps it. Safetensors with element counts per dtype: their bytes. Else
     parameters: quantized checkpoints keep embeddings and lm_head 16-bit (V33 auto_awq.py:245-300,
-    auto_gptq.py:110-207, compressed_tensors.py:160-215), the rest at the scheme's bytes per weight.
+    auto_gptq.py:110-207, compressed_tensors.py:160-215), the rest at the scheme's bytes per weight —
+    and never less than the weight files (a catalog object's size, the Hub listing's), since a count
+    without the config's vocabulary cannot see which tensors stay 16-bit, nor a rounded count the rest.
     """
     if facts.quantization == Quantization.GGUF and facts.weight_bytes:
         return Weights(facts.weight_bytes, f"weights {_gib(facts.weight_bytes)} GiB (GGUF file)")
@@ -288,10 +322,11 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
         amount = math.ceil(total)
         listed = ", ".join(f"{c} {n:,}" for c, n in sorted(facts.dtype_counts.items()))
         return Weights(amount, f"weights {_gib(amount)} GiB (safetensors elements: {listed})")
+    files = _files_as_loaded(facts)
     params = facts.parameter_count
     if not params:
-        if facts.weight_bytes:
-            return Weights(facts.weight_bytes, f"weights {_gib(facts.weight_bytes)} GiB (size of the files)")
+        if files:
+            return Weights(files[0], f"weights {_gib(files[0])} GiB ({files[1]})")
         return None
     per, per_words = _linear_bytes(facts)
     sixteen = 0
@@ -304,6 +339,10 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
         words = (
             f"weights {params - sixteen:,} parameters × {per_words} + {sixteen:,} embedding/lm_head "
             "parameters × 2 B (kept 16-bit)"
+        )
+    if files and files[0] > amount:
+        return Weights(
+            files[0], f"{words} = {_gib(amount)} GiB, less than the {files[1]}: {_gib(files[0])} GiB"
         )
     return Weights(amount, f"{words} = {_gib(amount)} GiB")
 
@@ -389,6 +428,11 @@ def _min_context(facts: ModelFacts, floor: int = MIN_CONTEXT) -> int:
     return min(facts.context_length or floor, floor)
 
 
+def vllm_margin(inside: int) -> int:
+    """Bytes a vLLM launch keeps beyond its own non-KV need `inside` (MARGIN_BUFFER, MARGIN_FRACTION)."""
+    return MARGIN_BUFFER + math.ceil(inside * MARGIN_FRACTION)
+
+
 def need_per_device(
     facts: ModelFacts,
     runtime: MemoryRuntime,
@@ -396,8 +440,8 @@ def need_per_device(
     batch: Batch | None = None,
     context: int | None = None,
 ) -> tuple[int, str] | None:
-    """Bytes each of `tp` GPUs must give the runtime for weights, overhead and KV of the minimum
-    context (the model's own maximum if smaller), and the arithmetic; None when weights are unknown."""
+    """Bytes each of `tp` GPUs must give the runtime for weights, overhead, vLLM's margin and the KV of the
+    minimum context (the model's own maximum if smaller), and the arithmetic; None when weights are unknown."""
     w = checkpoint_weights(facts)
     if w is None:
         return None
@@ -413,13 +457,15 @@ def need_per_device(
         kv_words = f"KV {kv.per_token:,} B/token ({kv.words}) × {ctx:,} tokens"
     per_weights = math.ceil(w.total / tp)
     outside += _scores_per_token(facts, runtime) * ctx
-    total = per_weights + inside + outside + kv_bytes
+    reserve = vllm_margin(inside) if runtime == MemoryRuntime.VLLM else 0
+    total = per_weights + inside + outside + kv_bytes + reserve
     where = f" on each of {tp} GPUs" if tp > 1 else ""
     batch_words = f" at {b.words()}" if b else ""
+    margin_words = f"; margin {_gib(reserve)} GiB" if reserve else ""
     words = (
         f"{w.words}{where}; {kv_words} = {_gib(kv_bytes)} GiB; {runtime.value} overhead "
         f"{_gib(inside + outside)} GiB ({_gib(inside)} counted by the runtime, {_gib(outside)} beside "
-        f"it{batch_words}); {_gib(total)} GiB per GPU"
+        f"it{batch_words}){margin_words}; {_gib(total)} GiB per GPU"
     )
     return total, words
 
@@ -427,6 +473,11 @@ def need_per_device(
 def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) -> Decimal:
     raw = Decimal(share_bytes - outside) / Decimal(visible) - margin
     return min(MAX_UTILIZATION, raw.quantize(Decimal("0.01"), rounding=ROUND_FLOOR))
+
+
+# vLLM reserves one null block of its KV cache and counts in blocks of 16 tokens (V33 kv_cache_planning.py);
+# the context is sized against the budget less two blocks' worth, so one request of it always fits.
+_KV_BLOCKS_HELD = 2 * 16
 
 
 def fit_launch(
@@ -445,9 +496,9 @@ def fit_launch(
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
 
     vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
-    maximum if smaller); its utilization from the share (less `margin`, floored to a percent), the
-    context from the KV room by vLLM's own accounting. TEI and llama.cpp: what the share holds after
-    weights and overhead.
+    maximum if smaller); its utilization from the share (less `margin`, floored to a percent); its KV
+    budget in bytes, what that claim holds after weights, vLLM's own non-KV need and `vllm_margin`; the
+    context, what the budget holds. TEI and llama.cpp: what the share holds after weights and overhead.
     """
     w = checkpoint_weights(facts)
     if w is None:
@@ -461,37 +512,48 @@ def fit_launch(
     per_weights = math.ceil(w.total / tp)
     floor = _min_context(facts, min_context)
     options: tuple[Batch | None, ...] = ladder if runtime == MemoryRuntime.VLLM else (None,)
+    layout = kv or KvLayout(0, words="KV geometry unknown")
+    scores = _scores_per_token(facts, runtime)
     last = ""
     for batch in options:
         inside, outside = _overhead(facts, runtime, tp, batch)
         util: Decimal | None = None
+        reserve = 0
         if runtime == MemoryRuntime.VLLM:
             util = _utilization(share_bytes, visible, outside, margin)
             budget = int(util * visible) if util > 0 else 0
+            reserve = vllm_margin(inside)
         else:
             budget = share_bytes - outside
-        room = budget - per_weights - inside
+        room = budget - per_weights - inside - reserve
         batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
-        layout = kv or KvLayout(0, words="KV geometry unknown")
-        scores = _scores_per_token(facts, runtime)
         if kv is None or not layout.per_token:
             context = cap if room >= 0 else 0
         else:
             # llama.cpp's compute buffer grows with the context too: the two share the room per token
             sized = KvLayout(layout.full + scores, layout.window_layers, layout.window)
-            context = min(sized.tokens_in(room, batched), cap)
+            held = _KV_BLOCKS_HELD * layout.per_token if runtime == MemoryRuntime.VLLM else 0
+            context = min(sized.tokens_in(room - held, batched), cap)
             if context >= granularity:
                 context -= context % granularity
         if scores and context:
             outside += scores * context
             room -= scores * context
+        if runtime == MemoryRuntime.VLLM:
+            kv_bytes = max(room, 0) if layout.per_token or kv is None else 0  # encoder-only: no KV cache
+        else:
+            kv_bytes = layout.bytes_for(context, batched) if layout.per_token else 0
+        left = share_bytes - outside - per_weights - inside - kv_bytes
         if room >= 0 and context >= floor:
-            return Fit(runtime, tp, util, per_weights, inside, outside, layout, room, context, batch)
+            return Fit(
+                runtime, tp, util, per_weights, inside, outside, layout, room, context, batch, kv_bytes, left
+            )
         how = f" at {batch.words()}" if batch else ""
+        kept = f" and a {_gib(reserve)} GiB margin" if reserve else ""
         last = (
             f"{share_percent}% of {_gib(published)} GiB ({_gib(visible)} GiB seen) × {tp} leaves "
-            f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights and "
-            f"{_gib(inside + outside)} GiB runtime overhead{how}: {context:,} tokens, "
+            f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights, "
+            f"{_gib(inside + outside)} GiB runtime overhead{kept}{how}: {context:,} tokens, "
             f"fewer than {floor:,}"
         )
     return last

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -17,6 +18,7 @@ __all__ = [
     "LABEL_ORDER",
     "LABEL_PRIORITY",
     "MANAGER",
+    "MIN_REPLICAS_ZERO",
     "TLS",
     "VERSION",
     "AcceleratorPolicy",
@@ -41,6 +43,8 @@ __all__ = [
     "LaunchPlan",
     "LaunchPlanSpec",
     "LaunchPlanStatus",
+    "LoadMetrics",
+    "MetricsPath",
     "ModelFormat",
     "ModelPolicy",
     "ModelRef",
@@ -53,10 +57,15 @@ __all__ = [
     "Port",
     "Quantization",
     "Resolved",
+    "ScalingMetric",
     "ScalingPolicy",
+    "ScalingSignal",
+    "ScalingStatus",
+    "ScalingTargets",
     "SharingMode",
     "StartupFailure",
     "UpdateStrategy",
+    "claim_capacity_requests",
 ]
 
 GROUP = "ai.deckhouse.io"
@@ -65,6 +74,11 @@ LABEL_ORDER = "ai.deckhouse.io/inference-service"  # on every object made for an
 LABEL_PRIORITY = "ai.deckhouse.io/priority"  # on claims, for people: the planner never reads it (issue 14)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "isvc-controller"  # the one field manager and managed-by value
+
+MIN_REPLICAS_ZERO = (
+    "minReplicas 0 (scale to zero) is not supported: a replica holds its device and its loaded model, and "
+    "nothing would hold the first request while none runs; set minReplicas to 1 or more."
+)
 
 _DNS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -282,6 +296,40 @@ class ModelStatus(Wire):
     quantization: Quantization | None = Field(default=None, description="Quantization found.")
 
 
+class ScalingSignal(StrEnum):
+    """What an order's autoscaler follows."""
+
+    QUEUE = "Queue"  # the runtime's own requests waiting (and KV-cache use where it publishes it)
+    CPU = "CPU"  # the runtime containers' CPU against their request: the one signal every cluster has
+
+
+class MetricsPath(StrEnum):
+    """How the autoscaler reads the signal: the cluster's metrics adapter, never the module's own code."""
+
+    PROMETHEUS_METRICS_ADAPTER = "PrometheusMetricsAdapter"  # Deckhouse: PodMetric + an autoscaling/v2 HPA
+    KEDA = "KEDA"  # a KEDA ScaledObject with a prometheus trigger (KEDA makes the HPA)
+    METRICS_SERVER = "MetricsServer"  # resource metrics (CPU) for an autoscaling/v2 HPA
+
+
+class ScalingMetric(Wire):
+    """One metric the autoscaler follows, and the value per replica that adds one."""
+
+    name: str = Field(description="The metric, as the runtime publishes it (or cpu).")
+    target: str = Field(description="The value per replica above which a replica is added.")
+
+
+class ScalingStatus(Wire):
+    """What the order's replicas follow, when an autoscaler drives them."""
+
+    signal: ScalingSignal = Field(description="Queue (the runtime's own load) or CPU.")
+    path: MetricsPath = Field(
+        description="How the autoscaler reads it: PrometheusMetricsAdapter, KEDA or MetricsServer."
+    )
+    metrics: list[ScalingMetric] = Field(default_factory=list, description="What is followed.", max_length=4)
+    autoscaler: str = Field(description="The object that scales the order's StatefulSet: kind/name.")
+    message: str | None = Field(default=None, description="Why this signal, when it is not the queue.")
+
+
 class Constraints(Wire):
     """Bounds the class puts on the order, echoed because users cannot read classes."""
 
@@ -342,6 +390,17 @@ class Resolved(Wire):
     )
     context_length: int | None = Field(
         default=None, description="Context length (tokens) the launch was sized for: --max-model-len / -c."
+    )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
     )
     cpu: str | None = Field(default=None, description="CPU request estimate.")
     memory: str | None = Field(default=None, description="Memory request estimate.")
@@ -411,6 +470,10 @@ class InferenceServiceStatus(Wire):
         "a replica serves.",
     )
     health: HealthStatus | None = Field(default=None, description="The inference API probe's record.")
+    scaling: ScalingStatus | None = Field(
+        default=None,
+        description="What the autoscaler follows; absent when no autoscaler drives the replicas.",
+    )
 
 
 class InferenceService(Wire):
@@ -482,6 +545,25 @@ class Exposure(Wire):
     tls: TLS | None = Field(default=None, description="TLS through cert-manager.")
 
 
+class ScalingTargets(Wire):
+    """What one replica may carry before the autoscaler adds another (the runtime's own load signal)."""
+
+    requests_waiting_per_replica: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Requests waiting in the runtime's queue per replica (vLLM num_requests_waiting, llama.cpp "
+        "requests_deferred, TEI queue size) above which a replica is added.",
+    )
+    cache_usage_percent: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="KV-cache use per replica, percent, above which a replica is added; only for runtimes "
+        "that publish it (vLLM). Absent: the queue alone.",
+    )
+
+
 class ScalingPolicy(Wire):
     """Replica bounds and autoscaling; absent means one replica and no autoscaler."""
 
@@ -492,19 +574,39 @@ class ScalingPolicy(Wire):
                     "rule": "self.minReplicas <= self.maxReplicas",
                     "message": "minReplicas must not exceed maxReplicas",
                 },
+                {
+                    "rule": "self.minReplicas >= 1",
+                    "message": MIN_REPLICAS_ZERO,
+                },
             ]
         }
     )
 
-    min_replicas: int = Field(default=1, description="Lowest replica count.", ge=0, le=1000)
+    # ge=0 so that a class stored before the rule above still reads; judge_class refuses it.
+    min_replicas: int = Field(default=1, description="Lowest replica count, 1 or more.", ge=0, le=1000)
     max_replicas: int = Field(default=1, description="Highest replica count.", ge=1, le=1000)
     autoscaler: bool = Field(default=False, description="Whether an autoscaler drives replicas.")
+    targets: ScalingTargets | None = Field(
+        default=None, description="Load per replica that adds one; absent: the defaults of each field."
+    )
+    scale_down_stabilization_seconds: int = Field(
+        default=600,
+        ge=0,
+        le=3600,
+        description="How long the load must stay low before a replica is given up (a replica holds a device "
+        "and a loaded model).",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingPolicy:
         if self.min_replicas > self.max_replicas:
             raise ValueError("minReplicas must not exceed maxReplicas")
         return self
+
+    @property
+    def effective_targets(self) -> ScalingTargets:
+        """The targets in force: the class's, or the defaults."""
+        return self.targets or ScalingTargets()
 
 
 class AcceleratorPolicy(Wire):
@@ -606,6 +708,34 @@ class Placement(Wire):
     memory_gi_b: float | None = Field(
         default=None, alias="memoryGiB", description="Accelerator memory requested per device, GiB."
     )
+    capacity_requests: dict[str, str] | None = Field(
+        default=None,
+        description=(
+            "What the claim asks of each device's consumable capacity (shares, memory), as quantities the "
+            "device's request policy takes as asked; computed by the planner from the ResourceSlice."
+        ),
+        max_length=16,
+    )
+
+
+def claim_capacity_requests(placement: Placement) -> dict[str, str] | None:
+    """What one device's claim asks of its consumable capacity for this placement (None: nothing).
+
+    The planner's exact figures when the plan carries them (a share, or whole shareable cards under tensor
+    parallel); else, for a shared placement, the share and the memory rounded up to whole Mi, as plans made
+    before the planner computed them were claimed (some drivers default an unrequested memory to the whole
+    device).
+    """
+    if placement.sharing_mode == SharingMode.PARTITION:
+        return None
+    if placement.capacity_requests:
+        return dict(placement.capacity_requests)
+    if placement.placement_mode != PlacementMode.SHARED:
+        return None
+    requests = {"shares": str(placement.share_percent)}
+    if placement.memory_gi_b is not None:
+        requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
+    return requests
 
 
 class Estimates(Wire):
@@ -621,6 +751,17 @@ class Estimates(Wire):
     kv_bytes_per_token: int | None = Field(
         default=None, description="KV-cache bytes one token takes on each device."
     )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
+    )
     cpu: str = Field(description="CPU request.")
     memory: str = Field(description="Memory request.")
     model_volume: str = Field(description="Model volume size.")
@@ -632,6 +773,19 @@ class Port(Wire):
 
     name: str = Field(description="Port name.")
     container_port: int = Field(description="Port number.")
+
+
+class LoadMetrics(Wire):
+    """The metrics a runtime publishes for its own load, and how they are scraped."""
+
+    requests_waiting: str = Field(description="Gauge of requests waiting for a free slot in the batch.")
+    cache_usage: str | None = Field(
+        default=None, description="Gauge of KV-cache use, a fraction 0..1; absent when the runtime has none."
+    )
+    token_guarded: bool = Field(
+        default=False,
+        description="Whether the metrics path asks for the endpoint's API key (a bearer token).",
+    )
 
 
 class CompiledRuntime(Wire):
@@ -655,6 +809,17 @@ class CompiledRuntime(Wire):
     )
     reasoning_parser: str | None = Field(
         default=None, description="The reasoning parser the args enable (vLLM --reasoning-parser)."
+    )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
+        "llama.cpp: the KV of -c).",
+    )
+    margin_gi_b: float | None = Field(
+        default=None,
+        alias="marginGiB",
+        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
+        "cache, GiB.",
     )
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 

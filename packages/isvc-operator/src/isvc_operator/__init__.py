@@ -12,6 +12,7 @@ from isvc_operator._ports import (
     Cluster,
     Deps,
     HealthPort,
+    Judgement,
     ModelPort,
     PlannerPort,
     PlanOutcome,
@@ -19,7 +20,6 @@ from isvc_operator._ports import (
     TemporaryError,
     WorkloadPort,
     WorkloadUnbuildable,
-    plan_devices,
 )
 from isvc_operator._queue import ShutDownError, WorkQueue
 from isvc_operator._rollout import ROLL_DEADLINE, RollPacer
@@ -40,6 +40,7 @@ __all__ = [
     "Health",
     "HealthPort",
     "Informer",
+    "Judgement",
     "KubeCluster",
     "ModelPort",
     "OrderReconciler",
@@ -66,5 +67,4 @@ __all__ = [
     "order_of_plan",
     "parser",
     "phase",
-    "plan_devices",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -20,17 +21,19 @@ from isvc_api import (
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    LoadMetrics,
     ModelFacts,
     ModelSpec,
     Placement,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     StartupFailure,
     Verdict,
 )
 
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._ports import PlanOutcome, TemporaryError, WorkloadUnbuildable
+from isvc_operator._ports import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
@@ -89,12 +92,17 @@ class PlannerService:
         self,
         client: isvc_planner_client.PlannerClient,
         room: WaitingRoom,
-        judged: TTLCache[str, Refusal | None] | None = None,
+        judged: TTLCache[tuple[str, str], tuple[str, Judgement]] | None = None,
     ) -> None:
         self.client = client
         self.room = room
-        # A placement judged a minute ago is judged the same now: a steady order asks the planner nothing.
-        self.judged: TTLCache[str, Refusal | None] = judged if judged is not None else TTLCache(10_000, 60.0)
+        # An order's plan judged a minute ago is judged the same now: a steady order asks the planner nothing.
+        # Only a preemption takes an order's standing away, and it names the orders it displaces: their
+        # judgements are dropped then, so each finds out on its next pass.
+        self.judged: TTLCache[tuple[str, str], tuple[str, Judgement]] = (
+            judged if judged is not None else TTLCache(10_000, 60.0)
+        )
+        self._lock = threading.Lock()
 
     def plan(
         self,
@@ -125,15 +133,15 @@ class PlannerService:
         )
         try:
             # An estimate reserves nothing and never joins the waiting room.
-            answer, placed = (self.client.plan(request), []) if dry_run else self.room.plan(request)
+            answer = self.client.plan(request) if dry_run else self.room.plan(request)
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
+        victims = [(v.namespace, v.name) for v in answer.preempt]
+        with self._lock:
+            for victim in [*victims, (request.order.namespace, request.order.name)]:
+                self.judged.pop(victim, None)
         return PlanOutcome(
-            placement=answer.placement,
-            estimates=answer.estimates,
-            refusal=answer.refusal,
-            preempt=[(v.namespace, v.name) for v in answer.preempt],
-            placed_together=placed,
+            placement=answer.placement, estimates=answer.estimates, refusal=answer.refusal, preempt=victims
         )
 
     def release(self, namespace: str, name: str) -> None:
@@ -143,16 +151,22 @@ class PlannerService:
         except isvc_planner_client.PlannerError:  # the reservation lapses on its own in two minutes
             return
 
-    def judge(self, placement: Placement) -> Refusal | None:
-        key = placement.model_dump_json(by_alias=True)
-        if key in self.judged:
-            return self.judged[key]
+    def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
+        stored = placement.model_dump_json(by_alias=True)
+        with self._lock:
+            known = self.judged.get((namespace, name))
+        if known is not None and known[0] == stored:
+            return known[1]
         try:
-            verdict = self.client.judge(placement)
+            verdict = self.client.hold(
+                isvc_planner_client.OrderRef(namespace=namespace, name=name), placement
+            )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        self.judged[key] = verdict
-        return verdict
+        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost))
+        with self._lock:
+            self.judged[(namespace, name)] = (stored, judgement)
+        return judgement
 
 
 class Workload:
@@ -163,10 +177,40 @@ class Workload:
         settings: isvc_workload.WorkloadSettings,
         cert_manager: Callable[[], bool],
         priority_value: Callable[[str | None], int],
+        metrics_apis: Callable[[], isvc_workload.MetricsApis] = isvc_workload.MetricsApis,
+        recipe_load: Callable[[str], LoadMetrics | None] = lambda recipe: None,
     ) -> None:
         self.settings = settings
         self.cert_manager = cert_manager
         self.priority_value = priority_value
+        self.metrics_apis = metrics_apis
+        self.recipe_load = recipe_load
+
+    def _inputs(
+        self,
+        order: InferenceService,
+        plan: LaunchPlanSpec,
+        policy: EffectivePolicy,
+        token_digest: str | None = None,
+    ) -> isvc_workload.WorkloadInputs:
+        inputs = isvc_workload.WorkloadInputs.from_plan(
+            order,
+            plan,
+            policy.spec,
+            exposure=policy.exposure,
+            priority=self.priority_value(policy.priority_class_name),
+            token_digest=token_digest,
+        )
+        if isvc_workload.load_metrics(inputs) is not None:
+            return inputs
+        # a plan compiled before recipes named their load gauges: the recipe's, as the book has it now
+        load = self.recipe_load(inputs.runtime.recipe)
+        if load is None:
+            return inputs
+        runtime = CompiledRuntime.model_validate(
+            {**inputs.runtime.model_dump(), "load_metrics": load.to_wire()}
+        )
+        return inputs.model_copy(update={"runtime": runtime})
 
     def manifests(
         self,
@@ -177,30 +221,40 @@ class Workload:
         token_digest: str | None = None,
     ) -> list[Obj]:
         try:
-            inputs = isvc_workload.WorkloadInputs.from_plan(
-                order,
-                plan,
-                policy.spec,
-                exposure=policy.exposure,
-                priority=self.priority_value(policy.priority_class_name),
-                token_digest=token_digest,
-            )
+            inputs = self._inputs(order, plan, policy, token_digest)
+            apis = self.metrics_apis()
             out = [
                 isvc_workload.resource_claim_template(inputs),
                 isvc_workload.statefulset(inputs, self.settings),
-                isvc_workload.service(inputs),
+                isvc_workload.service(inputs, apis),
             ]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
-            hpa = isvc_workload.autoscaler(inputs)
-            if hpa is not None:
-                out.append(hpa)
+            monitor = isvc_workload.pod_monitor(inputs, apis)
+            if monitor is not None:
+                out.append(monitor)
+            scaling = isvc_workload.autoscaling(inputs, apis)
+            if scaling is not None:
+                out += scaling.manifests
             budget = isvc_workload.disruption_budget(inputs)
             if budget is not None:
                 out.append(budget)
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        try:
+            made = isvc_workload.autoscaling(self._inputs(order, plan, policy), self.metrics_apis())
+        except isvc_workload.IsvcWorkloadError:
+            return None
+        return made.status if made is not None else None
+
+    @property
+    def autoscaling_kinds(self) -> tuple[tuple[str, str], ...]:
+        return isvc_workload.AUTOSCALING_KINDS
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         return isvc_workload.settle(wanted, held)

@@ -19,6 +19,7 @@ from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import ProbeLoop
 from isvc_operator._queue import ShutDownError, WorkQueue
 from isvc_operator._secret_refs import SecretRefs
+from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
 
@@ -27,9 +28,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 OrderKey = tuple[str, str]
 K = TypeVar("K", bound=Hashable)
-# When a claim goes, orders waiting for room are passed again after this long: the planner watches
-# claims on its own, and one second lets it see the room before they ask.
-WAKE_AFTER = 1.0
 # How often, and how long, a new leader asks a planner that does not answer which orders it holds room for.
 SWEEP_RETRY, SWEEP_TRIES = 10.0, 30
 
@@ -54,7 +52,7 @@ class Controller:
         classes: ClassReconciler,
         workers: int = 2,
         registry: CollectorRegistry | None = None,
-        waiting: Callable[[], Iterable[OrderKey]] = tuple,
+        room: WaitingRoom | None = None,
         probes: ProbeLoop | None = None,
         holders: Callable[[], Iterable[OrderKey]] | None = None,
     ) -> None:
@@ -64,7 +62,7 @@ class Controller:
         self._stopping = threading.Event()
         self.orders = orders
         self.classes = classes
-        self.waiting = waiting
+        self.room = room
         self.order_queue: WorkQueue[OrderKey] = WorkQueue()
         self.class_queue: WorkQueue[str] = WorkQueue()
         self.workers = workers
@@ -109,12 +107,6 @@ class Controller:
             name = (meta.get("labels") or {}).get(LABEL_ORDER)
             if name:
                 orders.add((meta.get("namespace", ""), name))
-
-        def on_claim(event: str, obj: Obj) -> None:
-            by_label(event, obj)
-            if event == "DELETED":  # room freed: orders waiting for room try again, once the planner saw it
-                for key in self.waiting():
-                    orders.add_after(key, WAKE_AFTER)
 
         def on_class(_: str, obj: Obj) -> None:
             name = obj["metadata"]["name"]
@@ -182,13 +174,24 @@ class Controller:
         budgets = getattr(k, "budgets", None)
         if budgets is not None:
             budgets.add_handler(by_label)
-        k.claims.add_handler(on_claim)
+        k.claims.add_handler(by_label)
         k.priority_classes.add_handler(on_priority)
         quotas = getattr(k, "quotas", None)
         if quotas is not None:
             quotas.add_handler(on_quota)
         for informer in getattr(k, "catalog", []):
             informer.add_handler(on_catalog)
+
+        def on_metrics_path_served() -> None:
+            # The cluster now serves a kind the autoscaler is built from (its adapter installed after the
+            # module): every order is passed, so one scaling on CPU moves to the runtime's own signal.
+            for order in k.orders.list():
+                orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
+
+        for name in ("pod_metrics", "scaled_objects", "pod_monitors"):
+            path = getattr(k, name, None)
+            if path is not None:
+                path.add_served_handler(on_metrics_path_served)
 
     def start(self) -> None:
         """Start the informers, then the workers: `workers` for orders, one for classes."""
@@ -199,6 +202,8 @@ class Controller:
         if self.probes is not None:
             self.probes.on_change(lambda namespace, name: self.order_queue.add((namespace, name)))
             self.probes.start()
+        if self.room is not None:  # waiting orders are passed when room may have appeared, not on a timer
+            self.room.start(lambda namespace, name: self.order_queue.add((namespace, name)))
         if self.holders is not None:
             threading.Thread(target=self.sweep, name="reservation-sweep", daemon=True).start()
 
@@ -233,6 +238,8 @@ class Controller:
         self._stopping.set()
         if self.probes is not None:
             self.probes.stop()
+        if self.room is not None:
+            self.room.stop()
         self.order_queue.shut_down()
         self.class_queue.shut_down()
         self.kube.stop()

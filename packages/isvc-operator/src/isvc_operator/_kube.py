@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from isvc_operator._ports import DeviceKey, namespace_terminating, plan_devices
+from isvc_operator._ports import namespace_terminating
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
@@ -222,6 +222,7 @@ class Informer:
         self._metadata_only = metadata_only
         self._store = store
         self._relist_handlers: list[Callable[[], None]] = []
+        self._served_handlers: list[Callable[[], None]] = []
         self._listed = False
         self.api_version = api_version
         self.kind = kind
@@ -245,6 +246,11 @@ class Informer:
     def add_relist_handler(self, handler: Callable[[], None]) -> None:
         """Call `handler()` after each list but the first of an informer that keeps no store."""
         self._relist_handlers.append(handler)
+
+    def add_served_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler()` once the kind is served after it was not (its API installed while the controller
+        runs), when its first list is in the cache."""
+        self._served_handlers.append(handler)
 
     def get(self, namespace: str | None, name: str) -> Obj | None:
         """A cached object, or None."""
@@ -357,12 +363,18 @@ class Informer:
         while not self._stop.is_set():
             try:
                 resource = resource_of(self._dyn, self.api_version, self.kind)
-                if self._served is False:
+                appeared = self._served is False
+                if appeared:
                     log.info("%s (%s) is served again; watching it", self.kind, self.api_version)
                 self._served = True
                 if self._metadata_only:
                     resource = _MetadataOnly(resource)
                 version = self._relist(resource)
+                for handler in self._served_handlers if appeared else ():
+                    try:
+                        handler()
+                    except Exception:
+                        log.exception("served handler failed for %s", self.kind)
                 replayed = time.monotonic()
                 while not self._stop.is_set():
                     if self._resync is not None and time.monotonic() - replayed >= self._resync:
@@ -417,33 +429,6 @@ class Informer:
         return min(backoff * 2, 30)
 
 
-class _PlanIndex:
-    """LaunchPlans by the devices they place their order on, kept current by the LaunchPlan informer."""
-
-    def __init__(self, plans: Informer) -> None:
-        self._plans = plans
-        self._by_device: dict[DeviceKey, set[tuple[str, str]]] = {}
-        self._devices: dict[tuple[str, str], set[DeviceKey]] = {}
-        self._lock = threading.Lock()
-        plans.add_handler(self._on_plan)
-
-    def _on_plan(self, event: str, obj: Obj) -> None:
-        key = _key(obj)
-        devices = set() if event == "DELETED" else plan_devices(obj)
-        with self._lock:
-            for device in self._devices.pop(key, set()):
-                self._by_device.get(device, set()).discard(key)
-            if devices:
-                self._devices[key] = devices
-                for device in devices:
-                    self._by_device.setdefault(device, set()).add(key)
-
-    def on(self, devices: set[DeviceKey]) -> list[Obj]:
-        with self._lock:
-            keys = set().union(*(self._by_device.get(d, set()) for d in devices)) if devices else set()
-        return [o for k in sorted(keys) if (o := self._plans.get(*k)) is not None]
-
-
 # What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
 # already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
 # kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
@@ -482,6 +467,10 @@ class KubeCluster:
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
         self.budgets = Informer(self.dyn, "policy/v1", "PodDisruptionBudget", label_selector=sel)
+        # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
+        self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
+        self.scaled_objects = Informer(self.dyn, "keda.sh/v1alpha1", "ScaledObject", label_selector=sel)
+        self.pod_monitors = Informer(self.dyn, "monitoring.coreos.com/v1", "PodMonitor", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
         # Namespaces' quotas: a quota refusing part of an order's workload is judged against them, and a
         # change to one passes the orders of its namespace whose workload is not up.
@@ -507,13 +496,15 @@ class KubeCluster:
             self.services,
             self.autoscalers,
             self.budgets,
+            self.pod_metrics,
+            self.scaled_objects,
+            self.pod_monitors,
             self.priority_classes,
             self.quotas,
             self.secrets,
             *self.catalog,
         ]
         self.catalog_enabled = catalog_enabled
-        self._plan_index = _PlanIndex(self.plans)
         self._owned = {
             "StatefulSet": self.statefulsets,
             "Deployment": self.deployments,
@@ -523,6 +514,9 @@ class KubeCluster:
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
             "PodDisruptionBudget": self.budgets,
+            "PodMetric": self.pod_metrics,
+            "ScaledObject": self.scaled_objects,
+            "PodMonitor": self.pod_monitors,
             "Service": self.services,
         }
 
@@ -581,9 +575,6 @@ class KubeCluster:
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         """An order's LaunchPlan, read live."""
         return self.get(GV, "LaunchPlan", namespace, name)
-
-    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
-        return self._plan_index.on(devices)
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""
@@ -695,6 +686,25 @@ class KubeCluster:
             force_conflicts=True,
         ).to_dict()
         return out
+
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live."""
+        return self.get("coordination.k8s.io/v1", "Lease", namespace, name)
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Replace a Lease at the resourceVersion it was read at, or create it when it had none; False on 409."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        try:
+            if meta.get("resourceVersion"):
+                resource.replace(body=manifest, namespace=meta["namespace"])
+            else:
+                resource.create(body=manifest, namespace=meta["namespace"])
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
 
     def create(self, manifest: Obj) -> Obj:
         """Create an object; an existing one is returned as it is (never overwritten)."""

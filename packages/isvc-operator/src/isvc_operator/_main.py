@@ -20,6 +20,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
+from isvc_api import ConditionType, LoadMetrics, Reason
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -78,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cluster-issuer", default=None)
     p.add_argument(
+        "--autoscaling-prometheus-url",
+        default=None,
+        help="Prometheus that KEDA's triggers query, where KEDA (and not Deckhouse's adapter) is served",
+    )
+    p.add_argument(
         "--cert-manager",
         type=_bool,
         default=None,
@@ -119,6 +125,19 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
     )
+    p.add_argument(
+        "--start-turn-seconds",
+        type=int,
+        default=600,
+        help="how long one runtime's start may keep the others sharing its card waiting; then the next starts",
+    )
+    p.add_argument(
+        "--start-gate-wait-seconds",
+        type=int,
+        default=3600,
+        help="how long a runtime on a shared card waits for its turn when no controller hands one out, then "
+        "starts without one (written into the pods)",
+    )
     p.add_argument("--leader-elect", type=_bool, default=False)
     p.add_argument("--metrics-port", type=int, default=9090)
     p.add_argument(
@@ -147,6 +166,13 @@ def parser() -> argparse.ArgumentParser:
         help="orders passed at once; a pass mostly waits on the API server and the planner, "
         "so more workers than cores keep a burst or a restart moving (an order is never passed "
         "twice at once)",
+    )
+    p.add_argument(
+        "--waiting-room-seconds",
+        type=float,
+        default=300.0,
+        help="orders waiting for room are planned again together at least this often; otherwise only when "
+        "the planner's ledger may have made room (a safety net, not the way waiting orders move)",
     )
     p.add_argument(
         "--resync-seconds",
@@ -313,6 +339,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        start_gate_wait_seconds=args.start_gate_wait_seconds,
     )
 
     def cert_manager() -> bool:
@@ -320,27 +347,49 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
             return bool(args.cert_manager)
         return kube.served("cert-manager.io/v1", "Certificate")
 
-    def still_waiting(namespace: str, name: str, uid: str | None) -> bool:
-        """The order is still there (the same one) and still has no plan."""
+    def metrics_apis() -> isvc_workload.MetricsApis:
+        """Which metrics paths the cluster serves now (discovery; a kind installed later is found)."""
+        return isvc_workload.MetricsApis(
+            pod_metric=kube.served("deckhouse.io/v1alpha1", "PodMetric"),
+            scaled_object=kube.served("keda.sh/v1alpha1", "ScaledObject"),
+            pod_monitor=kube.served("monitoring.coreos.com/v1", "PodMonitor"),
+            prometheus_url=args.autoscaling_prometheus_url or None,
+        )
+
+    recipes = _recipes(args.runtime_recipes)
+
+    def recipe_load(name: str) -> LoadMetrics | None:
+        recipe = recipes.book.get(name)
+        return recipe.load_metrics if recipe is not None else None
+
+    def still_waiting(namespace: str, name: str, uid: str | None, holding: bool) -> bool:
+        """The order is still there (the same one) and still has no plan; or, holding one, still waits to move
+        off it: the scheduler could not allocate its claim, or a recomputation found no room (in force)."""
         obj = kube.orders.get(namespace, name)
+        if obj is None or uid not in (None, obj["metadata"].get("uid")):
+            return False
+        if not holding:
+            return kube.plans.get(namespace, name) is None
+        said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
         return (
-            obj is not None
-            and uid in (None, obj["metadata"].get("uid"))
-            and kube.plans.get(namespace, name) is None
+            said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value
+            or said.get(ConditionType.PLANNED.value) == Reason.LAUNCH_PLAN_IN_FORCE.value
         )
 
     client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
-    room = WaitingRoom(client, still_waiting=still_waiting)
+    room = WaitingRoom(client, still_waiting=still_waiting, period=args.waiting_room_seconds)
     health = _health(args)
     deps = Deps(
         cluster=kube,
         models=CatalogModels(resolver),
-        recipes=_recipes(args.runtime_recipes),
+        recipes=recipes,
         planner=PlannerService(client, room),
-        workload=Workload(settings, cert_manager, kube.priority_value),
+        workload=Workload(settings, cert_manager, kube.priority_value, metrics_apis, recipe_load),
         health=health,
         catalog_enabled=catalog is not None,
         rolls=RollPacer(),
+        namespace=args.namespace,
+        start_turn_seconds=args.start_turn_seconds,
     )
     classes = ClassReconciler(kube, _selector_error(isvc_planner_client.CelJudge()))
 
@@ -353,15 +402,20 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         classes,
         workers=args.workers,
         registry=REGISTRY,
-        waiting=room.waiting,
+        room=room,
         probes=health.schedule,
         holders=holders,
     )
     Gauge(
         "isvc_orders_waiting_for_room",
-        "Orders refused for want of room, to be planned together",
+        "Orders refused for want of room, planned together when room may appear",
         registry=REGISTRY,
     ).set_function(lambda: len(room.waiting()))
+    Gauge(
+        "isvc_waiting_room_passes",
+        "Passes of the waiting room since the controller started: each one plan_many of every waiting order",
+        registry=REGISTRY,
+    ).set_function(lambda: room.passes)
     return controller, deps
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 from isvc_api import (
+    MIN_REPLICAS_ZERO,
     TLS,
     AcceleratorPolicy,
     Authentication,
@@ -111,6 +112,8 @@ def judge_class(
         return ClassReason.INVALID_POLICY, (
             f"acceleratorPolicy.allowedSharePercents holds {bad}, outside 1..100; remove them."
         )
+    if spec.scaling_policy is not None and spec.scaling_policy.min_replicas < 1:  # stored before the CEL rule
+        return ClassReason.INVALID_POLICY, f"scalingPolicy.{MIN_REPLICAS_ZERO}"
     if spec.priority_class_name and priority_class_exists is False:
         return ClassReason.PRIORITY_CLASS_MISSING, (
             f"priorityClassName {spec.priority_class_name!r} names no PriorityClass in the cluster; "

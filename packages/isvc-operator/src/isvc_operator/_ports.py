@@ -25,6 +25,7 @@ from isvc_api import (
     Reason,
     Refusal,
     RuntimeRequirements,
+    ScalingStatus,
     StartupFailure,
     Verdict,
     now,
@@ -38,6 +39,7 @@ __all__ = [
     "Deps",
     "DeviceKey",
     "HealthPort",
+    "Judgement",
     "ModelPort",
     "Obj",
     "OrderKey",
@@ -50,14 +52,22 @@ __all__ = [
     "WorkloadPort",
     "WorkloadUnbuildable",
     "namespace_terminating",
-    "plan_devices",
 ]
 
 Obj = dict[str, Any]
 OrderKey = tuple[str, str]  # (namespace, name)
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-# The planner's answers that there is no room for the order now: it waits for room.
-NO_ROOM = frozenset({Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED})
+# The planner's answers that there is no room for the order now: it waits for room, passed again when the
+# planner's ledger may have made some (or the scheduler's refusal of its claim, kept until then).
+NO_ROOM = frozenset(
+    {
+        Reason.NO_CAPACITY,
+        Reason.NO_COMPATIBLE_PLACEMENT,
+        Reason.PLANNING_PREEMPTION_FAILED,
+        Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
+        Reason.RESOURCE_CLAIM_EXHAUSTED,
+    }
+)
 
 
 # The API server's cause of a refused create in a namespace being deleted (k8s.io/api v0.36.3, core/v1
@@ -77,15 +87,6 @@ def namespace_terminating(exc: BaseException) -> bool:
     return any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
 
 
-def plan_devices(plan: Obj) -> set[DeviceKey]:
-    """The devices a LaunchPlan object (as read from the API) places its order on."""
-    placement = (plan.get("spec") or {}).get("placement") or {}
-    devices = placement.get("devices") or []
-    if not isinstance(devices, list):
-        return set()
-    return {(str(placement.get("driver") or ""), str(placement.get("pool") or ""), str(d)) for d in devices}
-
-
 class TemporaryError(Exception):
     """A dependency did not answer; the pass is retried with backoff."""
 
@@ -103,10 +104,6 @@ class Cluster(Protocol):
     def priority_value(self, name: str | None) -> int: ...
     def get_secret(self, namespace: str, name: str) -> Obj | None: ...
     def launch_plan(self, namespace: str, name: str) -> Obj | None: ...
-    def launch_plans_on(self, devices: set[DeviceKey]) -> list[Obj]:
-        """The LaunchPlans (any namespace, from the cache) that place an order on one of `devices`."""
-        ...
-
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A child as the cache holds it; None when the kind is not watched or the object is absent."""
@@ -114,6 +111,15 @@ class Cluster(Protocol):
 
     def apply(self, manifest: Obj) -> Obj: ...
     def apply_status(self, manifest: Obj) -> Obj: ...
+    def lease(self, namespace: str, name: str) -> Obj | None:
+        """A coordination Lease, read live (a device's start turn)."""
+        ...
+
+    def take_lease(self, manifest: Obj) -> bool:
+        """Write a Lease only if nobody changed it since it was read (its resourceVersion; none: create it);
+        False when someone did."""
+        ...
+
     def create(self, manifest: Obj) -> Obj: ...
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None: ...
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None: ...
@@ -167,13 +173,21 @@ class RecipesPort(Protocol):
 
 @attrs.frozen
 class PlanOutcome:
-    """The planner's answer, and the waiting orders it placed together with this one (to be passed now)."""
+    """The planner's answer: a placement with estimates, or a refusal; the orders it displaces."""
 
     placement: Placement | None
     estimates: Estimates | None
     refusal: Refusal | None
     preempt: list[OrderKey]
-    placed_together: list[OrderKey] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Judgement:
+    """The planner's word on a stored plan: not a placement (a refusal), lost to holders ranked above the
+    order on a device (why, per device), or standing (neither)."""
+
+    refusal: Refusal | None = None
+    lost: tuple[str, ...] = ()
 
 
 class PlannerPort(Protocol):
@@ -194,7 +208,10 @@ class PlannerPort(Protocol):
         answers what the order would get, reserving nothing."""
         ...
 
-    def judge(self, placement: Placement) -> Refusal | None: ...
+    def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
+        """Whether the order's stored placement is one, and whether the order still stands on its devices
+        in the planner's ledger (the one account of who holds what)."""
+        ...
 
     def release(self, namespace: str, name: str) -> None:
         """Drop what the planner reserved for an order that will not take it (best effort)."""
@@ -214,6 +231,17 @@ class WorkloadPort(Protocol):
         token_digest: str | None = None,
     ) -> list[Obj]:
         """The children; `token_digest` (of the endpoint's token) rolls the pods when the token changes."""
+        ...
+
+    def scaling(
+        self, order: InferenceService, plan: LaunchPlanSpec, policy: EffectivePolicy
+    ) -> ScalingStatus | None:
+        """What the order's autoscaler follows (the status echoes it); None without an autoscaler."""
+        ...
+
+    @property
+    def autoscaling_kinds(self) -> tuple[tuple[str, str], ...]:
+        """(apiVersion, kind) of every child that scales or scrapes an order, mine to remove when unwanted."""
         ...
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
@@ -337,4 +365,6 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
+    namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
+    start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting
     rolls: RollsPort | None = None  # None: every roll at once

@@ -19,6 +19,7 @@ from isvc_api import (
     ModelFacts,
     ModelStatus,
     Resolved,
+    ScalingStatus,
     StartupFailure,
     Verdict,
 )
@@ -95,6 +96,7 @@ class OrderScope:
     startup_failure: StartupFailure | Keep | None = KEEP
     roll_waits: bool = False  # a roll of its pods nobody asked for waits for its class's turn
     set_applied: bool = False  # the set was written on this pass (its roll, if any, begins now)
+    scaling: ScalingStatus | Keep | None = KEEP  # what the autoscaler follows
     # Ready: the probe's record.
     health: HealthStatus | Keep | None = KEEP
     # What the pass asks of the controller and the API.

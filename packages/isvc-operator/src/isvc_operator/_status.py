@@ -105,6 +105,7 @@ def build(scope: OrderScope) -> InferenceServiceStatus:
         launch_plan_name=kept(scope.launch_plan_name, previous.launch_plan_name),
         startup_failure=kept(scope.startup_failure, previous.startup_failure),
         health=kept(scope.health, previous.health),
+        scaling=kept(scope.scaling, previous.scaling),
     )
 
 

@@ -1,14 +1,18 @@
-"""The waiting room: orders refused for want of room are planned together with the next order that asks.
+"""The waiting room: orders refused for want of room are planned again, all together, when room may appear.
 
-An order the planner refuses for want of room (NoCapacity, NoCompatiblePlacement,
-PlanningPreemptionFailed) waits here with the request of its last pass, for `ttl` seconds after each
-retry. The next order planned without a placement to keep is sent together with the ones still
-waiting (`plan_many`), so room that frees up goes to the most orders; the waiting ones it places are
-reserved by the planner and returned, so the controller passes them at once to take their reservation.
+An order the planner refuses for want of room (`NO_ROOM`: no capacity, no placement now, preemption
+failed, no device large enough yet, or the scheduler could not allocate its claim and nothing else has
+room) waits here with the request of its last pass. One thread asks the planner to answer when its ledger
+may have made room (`GET /v1/room`, a long poll: a holding released or smaller, a pool published, a device
+class, node, order class or priority changed) or when the safety period has passed. Each answer is one pass
+of the room: every waiting order's request goes to the planner at once (`plan_many`), which places the most
+of them together and reserves what it placed; the orders placed are passed at once to take it. Nothing
+waits on a short timer: at rest, whatever number of orders waits, the room costs the planner one long poll
+and one `plan_many` per safety period.
 
-What it holds is a cache of requests, not a decision: whether an order waits is its own Planned
-condition. Losing it (a restart) costs one retry: every order gets a pass when the controller starts,
-and a waiting one is back in the room after that pass.
+What it holds is a cache of requests, not a decision: whether an order waits is its own Planned condition.
+Losing it (a restart) costs nothing: every order gets a pass when the controller starts, and a waiting one
+is back in the room after that pass.
 """
 
 from __future__ import annotations
@@ -19,14 +23,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from isvc_planner_client import PlannerProtocolError, PlanRequest, PlanResponse
+from isvc_planner_client import PlannerError, PlanRequest, PlanResponse
 
 from isvc_operator._ports import NO_ROOM, OrderKey
 
 __all__ = ["PlanningClient", "WaitingRoom"]
 
 log = logging.getLogger(__name__)
-MAX_BATCH = 100  # orders sent together, the oldest waiting first: one request stays small and quick
+PERIOD = 300.0  # the safety period: waiting orders are planned again at least this often
+SETTLE = 1.0  # after a change, changes that follow within this long are taken in the same pass
+RETRY = 5.0  # a planner that does not answer the long poll is asked again after this long
 
 
 class PlanningClient(Protocol):
@@ -34,66 +40,52 @@ class PlanningClient(Protocol):
 
     def plan(self, request: PlanRequest) -> PlanResponse: ...
     def plan_many(self, requests: list[PlanRequest]) -> list[PlanResponse]: ...
+    def room_changed(self, after: str | None, wait: float) -> str: ...
 
 
 class WaitingRoom:
-    """Orders waiting for room, keyed by (namespace, name), oldest first."""
+    """Orders waiting for room, keyed by (namespace, name), oldest first; a thread plans them together."""
 
     def __init__(
         self,
         client: PlanningClient,
         *,
-        still_waiting: Callable[[str, str, str | None], bool] = lambda *_: True,
-        ttl: float = 60.0,
+        still_waiting: Callable[[str, str, str | None, bool], bool] = lambda *_: True,
+        period: float = PERIOD,
+        settle: float = SETTLE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.still_waiting = still_waiting
-        self.ttl = ttl
+        self.period = period
+        self.settle = settle
         self.clock = clock
+        self.passes = 0  # passes of the room made
         self._waiting: dict[OrderKey, tuple[float, PlanRequest]] = {}
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake: Callable[[str, str], None] = lambda *_: None
+        self._thread: threading.Thread | None = None
 
-    def plan(self, request: PlanRequest) -> tuple[PlanResponse, list[OrderKey]]:
-        """Plan one order, together with the waiting ones unless it keeps a placement; return its answer
-        and the waiting orders placed with it. Raises the client's errors."""
+    def plan(self, request: PlanRequest) -> PlanResponse:
+        """Plan one order; a refusal for want of room puts it in the room, anything else takes it out.
+        Raises the client's errors."""
         key = (request.order.namespace, request.order.name)
-        others = [] if request.holding is not None else self._others(key)
-        answers = self._plan_many(request, others) if others else [self.client.plan(request)]
-        answer = answers[0]
+        passes = self.passes
+        answer = self.client.plan(request)
+        if self._waits(answer) and self.passes != passes:
+            answer = self.client.plan(request)  # the room was passed meanwhile: what it found may be ours
         with self._lock:
-            if answer.refusal is not None and answer.refusal.reason in NO_ROOM:
-                self._waiting[key] = (self.clock(), request)
+            if self._waits(answer):
+                since = self._waiting.get(key, (self.clock(), request))[0]
+                self._waiting[key] = (since, request)
             else:
                 self._waiting.pop(key, None)
-            placed = [
-                (o.order.namespace, o.order.name)
-                for o, a in zip(others, answers[1:], strict=True)
-                if a.placement is not None
-            ]
-            for other in placed:
-                self._waiting.pop(other, None)
-        if placed:
-            log.info(
-                "%s/%s planned with %d waiting order(s); placed together: %s",
-                *key,
-                len(others),
-                ", ".join(f"{ns}/{n}" for ns, n in placed),
-            )
-        return answer, placed
+        return answer
 
-    def _plan_many(self, request: PlanRequest, others: list[PlanRequest]) -> list[PlanResponse]:
-        try:
-            return self.client.plan_many([request, *others])
-        except PlannerProtocolError as exc:
-            # A planner that cannot plan orders together (an older one during a rollout) still plans one.
-            log.warning(
-                "planning together failed (%s); %s/%s planned alone",
-                exc,
-                request.order.namespace,
-                request.order.name,
-            )
-            return [self.client.plan(request)] + [PlanResponse() for _ in others]
+    @staticmethod
+    def _waits(answer: PlanResponse) -> bool:
+        return answer.refusal is not None and answer.refusal.reason in NO_ROOM
 
     def forget(self, namespace: str, name: str) -> None:
         """The order no longer waits (deleted, or its placement will not be taken)."""
@@ -105,19 +97,63 @@ class WaitingRoom:
         with self._lock:
             return [k for k, _ in sorted(self._waiting.items(), key=lambda kv: kv[1][0])]
 
-    def _others(self, key: OrderKey) -> list[PlanRequest]:
-        """Requests of the other orders still waiting, oldest first; the stale and the gone forgotten."""
-        now = self.clock()
+    def sweep(self) -> list[OrderKey]:
+        """One pass of the room: every order still waiting planned together; those placed are woken (and
+        returned). Raises the client's errors."""
         with self._lock:
+            self.passes += 1
             entries = sorted(self._waiting.items(), key=lambda kv: kv[1][0])
-        others = []
-        for other, (since, request) in entries:
-            if other == key:
+        requests: list[PlanRequest] = []
+        for key, (since, request) in entries:
+            if self.still_waiting(*key, request.order.uid, request.holding is not None):
+                requests.append(request)
                 continue
-            if now - since > self.ttl or not self.still_waiting(*other, request.order.uid):
-                with self._lock:
-                    if self._waiting.get(other, (None, None))[0] == since:
-                        del self._waiting[other]
-                continue
-            others.append(request)
-        return others[: MAX_BATCH - 1]
+            with self._lock:
+                if self._waiting.get(key, (None, None))[0] == since:
+                    del self._waiting[key]
+        if not requests:
+            return []
+        answers = self.client.plan_many(requests)
+        placed: list[OrderKey] = []
+        with self._lock:
+            for request, answer in zip(requests, answers, strict=True):
+                key = (request.order.namespace, request.order.name)
+                if answer.placement is not None:
+                    placed.append(key)
+                    self._waiting.pop(key, None)
+        for key in placed:
+            self._wake(*key)
+        if placed:
+            log.info(
+                "the waiting room planned %d order(s) together; placed: %s",
+                len(requests),
+                ", ".join(f"{ns}/{n}" for ns, n in placed),
+            )
+        return placed
+
+    def start(self, wake: Callable[[str, str], None]) -> None:
+        """Run passes of the room in a thread, each when the planner's ledger may have made room or after
+        the safety period; orders placed are handed to `wake`."""
+        self._wake = wake
+        self._thread = threading.Thread(target=self._run, name="waiting-room", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the thread at its next wake-up."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        token: str | None = None
+        while not self._stop.is_set():
+            try:
+                token = self.client.room_changed(token, self.period if token is not None else 0.0)
+                if self._stop.wait(self.settle):
+                    return
+                self.sweep()
+            except PlannerError as exc:  # the planner is down or restarting: its next token starts over
+                log.info("the waiting room could not ask the planner (%s); again in %.0fs", exc, RETRY)
+                token = None
+                self._stop.wait(RETRY)
+            except Exception:  # the loop must not die: logged, and the next pass tries again
+                log.exception("a pass of the waiting room failed")
+                self._stop.wait(RETRY)

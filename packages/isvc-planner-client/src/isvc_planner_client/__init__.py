@@ -10,6 +10,8 @@ from isvc_planner_client._errors import (
     QuantityError,
 )
 from isvc_planner_client._models import (
+    HoldRequest,
+    HoldVerdict,
     OrderRef,
     PlanManyRequest,
     PlanManyResponse,
@@ -19,6 +21,7 @@ from isvc_planner_client._models import (
     Reservation,
     Reservations,
     ReservedDevice,
+    RoomChange,
     SchedulerRefusal,
     Victim,
 )
@@ -28,6 +31,8 @@ __all__ = [
     "GIB",
     "SERVICE_ACCOUNT_TOKEN",
     "CelJudge",
+    "HoldRequest",
+    "HoldVerdict",
     "OrderRef",
     "PlanManyRequest",
     "PlanManyResponse",
@@ -42,6 +47,7 @@ __all__ = [
     "Reservation",
     "Reservations",
     "ReservedDevice",
+    "RoomChange",
     "SchedulerRefusal",
     "SelectorError",
     "TokenFileAuth",

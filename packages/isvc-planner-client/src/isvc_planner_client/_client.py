@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from isvc_planner_client._errors import PlannerProtocolError, PlannerUnavailableError
 from isvc_planner_client._models import (
+    HoldRequest,
+    HoldVerdict,
     OrderRef,
     PlanManyRequest,
     PlanManyResponse,
@@ -21,6 +23,7 @@ from isvc_planner_client._models import (
     Released,
     Reservation,
     Reservations,
+    RoomChange,
 )
 
 __all__ = ["SERVICE_ACCOUNT_TOKEN", "PlannerClient", "TokenFileAuth"]
@@ -112,6 +115,32 @@ class PlannerClient:
         except ValidationError as error:
             raise PlannerProtocolError(f"planner answered no verdict: {error}") from error
 
+    def hold(self, order: OrderRef, placement: Placement) -> HoldVerdict:
+        """Judge the plan an order holds: not a placement (LaunchPlanNotAPlacement), or lost to holders
+        ranked above it, or standing."""
+        request = HoldRequest(order=order, placement=placement)
+        body = self._post("/v1/hold", request.model_dump(mode="json", by_alias=True, exclude_none=True))
+        try:
+            return HoldVerdict.model_validate(body)
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no verdict on the hold: {error}") from error
+
+    def room_changed(self, after: str | None, wait: float) -> str:
+        """Block until the planner's ledger may have made room since `after` (None: answer at once) or
+        `wait` seconds pass; the token to wait on next."""
+        params = {"wait": f"{wait:g}"} | ({"after": after} if after is not None else {})
+        try:
+            response = self._http.get("/v1/room", params=params, timeout=wait + 15.0)
+        except httpx.TimeoutException as error:
+            raise PlannerUnavailableError(f"planner timed out on /v1/room: {error}") from error
+        except httpx.TransportError as error:
+            raise PlannerUnavailableError(f"planner unreachable on /v1/room: {error}") from error
+        body = self._answer("/v1/room", response)
+        try:
+            return RoomChange.model_validate(body).epoch
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no room token: {error}") from error
+
     def reservations(self) -> list[Reservation]:
         """What the planner holds for plans no claim shows yet, one entry per order (read only)."""
         body = self._call("GET", "/v1/reservations", None)
@@ -132,6 +161,10 @@ class PlannerClient:
             raise PlannerUnavailableError(f"planner timed out on {path}: {error}") from error
         except httpx.TransportError as error:
             raise PlannerUnavailableError(f"planner unreachable on {path}: {error}") from error
+        return self._answer(path, response)
+
+    @staticmethod
+    def _answer(path: str, response: httpx.Response) -> object:
         if response.status_code >= 500:
             raise PlannerUnavailableError(
                 f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}"

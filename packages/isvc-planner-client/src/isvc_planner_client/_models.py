@@ -14,6 +14,8 @@ from isvc_api import (
 from pydantic import Field
 
 __all__ = [
+    "HoldRequest",
+    "HoldVerdict",
     "OrderRef",
     "PlanManyRequest",
     "PlanManyResponse",
@@ -23,6 +25,7 @@ __all__ = [
     "Reservation",
     "Reservations",
     "ReservedDevice",
+    "RoomChange",
     "SchedulerRefusal",
     "Victim",
 ]
@@ -119,3 +122,36 @@ class Reservations(Wire):
     """Every reservation the planner holds now, by order namespace and name."""
 
     reservations: list[Reservation] = Field(description="One per order holding a reservation.")
+
+
+class HoldRequest(Wire):
+    """The plan an order holds, to be judged against the ledger."""
+
+    order: OrderRef = Field(description="The order whose plan it is.")
+    placement: Placement = Field(description="The placement its LaunchPlan stores.")
+
+
+class HoldVerdict(Wire):
+    """Whether the stored placement is one, and whether the order still stands on the devices it holds."""
+
+    refusal: Refusal | None = Field(
+        default=None, description="LaunchPlanNotAPlacement when the stored placement is not a placement."
+    )
+    lost: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Devices the order no longer stands on, each with why: holders ranked above it (no order, higher "
+            "priority, or earlier) leave no room beside them. Empty: it stands on every device it holds."
+        ),
+    )
+
+
+class RoomChange(Wire):
+    """The ledger's count of changes that may have made room, as a token to wait on."""
+
+    epoch: str = Field(
+        description=(
+            "Changes when room may have appeared (a holding released or smaller, a pool published, a class, "
+            "node or priority changed), or when the planner restarted."
+        )
+    )

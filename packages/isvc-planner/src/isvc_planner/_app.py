@@ -4,12 +4,15 @@ readiness."""
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
+    HoldRequest,
+    HoldVerdict,
     OrderRef,
     PlanManyRequest,
     PlanManyResponse,
@@ -17,6 +20,7 @@ from isvc_planner_client import (
     PlanResponse,
     Released,
     Reservations,
+    RoomChange,
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -45,8 +49,14 @@ class PlannerMetrics:
         )
         self.duration = Histogram(
             "isvc_planner_plan_duration_seconds",
-            "Time one plan request took, by endpoint (plan or plans).",
+            "Time one request took, by endpoint (plan, plans, hold; room: how long a long poll waited).",
             ["endpoint"],
+            registry=registry,
+        )
+        self.disagreements = Counter(
+            "isvc_planner_scheduler_disagreements",
+            "Claims kube-scheduler refused on devices where the ledger saw room, each counted once when "
+            "learned (0 while the ledger counts as the scheduler does).",
             registry=registry,
         )
         self.synced = Gauge(
@@ -91,10 +101,18 @@ def create_app(
             raise HTTPException(verdict.status, verdict.detail, headers=headers)
         return verdict.username or ""
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller)])
     inventory: Inventory = planner.inventory
+
+    def listed() -> None:
+        # A ledger that has not listed every kind (a restart) would place on what plans or claims hold.
+        if not inventory.synced:
+            raise HTTPException(503, "the inventory has not listed every kind yet")
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller), Depends(listed)])
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
+    planner.on_disagreement = metrics.disagreements.inc
+    instance = uuid.uuid4().hex[:12]  # a restarted planner's tokens never match an older one's
 
     @v1.post(
         "/plan", response_model=PlanResponse, response_model_exclude_none=True, response_model_by_alias=True
@@ -126,6 +144,39 @@ def create_app(
     def release(order: OrderRef) -> Released:
         """Drop the reservation of an order that will not take it; idempotent."""
         return Released(released=planner.release(order.namespace, order.name))
+
+    @v1.post(
+        "/hold", response_model=HoldVerdict, response_model_exclude_none=True, response_model_by_alias=True
+    )
+    def hold(request: HoldRequest) -> HoldVerdict:
+        """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing."""
+        started = time.monotonic()
+        refusal = judge_plan(request.placement, inventory)
+        verdict = (
+            HoldVerdict(refusal=refusal)
+            if refusal is not None
+            else HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
+        )
+        metrics.duration.labels(endpoint="hold").observe(time.monotonic() - started)
+        return verdict
+
+    @v1.get("/room", response_model=RoomChange, response_model_by_alias=True)
+    def room(
+        after: Annotated[str | None, Query(description="The token of the last answer.")] = None,
+        wait: Annotated[float, Query(ge=0, le=900, description="Seconds to wait for a change.")] = 0.0,
+    ) -> RoomChange:
+        """Answer once room may have appeared since `after` (a holding released or smaller, a pool
+        published, a class, node or priority changed), or after `wait` seconds: the waiting room's wake-up."""
+        seen = None
+        if after is not None and after.startswith(f"{instance}:"):
+            try:
+                seen = int(after.split(":", 1)[1])
+            except ValueError:
+                seen = None
+        started = time.monotonic()
+        freed = inventory.freed if seen is None else inventory.wait_freed(seen, wait)
+        metrics.duration.labels(endpoint="room").observe(time.monotonic() - started)
+        return RoomChange(epoch=f"{instance}:{freed}")
 
     @v1.get(
         "/reservations",

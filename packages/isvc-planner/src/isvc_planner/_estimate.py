@@ -82,8 +82,10 @@ class MemoryNeed:
         return known[1] if known else self.explanation
 
     def launch(self, published: int, share: int, count: int) -> Fit | str:
-        """The launch a recipe compiles on this placement, by the same model."""
-        return fit_launch(self.facts, self.runtime, published, share, count, min_context=self.context)
+        """The launch a recipe compiles on this placement, by the same model: on the card's memory as the
+        placement states it (GiB to two decimals), so the KV budget is the one the recipe compiles."""
+        stated = round(gib(published) * GIB)
+        return fit_launch(self.facts, self.runtime, stated, share, count, min_context=self.context)
 
 
 def memory_need(
@@ -112,23 +114,36 @@ def memory_need(
     )
 
 
+def _cpu_rule(share_percent: int | None) -> str:
+    return "2 per device" if share_percent is None else f"2 × a {share_percent} % share, at least 1"
+
+
 def estimate(
-    facts: ModelFacts, need: MemoryNeed, device_count: int = 1, launch: Fit | None = None
+    facts: ModelFacts,
+    need: MemoryNeed,
+    device_count: int = 1,
+    launch: Fit | None = None,
+    share_percent: int | None = None,
 ) -> Estimates:
     """The estimates that come with a plan: accelerator memory, CPU, host memory, model volume, and the
-    launch the recipes will compile on the placement (context, KV per token, runtime overhead)."""
-    cpu = max(2, 2 * device_count)
+    launch the recipes will compile on the placement (context, KV per token and KV budget, runtime
+    overhead, margin)."""
+    # 2 CPUs a device; a share of one card drives that share of it (at least one CPU)
+    cpu = max(2, 2 * device_count) if share_percent is None else max(1, math.ceil(2 * share_percent / 100))
     host = 4 * GIB + need.weights // 4
     on_disk = facts.weight_bytes or need.weights
     volume = math.ceil(on_disk * 1.1) + GIB
     per_device = need.per_device(device_count)
     text = (
-        f"{need.explain(device_count)}; cpu {cpu} (2 per device); memory 4 GiB + weights/4 = "
+        f"{need.explain(device_count)}; cpu {cpu} ({_cpu_rule(share_percent)}); memory 4 GiB + weights/4 = "
         f"{format_gib(host)}; model volume files × 1.1 + 1 GiB = {format_gib(volume)}"
     )
     context, overhead, kv_per_token = need.context, need.overhead, need.kv_per_token
+    kv_bytes: int | None = None
+    margin: float | None = None
     if launch is not None:
         context, overhead, kv_per_token = launch.context, launch.overhead, launch.kv.per_token
+        kv_bytes, margin = launch.kv_bytes or None, gib(launch.margin)
         text += f"; on this placement: {launch.words()}"
     return Estimates(
         required_memory_gi_b=gib(per_device),
@@ -137,6 +152,8 @@ def estimate(
         overhead_gi_b=gib(overhead),
         context_length=context,
         kv_bytes_per_token=kv_per_token,
+        kv_cache_bytes=kv_bytes,
+        margin_gi_b=margin,
         cpu=str(cpu),
         memory=format_gib(host),
         model_volume=format_gib(volume),

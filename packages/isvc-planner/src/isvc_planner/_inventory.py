@@ -1,38 +1,72 @@
 """The hardware the cluster publishes and who holds what of it: one ledger (dra.md §8.1).
 
-Devices come from the latest generation of complete pools only. Holdings come from every
-ResourceClaim's allocation (admin access excepted) and from short-lived reservations of plans not yet
-visible as claims. Every device is counted in 100 units: a shareable device (allowMultipleAllocations
-with a `shares` capacity of 100) gives one unit per share, any other device is taken whole (100).
-A holding on a device that is no longer published consumes nothing that exists and frees nothing.
+Devices come from the latest generation of complete pools only. Holdings are what kube-scheduler counts
+and what the module has planned:
 
-A claim of one of our orders that is not allocated yet but pinned to devices by their uuid (the
-claims the operator builds from a plan) holds those devices too, for as long as it exists: the
-scheduler will allocate exactly them, so the room is promised even after the plan's reservation
-has expired (a pod that waits long for the scheduler, under load, outlived the reservation and its
-device was planned a second time).
+- every ResourceClaim's allocation (admin access excepted), as the scheduler recorded it: a shared
+  result consumes its `consumedCapacity`, any other result the whole device. Only the scheduler writes
+  an allocation (claim status); a claim nobody allocated holds nothing, whoever made it and whatever its
+  labels say (a namespace user may create claims: issue 29);
+- the module's LaunchPlans: each plan holds its devices, at what its claim will ask, for as long as it
+  exists, so an order whose claim waits (for the scheduler, for a quota) keeps its room. Namespace users
+  may read and delete LaunchPlans, never create or change them (the chart's roles);
+- reservations of plans not yet stored as a LaunchPlan (a short TTL, keyed by order).
 
-Partitionable devices (KEP-4815) draw on counter sets their pool publishes (`sharedCounters`): a
-full GPU and its MIG-like partitions are separate devices that consume the same counters, so taking
-one can leave the others without room although nobody holds them. As kube-scheduler's allocator does
-(`checkAvailableCounters`), every held device of the pool consumes its counters, and a device that is
-not held is free only while its own consumption still fits what is left of every counter it names;
-otherwise it counts as fully used ("blocked").
+An order counts once per device: its allocated claims together, or its plan (or reservation), whichever
+takes more of each capacity. What a holding consumes is computed in the scheduler's own arithmetic
+(`_capacity`: request policies, rounding, every published capacity), so the ledger never admits a claim the
+scheduler would not; a shareable device's free room is the largest share whose claim still fits. A
+holding on a device that is no longer published consumes nothing that exists and frees nothing.
+
+Partitionable devices (KEP-4815) draw on counter sets their pool publishes (`sharedCounters`): a full GPU
+and its MIG-like partitions are separate devices that consume the same counters, so taking one can leave
+the others without room although nobody holds them. As kube-scheduler's allocator does
+(`checkAvailableCounters`), every held device of the pool consumes its counters, and a device that is not
+held is free only while its own consumption still fits what is left of every counter it names; otherwise
+it counts as fully used ("blocked").
+
+Who stands on a device is one ranking (`displaced`): holders without an order first (nobody can release
+them), then by priority, then the earlier holding. An order that does not fit among those ranked above it
+has lost the device; since placing it there needs room among all other holders, a superset of those, it
+can never be placed back on the device it lost while the ledger is unchanged.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-import re
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from isvc_api import LABEL_ORDER
-from isvc_planner_client import CelJudge, SelectorError, device_activation, quantity_bytes
+from isvc_api import LABEL_ORDER, Placement, claim_capacity_requests
+from isvc_planner_client import (
+    CelJudge,
+    QuantityError,
+    SelectorError,
+    device_activation,
+    parse_quantity,
+    quantity_bytes,
+)
+from pydantic import ValidationError
+
+from isvc_planner._capacity import (
+    MEMORY,
+    SHARES,
+    Capacity,
+    Consumption,
+    consumed,
+    consumption,
+    fits,
+    named,
+    parse_capacities,
+    share_request,
+)
 
 __all__ = [
     "UNITS",
@@ -45,16 +79,14 @@ __all__ = [
 ]
 
 UNITS = 100
-SHARES = "shares"
-MEMORY = "memory"
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
-# How the operator pins a claim to planned devices: `…uuid == 'U'` or `…uuid in ['U1', 'U2']`.
-_PINNED = re.compile(r"\.uuid\s*(?:==\s*'([^']*)'|in\s*\[([^\]]*)\])")
-_QUOTED = re.compile(r"'([^']*)'")
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 OrderKey = tuple[str, str]  # (namespace, order name)
-GroupKey = tuple[int, bool, str, str]  # (memory bytes or -1, shareable, type, product)
+GroupKey = tuple[
+    int, bool, str, str, tuple[object, ...]
+]  # (memory or -1, shareable, type, product, capacities)
+Amounts = tuple[tuple[str, Decimal], ...]
 
 
 @dataclass(frozen=True)
@@ -89,6 +121,8 @@ class Device:
     consumes: tuple[tuple[str, str, int], ...] = ()  # (counter set, counter, amount) it draws on
     classes: frozenset[str] = frozenset()
     selector_cache: dict[str, bool | SelectorError] = field(default_factory=dict)
+    capacities: dict[str, Capacity] = field(default_factory=dict)
+    multi: bool = False  # allowMultipleAllocations: claims share it by consumable capacity
 
     @property
     def driver(self) -> str:
@@ -118,22 +152,38 @@ class Device:
             self.shareable,
             self.type or "",
             self.product or "",
+            tuple(sorted((n, str(c.value), repr(c.policy)) for n, c in self.capacities.items()))
+            if self.shareable
+            else (),
         )
 
     def sort_key(self) -> tuple[str, str, str, str]:
         """Deterministic order: node, pool, device, driver."""
         return (self.node or "", self.pool, self.name, self.driver)
 
+    def share_request(self, units: int) -> dict[str, Decimal]:
+        """What the claim of `units` shares of this device asks of its capacities."""
+        return share_request(units, self.capacities)
+
 
 @dataclass(frozen=True)
 class Holding:
-    """Units of one device held by a claim or a reservation."""
+    """What one claim, plan or reservation holds of one device."""
 
-    source: str  # "claim:<uid>" or "reservation:<ns>/<name>"
+    source: str  # "claim:<uid>", "plan:<ns>/<name>" or "reservation:<ns>/<name>"
     device: DeviceKey
     order: OrderKey | None  # None: not one of ours, cannot be preempted
-    priority: int  # a reservation's, as the controller asked; a claim's is its order's (priority_of_holding)
-    units: int | None  # None: the device's default consumption (whole unless shareable)
+    priority: int  # a reservation's, as the controller asked; otherwise its order's (priority_of_holding)
+    units: int | None  # shares asked or given; None: the whole device
+    request: Amounts | None = None  # a plan's or reservation's capacity requests, as its claim asks them
+    recorded: Amounts | None = None  # an allocation's consumedCapacity, as the scheduler recorded it
+    whole: bool = False  # takes the device whole (an unshared allocation, a plan of a whole device)
+    since: float = 0.0  # when it began (epoch seconds): the earlier of two alike stands
+
+    @property
+    def kind(self) -> str:
+        """claim, plan or reservation."""
+        return self.source.split(":", 1)[0]
 
 
 def _attr(device: Mapping[str, Any], driver: str, name: str) -> Any:
@@ -144,19 +194,39 @@ def _attr(device: Mapping[str, Any], driver: str, name: str) -> Any:
     return None
 
 
-def _capacity(device: Mapping[str, Any], driver: str, name: str) -> Mapping[str, Any] | None:
-    caps = device.get("capacity") or {}
-    value = caps.get(name) or caps.get(f"{driver}/{name}")
-    return value if isinstance(value, Mapping) else None
-
-
-def _bytes(cap: Mapping[str, Any] | None) -> int | None:
-    if cap is None or cap.get("value") is None:
+def _amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
+    """Quantities by capacity name, as exact numbers; None when there are none or one cannot be read."""
+    if not isinstance(raw, Mapping) or not raw:
         return None
+    out = []
+    for name, value in sorted(raw.items()):
+        text = value.get("value") if isinstance(value, Mapping) else value
+        try:
+            out.append((str(name), parse_quantity(str(text))))
+        except QuantityError:
+            return None
+    return tuple(out)
+
+
+def _stamp(text: Any) -> float:
+    """An RFC 3339 time as epoch seconds; 0 when absent."""
+    if isinstance(text, datetime):
+        return text.timestamp()
+    if not isinstance(text, str) or not text:
+        return 0.0
     try:
-        return quantity_bytes(str(cap["value"]))
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
-        return None
+        return 0.0
+
+
+def _add(into: Consumption, more: Mapping[str, Decimal]) -> None:
+    for name, amount in more.items():
+        into[name] = into.get(name, Decimal(0)) + amount
+
+
+def _most(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Consumption:
+    return {n: max(a.get(n, Decimal(0)), b.get(n, Decimal(0))) for n in a.keys() | b.keys()}
 
 
 class _Group:
@@ -191,10 +261,13 @@ class Inventory:
     """Device classes, published devices, holdings and priority classes, kept current incrementally.
 
     Thread-safe through `lock`: the kube adapter's watch threads update while the service plans.
+    `freed` counts the changes that may have made room (a holding gone or smaller, a pool republished,
+    a class, node or priority changed); `wait_freed` lets a caller sleep until it moves.
     """
 
     def __init__(self, judge: CelJudge | None = None) -> None:
         self.lock = threading.RLock()
+        self._changed = threading.Condition(self.lock)
         self.judge = judge or CelJudge()
         self.class_selectors: dict[str, list[str]] = {}
         self.class_faults: dict[str, dict[DeviceKey, SelectorFault]] = {}
@@ -208,28 +281,30 @@ class Inventory:
         # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
         # the scheduler would never place a claim's pod there, so their devices are not offered.
         self.closed_nodes: set[str] = set()
+        self.freed = 0
+        self.version = 0
         self._slices: dict[str, Mapping[str, Any]] = {}
         self._pool_devices: dict[tuple[str, str], set[DeviceKey]] = {}
         self._pool_slices: dict[tuple[str, str], set[str]] = {}
         self._claims: dict[str, list[Holding]] = {}
+        self._plans: dict[OrderKey, list[Holding]] = {}
         self._holdings: dict[DeviceKey, dict[str, Holding]] = {}
-        self._used: dict[DeviceKey, int] = {}
+        self._room: dict[DeviceKey, int] = {}
         self._reservations: dict[OrderKey, tuple[float, list[Holding]]] = {}
         self._reserved_at: dict[OrderKey, float] = {}  # when each reservation was made (monotonic)
         self._deadlines: list[tuple[float, OrderKey]] = []
-        self._order_claims: dict[OrderKey, set[str]] = {}
+        self._order_sources: dict[OrderKey, set[str]] = {}  # order -> sources of its holdings
         self._index: dict[str, dict[GroupKey, _Group]] = {}
         self._indexed: dict[DeviceKey, int] = {}  # free units a device was indexed with
         # Counter sets per pool: (set, counter) -> published value; and what held devices consume of them.
         self._counters: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._consumed: dict[tuple[str, str], dict[tuple[str, str], int]] = {}
         self._blocked: set[DeviceKey] = set()
-        # Pending pinned claims: uid -> (order, priority, [(driver, uuid, shares or None)]).
-        self._pending: dict[str, tuple[OrderKey, int, list[tuple[str, str, int | None]]]] = {}
-        self._uuids: dict[tuple[str, str], DeviceKey] = {}
-        # Refused by the scheduler although the ledger saw room: device -> (until, order, view then).
-        self._distrust: dict[DeviceKey, tuple[float, OrderKey | None, tuple[object, ...]]] = {}
-        self.version = 0
+        # Holdings released or changed per device, not counting those of the order a refusal there names.
+        self._released: dict[DeviceKey, int] = {}
+        # Refused by the scheduler although the ledger saw room:
+        # device -> (until, refused units or None for whole, the order, others' releases then, device then).
+        self._distrust: dict[DeviceKey, tuple[float, int | None, OrderKey | None, int, int]] = {}
 
     # ------------------------------------------------------------------ construction
 
@@ -243,6 +318,7 @@ class Inventory:
         orders: Iterable[Mapping[str, Any]] = (),
         service_classes: Iterable[Mapping[str, Any]] = (),
         nodes: Iterable[Mapping[str, Any]] = (),
+        plans: Iterable[Mapping[str, Any]] = (),
     ) -> Inventory:
         """An inventory from plain resource.k8s.io/v1 (scheduling.k8s.io/v1, v1, ai.deckhouse.io) dicts."""
         inv = cls()
@@ -264,8 +340,22 @@ class Inventory:
             inv._refresh_pool(pool)
         for claim in claims:
             inv.upsert_claim(claim)
+        for plan in plans:
+            inv.upsert_plan(plan)
         inv.synced = True
         return inv
+
+    def _free(self) -> None:
+        """Room may have appeared: wake whoever waits for it."""
+        with self._changed:
+            self.freed += 1
+            self._changed.notify_all()
+
+    def wait_freed(self, after: int, timeout: float) -> int:
+        """Block until `freed` differs from `after` or `timeout` seconds pass; the value then."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.freed != after, timeout)
+            return self.freed
 
     # ------------------------------------------------------------------ device classes
 
@@ -277,10 +367,12 @@ class Inventory:
         self.class_selectors[name] = selectors
 
     def upsert_device_class(self, dc: Mapping[str, Any]) -> None:
-        """Add or change a DeviceClass; re-judges every device against it."""
+        """Add or change a DeviceClass; re-judges every device against it (a relist changes nothing)."""
         with self.lock:
+            before = self.class_selectors.get(dc["metadata"]["name"])
             self._set_class(dc)
-            self._rejudge_all()
+            if before != self.class_selectors[dc["metadata"]["name"]]:
+                self._rejudge_all()
 
     def delete_device_class(self, name: str) -> None:
         """Forget a DeviceClass."""
@@ -294,6 +386,7 @@ class Inventory:
             self._judge_classes(device)
             self._index_device(device)
         self.version += 1
+        self._free()
 
     def _judge_classes(self, device: Device) -> None:
         admitted = set()
@@ -322,6 +415,8 @@ class Inventory:
             name = sl["metadata"]["name"]
             old = self._slices.get(name)
             self._slices[name] = sl
+            if old is not None and old.get("spec") == sl.get("spec"):
+                return  # a relist, or metadata only: the pool is what it was
             self._pool_slices.setdefault(_pool_id(sl), set()).add(name)
             if old is not None and _pool_id(old) != _pool_id(sl):
                 self._pool_slices.get(_pool_id(old), set()).discard(name)
@@ -354,9 +449,8 @@ class Inventory:
                         published[device.key] = device
         for key in self._pool_devices.pop(pool, set()):
             self._blocked.discard(key)
+            self._room.pop(key, None)
             old = self.devices.pop(key, None)
-            if old is not None and old.uuid is not None:
-                self._uuids.pop((old.driver, old.uuid), None)
             if old is not None:
                 self._unindex(old)
                 for faults in self.class_faults.values():
@@ -367,23 +461,23 @@ class Inventory:
         for key, device in published.items():
             self._judge_classes(device)
             self.devices[key] = device
-            if device.uuid is not None:
-                self._uuids[(device.driver, device.uuid)] = key
-            self._recount(key)
         if published:
             self._pool_devices[pool] = set(published)
         self._recount_counters(pool)
+        for key in published:
+            self._recount(key)
         for device in published.values():
             self._index_device(device)
         self.version += 1
-        for uid in [u for u, (_, _, pins) in self._pending.items() if any(d == pool[0] for d, _, _ in pins)]:
-            self._set_claim(uid, self._pinned_holdings(uid))  # the uuids may name other devices now
+        self._free()
 
     def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
         spec = sl["spec"]
         driver = spec["driver"]
-        shares = _capacity(raw, driver, SHARES)
-        allow = bool(raw.get("allowMultipleAllocations", False))
+        capacities = parse_capacities(raw)
+        shares = capacities.get(named(capacities, SHARES) or SHARES)
+        memory = capacities.get(named(capacities, MEMORY) or MEMORY)
+        multi = bool(raw.get("allowMultipleAllocations", False))
         taints = raw.get("taints") or []
         cc = _attr(raw, driver, "cudaComputeCapability")
         return Device(
@@ -394,8 +488,8 @@ class Inventory:
             type=_attr(raw, driver, "type"),
             uuid=_attr(raw, driver, "uuid"),
             product=_attr(raw, driver, "productName") or _attr(raw, driver, "model"),
-            memory=_bytes(_capacity(raw, driver, MEMORY)),
-            shareable=allow and _bytes(shares) == UNITS,
+            memory=math.ceil(memory.value) if memory is not None else None,
+            shareable=multi and shares is not None and shares.value == UNITS,
             tainted=any(t.get("effect") in _BLOCKING for t in taints)
             or (raw.get("nodeName") or spec.get("nodeName")) in self.closed_nodes,
             compute_capability=str(cc) if cc is not None else None,
@@ -406,106 +500,152 @@ class Inventory:
                     for name, v in (c.get("counters") or {}).items()
                 )
             ),
+            capacities=capacities,
+            multi=multi,
         )
 
     # ------------------------------------------------------------------ holdings
 
     def upsert_claim(self, claim: Mapping[str, Any]) -> None:
-        """Add or change a ResourceClaim: its allocation results become holdings."""
+        """Add or change a ResourceClaim: the results of its allocation become holdings.
+
+        A claim that is not allocated holds nothing: a claim is anyone's to create in their namespace, and
+        a module's claim that waits is held by its order's LaunchPlan instead (issue 29)."""
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         labels = meta.get("labels") or {}
         order: OrderKey | None = None
         if labels.get(LABEL_ORDER):
             order = (meta.get("namespace") or "", labels[LABEL_ORDER])
-        priority = 0  # never the claim's labels (writable by namespace users): see priority_of_holding
         allocation = (claim.get("status") or {}).get("allocation")
         results = ((allocation or {}).get("devices") or {}).get("results") or []
+        since = _stamp(meta.get("creationTimestamp"))
         holdings = []
         for r in results:
             if r.get("adminAccess"):
                 continue
-            consumed = (r.get("consumedCapacity") or {}).get(SHARES)
+            # As the scheduler books it (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
+            # allocateddevices.go foreachAllocatedDevice): a result with a shareID consumes what it recorded
+            # (nothing when it recorded nothing), any other takes its device whole.
+            shared = r.get("shareID") is not None
+            recorded = (_amounts(r.get("consumedCapacity")) or ()) if shared else None
             units = None
-            if consumed is not None:
-                try:
-                    units = quantity_bytes(str(consumed))
-                except ValueError:
-                    units = None
+            for name, amount in recorded or ():
+                if name == SHARES or name.endswith(f"/{SHARES}"):
+                    units = math.ceil(amount)
             holdings.append(
-                Holding(f"claim:{uid}", (r["driver"], r["pool"], r["device"]), order, priority, units)
+                Holding(
+                    f"claim:{uid}",
+                    (r["driver"], r["pool"], r["device"]),
+                    order,
+                    0,  # never the claim's labels (writable by namespace users): see priority_of_holding
+                    units,
+                    recorded=recorded if shared else None,
+                    whole=not shared,
+                    since=since,
+                )
             )
-        pins = (
-            _pins(claim)
-            if allocation is None and order is not None and not meta.get("deletionTimestamp")
-            else []
-        )
         with self.lock:
-            if pins:
-                assert order is not None
-                self._pending[uid] = (order, priority, pins)
-                holdings = self._pinned_holdings(uid)
-            else:
-                self._pending.pop(uid, None)
-            self._set_claim(uid, holdings)
-            if order is not None and order in self._reservations:
-                held = {h.device for u in self._order_claims.get(order, ()) for h in self._claims[u]}
-                if {h.device for h in self._reservations[order][1]} <= held:
-                    self.release(order)
+            self._set_source(f"claim:{uid}", self._claims, uid, holdings)
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         """Forget a ResourceClaim."""
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         with self.lock:
-            self._pending.pop(uid, None)
-            self._set_claim(uid, [])
+            self._set_source(f"claim:{uid}", self._claims, uid, [])
 
-    def _pinned_holdings(self, uid: str) -> list[Holding]:
-        order, priority, pins = self._pending[uid]
-        return [
-            Holding(f"claim:{uid}", self._uuids[(driver, uuid)], order, priority, units)
-            for driver, uuid, units in pins
-            if (driver, uuid) in self._uuids
-        ]
+    def upsert_plan(self, plan: Mapping[str, Any]) -> None:
+        """Add or change a LaunchPlan: its order holds the devices it places it on, at what its claim asks.
 
-    def pending(self, order: OrderKey) -> list[DeviceKey]:
-        """Devices the order's claims are pinned to and the scheduler has not allocated yet."""
+        A plan is named after its order. Once it names the devices of the order's reservation, the
+        reservation has done its work and is dropped."""
+        meta = plan.get("metadata") or {}
+        key: OrderKey = (meta.get("namespace") or "", meta.get("name") or "")
+        holdings: list[Holding] = []
+        placement = _placement(plan) if not meta.get("deletionTimestamp") else None
+        if placement is not None and placement.driver and placement.pool and placement.devices:
+            requests = claim_capacity_requests(placement)
+            request = _amounts(requests) if requests else None
+            since = _stamp((plan.get("spec") or {}).get("plannedAt")) or _stamp(meta.get("creationTimestamp"))
+            holdings = [
+                Holding(
+                    f"plan:{key[0]}/{key[1]}",
+                    (placement.driver, placement.pool, d),
+                    key,
+                    0,
+                    placement.share_percent if request else None,
+                    request=request,
+                    whole=request is None,
+                    since=since,
+                )
+                for d in dict.fromkeys(placement.devices)
+            ]
         with self.lock:
-            return sorted(
-                {
-                    h.device
-                    for uid, (o, _, _) in self._pending.items()
-                    if o == order
-                    for h in self._claims.get(uid, [])
-                }
-            )
+            self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, holdings)
+            reserved = self._reservations.get(key)
+            if (
+                holdings
+                and reserved is not None
+                and {h.device for h in reserved[1]} <= {h.device for h in holdings}
+            ):
+                self.release(key)
 
-    def _set_claim(self, uid: str, holdings: list[Holding]) -> None:
-        old = self._claims.pop(uid, [])
+    def delete_plan(self, plan: Mapping[str, Any]) -> None:
+        """Forget a LaunchPlan."""
+        meta = plan.get("metadata") or {}
+        key: OrderKey = (meta.get("namespace") or "", meta.get("name") or "")
+        with self.lock:
+            self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, [])
+
+    def _set_source(
+        self, source: str, table: dict[Any, list[Holding]], key: Any, holdings: list[Holding]
+    ) -> None:
+        old = table.pop(key, [])
         for h in old:
             if h.order is not None:
-                self._order_claims.get(h.order, set()).discard(uid)
-        self._replace(f"claim:{uid}", old, holdings)
+                self._order_sources.get(h.order, set()).discard(source)
+        self._replace(source, old, holdings)
         if holdings:
-            self._claims[uid] = holdings
+            table[key] = holdings
             for h in holdings:
                 if h.order is not None:
-                    self._order_claims.setdefault(h.order, set()).add(uid)
+                    self._order_sources.setdefault(h.order, set()).add(source)
 
     def reserve(
-        self, order: OrderKey, priority: int, holdings: list[tuple[DeviceKey, int]], ttl: float
+        self,
+        order: OrderKey,
+        priority: int,
+        holdings: list[tuple[DeviceKey, int | None, Mapping[str, Decimal] | None]],
+        ttl: float,
     ) -> None:
-        """Hold devices for a plan that is not yet visible as a claim, for `ttl` seconds."""
+        """Hold devices for a plan that is not yet stored as a LaunchPlan, for `ttl` seconds:
+        (device, shares or None for the whole device, what its claim asks)."""
         source = f"reservation:{order[0]}/{order[1]}"
-        new = [Holding(source, key, order, priority, units) for key, units in holdings]
+        now = time.time()
+        new = [
+            Holding(
+                source,
+                key,
+                order,
+                priority,
+                units,
+                request=tuple(sorted(request.items())) if request else None,
+                whole=not request,
+                since=now,
+            )
+            for key, units, request in holdings
+        ]
         with self.lock:
             old = self._reservations.pop(order, (0.0, []))[1]
+            self._order_sources.get(order, set()).discard(source)
             self._replace(source, old, new)
-            now = time.monotonic()
-            deadline = now + ttl
+            if new:
+                self._order_sources.setdefault(order, set()).add(source)
+            started = time.monotonic()
+            deadline = started + ttl
             self._reservations[order] = (deadline, new)
-            self._reserved_at[order] = now
+            self._reserved_at[order] = started
             heapq.heappush(self._deadlines, (deadline, order))
 
     def release(self, order: OrderKey) -> None:
@@ -514,10 +654,12 @@ class Inventory:
             old = self._reservations.pop(order, None)
             self._reserved_at.pop(order, None)
             if old is not None:
-                self._replace(f"reservation:{order[0]}/{order[1]}", old[1], [])
+                source = f"reservation:{order[0]}/{order[1]}"
+                self._order_sources.get(order, set()).discard(source)
+                self._replace(source, old[1], [])
 
     def reserved_by(self, order: OrderKey) -> list[DeviceKey]:
-        """Devices reserved for an order and not yet seen as its claims."""
+        """Devices reserved for an order and not yet seen in its LaunchPlan."""
         with self.lock:
             return [h.device for h in self._reservations.get(order, (0.0, []))[1]]
 
@@ -541,69 +683,141 @@ class Inventory:
 
     def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
         touched = {h.device for h in old} | {h.device for h in new}
+        kept = {(h.device, h) for h in new}
         for h in old:
             self._holdings.get(h.device, {}).pop(source, None)
+            if (h.device, h) not in kept and not self._refused_near(h.device, h.order):
+                self._released[h.device] = self._released.get(h.device, 0) + 1
         for h in new:
             slot = self._holdings.setdefault(h.device, {})
             prev = slot.get(source)
-            if prev is not None and prev.units is not None and h.units is not None:
-                h = Holding(source, h.device, h.order, h.priority, prev.units + h.units)
-            slot[source] = h
+            slot[source] = h if prev is None else _merged(prev, h)
+        for key in touched:
+            if not self._holdings.get(key):
+                self._holdings.pop(key, None)
         # A device drawing on counters changes what its siblings have left: they are re-indexed too.
         pools = {(k[0], k[1]) for k in touched if (d := self.devices.get(k)) is not None and d.consumes}
         affected = set(touched)
         for pool in pools:
             affected |= {k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes}
         devices = [d for k in sorted(affected) if (d := self.devices.get(k)) is not None]
+        before = {d.key: self._indexed.get(d.key) for d in devices}
         for device in devices:
             self._unindex(device)
-        for key in touched:
-            self._recount(key)
         for pool in pools:
             self._recount_counters(pool)
+        for key in affected:
+            self._recount(key)
         for device in devices:
             self._index_device(device)
         self.version += 1
+        if any((was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices):
+            self._free()
 
-    def holding_units(self, h: Holding, device: Device) -> int:
-        """Units one holding takes of a device: its shares on a shareable device, else all."""
+    def _consumption(self, h: Holding, device: Device) -> Consumption | None:
+        """What one holding consumes of a device; None: all of it."""
+        if h.whole or not device.multi:
+            return None
+        if h.recorded is not None:
+            return dict(h.recorded)
+        asked = dict(h.request or ())
+        taken = consumption(asked, device.capacities)
+        if taken is None:  # asks what the device's policy refuses: counted as asked, it is never allocated so
+            taken = {n: asked.get(n, consumed(None, c)) for n, c in device.capacities.items()}
+        return taken
+
+    def _load(self, key: DeviceKey, exclude: frozenset[OrderKey] = frozenset()) -> tuple[bool, Consumption]:
+        """(taken whole, consumed per capacity) of a published device by every holder not excluded. Each
+        order counts once: its allocated claims together, or its plan or reservation, whichever is more."""
+        device = self.devices[key]
+        whole = False
+        total: Consumption = {}
+        claimed: dict[OrderKey, Consumption] = {}
+        planned: dict[OrderKey, Consumption] = {}
+        for h in (self._holdings.get(key) or {}).values():
+            if h.order is not None and h.order in exclude:
+                continue
+            taken = self._consumption(h, device)
+            if taken is None:
+                whole = True
+            elif h.order is None:
+                _add(total, taken)
+            elif h.kind == "claim":
+                _add(claimed.setdefault(h.order, {}), taken)
+            else:
+                planned[h.order] = _most(planned.get(h.order, {}), taken)
+        for order in claimed.keys() | planned.keys():
+            _add(total, _most(claimed.get(order, {}), planned.get(order, {})))
+        return whole, total
+
+    def _fits_share(self, device: Device, used: Mapping[str, Decimal], units: int) -> bool:
+        take = consumption(device.share_request(units), device.capacities)
+        return take is not None and fits(used, take, device.capacities)
+
+    def room(self, key: DeviceKey, exclude: Iterable[OrderKey] = ()) -> int:
+        """Free units of a published device for someone who may count `exclude`'s holdings as free: the
+        largest share whose claim fits every capacity of a shareable device beside what the others hold
+        (the scheduler's arithmetic), else UNITS for a device nobody else holds and 0 for one held."""
+        device = self.devices.get(key)
+        if device is None:
+            return 0
+        skip = frozenset(exclude)
+        holders = (self._holdings.get(key) or {}).values()
+        if not skip or not any(h.order in skip for h in holders):
+            cached = self._room.get(key)
+            if cached is not None:
+                return cached
+        if key in self._blocked:
+            return 0
         if not device.shareable:
-            return UNITS
-        if h.units is None:
-            default = ((_capacity(device.raw, device.driver, SHARES) or {}).get("requestPolicy") or {}).get(
-                "default"
-            )
-            return min(UNITS, quantity_bytes(str(default))) if default is not None else UNITS
-        return min(UNITS, max(0, h.units))
+            return 0 if any(h.order is None or h.order not in skip for h in holders) else UNITS
+        whole, used = self._load(key, skip)
+        if whole:
+            return 0
+        shares = device.capacities[named(device.capacities, SHARES) or SHARES]
+        top = min(UNITS, math.floor(shares.value - used.get(named(device.capacities, SHARES) or SHARES, 0)))
+        if top <= 0:
+            return 0
+        if self._fits_share(device, used, top):
+            return top
+        low, high = 0, top  # the largest share that fits lies in [low, high)
+        while high - low > 1:
+            mid = (low + high) // 2
+            if self._fits_share(device, used, mid):
+                low = mid
+            else:
+                high = mid
+        return low
+
+    def fits_share(self, key: DeviceKey, units: int, exclude: Iterable[OrderKey] = ()) -> bool:
+        """Whether a claim of `units` shares (UNITS: the whole of a device that is not shareable) fits."""
+        return self.room(key, exclude) >= units
 
     def _recount(self, key: DeviceKey) -> None:
-        device = self.devices.get(key)
-        holds = self._holdings.get(key) or {}
-        if device is None:
-            self._used.pop(key, None)
+        if key not in self.devices:
+            self._room.pop(key, None)
             return
-        # Not capped at UNITS: while a preemption is under way the victim's claim and the new plan's
-        # reservation overlap, and a victim that counts its own claim as free must still see no room.
-        self._used[key] = sum(self.holding_units(h, device) for h in holds.values())
+        self._room.pop(key, None)
+        self._room[key] = self.room(key)
 
     def _recount_counters(self, pool: tuple[str, str]) -> None:
         """What the pool's held devices consume of its counter sets, and which devices that blocks."""
         keys = [k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes]
         self._blocked.difference_update(keys)
-        consumed: dict[tuple[str, str], int] = {}
+        consumed_: dict[tuple[str, str], int] = {}
         for key in keys:
             if self._holdings.get(key):
                 for counter_set, counter, amount in self.devices[key].consumes:
-                    consumed[(counter_set, counter)] = consumed.get((counter_set, counter), 0) + amount
-        self._consumed[pool] = consumed
-        if not consumed:
+                    consumed_[(counter_set, counter)] = consumed_.get((counter_set, counter), 0) + amount
+        self._consumed[pool] = consumed_
+        if not consumed_:
             self._consumed.pop(pool, None)
         published = self._counters.get(pool, {})
         for key in keys:
             if self._holdings.get(key):
                 continue
             for counter_set, counter, amount in self.devices[key].consumes:
-                left = published.get((counter_set, counter), 0) - consumed.get((counter_set, counter), 0)
+                left = published.get((counter_set, counter), 0) - consumed_.get((counter_set, counter), 0)
                 if amount > left:  # a counter the pool does not publish has nothing left
                     self._blocked.add(key)
                     break
@@ -628,47 +842,76 @@ class Inventory:
     # ------------------------------------------------------------------ reading
 
     def used(self, key: DeviceKey) -> int:
-        """Units of a published device held by anyone (above UNITS while a preemption is under way);
-        UNITS for a device nobody holds whose counters its partitioned siblings have drawn down."""
-        if key in self._blocked:
-            return UNITS
-        return self._used.get(key, 0)
+        """Units of a published device that are not free (UNITS − `room`): what others hold, or all of it
+        when its counters are drawn down by its partitioned siblings."""
+        return UNITS - self.room(key)
 
-    def distrust(self, keys: Iterable[DeviceKey], ttl: float, order: OrderKey | None = None) -> None:
-        """The scheduler refused a claim (of `order`) pinned to these devices while the ledger saw room:
-        offer them to nobody until the ledger's view of them changes (the pool, or who else holds them or
-        the partitions they share counters with) or `ttl` passes."""
+    def distrust(
+        self, keys: Iterable[DeviceKey], units: int | None, ttl: float, order: OrderKey | None
+    ) -> bool:
+        """The scheduler refused a claim of `order` for `units` shares (None: whole devices) on these devices
+        while the ledger saw room: no claim of that size or larger is offered on them until a holding of
+        someone else there is released or shrinks, the pool is published again, or `ttl` passes.
+        True when this is news (not already known for as much or less)."""
         until = time.monotonic() + ttl
+        news = False
         with self.lock:
             for key in keys:
-                self._distrust[key] = (until, order, self._view(key, order))
+                device = self.devices.get(key)
+                if device is None:
+                    continue
+                known = self._distrust.get(key)
+                standing = known is not None and self._stands(key, known)
+                if not standing or not _at_most(known[1] if known else None, units):
+                    news = True
+                    self._distrust[key] = (until, units, order, self._others_released(key, order), id(device))
+                else:
+                    assert known is not None
+                    self._distrust[key] = (until, *known[1:])
+        return news
 
-    def distrusted(self) -> set[DeviceKey]:
-        """Devices whose refusal by the scheduler still stands."""
-        now = time.monotonic()
+    def distrusted(self) -> dict[DeviceKey, int | None]:
+        """Devices a scheduler refusal still stands on: the smallest share refused (None: whole devices)."""
         with self.lock:
-            for key, (until, order, view) in list(self._distrust.items()):
-                if until <= now or self._view(key, order) != view:
+            for key, known in list(self._distrust.items()):
+                if not self._stands(key, known):
                     del self._distrust[key]
-            return set(self._distrust)
+            return {key: known[1] for key, known in self._distrust.items()}
 
-    def _view(self, key: DeviceKey, order: OrderKey | None) -> tuple[object, ...]:
-        """What the ledger knows of a device, leaving out the holdings of `order` itself."""
+    def refused_order(self, key: DeviceKey) -> OrderKey | None:
+        """The order whose claim the scheduler refused on a distrusted device."""
+        with self.lock:
+            known = self._distrust.get(key)
+            return known[2] if known is not None else None
+
+    def _stands(self, key: DeviceKey, known: tuple[float, int | None, OrderKey | None, int, int]) -> bool:
+        until, _, order, releases, ident = known
         device = self.devices.get(key)
-        if device is None:
-            return ()
-        near = [key]
-        if device.consumes:
-            near = sorted(k for k in self._pool_devices.get((key[0], key[1]), ()) if self.devices[k].consumes)
-        held = tuple(
-            sorted(
-                h.source
-                for k in near
-                for h in (self._holdings.get(k) or {}).values()
-                if order is None or h.order != order
-            )
+        return (
+            until > time.monotonic()
+            and device is not None
+            and id(device) == ident
+            and self._others_released(key, order) == releases
         )
-        return (id(device), held)
+
+    def _near(self, key: DeviceKey) -> list[DeviceKey]:
+        """A device and the partitions it shares counters with."""
+        device = self.devices.get(key)
+        if device is None or not device.consumes:
+            return [key]
+        return [k for k in self._pool_devices.get((key[0], key[1]), ()) if self.devices[k].consumes]
+
+    def _refused_near(self, key: DeviceKey, order: OrderKey | None) -> bool:
+        """Whether a refusal on the device or its counter siblings names `order` (its own releases there do
+        not end the refusal: the order moving away is not the cluster changing)."""
+        return order is not None and any(
+            (r := self._distrust.get(k)) is not None and r[2] == order for k in self._near(key)
+        )
+
+    def _others_released(self, key: DeviceKey, order: OrderKey | None) -> int:
+        """How many holdings went or changed on a device and its counter siblings, the refused order's
+        own left out: a refusal stands while none did."""
+        return sum(self._released.get(k, 0) for k in self._near(key))
 
     def generation(self, key: DeviceKey) -> int:
         """The generation of the pool a device is published in (-1: not published)."""
@@ -687,18 +930,29 @@ class Inventory:
         """Every holding on a device, published or not, in a stable order."""
         return sorted((self._holdings.get(key) or {}).values(), key=lambda h: h.source)
 
+    def holds(self, order: OrderKey) -> set[DeviceKey]:
+        """Published devices an order holds: by its allocated claims, its plan or its reservation."""
+        with self.lock:
+            return {
+                h.device
+                for source in self._order_sources.get(order, ())
+                for h in self._source_holdings(source)
+                if h.order == order and h.device in self.devices
+            }
+
+    def _source_holdings(self, source: str) -> list[Holding]:
+        kind, _, rest = source.partition(":")
+        if kind == "claim":
+            return self._claims.get(rest, [])
+        namespace, _, name = rest.partition("/")
+        if kind == "plan":
+            return self._plans.get((namespace, name), [])
+        return self._reservations.get((namespace, name), (0.0, []))[1]
+
     def held_by(self, order: OrderKey) -> dict[DeviceKey, int]:
-        """Units an order holds per published device (claims and its reservation)."""
-        out: dict[DeviceKey, int] = {}
-        sources = [self._claims[uid] for uid in sorted(self._order_claims.get(order, ()))]
-        if order in self._reservations:
-            sources.append(self._reservations[order][1])
-        for hs in sources:
-            for h in hs:
-                device = self.devices.get(h.device)
-                if h.order == order and device is not None:
-                    out[h.device] = min(UNITS, out.get(h.device, 0) + self.holding_units(h, device))
-        return out
+        """Units an order's holdings free on each published device it holds, were it to let them go."""
+        with self.lock:
+            return {key: self.room(key, (order,)) - self.room(key) for key in sorted(self.holds(order))}
 
     def orphans(self) -> list[Holding]:
         """Holdings on devices no longer published: they free nothing, also not for their holder."""
@@ -711,6 +965,66 @@ class Inventory:
     def class_devices(self, device_class: str) -> list[Device]:
         """Published devices a class admits, in a stable order."""
         return sorted((d for d in self.devices.values() if device_class in d.classes), key=Device.sort_key)
+
+    def displaced(self, order: OrderKey) -> list[str]:
+        """Why an order no longer stands on a device it holds (empty: it stands on all of them).
+
+        On each device, holders are ranked: those of no order first (nobody can release them), then by
+        priority, then the earlier holding; each holder stands if it fits beside those ranked above it.
+        """
+        out: list[str] = []
+        with self.lock:
+            for key in sorted(self.holds(order)):
+                device = self.devices[key]
+                ranked = self._ranked(key)
+                used: Consumption = {}
+                whole = stood = False
+                for who, priority, _, load in ranked:
+                    alone = not device.multi or load is None  # it takes the device whole
+                    stands = not stood if alone else not whole and fits(used, load or {}, device.capacities)
+                    if stands:
+                        stood = True
+                        whole = whole or alone
+                        _add(used, load or {})
+                    elif who == order:
+                        above = [
+                            f"{w[0]}/{w[1]}" if w else "a claim of no order" for w, *_ in ranked if w != order
+                        ]
+                        out.append(
+                            f"{device.ident}: holders of higher priority or earlier ({', '.join(above[:4])}) "
+                            f"leave no room for this order's holding at priority {priority}"
+                        )
+                        break
+        return out
+
+    def _ranked(self, key: DeviceKey) -> list[tuple[OrderKey | None, int, float, Consumption | None]]:
+        """The holders of a device in standing order: (order, priority, since, what it takes or None for all)."""
+        device = self.devices[key]
+        per: dict[object, tuple[OrderKey | None, int, float, list[Holding]]] = {}
+        for h in (self._holdings.get(key) or {}).values():
+            who: object = h.order if h.order is not None else h.source
+            order, prio, since, hs = per.get(who, (h.order, self.priority_of_holding(h), h.since, []))
+            hs.append(h)
+            per[who] = (order, max(prio, self.priority_of_holding(h)), min(since, h.since), hs)
+        out = []
+        for order, prio, since, hs in per.values():
+            load: Consumption | None = {}
+            claimed: Consumption = {}
+            planned: Consumption = {}
+            for h in hs:
+                taken = self._consumption(h, device)
+                if taken is None:
+                    load = None
+                    break
+                if h.kind == "claim":
+                    _add(claimed, taken)
+                else:
+                    planned = _most(planned, taken)
+            if load is not None:
+                load = _most(claimed, planned)
+            out.append((order, prio, since, load))
+        out.sort(key=lambda r: (r[0] is not None, -r[1], r[2], r[0] or ("", "")))
+        return out
 
     def priority_of(self, name: str | None) -> int | None:
         """The value of a PriorityClass; the global default (or 0) for None; None when missing."""
@@ -727,8 +1041,8 @@ class Inventory:
             return self.default_priority if value is None else value
 
     def priority_of_holding(self, h: Holding) -> int:
-        """A reservation's priority as planned; a claim's that of the order owning it, as it is now."""
-        if h.order is not None and h.source.startswith("claim:"):
+        """A reservation's priority as planned; a claim's or plan's that of its order, as it is now."""
+        if h.order is not None and h.kind != "reservation":
             return self.order_priority(h.order)
         return h.priority
 
@@ -736,10 +1050,14 @@ class Inventory:
         """Add or change an InferenceService: only its class counts here."""
         meta = obj.get("metadata") or {}
         klass = (obj.get("spec") or {}).get("inferenceServiceClassName")
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        value = klass if isinstance(klass, str) and klass else None
         with self.lock:
-            self.order_classes[(meta.get("namespace") or "", meta.get("name") or "")] = (
-                klass if isinstance(klass, str) and klass else None
-            )
+            known = key in self.order_classes
+            before = self.order_classes.get(key)
+            self.order_classes[key] = value
+            if known and before != value:
+                self._free()  # its priority changed: a preemption may now be possible
 
     def delete_order(self, obj: Mapping[str, Any]) -> None:
         """Forget an InferenceService."""
@@ -750,8 +1068,13 @@ class Inventory:
     def upsert_service_class(self, obj: Mapping[str, Any]) -> None:
         """Add or change an InferenceServiceClass: only its priorityClassName counts here."""
         name = (obj.get("spec") or {}).get("priorityClassName")
+        value = name if isinstance(name, str) and name else None
         with self.lock:
-            self.class_priorities[obj["metadata"]["name"]] = name if isinstance(name, str) and name else None
+            key = obj["metadata"]["name"]
+            changed = key in self.class_priorities and self.class_priorities[key] != value
+            self.class_priorities[key] = value
+            if changed:
+                self._free()
 
     def delete_service_class(self, name: str) -> None:
         """Forget an InferenceServiceClass."""
@@ -781,9 +1104,15 @@ class Inventory:
     def upsert_priority_class(self, pc: Mapping[str, Any]) -> None:
         """Add or change a PriorityClass."""
         with self.lock:
-            self.priority_classes[pc["metadata"]["name"]] = int(pc.get("value", 0))
+            name = pc["metadata"]["name"]
+            value = int(pc.get("value", 0))
+            changed = self.priority_classes.get(name) != value
+            self.priority_classes[name] = value
             if pc.get("globalDefault"):
-                self.default_priority = int(pc.get("value", 0))
+                changed = changed or self.default_priority != value
+                self.default_priority = value
+            if changed:
+                self._free()
 
     def delete_priority_class(self, name: str) -> None:
         """Forget a PriorityClass."""
@@ -795,7 +1124,7 @@ class Inventory:
     def _index_device(self, device: Device) -> None:
         if device.tainted:
             return
-        free = UNITS - self.used(device.key)
+        free = self.room(device.key)
         self._indexed[device.key] = free
         for name in device.classes:
             self._index.setdefault(name, {}).setdefault(device.group, _Group()).add(device, free)
@@ -810,29 +1139,38 @@ class Inventory:
                 group.remove(device, free)
 
 
+def _merged(a: Holding, b: Holding) -> Holding:
+    """Two results of one claim on one device (two requests): one holding taking both."""
+    if a.whole or b.whole:
+        return Holding(a.source, a.device, a.order, a.priority, None, whole=True, since=a.since)
+    recorded = None
+    if a.recorded is not None or b.recorded is not None:
+        total: Consumption = dict(a.recorded or ())
+        _add(total, dict(b.recorded or ()))
+        recorded = tuple(sorted(total.items()))
+    units = (a.units or 0) + (b.units or 0) if a.units is not None or b.units is not None else None
+    return Holding(a.source, a.device, a.order, a.priority, units, a.request, recorded, False, a.since)
+
+
+def _at_most(known: int | None, units: int | None) -> bool:
+    """Whether a refusal already known for `known` units covers one for `units` (None: whole devices)."""
+    if known is None:
+        return units is None
+    return units is None or known <= units
+
+
+def _placement(plan: Mapping[str, Any]) -> Placement | None:
+    try:
+        return Placement.model_validate(((plan.get("spec") or {}).get("placement")) or {})
+    except ValidationError:
+        return None
+
+
 def _node_closed(node: Mapping[str, Any]) -> bool:
     """Whether a node takes no new pods: cordoned, or tainted NoSchedule/NoExecute (not-ready included)."""
     spec = node.get("spec") or {}
     taints = spec.get("taints") or []
     return bool(spec.get("unschedulable")) or any(t.get("effect") in _BLOCKING for t in taints)
-
-
-def _pins(claim: Mapping[str, Any]) -> list[tuple[str, str, int | None]]:
-    """(driver, uuid, shares or None) for each device a claim's requests are pinned to by uuid."""
-    out: list[tuple[str, str, int | None]] = []
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        exactly = request.get("exactly") or {}
-        shares = ((exactly.get("capacity") or {}).get("requests") or {}).get(SHARES)
-        units = _amount(shares) if shares is not None else None
-        for selector in exactly.get("selectors") or []:
-            expression = (selector.get("cel") or {}).get("expression") or ""
-            driver = re.search(r"device\.driver\s*==\s*'([^']*)'", expression)
-            match = _PINNED.search(expression)
-            if driver is None or match is None:
-                continue
-            uuids = [match.group(1)] if match.group(1) is not None else _QUOTED.findall(match.group(2))
-            out += [(driver.group(1), u, units) for u in uuids]
-    return out
 
 
 def _amount(counter: Any) -> int:

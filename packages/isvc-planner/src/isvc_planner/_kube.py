@@ -41,6 +41,8 @@ NODES = _Kind("", "v1", "nodes")  # which take new pods: a cordoned or tainted n
 # Whose a claim is and at what priority: order -> class -> priorityClassName (issue 14; never claim labels).
 ORDERS = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceservices")
 SERVICE_CLASSES = _Kind("ai.deckhouse.io", "v1alpha1", "inferenceserviceclasses")
+# What the module planned and no claim shows yet: a plan holds its devices for as long as it exists.
+PLANS = _Kind("ai.deckhouse.io", "v1alpha1", "launchplans")
 
 
 def load_api(kubeconfig: str | None = None) -> client.ApiClient:
@@ -75,9 +77,9 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 class KubeSync:
-    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims and PriorityClasses, and the
-    orders and their classes (for the priority of what each claim holds); `orders=False` leaves those
-    to the caller (a test bench without the module's CRDs)."""
+    """Lists and watches DeviceClasses, ResourceSlices, ResourceClaims, PriorityClasses and Nodes, and the
+    orders, their classes (for the priority of what each claim holds) and their LaunchPlans; `orders=False`
+    leaves those to the caller (a test bench without the module's CRDs)."""
 
     def __init__(
         self, inventory: Inventory, api: client.ApiClient, *, backoff: float = 2.0, orders: bool = True
@@ -111,6 +113,7 @@ class KubeSync:
                 inv.upsert_service_class,
                 lambda o: inv.delete_service_class(o["metadata"]["name"]),
             )
+            self._handlers[PLANS] = (inv.upsert_plan, inv.delete_plan)
 
     def start(self) -> None:
         """Start one watch thread per kind."""

@@ -21,7 +21,7 @@ import bisect
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from isvc_api import (
@@ -42,6 +42,7 @@ from isvc_planner_client import (
     OrderRef,
     PlanRequest,
     PlanResponse,
+    QuantityError,
     Reservation,
     Reservations,
     ReservedDevice,
@@ -49,10 +50,12 @@ from isvc_planner_client import (
     SelectorError,
     Victim,
     gib,
+    parse_quantity,
 )
 
+from isvc_planner._capacity import quantity_text
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
-from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory, OrderKey, _Group
+from isvc_planner._inventory import UNITS, Device, DeviceKey, GroupKey, Inventory, OrderKey, _Group
 from isvc_planner._joint import Kind, most_placed
 
 __all__ = ["ClaimShape", "Planner", "judge_plan"]
@@ -130,10 +133,12 @@ class _Ask:
     max_devices: int
     selector: str | None
     min_cc: str | None
-    own: dict[DeviceKey, int]
+    own: set[DeviceKey]  # devices the order holds: counted as free for it
     prefer: set[DeviceKey]
+    order: OrderKey = ("", "")
     margin: int = 0
-    avoid: frozenset[DeviceKey] = frozenset()  # refused by the scheduler: for this order, or for all
+    # Refused by the scheduler although the ledger saw room: device -> smallest share refused (None: whole).
+    distrust: dict[DeviceKey, int | None] = field(default_factory=dict)
     refused: tuple[str, str] | None = None  # (devices, the scheduler's words) of the last refusal
 
     def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
@@ -201,17 +206,16 @@ class Planner:
         *,
         reservation_ttl: float = 120.0,
         context: int | None = None,
-        avoid_ttl: float = 600.0,
-        distrust_ttl: float = 60.0,
+        distrust_ttl: float = 600.0,
+        on_disagreement: Callable[[], None] | None = None,
     ) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
         self.context = context
-        self.avoid_ttl = avoid_ttl
         self.distrust_ttl = distrust_ttl
-        # Devices the scheduler refused a claim of the order on: order -> device -> (until, pool generation).
-        self._avoid: dict[OrderKey, dict[DeviceKey, tuple[float, int]]] = {}
-        self._refused: dict[OrderKey, tuple[str, str]] = {}  # order -> (devices, the scheduler's words)
+        self.on_disagreement = on_disagreement
+        # order -> (devices refused, where, the scheduler's words): the last refusal while it stands.
+        self._refused: dict[OrderKey, tuple[list[DeviceKey], str, str]] = {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -311,6 +315,13 @@ class Planner:
                                 )
                             break
             return list(out.values())
+
+    def standing(self, namespace: str, name: str) -> list[str]:
+        """Why an order has lost devices it holds to holders ranked above it (empty: it stands)."""
+        inv = self.inventory
+        with inv.lock:
+            inv.expire()
+            return inv.displaced((namespace, name))
 
     def release(self, namespace: str, name: str) -> bool:
         """Drop what was reserved for an order that will not take it (gone, or its plan refused)."""
@@ -444,6 +455,7 @@ class Planner:
         selectors = sorted({o.ask.selector for o in orders if o.ask.selector})
         # Devices alike in every respect the orders' filters read give the same fits: computed once.
         profiles: dict[tuple[object, ...], tuple[tuple[int, int] | None, ...]] = {}
+        o_distrust = set().union(*(o.ask.distrust for o in orders)) if orders else set()
         for cls in dict.fromkeys(c for o in orders for c in o.classes):
             for device in inv.class_devices(cls):
                 if device.key in seen or device.tainted or device.memory is None:
@@ -456,13 +468,15 @@ class Planner:
                     tuple(sorted(device.classes)),
                     device.compute_capability,
                     tuple(self._selector(device, e) is True for e in selectors),
+                    device.group[4],
+                    device.key in o_distrust,
                 )
                 fits = profiles.get(profile)
                 if fits is None:
                     fits = profiles[profile] = tuple(self._fits_one(o, device) for o in orders)
                 if all(f is None for f in fits):
                     continue
-                sig = (device.memory, device.shareable, device.type, fits)
+                sig = (device.memory, device.shareable, device.type, device.group[4], fits)
                 k = index.get(sig)
                 if k is None:
                     k = index[sig] = len(kinds)
@@ -470,7 +484,7 @@ class Planner:
                     devices.append([])
                     stock.append({})
                 devices[k].append(device)
-                free = UNITS - inv.used(device.key)
+                free = inv.room(device.key)
                 stock[k][free] = stock[k].get(free, 0) + 1
         return kinds, devices, stock
 
@@ -496,7 +510,7 @@ class Planner:
         fit = kinds[k].fits[j]
         assert fit is not None
         device = min(
-            (d for d in devices[k] if UNITS - self.inventory.used(d.key) == free),
+            (d for d in devices[k] if self.inventory.room(d.key) == free),
             key=lambda d: d.sort_key(),
             default=None,
         )
@@ -530,8 +544,12 @@ class Planner:
                         "The class needs an administrator's eye; waiting will not help."
                     ),
                 )
-        avoid = self._avoided(order) | inv.distrusted()
-        own = {k: u for k, u in inv.held_by(order).items() if k not in avoid}
+        distrust = inv.distrusted()
+        refused = self._refused.get(order)
+        if refused is not None and not any(k in distrust for k in refused[0]):
+            del self._refused[order]  # the cluster changed where it was refused: that refusal is over
+            refused = None
+        own = inv.holds(order)
         prefer = set(own)
         holding = request.holding
         if holding is not None and holding.driver and holding.pool and holding.devices:
@@ -544,52 +562,50 @@ class Planner:
             selector=policy.selector or None,
             min_cc=reqs.min_compute_capability,
             own=own,
-            prefer=prefer - avoid,
+            prefer=prefer - set(distrust),
+            order=order,
             margin=reqs.memory_margin_percent,
-            avoid=frozenset(avoid),
-            refused=self._refused.get(order) if avoid else None,
+            distrust=distrust,
+            refused=(refused[1], refused[2]) if refused is not None else None,
         ), None
 
     def _learn(self, order: OrderKey, refused: SchedulerRefusal) -> None:
-        """The scheduler refused the claim pinned to these devices: this order avoids them while their pool
-        stays as it is (`avoid_ttl` at most), and nobody gets them until the ledger sees them change."""
+        """The scheduler refused the claim pinned to these devices although the ledger saw room: no claim of
+        that size or larger is offered there (to this order or any other) until the cluster changes there
+        (someone else's holding released or smaller, the pool published again; `distrust_ttl` at most).
+
+        Logged and counted once per refusal learned, not once per pass that reports it again."""
         p, inv = refused.placement, self.inventory
         if not (p.driver and p.pool and p.devices):
             return
         keys = [(p.driver, p.pool, d) for d in p.devices]
-        until = time.monotonic() + self.avoid_ttl
-        slot = self._avoid.setdefault(order, {})
-        for key in keys:
-            slot[key] = (until, inv.generation(key))
-        inv.distrust(keys, self.distrust_ttl, order)
+        shared = p.sharing_mode == SharingMode.SHARES
+        units = (p.share_percent if p.placement_mode == PlacementMode.SHARED else UNITS) if shared else None
         where = f"{', '.join(f'{p.pool}/{d}' for d in p.devices)} ({p.device_class_name})"
-        self._refused[order] = (where, refused.message)
+        rooms = [inv.room(k, (order,)) for k in keys]
+        if not inv.distrust(keys, units, self.distrust_ttl, order):
+            self._refused[order] = (keys, where, refused.message)
+            return
+        self._refused[order] = (keys, where, refused.message)
+        if self.on_disagreement is not None:
+            self.on_disagreement()
         log.warning(
-            "the scheduler refused the claim of %s/%s on %s although the ledger saw room (used %s): %s",
+            "the scheduler refused the claim of %s/%s for %s on %s although the ledger saw room (free units "
+            "%s beside what others hold there); not offered there again until the cluster changes there: %s",
             order[0],
             order[1],
+            f"{units} shares" if units is not None else "the whole device",
             where,
-            [inv.used(k) for k in keys],
+            rooms,
             refused.message,
         )
 
-    def _avoided(self, order: OrderKey) -> set[DeviceKey]:
-        slot = self._avoid.get(order)
-        if not slot:
-            return set()
-        now, inv = time.monotonic(), self.inventory
-        for key, (until, generation) in list(slot.items()):
-            if until <= now or inv.generation(key) != generation:
-                del slot[key]
-        if not slot:
-            del self._avoid[order]
-            self._refused.pop(order, None)
-        return set(slot)
-
     # ------------------------------------------------------------------ filters
 
-    def _passes(self, device: Device, ask: _Ask) -> bool:
-        if device.key in ask.avoid:
+    def _passes(self, device: Device, ask: _Ask, *, refusals: bool = True) -> bool:
+        """Whether the order may be placed on the device: its filters, and (unless told not to) no refusal
+        by the scheduler standing there for what it would ask."""
+        if refusals and device.key in ask.distrust and self._refused_for(device, ask):
             return False
         if ask.min_cc and (
             device.compute_capability is None or _semver(device.compute_capability) < _semver(ask.min_cc)
@@ -599,6 +615,15 @@ class Planner:
             return True
         result = self._selector(device, ask.selector)
         return result is True
+
+    @staticmethod
+    def _refused_for(device: Device, ask: _Ask) -> bool:
+        """Whether a refusal by the scheduler on the device covers what the order would ask of it."""
+        refused = ask.distrust[device.key]
+        if refused is None or not device.shareable or device.memory is None:
+            return True
+        units = ask.share_for(ask.need.required, device.memory) or UNITS
+        return units >= refused
 
     def _selector(self, device: Device, expression: str) -> bool | SelectorError:
         cached = device.selector_cache.get(expression)
@@ -639,10 +664,10 @@ class Planner:
     # ------------------------------------------------------------------ search
 
     def _search(
-        self, cls: str, ask: _Ask, groups: dict[tuple[int, bool, str, str], _Group], *, own_adjusted: bool
+        self, cls: str, ask: _Ask, groups: dict[GroupKey, _Group], *, own_adjusted: bool
     ) -> _Candidate | None:
         inv = self.inventory
-        own = ask.own if own_adjusted else {}
+        own = ask.own if own_adjusted else set()
         need = ask.need
         best: _Candidate | None = None
         largest = self._largest(groups, ask)
@@ -659,7 +684,7 @@ class Planner:
 
         for gkey in sorted(groups):
             group = groups[gkey]
-            memory, shareable, dtype, _ = gkey
+            memory, shareable, dtype = gkey[0], gkey[1], gkey[2]
             if memory < 0 or not group.devices:
                 continue
             if shareable:
@@ -687,7 +712,7 @@ class Planner:
                 break
             for device in own_devices:
                 if device.group == gkey and self._passes(device, ask):
-                    free = UNITS - inv.used(device.key) + own[device.key]
+                    free = inv.room(device.key, (ask.order,))
                     if free >= units:
                         consider(self._single(cls, device, free, units, mode, sharing, ask))
         if best is not None or (largest > 0 and ask.holds(largest)):
@@ -700,13 +725,13 @@ class Planner:
             consider(self._multi(cls, gkey, groups[gkey], ask, own, own_devices))
         return best
 
-    def _largest(self, groups: dict[tuple[int, bool, str, str], _Group], ask: _Ask) -> int:
+    def _largest(self, groups: dict[GroupKey, _Group], ask: _Ask) -> int:
         """The memory of the largest device of the class the order may use at all, free or not.
 
         Only devices the order's filters admit count: a larger card its selector excludes must not stop
         it from spanning the devices it may use (issue 18: refused while the scheduler could allocate).
         """
-        filtered = ask.selector is not None or ask.min_cc is not None or bool(ask.avoid)
+        filtered = ask.selector is not None or ask.min_cc is not None or bool(ask.distrust)
         return max(
             (
                 g[0]
@@ -746,13 +771,13 @@ class Planner:
     def _multi(
         self,
         cls: str,
-        gkey: tuple[int, bool, str, str],
+        gkey: GroupKey,
         group: _Group,
         ask: _Ask,
-        own: dict[DeviceKey, int],
+        own: set[DeviceKey],
         own_devices: list[Device],
     ) -> _Candidate | None:
-        memory, shareable, _, _ = gkey
+        memory, shareable = gkey[0], gkey[1]
         if memory <= 0:
             return None
         sharing = SharingMode.SHARES if shareable else SharingMode.NONE
@@ -769,7 +794,7 @@ class Planner:
         for device in own_devices:
             if (
                 device.group == gkey
-                and UNITS - inv.used(device.key) + own[device.key] >= UNITS
+                and inv.room(device.key, (ask.order,)) >= UNITS
                 and self._passes(device, ask)
             ):
                 extra.setdefault(device.pool, []).append(device)
@@ -809,12 +834,15 @@ class Planner:
 
     def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
         inv = self.inventory
-        pools: dict[tuple[str, tuple[int, bool, str, str]], int] = {}
+        pools: dict[tuple[str, GroupKey], int] = {}
         for device in inv.class_devices(cls):
-            if device.tainted or not self._passes(device, ask):
+            if device.tainted or not self._passes(device, ask, refusals=False):
                 continue
+            refused = device.key in ask.distrust and self._refused_for(device, ask)
             f.admitted += 1
-            free = UNITS - inv.used(device.key) + ask.own.get(device.key, 0)
+            free = inv.room(device.key, (order,)) if device.key in ask.own else inv.room(device.key)
+            if refused:
+                free = 0  # the scheduler said there is no room there for this order's claim
             for h in inv.holdings_on(device.key):
                 if h.order is not None and h.order != order and inv.priority_of_holding(h) < priority:
                     f.lower.add(h.order)
@@ -933,22 +961,24 @@ class Planner:
             if fit is None:
                 continue
             units, mode, sharing = fit
-            lacking = units - (UNITS - inv.used(device.key) + ask.own.get(device.key, 0))
-            by_order: dict[OrderKey, tuple[int, int]] = {}
+            released = {order}
+            if inv.room(device.key, released) >= units:
+                continue  # room without anyone released: the plain search would have found it
+            by_order: dict[OrderKey, int] = {}
             for h in inv.holdings_on(device.key):
                 held_at = inv.priority_of_holding(h)
                 if h.order is not None and h.order != order and held_at < priority:
-                    prio, held = by_order.get(h.order, (held_at, 0))
-                    by_order[h.order] = (max(prio, held_at), held + inv.holding_units(h, device))
+                    by_order[h.order] = max(by_order.get(h.order, held_at), held_at)
+            gain = {v: inv.room(device.key, (order, v)) for v in by_order}
             chosen: list[OrderKey] = []
-            for victim, (_, held) in sorted(by_order.items(), key=lambda kv: (kv[1][0], -kv[1][1], kv[0])):
-                if lacking <= 0:
-                    break
+            for victim in sorted(by_order, key=lambda v: (by_order[v], -gain[v], v)):
                 chosen.append(victim)
-                lacking -= held
-            if lacking > 0 or not chosen:
+                released.add(victim)
+                if inv.room(device.key, released) >= units:
+                    break
+            if not chosen or inv.room(device.key, released) < units:
                 continue
-            top = max(by_order[v][0] for v in chosen)
+            top = max(by_order[v] for v in chosen)
             cand = self._single(cls, device, units, units, mode, sharing, ask)
             cost = (len(chosen), top, cand.rank)
             if best is None or cost < best[0]:
@@ -1000,9 +1030,23 @@ class Planner:
             share_percent=found.units if found.sharing == SharingMode.SHARES else None,
             device_count=len(found.devices),
             memory_gi_b=gib(per_device),
+            capacity_requests=(
+                {n: quantity_text(v) for n, v in sorted(first.share_request(found.units).items())}
+                if found.sharing == SharingMode.SHARES
+                else None
+            ),
         )
         if not request.dry_run:
             self._reserve(order, priority, found)
+            if victims:  # who no longer stands beside this plan, by the one ranking the ledger keeps
+                victims = sorted(
+                    {
+                        h.order
+                        for d in found.devices
+                        for h in self.inventory.holdings_on(d.key)
+                        if h.order is not None and h.order != order and self.inventory.displaced(h.order)
+                    }
+                )
         launch = (
             need.launch(
                 memory, found.units if found.mode == PlacementMode.SHARED else UNITS, len(found.devices)
@@ -1010,19 +1054,30 @@ class Planner:
             if memory
             else None
         )
-        est = estimate(request.facts, need, len(found.devices), launch if isinstance(launch, Fit) else None)
+        est = estimate(
+            request.facts,
+            need,
+            len(found.devices),
+            launch if isinstance(launch, Fit) else None,
+            placement.share_percent,
+        )
         return PlanResponse(
             placement=placement, estimates=est, preempt=[Victim(namespace=ns, name=n) for ns, n in victims]
         )
 
     def _reserve(self, order: OrderKey, priority: int, found: _Candidate) -> None:
-        inv = self.inventory
-        inv.release(order)
-        claimed = inv.held_by(order)
-        wanted = [(d.key, found.units - claimed.get(d.key, 0)) for d in found.devices]
-        wanted = [(k, u) for k, u in wanted if u > 0]
-        if wanted:
-            inv.reserve(order, priority, wanted, self.reservation_ttl)
+        """Hold the devices for the plan until its LaunchPlan shows them (the order counts once per device:
+        its claims, plan and reservation there are not added up)."""
+        shared = found.sharing == SharingMode.SHARES
+        self.inventory.reserve(
+            order,
+            priority,
+            [
+                (d.key, found.units if shared else None, d.share_request(found.units) if shared else None)
+                for d in found.devices
+            ],
+            self.reservation_ttl,
+        )
 
 
 def _refuse(reason: Reason, message: str) -> PlanResponse:
@@ -1039,6 +1094,11 @@ def judge_plan(placement: Placement, inventory: Inventory) -> Refusal | None:
             message=f"the launch plan is not a placement: {field_name}={value!r} {why}",
         )
 
+    for capacity, amount in (placement.capacity_requests or {}).items():
+        try:
+            parse_quantity(amount)
+        except QuantityError:
+            return no(f"capacityRequests.{capacity}", amount, "is not a quantity")
     share = placement.share_percent
     if share is not None and not share_in_range(share):
         return no("sharePercent", share, "is outside 1..100")

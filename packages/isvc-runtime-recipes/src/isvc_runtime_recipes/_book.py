@@ -270,9 +270,12 @@ def _refusal(
 
 def content_hash(compiled: CompiledRuntime) -> str:
     """sha256 of the canonical JSON of everything in the compiled runtime but the hash itself."""
-    # The parsers are named in args already; left out, so that echoing them rolls no workload.
+    # The parsers are named in args already, and the load metrics are read from outside the container: left
+    # out, so that echoing them rolls no workload.
     payload = compiled.model_dump(
-        mode="json", by_alias=True, exclude={"content_hash", "tool_call_parser", "reasoning_parser"}
+        mode="json",
+        by_alias=True,
+        exclude={"content_hash", "tool_call_parser", "reasoning_parser", "load_metrics"},
     )
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -479,6 +482,8 @@ class RecipeBook:
                 str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
             ),
             "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
+            # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
+            "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
         }
         args = _render(recipe.args, values)
         tool_args: list[str] = []
@@ -514,6 +519,9 @@ class RecipeBook:
             endpoint_type=str(endpoint),
             runtime=recipe.runtime,
             memory=launch.words() if launch else None,
+            kv_cache_bytes=(launch.kv_bytes or None) if launch else None,
+            margin_gi_b=round(launch.margin / GIB, 2) if launch else None,
+            load_metrics=recipe.load_metrics.to_wire() if recipe.load_metrics else None,
         )
         compiled.content_hash = content_hash(compiled)
         return compiled

@@ -6,7 +6,7 @@ import re
 import string
 from typing import Annotated
 
-from isvc_api import EndpointType, ModelFormat, PlacementMode, Quantization, SharingMode, Wire
+from isvc_api import EndpointType, LoadMetrics, ModelFormat, PlacementMode, Quantization, SharingMode, Wire
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 __all__ = [
@@ -42,6 +42,7 @@ PLACEHOLDERS = frozenset(
         "maxNumSeqs",  # vLLM --max-num-seqs of the batch setting the memory model chose
         "maxNumBatchedTokens",  # vLLM --max-num-batched-tokens of that setting
         "enforceEager",  # "" (the group's flag alone) when that setting captures no graphs, else dropped
+        "kvCacheMemoryBytes",  # vLLM --kv-cache-memory-bytes: the KV budget in bytes the memory model gives
     }
 )
 
@@ -194,6 +195,11 @@ class Recipe(Wire):
     health_path: str = Field(default="/health", pattern=r"^/")
     metrics_path: str = Field(default="/metrics", pattern=r"^/")
     api_key_env: Token = Field(description="Environment variable the runtime reads its API key from.")
+    load_metrics: LoadMetrics | None = Field(
+        default=None,
+        description="The runtime's own load gauges on its metrics port and path, which the autoscaler follows; "
+        "absent: the autoscaler follows CPU.",
+    )
     model_file: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9._-]+$",

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Any
 
-from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode, share_in_range
+from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode, claim_capacity_requests, share_in_range
 
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._errors import PlanNotExpressible
@@ -65,10 +64,8 @@ def _claim_spec(inputs: WorkloadInputs) -> dict[str, Any]:
         share = placement.share_percent
         if not share_in_range(share):
             raise PlanNotExpressible("placement.sharePercent", share, "a shared placement takes 1..100")
-        requests: dict[str, str] = {"shares": str(share)}
-        if placement.memory_gi_b is not None:
-            # Some drivers default an unrequested memory capacity to the whole device.
-            requests["memory"] = f"{math.ceil(placement.memory_gi_b * 1024)}Mi"
+    requests = claim_capacity_requests(placement)
+    if requests:
         exactly["capacity"] = {"requests": requests}
     labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
     return {

@@ -16,6 +16,7 @@ from isvc_api import (
     InferenceServiceClassSpec,
     LaunchPlanSpec,
     Placement,
+    ScalingPolicy,
     UpdateStrategy,
 )
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,6 +74,9 @@ class WorkloadInputs(BaseModel):
     constraints: Constraints | None = Field(
         default=None, description="Replica bounds and priority class; None: one replica."
     )
+    scaling: ScalingPolicy | None = Field(
+        default=None, description="The class's scaling policy: targets and the scale-down window."
+    )
     exposure: Exposure = Field(default_factory=Exposure, description="How the endpoint is published.")
     update_strategy: UpdateStrategy | None = Field(default=None, description="How the workload rolls.")
     priority: int = Field(default=0, description="Value of the order's PriorityClass, for claim labels.")
@@ -120,6 +124,7 @@ class WorkloadInputs(BaseModel):
             estimates=plan.estimates,
             runtime=plan.runtime,
             constraints=constraints,
+            scaling=klass.scaling_policy if klass else None,
             exposure=exposure or (klass.exposure if klass and klass.exposure else Exposure()),
             update_strategy=klass.update_strategy if klass else None,
             priority=priority,

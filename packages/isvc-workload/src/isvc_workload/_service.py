@@ -6,6 +6,7 @@ from typing import Any
 
 from isvc_api import LABEL_ORDER
 
+from isvc_workload._autoscaler import MetricsApis, scrape_annotations, scrape_labels
 from isvc_workload._common import WorkloadInputs, child_metadata
 from isvc_workload._ports import SERVICE_PORT, named_port
 
@@ -15,8 +16,9 @@ HTTPS_SERVICE_PORT = 443  # ClusterLocal URLs carry no port: https lands here
 METRICS_SERVICE_PORT = 9090  # scrape here, whether the runtime serves metrics on its API port or its own
 
 
-def service(inputs: WorkloadInputs) -> dict[str, Any]:
-    """ClusterIP Service: 8000 → the runtime's http port, plus its metrics and https ports if it has them."""
+def service(inputs: WorkloadInputs, apis: MetricsApis | None = None) -> dict[str, Any]:
+    """ClusterIP Service: 8000 → the runtime's http port, plus its metrics and https ports if it has them;
+    labelled as Deckhouse's custom scrape target when no PodMonitor scrapes the runtime (`scrape_labels`)."""
     # Target numbers, not names: a runtime may serve metrics on its API port, and the pod names it once.
     http = named_port(inputs.runtime, "http")
     ports: list[dict[str, Any]] = [
@@ -30,10 +32,13 @@ def service(inputs: WorkloadInputs) -> dict[str, Any]:
     https = named_port(inputs.runtime, "https")
     if https is not None:
         ports.append({"name": "https", "port": HTTPS_SERVICE_PORT, "targetPort": https, "protocol": "TCP"})
+    apis = apis or MetricsApis()
+    meta = child_metadata(inputs.order, inputs.name, scrape_annotations(inputs, apis) or None)
+    meta["labels"] = {**meta["labels"], **scrape_labels(inputs, apis)}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": child_metadata(inputs.order, inputs.name),
+        "metadata": meta,
         "spec": {
             "type": "ClusterIP",
             "selector": {LABEL_ORDER: inputs.name},

@@ -50,6 +50,12 @@ class WorkloadSettings(BaseModel):
         default=None,
         description="StorageClass of the model volumes of new sets; None: the cluster's default.",
     )
+    start_gate_wait_seconds: int = Field(
+        default=3600,
+        ge=1,
+        description="How long a runtime sharing its device waits for its turn to start before it starts "
+        "without one (the controller hands turns out; this bounds a wait while it is away).",
+    )
     huggingface_endpoint: str | None = Field(
         default=None,
         description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "

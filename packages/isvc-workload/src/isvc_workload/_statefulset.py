@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from isvc_api import LABEL_ORDER, Authentication, ModelSource, Refusal
+from isvc_api import LABEL_ORDER, Authentication, ModelSource, Refusal, SharingMode
 from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
@@ -20,6 +20,7 @@ from isvc_workload._growth import settled_region_check
 from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
 from isvc_workload._settings import WorkloadSettings
+from isvc_workload._start_gate import START_PERMIT_ANNOTATION, gate_pod_spec
 
 __all__ = [
     "CONTAINER_NAME",
@@ -203,7 +204,8 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
 
     Pods are replaced in place, one at a time (a surge pod would need a device the plan did not reserve), so
     a class's `updateStrategy` Recreate and RollingUpdate roll the same way; Parallel starts every replica at
-    once (ordered start-up buys a model server nothing).
+    once (ordered start-up buys a model server nothing). On a share of a card the runtime starts behind the
+    start gate (`_start_gate`): its pods are born with `start-permit: "0"` and wait for the controller's turn.
     """
     name = inputs.name
     volume = _wanted_volume(inputs, settings)
@@ -211,13 +213,21 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
     pod_annotations = {RUNTIME_HASH_ANNOTATION: content_hash} if content_hash else {}
     if inputs.token_digest:  # the runtime reads its API key at start: a new token needs new pods
         pod_annotations[TOKEN_HASH_ANNOTATION] = inputs.token_digest
+    server = _container(inputs, settings, volume.name)
+    gate_volumes: list[dict[str, Any]] = []
+    if inputs.placement.sharing_mode == SharingMode.SHARES:  # co-tenants of a card start one at a time
+        server, gate_volumes = gate_pod_spec(server, settings.start_gate_wait_seconds)
+        if gate_volumes:
+            pod_annotations[START_PERMIT_ANNOTATION] = "0"
     pod_spec: dict[str, Any] = {
         "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
-        "containers": [_container(inputs, settings, volume.name)],
+        "containers": [server],
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,  # the runtime talks to no API server
         "securityContext": _POD_SECURITY,
     }
+    if gate_volumes:
+        pod_spec["volumes"] = gate_volumes
     fetch = _fetch_container(inputs, settings, volume.name)
     if fetch is not None:
         pod_spec["initContainers"] = [fetch]

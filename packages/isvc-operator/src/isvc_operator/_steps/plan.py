@@ -1,8 +1,14 @@
 """Planned: a placement and a compiled recipe, kept in the order's LaunchPlan.
 
-A stored plan is judged before it is used; one whose inputs still hold is kept without asking the
-planner; otherwise the planner is asked (with what the order holds) and the recipe compiled for its
-placement. A serving order whose recomputation fails keeps its plan in force (LaunchPlanInForce).
+A stored plan is judged by the planner before it is used: whether it is a placement, and whether the order
+still stands on its devices in the planner's ledger, the one account of who holds what (an order of higher
+priority may have been placed there, naming this one as displaced). One whose inputs still hold is kept
+without asking the planner; otherwise the planner is asked (with what the order holds) and the recipe
+compiled for its placement. A serving order whose recomputation fails keeps its plan in force
+(LaunchPlanInForce) — unless it lost its devices: then it is planned elsewhere in the same pass or taken
+down. Both answers come from the one ranking the ledger keeps, and placing the order needs room among all
+other holders of a device, a superset of those ranked above it, so the order is never planned back onto the
+device it lost while nothing changed: no pass undoes the previous pass's work.
 """
 
 from __future__ import annotations
@@ -40,9 +46,10 @@ from isvc_operator._scope import (
     OrderScope,
     take_down_workload,
 )
-from isvc_operator._steps.displacement import PLAN_ANNOTATION, displaced
 
-__all__ = ["step"]
+__all__ = ["PLAN_ANNOTATION", "step"]
+
+PLAN_ANNOTATION = "ai.deckhouse.io/computed-by"  # on LaunchPlans the module computed (not written by hand)
 
 log = logging.getLogger(__name__)
 GV = f"{GROUP}/{VERSION}"
@@ -51,10 +58,12 @@ REFUSED_AFTER = 45.0  # seconds a planned claim stays unallocated before the pla
 
 @attrs.frozen
 class _Stored:
-    """The LaunchPlan read this pass: None when there is none or it was just taken down."""
+    """The LaunchPlan read this pass: None when there is none or it was just taken down; `lost`: why the
+    order no longer stands on its devices in the planner's ledger (empty: it does)."""
 
     raw: Obj | None
     spec: LaunchPlanSpec | None
+    lost: tuple[str, ...] = ()
 
 
 def _hash(*parts: Any) -> str:
@@ -124,7 +133,7 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
             Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {_field(exc)}; {whose}."
         )
     try:
-        bad = deps.planner.judge(spec.placement)
+        judgement = deps.planner.judge(scope.namespace, scope.name, spec.placement)
     except TemporaryError as exc:
         scope.requeue(RETRY_SOON)
         if spec.runtime is not None and _serving(scope, deps):  # an outage never takes a Ready order down
@@ -138,18 +147,18 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
                 ),
             )
         return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
-    if bad is not None:
+    if judgement.refusal is not None:
         return Verdict.refuse(
-            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {bad.message}; {whose}."
+            Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
+            f"LaunchPlan {scope.name!r}: {judgement.refusal.message}; {whose}.",
         )
     outside = _outside_policy(scope, spec.placement)
     if outside is not None:
         return Verdict.refuse(
             Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {outside}; {whose}."
         )
-    if by_module and displaced(deps.cluster, scope.key, raw):
-        _take_down(scope, deps)
-        return _Stored(None, None)
+    if judgement.lost:
+        return _Stored(raw, spec, judgement.lost)
     if scope.facts is not None and spec.inputs_hash == _inputs_hash(scope, deps):
         runtime = _recompiled(scope, deps, spec)
     else:  # an edit waits for a new plan, or the model source is down: only the module's own runtime stays
@@ -191,18 +200,37 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
     return compiled
 
 
-def _take_down(scope: OrderScope, deps: Deps) -> None:
-    """This order's plan lost its device to one of higher priority: its own plan and workload go."""
+def _take_down(scope: OrderScope, deps: Deps, why: str) -> None:
+    """This order's plan lost its device to one of higher priority and nothing else has room: its own plan
+    and workload go, and it waits for room."""
     deps.cluster.delete(GV, "LaunchPlan", scope.namespace, scope.name)
     take_down_workload(scope, deps)
     scope.launch_plan_name = None
     scope.launch_plan_obj = None
+    scope.unplaced = True
     scope.event(
         "Warning",
         "Preempted",
-        "An order of higher priority took the device this order held; its "
-        "workload is taken down and it is planned again, waiting for room if there is none.",
+        f"An order of higher priority took the device this order held ({why}); nothing else has room, so its "
+        "workload is taken down and it waits for room.",
     )
+
+
+def _lost(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
+    """The order lost its devices in the planner's ledger: planned again in this pass (never back onto what
+    it lost), or taken down to wait when nothing else has room."""
+    why = "; ".join(stored.lost)
+    verdict = _compute(scope, deps, stored, inputs)
+    if scope.plan is not None:
+        scope.event(
+            "Warning",
+            "Preempted",
+            f"An order of higher priority took the device this order held ({why}); it is planned elsewhere: "
+            f"{verdict.message}",
+        )
+        return verdict
+    _take_down(scope, deps, why)
+    return verdict
 
 
 def _plan_message(plan: LaunchPlanSpec) -> str:
@@ -213,6 +241,12 @@ def _plan_message(plan: LaunchPlanSpec) -> str:
         f"{p.placement_mode.value}{share} of {p.device_count}× {p.accelerator_product_name} "
         f"({p.device_class_name}) on {p.node_name}, runtime {runtime}."
     )
+
+
+def _launch_figure(plan: LaunchPlanSpec, field: str) -> Any:
+    """A figure of the launch: the compiled runtime's, else the plan's estimate of it."""
+    compiled = getattr(plan.runtime, field, None) if plan.runtime else None
+    return compiled if compiled is not None else getattr(plan.estimates, field, None)
 
 
 def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | None) -> None:
@@ -237,6 +271,9 @@ def _adopt(scope: OrderScope, plan: LaunchPlanSpec, replans: int, inputs: str | 
         kv_bytes_per_token=e.kv_bytes_per_token if e else None,
         overhead_gi_b=e.overhead_gi_b if e else None,
         context_length=e.context_length if e else None,
+        # what the compiled launch states (its flags), else what the plan estimated
+        kv_cache_bytes=_launch_figure(plan, "kv_cache_bytes"),
+        margin_gi_b=_launch_figure(plan, "margin_gi_b"),
         runtime=plan.runtime.recipe if plan.runtime else None,
         replan_count=replans,
         inputs_hash=inputs,
@@ -265,11 +302,12 @@ def _serving(scope: OrderScope, deps: Deps) -> bool:
 
 
 def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusal: Refusal) -> Verdict:
-    """A recomputation that failed: the plan in force stays for a serving order, else the refusal."""
-    if refusal.reason.retried:
+    """A recomputation that failed: the plan in force stays for a serving order (not for one that lost its
+    devices), else the refusal. A refusal for want of room waits in the waiting room, on no timer."""
+    if refusal.reason.retried and refusal.reason not in NO_ROOM:
         scope.requeue(RETRY_CAPACITY)
     existing = stored.spec
-    if existing is not None and existing.runtime is not None and _serving(scope, deps):
+    if existing is not None and not stored.lost and existing.runtime is not None and _serving(scope, deps):
         previous = scope.previous.resolved
         replans = previous.replan_count if previous else 0
         counted = previous is not None and previous.inputs_hash == inputs
@@ -311,7 +349,11 @@ def _scheduler_refused(scope: OrderScope, plan: LaunchPlanSpec) -> str | None:
     if last is None or last.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
         return None
     times = [t for t in (last.last_transition_time, plan.planned_at) if t is not None]
-    if not times or (scope.now - max(times)).total_seconds() < REFUSED_AFTER:
+    if not times:
+        return None
+    waited = (scope.now - max(times)).total_seconds()
+    if waited < REFUSED_AFTER:
+        scope.requeue(REFUSED_AFTER - waited)  # told to the planner then; the room takes it from there
         return None
     return last.message if "cannot allocate all claims" in last.message else None
 
@@ -337,11 +379,10 @@ def _compute(
                 reason=Reason.PLANNER_REQUEST_FAILED, message=f"the planner did not answer ({exc}); retried."
             ),
         )
-    scope.wake.extend(outcome.placed_together)
     if refused is not None and outcome.placement is None and stored.spec is not None:
-        # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted).
+        # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted),
+        # and the order in the waiting room, moved when room appears elsewhere.
         _keep(scope, stored.spec)
-        scope.requeue(RETRY_CAPACITY)
         why = outcome.refusal.message if outcome.refusal else "no answer"
         return Verdict.ok(
             StatusReason.PLANNED,
@@ -367,7 +408,7 @@ def _compute(
     )
     if isinstance(compiled, Refusal):
         deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
-        return _refused(scope, deps, stored, inputs, compiled)
+        return _refused(scope, deps, stored, inputs, _unserved(outcome.placement, compiled))
     plan = LaunchPlanSpec(
         placement=outcome.placement,
         estimates=outcome.estimates,
@@ -390,6 +431,24 @@ def _compute(
     recomputed = stored.spec is not None or (previous is not None and previous.device_class is not None)
     _adopt(scope, plan, replans + (1 if recomputed else 0), inputs)
     return Verdict.ok(StatusReason.PLANNED, _plan_message(plan))
+
+
+def _unserved(placement: Placement, refusal: Refusal) -> Refusal:
+    """The recipes refused the planner's placement although they serve the model (its requirements held):
+    the placement is the problem, not the model, so the reason is the placement's (it waits for room) and
+    never the permanent NoCompatibleRuntimeAvailable on the way to it (issue 26)."""
+    if refusal.reason not in (Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE, Reason.QUANTIZATION_MISMATCH):
+        return refusal
+    where = (
+        f"{placement.accelerator_product_name} ({placement.placement_mode.value}, {placement.device_count})"
+    )
+    return Refusal(
+        reason=Reason.NO_COMPATIBLE_PLACEMENT,
+        message=(
+            f"No room now in a form a runtime serves: the planner's placement on {where} is one the recipes do "
+            f"not run the model on ({refusal.message}). Replanned when capacity changes."
+        ),
+    )
 
 
 def _model_source_down(scope: OrderScope, deps: Deps) -> Verdict | None:
@@ -428,6 +487,8 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if isinstance(stored, Verdict):
         return stored
     inputs = _inputs_hash(scope, deps)
+    if stored.lost:
+        return _lost(scope, deps, stored, inputs)
     existing = stored.spec
     refused = _scheduler_refused(scope, existing) if existing is not None else None
     if refused is not None:  # the scheduler could not allocate the plan's claim: the planner plans again

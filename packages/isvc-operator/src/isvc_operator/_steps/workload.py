@@ -19,7 +19,8 @@ from isvc_api import (
 )
 
 from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable, namespace_terminating
-from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._steps.start_turn import take_turns
 
 __all__ = ["step"]
 
@@ -236,6 +237,21 @@ def _pace(scope: OrderScope, deps: Deps, manifests: list[Obj], verdict: Verdict)
     return verdict
 
 
+def _prune_autoscaling(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> None:
+    """What scaled or scraped the order before and is not wanted now goes: the class dropped its autoscaler,
+    or the cluster's metrics path changed (KEDA installed, Deckhouse's adapter enabled). Only objects the
+    order controls: KEDA's own HPA of a ScaledObject carries the order's labels too, and is KEDA's."""
+    wanted = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    uid = scope.order.metadata.uid
+    for api_version, kind in deps.workload.autoscaling_kinds:
+        for held in deps.cluster.owned(kind, scope.namespace, scope.name):
+            name = held["metadata"]["name"]
+            owners = held["metadata"].get("ownerReferences") or []
+            ours = any(o.get("uid") == uid and o.get("controller") for o in owners)
+            if ours and (kind, name) not in wanted:
+                deps.cluster.delete(api_version, kind, scope.namespace, name)
+
+
 def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
     """A plan that needs another claim rolls onto a new template; an old one goes once no pod uses it."""
     in_use = {
@@ -391,11 +407,8 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
-    if not any(m["kind"] == "HorizontalPodAutoscaler" for m in manifests):  # the class dropped its autoscaler
-        for hpa in deps.cluster.owned("HorizontalPodAutoscaler", scope.namespace, scope.name):
-            deps.cluster.delete(
-                "autoscaling/v2", "HorizontalPodAutoscaler", scope.namespace, hpa["metadata"]["name"]
-            )
+    _prune_autoscaling(scope, deps, manifests)
+    scope.scaling = deps.workload.scaling(scope.order, scope.plan, scope.policy)
     if not any(
         m["kind"] == "PodDisruptionBudget" for m in manifests
     ):  # the class keeps it at one replica now
@@ -435,6 +448,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         quotas,
     )
     scope.startup_failure = failure
+    verdict = take_turns(scope, deps, children.deployment, children.pods, children.claims, verdict)
     verdict = _pace(scope, deps, manifests, verdict)
     turned_down = [
         (p, "v1", "Pod", claim_refusals[p["metadata"]["name"]])
@@ -452,8 +466,9 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if sets and failed_create is not None:
         turned_down.append((sets[0], "apps/v1", "StatefulSet", str(failed_create.get("message") or "")))
     by_quota = _quota_refused(scope, deps, turned_down, quotas) if not verdict.holds else False
-    if not verdict.holds and not (by_quota and verdict.reason == Reason.WORKLOAD_ERROR.value):
-        # A quota's refusal waits for the quota to change (watched), not for a timer.
-        exhausted = verdict.reason == Reason.RESOURCE_CLAIM_EXHAUSTED.value
-        scope.requeue(RETRY_CAPACITY if exhausted else RETRY_SOON)
+    # A claim the scheduler cannot allocate: Planned times the planner's turn; a quota's refusal waits for the
+    # quota to change (watched), not for a timer.
+    quota_waits = by_quota and verdict.reason == Reason.WORKLOAD_ERROR.value
+    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value and not quota_waits:
+        scope.requeue(RETRY_SOON)
     return verdict

@@ -1,0 +1,217 @@
+"""Growth on load (issue 28): llama.cpp's own queue drives the replicas through the cluster's metrics path.
+
+Everything on the path is real: llama-server on the real node publishes `llamacpp:requests_deferred`, a
+Prometheus built from its Go module scrapes it through the PodMonitor the controller made (with the order's
+token), prometheus-adapter serves the PodMetric the controller made as the custom metrics API through the API
+server's aggregation layer, and kube-controller-manager's HPA controller scales the order's StatefulSet. The
+load is the openai client's concurrent streaming chats, more than the server's four slots hold.
+
+The card is set up so that the second replica has no room: the class permits 60 % shares only, so the planned
+card (100 shares) holds one replica; the second replica's claim finds no device, the order says
+GrowthClaimUnplaced and stays Ready, and when the load stops the set goes back to one replica after the
+class's (shortened) scale-down window.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from isvc_testbed.cluster import HPA_SYNC_SECONDS, Cluster
+from isvc_testbed.fleet import Fleet
+from isvc_testbed.helpers import wait_for
+from isvc_testbed.llamabed import REPO, Bed, llama_bed
+from isvc_testbed.monitoring import SCRAPE_SECONDS, Monitoring, monitoring
+from isvc_testbed.orders import condition, hf
+from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, port_forward
+from isvc_testbed.standin import StandIn
+from kubernetes import client as k8s
+
+CLASS = "real-node-grow"
+ORDER = "tiny-grow"
+WINDOW = 10  # the class's scale-down window, seconds (600 by default)
+STREAMS = 12  # concurrent streaming chats: llama-server serves 4 at once, the rest wait (requests_deferred)
+
+
+@pytest.fixture(scope="module")
+def bed(
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    alice_api: k8s.ApiClient,
+    fleet: Fleet,
+    standin: StandIn,
+    team_a: str,
+    catalog_crds: list[str],
+) -> Iterator[tuple[Bed, Monitoring]]:
+    """The llama.cpp bed with the metrics path up before the order (the controller finds its kinds served)."""
+    with (
+        monitoring(cluster) as watch,
+        llama_bed(cluster, admin_api, alice_api, standin.url_template, team_a) as bed,
+    ):
+        yield bed, watch
+
+
+class Load:
+    """`STREAMS` workers, each sending streaming chats to the order's pod one after another until stopped
+    (through `kubectl port-forward` at `port`: the API server's port-forward, as the probes go, but kubectl's
+    own client, which carries many streams at once)."""
+
+    def __init__(self, bed: Bed, served: str, port: int) -> None:
+        self.bed, self.served, self.port = bed, served, port
+        self.stop = threading.Event()
+        self.done = 0
+        self.errors: list[str] = []
+        self.workers = [threading.Thread(target=self._run, daemon=True) for _ in range(STREAMS)]
+
+    def _run(self) -> None:
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{self.port}/v1",
+            api_key=self.bed.token(ORDER),
+            max_retries=0,
+            timeout=120,
+        )
+        while not self.stop.is_set():
+            try:
+                stream = client.chat.completions.create(
+                    model=self.served,
+                    max_tokens=64,  # four slots share the tiny model's 512-token context (tinymodel.py)
+                    stream=True,
+                    messages=[{"role": "user", "content": "Tell a long story."}],
+                    extra_body={"ignore_eos": True},
+                )
+                for _ in stream:
+                    pass
+                self.done += 1
+            except Exception as e:  # counted: a run of failures shows in the assertion below
+                self.errors.append(repr(e))
+                time.sleep(0.5)
+
+    def __enter__(self) -> Load:
+        for w in self.workers:
+            w.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        for w in self.workers:
+            w.join(150)
+
+
+def _hpa(bed: Bed) -> Any:
+    return k8s.AutoscalingV2Api(bed.orders.admin_api).read_namespaced_horizontal_pod_autoscaler(
+        ORDER, bed.orders.ns
+    )
+
+
+def _replicas(bed: Bed) -> int:
+    workload: Any = k8s.AppsV1Api(bed.orders.admin_api).read_namespaced_stateful_set(ORDER, bed.orders.ns)
+    return int(workload.spec.replicas or 0)
+
+
+def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_then_goes_back_to_one(
+    bed: tuple[Bed, Monitoring],
+) -> None:
+    llama, watch = bed
+    orders = llama.orders
+    llama.forwarder.pod = f"{ORDER}-0"
+    orders.create_class(
+        CLASS,
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": {
+                "deviceClassNames": ["gpu.nvidia.com"],
+                "selector": REAL_NODE_GPU_SELECTOR,
+                "allowedSharePercents": [60],  # one replica per card
+            },
+            "scalingPolicy": {
+                "minReplicas": 1,
+                "maxReplicas": 2,
+                "autoscaler": True,
+                "targets": {"requestsWaitingPerReplica": 1},
+                "scaleDownStabilizationSeconds": WINDOW,
+            },
+        },
+    )
+    orders.create(ORDER, hf(REPO), CLASS)
+    try:
+        status = orders.wait_ready(ORDER, timeout=180)
+    except TimeoutError as e:
+        raise AssertionError(f"{e}\n{llama.diagnosis(ORDER)}") from None
+    # the order says what it scales on, and how the autoscaler reads it
+    assert status["scaling"] == {
+        "signal": "Queue",
+        "path": "PrometheusMetricsAdapter",
+        "metrics": [{"name": "llamacpp:requests_deferred", "target": "1"}],
+        "autoscaler": f"HorizontalPodAutoscaler/{ORDER}",
+    }, status.get("scaling")
+    placed = orders.plan(ORDER)
+    assert placed is not None and placed["spec"]["placement"]["sharePercent"] == 60
+    metric = f"{ORDER}-waiting"
+    # Prometheus scraped the pod with the order's token, and the adapter serves the PodMetric's query
+    wait_for(
+        lambda: watch.query(f'llamacpp:requests_deferred{{namespace="{orders.ns}",pod="{ORDER}-0"}}'),
+        60,
+        interval=1,
+        what="llama-server's queue gauge scraped by Prometheus",
+    )
+    [item] = wait_for(
+        lambda: watch.custom_metric(orders.ns, metric), 60, interval=1, what="the custom metric"
+    )
+    assert (item["describedObject"]["name"], item["value"]) == (f"{ORDER}-0", "0")
+    assert _replicas(llama) == 1
+
+    not_ready: list[str] = []
+    started = time.monotonic()
+    plan = orders.plan(ORDER)
+    assert plan is not None
+    http = next(p["containerPort"] for p in plan["spec"]["runtime"]["ports"] if p["name"] == "http")
+    with (
+        port_forward(llama.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", http) as port,
+        Load(llama, plan["spec"]["runtime"]["servedName"], port) as load,
+    ):
+        # the HPA controller asks for a second replica because of the queue
+        wait_for(lambda: _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for")
+        grew = time.monotonic() - started
+        hpa = _hpa(llama)
+        [current] = hpa.status.current_metrics
+        assert (current.type, current.pods.metric.name) == ("Pods", metric)
+        assert current.pods.current.average_value not in ("0", None), current  # the queue, per replica
+        assert hpa.status.desired_replicas == 2
+        # the new replica's claim finds no device on the planned card: the order says so, and serves
+        event = wait_for(
+            lambda: [e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"],
+            60,
+            interval=1,
+            what="a GrowthClaimUnplaced event",
+        )
+        assert f"{ORDER}-1" in event[0][2], event
+        status = orders.status(ORDER)
+        if condition(status, "Ready").get("status") != "True":
+            not_ready.append(str(condition(status, "Ready")))
+        scaling = condition(status, "ScalingHealthy")
+        assert (scaling.get("status"), scaling.get("reason")) == ("False", "ScaleUpBlocked"), scaling
+        assert "the autoscaler asked for 2" in scaling["message"]
+        load.stop.set()
+        stopped = time.monotonic()  # the queue was long until now: the window starts here at the earliest
+    assert load.done > 0, load.errors[-3:]
+    # load gone: back to one replica after the class's window, and the order was Ready all along
+    wait_for(lambda: _replicas(llama) == 1, WINDOW + 60, interval=1, what="back to one replica")
+    shrank = time.monotonic() - stopped
+    status = orders.wait(
+        ORDER,
+        lambda s: condition(s, "ScalingHealthy").get("status") == "True",
+        60,
+        "ScalingHealthy again",
+    )
+    assert condition(status, "Ready").get("status") == "True" and not not_ready, not_ready
+    print(
+        f"growth: a second replica {grew:.0f}s after the load began (HPA sync {HPA_SYNC_SECONDS}s, scrape "
+        f"{SCRAPE_SECONDS}s); back to one {shrank:.0f}s after it stopped (window {WINDOW}s)"
+    )
+    assert shrank >= WINDOW - HPA_SYNC_SECONDS  # the last pass that saw the queue may precede the stop by one
+    llama.gone(ORDER)

@@ -1,0 +1,155 @@
+"""Runtimes that share a card start one at a time (issue 25), on a real control plane.
+
+KWOK runs no process: its start-gate stages (isvc_testbed/kwok-start-gate.yaml) stand for the few lines of sh
+the runtime container starts behind, so a pod on a share runs, not ready, until the controller writes its
+start permit, and only then does its runtime "start" and get Ready. Times are read from the API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from isvc_testbed.cluster import HANGING_NAMESPACE, SLOW_START_NAMESPACE
+from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.module import START_TURN_SECONDS
+from isvc_testbed.orders import Orders, condition, hf
+from kubernetes import client as k8s
+
+pytestmark = pytest.mark.e2e
+
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+GPU = "gpu.nvidia.com"
+PERMIT = "ai.deckhouse.io/start-permit"
+PERMITTED_AT = "ai.deckhouse.io/start-permitted-at"
+
+
+class Bed(Orders):
+    def one_card(self, name: str, fleet: Any) -> str:
+        """A class whose orders all land on one H100 (pinned by its uuid), as shares."""
+        uuid = fleet.device("gpu-h100-0", "gpu-7").uuid
+        self.create_class(
+            name,
+            {
+                "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+                "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                "acceleratorPolicy": {
+                    "deviceClassNames": [GPU],
+                    "selector": f"device.attributes['{GPU}'].uuid == '{uuid}'",
+                },
+            },
+        )
+        return name
+
+    def pod(self, name: str) -> Any:
+        """The order's one pod; None before the set has made it."""
+        pods = (
+            k8s.CoreV1Api(self.admin_api)
+            .list_namespaced_pod(self.ns, label_selector=f"ai.deckhouse.io/inference-service={name}")
+            .items
+        )
+        assert len(pods) <= 1, [p.metadata.name for p in pods]
+        return pods[0] if pods else None
+
+    def permit(self, name: str) -> str | None:
+        pod = self.pod(name)
+        return None if pod is None else (pod.metadata.annotations or {}).get(PERMIT)
+
+
+def _ready_since(pod: Any) -> datetime:
+    return next(
+        c.last_transition_time for c in pod.status.conditions if c.type == "Ready" and c.status == "True"
+    )
+
+
+def _started(pod: Any) -> datetime:
+    [server] = [s for s in pod.status.container_statuses if s.name == "server"]
+    return server.state.running.started_at
+
+
+def _permitted(pod: Any) -> datetime:
+    return datetime.fromisoformat(pod.metadata.annotations[PERMITTED_AT].replace("Z", "+00:00"))
+
+
+def _args(bed: Bed, name: str) -> list[str]:
+    workload = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns)
+    [server] = [c for c in workload.spec.template.spec.containers if c.name == "server"]
+    return [*server.command, *server.args]
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    """Alice's orders in namespace start-slow, where KWOK's runtime takes 1.5 s from permit to Ready."""
+    slow = user_namespace(
+        admin_api, SLOW_START_NAMESPACE, user="alice", cluster_role="d8:user-authz:isvc:editor"
+    )
+    with Bed(module, admin_api, alice_api, slow) as b:
+        yield b
+
+
+def test_two_orders_on_one_card_start_one_after_the_other_with_their_kv_budgets(bed: Bed, fleet: Any) -> None:
+    klass = bed.one_card("gate-one-card", fleet)
+    first, second = bed.create("gate-1", hf(QWEN), klass), bed.create("gate-2", hf(QWEN), klass)
+    statuses = {n: bed.wait_ready(n) for n in (first, second)}
+    pods = {n: bed.pod(n) for n in (first, second)}
+    devices = {tuple(statuses[n]["resolved"]["devices"]) for n in (first, second)}
+    assert len(devices) == 1, devices  # one card
+    earlier, later = sorted((first, second), key=lambda n: _permitted(pods[n]))
+    assert pods[earlier].metadata.annotations[PERMIT] == pods[later].metadata.annotations[PERMIT] == "1"
+    # the later one's runtime started only once the earlier one was Ready (seconds, as the API server keeps them);
+    # a start takes 1.5 s here, so two let go together would be less than that apart
+    assert _permitted(pods[later]) >= _ready_since(pods[earlier])
+    assert (_permitted(pods[later]) - _permitted(pods[earlier])).total_seconds() >= 1.5
+    assert _started(pods[later]) >= _ready_since(pods[earlier])
+    for name in (first, second):
+        args = _args(bed, name)
+        assert args[:2] == ["/bin/sh", "-c"]  # behind the start gate
+        budget = int(args[args.index("--kv-cache-memory-bytes") + 1])
+        plan = bed.plan(name)
+        assert plan is not None
+        assert (
+            budget == plan["spec"]["estimates"]["kvCacheBytes"] == statuses[name]["resolved"]["kvCacheBytes"]
+        )
+        assert "--kv-cache-memory-bytes" in plan["spec"]["runtime"]["args"]
+        assert statuses[name]["resolved"]["marginGiB"] > 0
+
+
+def test_a_co_tenant_that_never_gets_ready_holds_the_other_only_for_the_bounded_turn(
+    module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str, fleet: Any
+) -> None:
+    hanging_ns = user_namespace(
+        admin_api, HANGING_NAMESPACE, user="alice", cluster_role="d8:user-authz:isvc:editor"
+    )
+    with (
+        Bed(module, admin_api, alice_api, hanging_ns) as there,
+        Bed(module, admin_api, alice_api, team_a) as here,
+    ):
+        klass = here.one_card("gate-hang-card", fleet)
+        stuck = there.create("gate-stuck", hf(QWEN), klass)
+        wait_for(
+            lambda: there.permit(stuck) == "1",
+            60,
+            what="the hanging order's replica holding the card's turn",
+        )
+        waiting = here.create("gate-waits", hf(QWEN), klass)
+        status = here.wait(
+            waiting,
+            lambda s: "waits for its turn" in condition(s, "WorkloadReady").get("message", ""),
+            60,
+            "the second order waiting for its turn",
+        )
+        assert condition(status, "WorkloadReady")["reason"] == "WorkloadNotReady"
+        message = condition(status, "WorkloadReady")["message"]
+        assert f"order {stuck} of another namespace is starting" in message, message
+        assert HANGING_NAMESPACE not in message
+        here.wait_ready(waiting, timeout=START_TURN_SECONDS + 60)
+        permitted, held_since = _permitted(here.pod(waiting)), _permitted(there.pod(stuck))
+        assert (permitted - held_since).total_seconds() >= START_TURN_SECONDS
+        said = there.wait(
+            stuck,
+            lambda s: "start now without waiting for it" in condition(s, "WorkloadReady").get("message", ""),
+            30,
+            "the hanging order saying why its co-tenants went on",
+        )
+        assert condition(said, "WorkloadReady")["reason"] == "WorkloadNotReady"

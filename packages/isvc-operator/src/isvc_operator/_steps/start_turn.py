@@ -1,0 +1,114 @@
+"""WorkloadReady on a shared card: each replica takes its device's turn before its runtime starts.
+
+The turn is a coordination Lease per device in the module's namespace (isvc_workload's start gate): an
+order's pass takes it for its own waiting replica with an optimistic write, then writes that replica's
+start permit. A turn passes when the start is Ready, ends (the container exits or restarts, the pod goes)
+or outlasts `Deps.start_turn_seconds`; a waiting replica's pass sees that and takes it. Nothing is kept in
+memory: a restarted controller reads the Leases and the pods and goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from isvc_api import Reason, Verdict
+from isvc_workload import (
+    CONTAINER_NAME,
+    START_PERMIT_ANNOTATION,
+    device_of,
+    overdue_message,
+    permit_manifest,
+    permitted_at,
+    start_asked,
+    start_state,
+    turn_lease,
+    turn_lease_name,
+    turn_of,
+    waiting_message,
+)
+
+from isvc_operator._ports import Deps, Obj
+from isvc_operator._scope import RETRY_SOON, OrderScope
+
+__all__ = ["take_turns"]
+
+log = logging.getLogger(__name__)
+_LOST_RACE = 1.0  # another pass took the turn between read and write: look again in a second
+
+
+def _of_set(pod: Obj, workload: Obj | None) -> bool:
+    """Whether the set of the order made the pod (a namespace user can make pods with the order's label)."""
+    uid = ((workload or {}).get("metadata") or {}).get("uid")
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return bool(uid) and any(o.get("uid") == uid and o.get("controller") for o in owners)
+
+
+def _permit(scope: OrderScope, deps: Deps, pod: Obj, start: int) -> None:
+    deps.cluster.apply(permit_manifest(pod, start, scope.now))
+    log.info(
+        "%s/%s: pod %s may start (start %d)", scope.namespace, scope.name, pod["metadata"]["name"], start
+    )
+
+
+def _overdue(scope: OrderScope, deps: Deps, pod: Obj) -> str | None:
+    """The message of a permitted start that outlasted its turn; asks for a pass when it would."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    permit = str(annotations.get(START_PERMIT_ANNOTATION) or "0")
+    since = permitted_at(pod)
+    if since is None or not permit.isdigit() or int(permit) < 1:
+        return None
+    if start_state(pod, CONTAINER_NAME, int(permit)) != "starting":
+        return None
+    elapsed = (scope.now - since).total_seconds()
+    if elapsed < deps.start_turn_seconds:
+        scope.requeue(deps.start_turn_seconds - elapsed + 1)
+        return None
+    return overdue_message(pod["metadata"]["name"], since, deps.start_turn_seconds)
+
+
+def _take(scope: OrderScope, deps: Deps, pod: Obj, start: int, claims: list[Obj]) -> str | None:
+    """Take the device's turn for this start if nobody holds it; the wait's message when someone does."""
+    device = device_of(pod, claims)
+    if device is None:
+        return None
+    lease = deps.cluster.lease(deps.namespace, turn_lease_name(device))
+    turn = turn_of(lease)
+    if turn is not None and turn.of(pod, start):  # taken on an earlier pass; its permit may not be written
+        _permit(scope, deps, pod, start)
+        return None
+    if turn is not None and scope.now < turn.until and turn.uid != pod["metadata"].get("uid"):
+        holder = deps.cluster.cached("Pod", turn.namespace, turn.pod)
+        same = holder is not None and (holder.get("metadata") or {}).get("uid") == turn.uid
+        if same and start_state(holder, CONTAINER_NAME, turn.start) == "starting":
+            scope.requeue(min(RETRY_SOON, (turn.until - scope.now).total_seconds() + 1))
+            return waiting_message(pod["metadata"]["name"], scope.namespace, device, turn)
+    version = ((lease or {}).get("metadata") or {}).get("resourceVersion")
+    wanted = turn_lease(
+        deps.namespace, device, pod, start, scope.name, scope.now, deps.start_turn_seconds, version
+    )
+    if not deps.cluster.take_lease(wanted):
+        scope.requeue(_LOST_RACE)
+        return None
+    _permit(scope, deps, pod, start)
+    return None
+
+
+def take_turns(
+    scope: OrderScope, deps: Deps, workload: Obj | None, pods: list[Obj], claims: list[Obj], verdict: Verdict
+) -> Verdict:
+    """Hand the order's waiting replicas their device's turn, and say why one waits or outlasts its turn.
+
+    The verdict changes only where it said the replicas are coming up (WorkloadNotReady)."""
+    waits: list[str] = []
+    overdue: list[str] = []
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        if not _of_set(pod, workload):
+            continue
+        start = start_asked(pod, CONTAINER_NAME)
+        words = _take(scope, deps, pod, start, claims) if start is not None else _overdue(scope, deps, pod)
+        if words is not None:
+            (waits if start is not None else overdue).append(words)
+    said = waits + overdue
+    if not said or verdict.holds or verdict.reason != Reason.WORKLOAD_NOT_READY.value:
+        return verdict
+    return Verdict.refuse(Reason.WORKLOAD_NOT_READY, said[0])

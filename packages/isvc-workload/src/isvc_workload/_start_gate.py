@@ -1,0 +1,341 @@
+"""One start at a time per shared device: the pod side of the gate and the turns the controller hands out.
+
+Runtimes that share a card must not run their start-up (weights load, vLLM's memory profile, graph capture)
+together: each would count the other's loading as its own. The gate has two halves:
+
+- In the pod (`gate_pod_spec`): the runtime's command runs behind a few lines of `sh` that count the
+  container's starts (an emptyDir outlives a container restart) and wait until the pod's annotation
+  `ai.deckhouse.io/start-permit`, read through a downward API volume, names this start. Every start waits,
+  the first and each restart alike; the pod needs no API access and no rights. If no permit comes within
+  `wait_seconds` (the controller is gone), the runtime starts anyway and says so.
+- In the controller (`Turn`, `start_asked`, `start_state`, `turn_lease`): a coordination Lease per device, in
+  the module's namespace, names the one start under way. An order's pass takes the Lease for its own pod
+  (an update or create with the Lease's resourceVersion: two passes never both win) and then writes the
+  permit on that pod. A start ends when its container is Ready, exits or restarts, or after the bounded
+  turn; then the next one waiting takes the Lease.
+
+Pure: dicts in, dicts and words out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from isvc_api import LABEL_MANAGED_BY
+
+__all__ = [
+    "START_COUNT_PATH",
+    "START_GATE_PATH",
+    "START_PERMITTED_AT_ANNOTATION",
+    "START_PERMIT_ANNOTATION",
+    "START_TURN_LABEL",
+    "DeviceKey",
+    "Turn",
+    "device_of",
+    "gate_pod_spec",
+    "overdue_message",
+    "permit_manifest",
+    "permitted_at",
+    "start_asked",
+    "start_state",
+    "turn_lease",
+    "turn_lease_name",
+    "turn_of",
+    "waiting_message",
+]
+
+START_PERMIT_ANNOTATION = "ai.deckhouse.io/start-permit"  # the start the pod may run: 0 none yet, then 1, 2 …
+START_PERMITTED_AT_ANNOTATION = "ai.deckhouse.io/start-permitted-at"  # when that permit was written
+START_TURN_LABEL = "ai.deckhouse.io/start-turn"  # on the Leases that hold a device's turn
+_HOLDER = "ai.deckhouse.io/start-holder"  # on the Lease: <namespace>/<pod>/<uid>/<start>
+_ORDER = "ai.deckhouse.io/start-order"  # on the Lease: <namespace>/<order> of the holder
+_DEVICE = "ai.deckhouse.io/start-device"  # on the Lease: <driver>/<pool>/<device>
+START_GATE_PATH = "/etc/isvc/start-gate"
+START_COUNT_PATH = "/run/isvc/start"
+_GATE_VOLUME = "start-gate"
+_COUNT_VOLUME = "start-count"
+_FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
+
+DeviceKey = tuple[str, str, str]  # (driver, pool, device)
+
+# $0 names the gate; "$@" is the runtime's command and arguments. `read` and the arithmetic are built into
+# every POSIX sh (dash, bash, busybox ash); `sleep` runs in the background so a TERM ends the wait at once.
+_SCRIPT = """trap 'exit 143' TERM INT
+c=0; {{ read -r c < {count}/starts; }} 2>/dev/null
+case "$c" in ''|*[!0-9]*) c=0;; esac
+n=$((c + 1)); echo "$n" > {count}/starts
+w=0
+while :; do
+  p=0; {{ read -r p < {gate}/permit; }} 2>/dev/null
+  case "$p" in ''|*[!0-9]*) p=0;; esac
+  [ "$p" -ge "$n" ] && break
+  if [ "$w" -ge {limit} ]; then
+    echo "isvc start gate: start $n had no turn after {limit} s; starting without one" >&2; break
+  fi
+  [ "$w" -eq 0 ] && echo "isvc start gate: start $n waits for its turn on the shared device" >&2
+  sleep 1 & wait $!
+  w=$((w + 1))
+done
+echo "isvc start gate: start $n goes after $w s" >&2
+exec "$@"
+"""
+
+
+def gate_pod_spec(
+    container: dict[str, Any], wait_seconds: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The runtime container behind the gate, and the two volumes the gate reads and writes.
+
+    The container keeps its arguments; its command becomes `sh -c <gate> start-gate <command>`, so a runtime
+    whose recipe names no command (the image's entrypoint) cannot be gated and is returned as it is."""
+    command = list(container.get("command") or [])
+    if not command:
+        return container, []
+    script = _SCRIPT.format(count=START_COUNT_PATH, gate=START_GATE_PATH, limit=int(wait_seconds))
+    gated = {
+        **container,
+        "command": ["/bin/sh", "-c", script, "start-gate", *command],
+        "volumeMounts": [
+            *container.get("volumeMounts", []),
+            {"name": _GATE_VOLUME, "mountPath": START_GATE_PATH, "readOnly": True},
+            {"name": _COUNT_VOLUME, "mountPath": START_COUNT_PATH},
+        ],
+    }
+    volumes = [
+        {
+            "name": _GATE_VOLUME,
+            "downwardAPI": {
+                "items": [
+                    {
+                        "path": "permit",
+                        "fieldRef": {"fieldPath": f"metadata.annotations['{START_PERMIT_ANNOTATION}']"},
+                    }
+                ]
+            },
+        },
+        {"name": _COUNT_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
+    return gated, volumes
+
+
+# ---------------------------------------------------------------------------------------- the pod's state
+
+
+def _server(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((s for s in statuses if s.get("name") == container), None)
+
+
+def _permit(pod: dict[str, Any]) -> int | None:
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMIT_ANNOTATION)
+    if value is None:
+        return None
+    return int(value) if str(value).isdigit() else 0
+
+
+def start_asked(pod: dict[str, Any], container: str) -> int | None:
+    """The start a gated pod waits at the gate for (its container runs the gate and holds no permit for
+    this start), or None: not gated, not running yet, already permitted, or Ready."""
+    permit = _permit(pod)
+    status = _server(pod, container)
+    if permit is None or status is None or status.get("ready"):
+        return None
+    if "running" not in (status.get("state") or {}):
+        return None
+    start = int(status.get("restartCount") or 0) + 1
+    return start if permit < start else None
+
+
+def start_state(pod: dict[str, Any] | None, container: str, start: int) -> str:
+    """Where start number `start` of a pod is: "starting", "ready", "ended" (it exited or was followed by a
+    restart, or the pod is going) or "gone"."""
+    if pod is None:
+        return "gone"
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "ended"
+    status = _server(pod, container)
+    if status is None:
+        return "starting"
+    if int(status.get("restartCount") or 0) + 1 > start:
+        return "ended"
+    state = status.get("state") or {}
+    if state.get("terminated") or (state.get("waiting") or {}).get("reason") in _FAILED_WAITING:
+        return "ended"
+    return "ready" if status.get("ready") else "starting"
+
+
+def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | None:
+    """The device allocated to the claim the pod's status names and the pod owns (its first result), or None
+    while it has none. Claims are read by the name the pod's status gives, never by labels a user can write."""
+    meta = pod.get("metadata") or {}
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    named = {s.get("resourceClaimName") for s in statuses if s.get("resourceClaimName")}
+    for claim in claims:
+        claim_meta = claim.get("metadata") or {}
+        owners = claim_meta.get("ownerReferences") or []
+        if claim_meta.get("name") not in named or not any(o.get("uid") == meta.get("uid") for o in owners):
+            continue
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+        for result in results or []:
+            return str(result.get("driver")), str(result.get("pool")), str(result.get("device"))
+    return None
+
+
+def permit_manifest(pod: dict[str, Any], start: int, at: datetime) -> dict[str, Any]:
+    """The annotations that let start `start` of the pod run (server-side apply of its metadata)."""
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "annotations": {
+                START_PERMIT_ANNOTATION: str(start),
+                START_PERMITTED_AT_ANNOTATION: _stamp(at),
+            },
+        },
+    }
+
+
+def permitted_at(pod: dict[str, Any]) -> datetime | None:
+    """When the pod's current permit was written."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMITTED_AT_ANNOTATION)
+    return _parse(value)
+
+
+# ---------------------------------------------------------------------------------------- the device's turn
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The start a device's Lease names: whose, since when, until when."""
+
+    namespace: str
+    pod: str
+    uid: str
+    start: int
+    order_namespace: str
+    order: str
+    since: datetime
+    until: datetime
+    resource_version: str | None
+
+    def of(self, pod: dict[str, Any], start: int) -> bool:
+        """Whether the turn is this pod's, for this start."""
+        return self.uid == (pod.get("metadata") or {}).get("uid") and self.start == start
+
+
+def turn_lease_name(device: DeviceKey) -> str:
+    """The Lease that holds a device's turn, named from the device (a name is no longer than a label)."""
+    digest = hashlib.sha256("/".join(device).encode()).hexdigest()[:20]
+    return f"isvc-start-{digest}"
+
+
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def turn_of(lease: dict[str, Any] | None) -> Turn | None:
+    """The turn a Lease holds, or None (no Lease, or nobody named in it)."""
+    if not lease:
+        return None
+    meta = lease.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    spec = lease.get("spec") or {}
+    holder = str(annotations.get(_HOLDER) or "").split("/")
+    order = str(annotations.get(_ORDER) or "").split("/")
+    since = _parse(spec.get("acquireTime"))
+    seconds = spec.get("leaseDurationSeconds")
+    if len(holder) != 4 or not holder[3].isdigit() or since is None or not isinstance(seconds, int):
+        return None
+    return Turn(
+        namespace=holder[0],
+        pod=holder[1],
+        uid=holder[2],
+        start=int(holder[3]),
+        order_namespace=order[0] if len(order) == 2 else holder[0],
+        order=order[1] if len(order) == 2 else holder[1],
+        since=since,
+        until=since + timedelta(seconds=seconds),
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def turn_lease(
+    namespace: str,
+    device: DeviceKey,
+    pod: dict[str, Any],
+    start: int,
+    order: str,
+    at: datetime,
+    seconds: int,
+    resource_version: str | None,
+) -> dict[str, Any]:
+    """The Lease giving `device`'s turn to start `start` of `pod` (of `order`) from `at` for `seconds`.
+
+    With the resourceVersion of the Lease read, the write succeeds only if nobody took the turn since."""
+    meta = pod["metadata"]
+    metadata: dict[str, Any] = {
+        "name": turn_lease_name(device),
+        "namespace": namespace,
+        "labels": {START_TURN_LABEL: "true", LABEL_MANAGED_BY: "isvc-controller"},
+        "annotations": {
+            _HOLDER: f"{meta['namespace']}/{meta['name']}/{meta.get('uid', '')}/{start}",
+            _ORDER: f"{meta['namespace']}/{order}",
+            _DEVICE: "/".join(device),
+        },
+    }
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": f"{meta['namespace']}/{meta['name']}",
+            "acquireTime": _stamp(at),
+            "renewTime": _stamp(at),
+            "leaseDurationSeconds": int(seconds),
+        },
+    }
+
+
+def _clock(at: datetime) -> str:
+    return at.strftime("%H:%M:%SZ")
+
+
+def waiting_message(pod: str, namespace: str, device: DeviceKey, turn: Turn) -> str:
+    """WorkloadNotReady for a replica that waits for a co-tenant's start. The co-tenant is named by its
+    order; its namespace only when it is the waiter's own (a user may not see the others)."""
+    whose = (
+        f"order {turn.order}"
+        if turn.order_namespace == namespace
+        else f"order {turn.order} of another namespace"
+    )
+    return (
+        f"Replica {pod} waits for its turn to start: runtimes that share a device start one at a time, and "
+        f"{whose} is starting on device {device[1]}/{device[2]} since {_clock(turn.since)} (until it is Ready, "
+        f"or {_clock(turn.until)} at the latest). This passes on its own."
+    )
+
+
+def overdue_message(pod: str, since: datetime, seconds: int) -> str:
+    """WorkloadNotReady for a replica whose start outlasted its turn: its co-tenants no longer wait for it."""
+    return (
+        f"Replica {pod} started its runtime at {_clock(since)} and is not Ready after the {seconds} s a start "
+        "may keep the runtimes sharing its device waiting: they start now without waiting for it. A start "
+        "this long is worth a look at the container's output; it passes once the replica is Ready."
+    )
