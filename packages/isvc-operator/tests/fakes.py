@@ -345,6 +345,7 @@ class FakePlanner:
         self.holdings: list[Placement | None] = []
         self.released: list[tuple[str, str]] = []
         self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
+        self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
 
     def plan(
         self,
@@ -377,7 +378,9 @@ class FakePlanner:
                     message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
                 )
             )
-        return Judgement(refusal=self.bad_placement, lost=self.lost.get(name, ()))
+        return Judgement(
+            refusal=self.bad_placement, lost=self.lost.get(name, ()), gone=self.gone.get(name, ())
+        )
 
 
 class FakeWorkload:

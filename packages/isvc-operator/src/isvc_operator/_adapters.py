@@ -103,6 +103,13 @@ class PlannerService:
             judged if judged is not None else TTLCache(10_000, 60.0)
         )
         self._lock = threading.Lock()
+        # An order stranded on hardware out of service is judged afresh on its next pass, not from the cache.
+        room.on_stranded(self.forget_judgement)
+
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        """Drop what the planner last said of the order's plan: the next pass asks again."""
+        with self._lock:
+            self.judged.pop((namespace, name), None)
 
     def plan(
         self,
@@ -163,7 +170,7 @@ class PlannerService:
             )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost))
+        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost), gone=tuple(verdict.gone))
         with self._lock:
             self.judged[(namespace, name)] = (stored, judgement)
         return judgement

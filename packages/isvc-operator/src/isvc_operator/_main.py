@@ -368,8 +368,10 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         obj = kube.orders.get(namespace, name)
         if obj is None or uid not in (None, obj["metadata"].get("uid")):
             return False
+        if kube.plans.get(namespace, name) is None:  # no plan, or the one it held was taken down: it waits
+            return True
         if not holding:
-            return kube.plans.get(namespace, name) is None
+            return False
         said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
         return (
             said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value

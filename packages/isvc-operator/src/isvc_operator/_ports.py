@@ -184,10 +184,11 @@ class PlanOutcome:
 @attrs.frozen
 class Judgement:
     """The planner's word on a stored plan: not a placement (a refusal), lost to holders ranked above the
-    order on a device (why, per device), or standing (neither)."""
+    order on a device (why, per device), on hardware out of service (gone: why, per device), or standing."""
 
     refusal: Refusal | None = None
     lost: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()  # devices out of service for it (an inventory change), each with why
 
 
 class PlannerPort(Protocol):
