@@ -256,3 +256,83 @@ def test_deleting_a_namespace_with_orders_is_routine_for_the_controller(
     assert loud == [], "\n".join(loud[:20])
     about = [line for line in lines if namespace in line]
     assert len(about) <= len(names), "\n".join(about)
+
+
+def _node_ready(core: k8s.CoreV1Api, name: str) -> bool:
+    try:
+        node = core.read_node(name)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed) -> None:
+    """Point 1: cordon + eviction left the plan naming the cordoned card for 46 s (a fixed wait for the
+    scheduler's refusal), the order read ResourceClaimExhausted "This is capacity", no event recorded the move,
+    and the planner distrusted the device as if the scheduler disagreed (the next plan took a whole A100)."""
+    name = bed.create("drained", hf(QWEN), "default-llm")
+    node = bed.wait_ready(name)["resolved"]["nodeName"]
+    core = bed.core
+    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl drain: cordon, then evict
+    bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
+    [pod] = bed.pods(name)
+    assert _evict(bed, pod.metadata.name) == 201
+    began, seen = time.monotonic(), set()
+
+    def moved(s: dict[str, Any]) -> bool:
+        seen.update(c.get("reason") for c in s.get("conditions", []))
+        return s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node
+
+    status = bed.wait(name, moved, 30, "Ready again on another node")
+    print(
+        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction"
+    )
+    assert not seen & {"ResourceClaimExhausted", "LaunchPlanNotAPlacement"}, seen
+    # Not a disagreement with the scheduler: the planner learned no refusal, so it distrusts no device.
+    assert f"the scheduler refused the claim of {bed.ns}/{name}" not in bed.module.log("planner")
+    events = [e for e in bed.events(name) if e[1] == "Moved"]
+    assert events and f"node {node} is cordoned" in events[-1][2], bed.events(name)
+
+
+def test_an_order_on_a_deleted_node_waits_saying_so_and_comes_back_with_the_node(
+    bed: Bed, fleet: Any
+) -> None:
+    """Point 2: deleting the only node of an order's hardware left it on LaunchPlanNotAPlacement ("... report
+    this as a defect") for good, and the node's return changed nothing until an unrelated edit."""
+    gpu = "gpu.nvidia.com"
+    bed.create_class(
+        "day2-l4",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": {
+                "deviceClassNames": [gpu],
+                "selector": f"device.attributes['{gpu}'].productName == 'NVIDIA L4'",
+            },
+        },
+    )
+    name = bed.create("lost", hf(QWEN), "day2-l4")
+    node = bed.wait_ready(name)["resolved"]["nodeName"]
+    core = bed.core
+    core.delete_node(node)
+    began = time.monotonic()
+    try:
+        status = bed.wait(
+            name,
+            lambda s: condition(s, "Planned").get("reason") == "NoCapacity",
+            60,
+            "waiting for its hardware, saying why",
+        )
+        print(f"waiting for {node}, saying why, {time.monotonic() - began:.1f} s after it was deleted")
+        assert f"{node} (deleted)" in condition(status, "Planned")["message"], status
+        [event] = [e for e in bed.events(name) if e[1] == "OutOfService"]
+        assert f"node {node} was deleted" in event[2], event
+    finally:
+        fleet.publish(bed.admin_api, nodes=[node])  # the node comes back with its devices
+        wait_for(lambda: _node_ready(core, node), 60, what=f"node {node} back")
+    back = time.monotonic()
+    bed.wait_ready(name, timeout=60)
+    print(f"Ready on {node} again {time.monotonic() - back:.1f} s after it came back")
+    assert bed.status(name)["resolved"]["nodeName"] == node

@@ -346,6 +346,7 @@ class FakePlanner:
         self.released: list[tuple[str, str]] = []
         self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
         self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
+        self.forgotten: list[tuple[str, str]] = []
 
     def plan(
         self,
@@ -367,6 +368,9 @@ class FakePlanner:
 
     def release(self, namespace: str, name: str) -> None:
         self.released.append((namespace, name))
+
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        self.forgotten.append((namespace, name))
 
     def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
         if self.down:

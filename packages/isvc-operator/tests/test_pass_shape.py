@@ -19,7 +19,7 @@ from isvc_api import (
     StartupFailure,
     Verdict,
 )
-from isvc_operator import PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
+from isvc_operator import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
@@ -417,3 +417,33 @@ def test_an_order_on_hardware_out_of_service_with_nowhere_to_go_waits_naming_it(
         "Its devices are out of service (n1/gpu-0: node gpu-h100-0 was deleted)."
     )
     assert ("a", "Warning", "OutOfService") in [e[:3] for e in world.cluster.events]
+
+
+def test_a_claim_refused_on_hardware_out_of_service_is_not_called_capacity(world: World) -> None:
+    """Issue 27: after a cordon and an eviction the order read ResourceClaimExhausted, "This is capacity"."""
+    _plan(world, "a", 60, None, minutes=0)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, "cannot allocate all claims")
+    status = world.run(order(name="a"))
+    assert (
+        condition(status, "WorkloadReady")["reason"] == "ResourceClaimExhausted"
+    )  # nothing is out of service
+    gone = ("n1/gpu-0: node gpu-h100-0 is cordoned, so no new pod starts there",)
+    fresh = world.planner.judge
+
+    def judge(namespace: str, name: str, placement: Any) -> Judgement:
+        # What the controller remembers from a moment ago says it stands; asked afresh, the planner says gone.
+        if (namespace, name) not in world.planner.forgotten:
+            return Judgement()
+        world.planner.gone[name] = gone
+        return fresh(namespace, name, placement)
+
+    world.planner.judge = judge  # type: ignore[method-assign]
+    status = world.run(order(name="a"))
+    ready = condition(status, "WorkloadReady")
+    assert (ready["reason"], ready["message"]) == (
+        "WorkloadNotReady",
+        "Its devices are out of service (n1/gpu-0: node gpu-h100-0 is cordoned, so no new pod starts there): "
+        "it is planned on devices in service now.",
+    )
+    assert ("team-a", "a") in world.planner.forgotten
+    assert world.last is not None and world.last.requeue_after == 0.5

@@ -137,6 +137,8 @@ def test_a_plan_on_a_deleted_node_is_gone_not_a_defect_issue_27(
     report this as a defect") and stayed there."""
     inv = fleet()
     placement = placed(inv, large(models["qwen7b"]), "a")
+    # Its pod ran there: the claim stays allocated until the cluster collects the pod of a deleted node.
+    inv.upsert_claim(fleet_claim("ns", "a-0-gpu", "a", [("big", "gpu-0", placement.share_percent)]))
     inv.delete_node(node("big"))
     inv.delete_slice("big-gpu.nvidia.com-0-0")
     assert H100 not in inv.devices

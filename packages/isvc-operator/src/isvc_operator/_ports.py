@@ -218,6 +218,10 @@ class PlannerPort(Protocol):
         """Drop what the planner reserved for an order that will not take it (best effort)."""
         ...
 
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        """Drop what the planner last said of the order's plan: the next `judge` asks it again."""
+        ...
+
 
 class WorkloadPort(Protocol):
     """Child manifests and the workload judges (isvc-workload); raises WorkloadUnbuildable for a plan

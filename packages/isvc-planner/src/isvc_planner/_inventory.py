@@ -1027,8 +1027,8 @@ class Inventory:
                 order
                 for order, holdings in self._plans.items()
                 for h in holdings
-                if (h.device not in self.devices or self.devices[h.device].tainted)
-                and not self.running_on(order, h.device)
+                if h.device not in self.devices
+                or (self.devices[h.device].tainted and not self.running_on(order, h.device))
             }
             return sorted(out)
 

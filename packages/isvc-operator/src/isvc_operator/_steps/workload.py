@@ -18,7 +18,7 @@ from isvc_api import (
     find_condition,
 )
 
-from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable, namespace_terminating
+from isvc_operator._ports import Deps, Obj, TemporaryError, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
 from isvc_operator._steps.start_turn import take_turns
 
@@ -237,6 +237,30 @@ def _pace(scope: OrderScope, deps: Deps, manifests: list[Obj], verdict: Verdict)
     return verdict
 
 
+def _out_of_service(scope: OrderScope, deps: Deps, verdict: Verdict) -> Verdict:
+    """A claim the scheduler cannot allocate, on a plan whose devices went out of service (a cordon and an
+    eviction, a node deleted): not capacity. The planner is asked afresh; when it says so the order reads
+    WorkloadNotReady naming the node's state, and its next pass, a moment later, moves it (Planned)."""
+    if verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value or scope.plan is None:
+        return verdict
+    deps.planner.forget_judgement(scope.namespace, scope.name)
+    try:
+        gone = deps.planner.judge(scope.namespace, scope.name, scope.plan.placement).gone
+    except TemporaryError:
+        return verdict
+    if not gone:
+        return verdict
+    scope.requeue(MOVE_SOON)
+    return Verdict.refuse(
+        Reason.WORKLOAD_NOT_READY,
+        f"Its devices are out of service ({'; '.join(gone)}): it is planned on devices in service now.",
+    )
+
+
+# A pass that found the plan's devices out of service asks for the next one this soon: that one moves it.
+MOVE_SOON = 0.5
+
+
 def _prune_autoscaling(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> None:
     """What scaled or scraped the order before and is not wanted now goes: the class dropped its autoscaler,
     or the cluster's metrics path changed (KEDA installed, Deckhouse's adapter enabled). Only objects the
@@ -448,6 +472,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         quotas,
     )
     scope.startup_failure = failure
+    verdict = _out_of_service(scope, deps, verdict)
     verdict = take_turns(scope, deps, children.deployment, children.pods, children.claims, verdict)
     verdict = _pace(scope, deps, manifests, verdict)
     turned_down = [
