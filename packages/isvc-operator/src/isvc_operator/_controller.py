@@ -189,9 +189,9 @@ class Controller:
                 orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
 
         for name in ("pod_metrics", "scaled_objects", "pod_monitors"):
-            path = getattr(k, name, None)
-            if path is not None:
-                path.add_served_handler(on_metrics_path_served)
+            optional = getattr(k, name, None)
+            if optional is not None:
+                optional.add_served_handler(on_metrics_path_served)
 
     def start(self) -> None:
         """Start the informers, then the workers: `workers` for orders, one for classes."""
