@@ -227,3 +227,11 @@ def test_a_child_the_cluster_keeps_changing_is_left_and_said_not_rewritten_every
     assert reasons == ["WorkloadNotReady"] * 3 + ["WorkloadError"]
     assert "keeps being changed" in _workload(world.cluster.status_of("team-a", "support-llm"))["message"]
     assert patched == 3
+
+
+def test_the_quota_retry_mark_the_controller_writes_apart_is_no_tampering(world: World) -> None:
+    _held(world)["metadata"]["annotations"]["ai.deckhouse.io/quota-retry"] = "pods@gone"
+
+    world.run()
+
+    assert world.cluster.patched == []

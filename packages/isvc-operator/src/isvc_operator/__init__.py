@@ -22,6 +22,7 @@ from isvc_operator._ports import (
     WorkloadUnbuildable,
 )
 from isvc_operator._queue import ShutDownError, WorkQueue
+from isvc_operator._rollout import ROLL_DEADLINE, RollPacer
 from isvc_operator._scope import OrderScope
 from isvc_operator._seal import SEAL, Sealer
 from isvc_operator._status import phase
@@ -29,6 +30,7 @@ from isvc_operator._waiting import WaitingRoom
 
 __all__ = [
     "BUILTIN_EXPOSURE",
+    "ROLL_DEADLINE",
     "SEAL",
     "Caller",
     "CatalogModels",
@@ -53,6 +55,7 @@ __all__ = [
     "PlannerService",
     "Recipes",
     "RecipesPort",
+    "RollPacer",
     "Sealer",
     "ShutDownError",
     "TemporaryError",

@@ -26,9 +26,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DIGEST", "SEAL", "SEALED_KINDS", "Sealer", "view_digest"]
+from isvc_workload import QUOTA_RETRY_ANNOTATION
+
+__all__ = ["DIGEST", "SEAL", "SEALED_KINDS", "WRITTEN_APART", "Sealer", "view_digest"]
 
 SEAL = "ai.deckhouse.io/seal"
+# Annotations the controller writes on a child apart from its manifest (a merge patch), which the seal leaves out
+# and a restore keeps: the quota retry mark that makes the cluster try a refused pod again.
+WRITTEN_APART = frozenset({QUOTA_RETRY_ANNOTATION})
 DIGEST = "_isvcViewDigest"  # where the informer keeps a cached child's view digest, in its metadata
 SEALED_KINDS = frozenset({"StatefulSet", "Service", "Ingress", "HorizontalPodAutoscaler", "NetworkPolicy"})
 
@@ -45,7 +50,9 @@ def view_digest(obj: dict[str, Any]) -> str:
     view = {
         "kind": obj.get("kind"),
         "labels": meta.get("labels") or {},
-        "annotations": {k: v for k, v in (meta.get("annotations") or {}).items() if k != SEAL},
+        "annotations": {
+            k: v for k, v in (meta.get("annotations") or {}).items() if k != SEAL and k not in WRITTEN_APART
+        },
         "ownerReferences": meta.get("ownerReferences") or [],
         "finalizers": meta.get("finalizers") or [],
         "spec": spec,
