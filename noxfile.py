@@ -70,7 +70,13 @@ def lint(session: nox.Session) -> None:
     """ruff (check and format), mypy --strict per package, import-linter layering, and generated files without drift."""
     _install(session, *PACKAGES)
     session.install(
-        "ruff==0.17.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools", "pytest>=8"
+        "ruff==0.17.6",
+        "mypy>=1.11",
+        "import-linter>=2.1",
+        "types-PyYAML",
+        "types-cachetools",
+        "pytest>=8",
+        "pymarkdownlnt>=0.9.26,<1",
     )
     session.chdir(ROOT)
     session.run("ruff", "check", "packages", "e2e", "noxfile.py", "tests", "tools")
