@@ -28,7 +28,7 @@ LOCAL_DEPS = {
     "isvc-planner-client": ["isvc-api"],
     "isvc-planner": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-testing"],
     "isvc-runtime-recipes": ["isvc-api"],
-    "isvc-workload": ["isvc-api"],
+    "isvc-workload": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-planner", "isvc-testing"],
     "isvc-health": ["isvc-api"],
     # the planner and test support: tests
     "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
