@@ -394,13 +394,20 @@ class Informer:
             if not cont:
                 return
 
+    def _typed(self, obj: Obj) -> Obj:
+        """A listed object with its kind and apiVersion, as a watch event carries them: the API server leaves
+        them out of a built-in kind's list items, and a child's seal covers its kind."""
+        obj.setdefault("kind", self.kind)
+        obj.setdefault("apiVersion", self.api_version)
+        return obj
+
     def _relist(self, resource: Any) -> str:
         version = ""
         fresh: dict[tuple[str, str], Obj] = {}
         for page in self._pages(resource):
             version = str(page["metadata"].get("resourceVersion", "")) or version
             if self._store:
-                fresh.update((_key(o), self._transform(o)) for o in page.get("items") or [])
+                fresh.update((_key(o), self._transform(self._typed(o))) for o in page.get("items") or [])
         relisted, self._listed = self._listed, True
         if not self._store:
             for handler in self._relist_handlers if relisted else ():
