@@ -8,7 +8,7 @@ ResourceClaimExhausted, in the scheduler's words, once there is no other room.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from isvc_api import AcceleratorPolicy, ModelFacts, Placement, PlacementMode, Reason
@@ -187,7 +187,7 @@ def test_a_refusal_the_ledger_explains_is_no_disagreement_and_lasts_while_the_ro
     planner = Planner(inv, on_disagreement=lambda: counted.append(None))
     first = plan(planner, models["qwen7b"], "a").placement
     assert first is not None
-    since = datetime.now(UTC)
+    since = datetime.now(UTC) - timedelta(seconds=5)  # the pod has been refused for a while
     first_come = fleet_claim("other", "first-come", None, [("n1", "gpu-0", None)])
     inv.upsert_claim(first_come)
     said = SchedulerRefusal(placement=first, message=WORDS, since=since)
@@ -218,7 +218,7 @@ def test_room_that_appeared_after_the_refusal_is_not_taken_for_a_disagreement_un
     planner = Planner(inv, on_disagreement=lambda: counted.append(None))
     blocker = fleet_claim("other", "blocker", None, [("n1", "gpu-0", None)])
     inv.upsert_claim(blocker)
-    since = datetime.now(UTC)
+    since = datetime.now(UTC) - timedelta(seconds=5)
     inv.delete_claim(blocker)  # room, after the refusal began
     first = plan(planner, models["qwen7b"], "a").placement
     assert first is not None

@@ -619,7 +619,8 @@ class Planner:
         if any(r < asked for r in rooms):
             self._refused[order] = (keys, asked, where, refused.message)
             return
-        since = refused.since.timestamp() if refused.since is not None else 0.0
+        # A condition's time is kept to the second (metav1.Time): room freed within that second counts as older.
+        since = refused.since.timestamp() + 1.0 if refused.since is not None else 0.0
         now = time.time()
         if any(since < (freed := inv.freed_at(k)) and now - freed < SCHEDULER_RETRY for k in keys):
             return
