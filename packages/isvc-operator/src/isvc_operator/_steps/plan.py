@@ -5,10 +5,12 @@ still stands on its devices in the planner's ledger, the one account of who hold
 priority may have been placed there, naming this one as displaced). One whose inputs still hold is kept
 without asking the planner; otherwise the planner is asked (with what the order holds) and the recipe
 compiled for its placement. A serving order whose recomputation fails keeps its plan in force
-(LaunchPlanInForce) — unless it lost its devices: then it is planned elsewhere in the same pass or taken
-down. Both answers come from the one ranking the ledger keeps, and placing the order needs room among all
-other holders of a device, a superset of those ranked above it, so the order is never planned back onto the
-device it lost while nothing changed: no pass undoes the previous pass's work.
+(LaunchPlanInForce) — unless it lost its devices to orders of higher priority: then it is planned
+elsewhere in the same pass or taken down. Both answers come from the one ranking the ledger keeps, and
+placing the order needs room among all other holders of a device, a superset of those ranked above it, so
+the order is never planned back onto the device it lost while nothing changed: no pass undoes the previous
+pass's work. Devices lost to claims that came first (no preemption) are the scheduler's to refuse: the
+plan stands until it does, and the refusal goes to the planner in that pass.
 """
 
 from __future__ import annotations
