@@ -184,9 +184,15 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
         Load(llama, plan["spec"]["runtime"]["servedName"], port) as load,
     ):
         # the HPA controller asks for a second replica because of the queue
-        wait_for(
-            lambda: look() and _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for"
-        )
+        try:
+            wait_for(
+                lambda: look() and _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for"
+            )
+        except TimeoutError as e:  # say what the autoscaler saw, and whether the load ran
+            raise AssertionError(
+                f"{e}; HPA status: {_hpa(llama).status}; metric: {watch.custom_metric(orders.ns, metric)}; "
+                f"chats done {load.done}, errors {load.errors[-3:]}"
+            ) from None
         grew = time.monotonic() - started
         hpa = _hpa(llama)
         [current] = hpa.status.current_metrics
