@@ -9,7 +9,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -71,6 +71,16 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
     return review
 
 
+PAGE = 100  # objects of one list answer: an order or a claim may carry 256 KiB of a user's annotations
+
+
+def _stub(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What is kept of a listed object to tell, after a relist, that it went: its name, namespace and uid
+    (every delete handler reads those alone)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid") if k in meta}}
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name')}"
@@ -130,19 +140,21 @@ class KubeSync:
 
     def _run(self, kind: _Kind) -> None:
         upsert, delete = self._handlers[kind]
-        known: dict[str, Mapping[str, Any]] = {}
+        known: dict[str, Mapping[str, Any]] = {}  # what a relist needs to tell what went: names, not objects
         while not self._stop.is_set():
             try:
-                listing = self._list(kind)
-                fresh = {_key(o): o for o in listing.get("items") or []}
+                fresh: dict[str, Mapping[str, Any]] = {}
+                version: str | None = None
+                for page in self._pages(kind):
+                    for obj in page.get("items") or []:
+                        upsert(obj)
+                        fresh[_key(obj)] = _stub(obj)
+                    version = (page.get("metadata") or {}).get("resourceVersion") or version
                 for k, gone in known.items():
                     if k not in fresh:
                         delete(gone)
-                for obj in fresh.values():
-                    upsert(obj)
                 known = fresh
                 self._mark_listed(kind)
-                version = (listing.get("metadata") or {}).get("resourceVersion")
                 stream = _watch.Watch().stream(
                     *self._lister(kind),
                     resource_version=version,
@@ -156,7 +168,7 @@ class KubeSync:
                     if not isinstance(obj, dict):  # the typed client's models (nodes): as plain dicts
                         obj = self.core.api_client.sanitize_for_serialization(obj)
                     if what in ("ADDED", "MODIFIED"):
-                        known[_key(obj)] = obj
+                        known[_key(obj)] = _stub(obj)
                         upsert(obj)
                     elif what == "DELETED":
                         known.pop(_key(obj), None)
@@ -173,12 +185,27 @@ class KubeSync:
             return (self.core.list_node,)
         return (self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural)
 
-    def _list(self, kind: _Kind) -> dict[str, Any]:
+    def _list(self, kind: _Kind, cont: str | None = None) -> dict[str, Any]:
+        """One page of a kind's list (`PAGE` objects at most), from the continue token of the previous."""
         call, *args = self._lister(kind)
-        answer = call(*args, _preload_content=False) if kind is NODES else call(*args)
+        paging: dict[str, Any] = {"limit": PAGE}
+        if cont:
+            paging["_continue"] = cont
+        answer = call(*args, _preload_content=False, **paging) if kind is NODES else call(*args, **paging)
         if kind is NODES:  # plain dicts, as the custom objects API answers, not the typed models
             return cast(dict[str, Any], json.loads(answer.data))
         return cast(dict[str, Any], answer)
+
+    def _pages(self, kind: _Kind) -> Iterator[dict[str, Any]]:
+        """A kind's list page by page (issue 29: claims, which namespace users write, were listed in one
+        answer and every one kept whole until the next relist; a page is let go once it is read)."""
+        cont: str | None = None
+        while True:
+            page = self._list(kind, cont)
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return
 
     def _mark_listed(self, kind: _Kind) -> None:
         self._listed.add(kind.plural)
