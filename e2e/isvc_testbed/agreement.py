@@ -249,7 +249,7 @@ class _Bed:
         pod = self.core.read_namespaced_pod(name, self.ns)
         for c in (pod.status.conditions if pod.status else None) or []:
             if c.type == "PodScheduled" and c.status == "False":
-                return cast(datetime | None, c.last_transition_time)
+                return c.last_transition_time
         return None
 
     def settle(
