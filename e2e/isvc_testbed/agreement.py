@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -240,6 +241,15 @@ class _Bed:
         for c in (pod.status.conditions if pod.status else None) or []:
             if c.type == "PodScheduled" and c.status == "False" and _CANNOT in (c.message or ""):
                 return str(c.message)
+        return None
+
+    def refused_since(self, name: str) -> datetime | None:
+        """Since when the scheduler has refused the pod (its PodScheduled lastTransitionTime), as the
+        controller reports it with the refusal."""
+        pod = self.core.read_namespaced_pod(name, self.ns)
+        for c in (pod.status.conditions if pod.status else None) or []:
+            if c.type == "PodScheduled" and c.status == "False":
+                return c.last_transition_time
         return None
 
     def settle(
@@ -509,7 +519,9 @@ def _plant(
         refused = order.model_copy(
             update={
                 "holding": first.placement,
-                "refused": SchedulerRefusal(placement=first.placement, message=words),
+                "refused": SchedulerRefusal(
+                    placement=first.placement, message=words, since=bed.refused_since("late")
+                ),
             }
         )
         learned = planner.plan(refused)

@@ -10,6 +10,11 @@ Prometheus is pointed to for a simulated pod (a simulated pod's own address is n
 The card is set up so that the second replica fits beside the first: the class permits 30 % shares, and the
 planned H100 holds three. The replica the autoscaler adds takes a device through the order's claim template,
 comes up, and the order's Service has both; when the load stops the set goes back to one.
+
+Under preemption (issue 28): an order of higher priority holds the room the second replica needs on the card
+the order's claim template names; the order serves, growth is blocked (ScaleUpBlocked, phase Degraded) naming
+it, and once it goes the replica takes the room and the order is Ready with both. (A replica on a card simply
+full waits for capacity, the order Ready: test_isvc_serving.py, and the real node's growth test.)
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 from isvc_testbed.cluster import HPA_SYNC_SECONDS, Cluster
+from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.monitoring import Monitoring, monitoring
 from isvc_testbed.orders import Orders, condition, hf
@@ -73,14 +79,47 @@ def test_a_class_asking_to_scale_to_zero_is_refused_at_write_saying_why(
     assert "set minReplicas to 1 or more" in str(refused.value.body)
 
 
-def _replicas(bed: Orders) -> int:
-    workload: Any = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(ORDER, bed.ns)
+def _replicas(bed: Orders, name: str = ORDER) -> int:
+    workload: Any = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns)
     return int(workload.spec.replicas or 0)
 
 
-def _token(bed: Orders) -> str:
-    secret: Any = k8s.CoreV1Api(bed.admin_api).read_namespaced_secret(f"{ORDER}-auth", bed.ns)
+def _token(bed: Orders, name: str = ORDER) -> str:
+    secret: Any = k8s.CoreV1Api(bed.admin_api).read_namespaced_secret(f"{name}-auth", bed.ns)
     return base64.b64decode(secret.data["token"]).decode()
+
+
+class _Chats:
+    """`STREAMS` workers sending the order streaming chats one after another until the block ends."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.stop = threading.Event()
+        self.served: list[int] = []
+        self.stopped = 0.0
+        self.workers = [threading.Thread(target=self._run, daemon=True) for _ in range(STREAMS)]
+
+    def _run(self) -> None:
+        with httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=60
+        ) as http:
+            while not self.stop.is_set():
+                body = {"model": GGUF, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+                with http.stream("POST", "/v1/chat/completions", json=body) as answer:
+                    self.served.append(answer.status_code)
+                    for _ in answer.iter_bytes():
+                        pass
+
+    def __enter__(self) -> _Chats:
+        for w in self.workers:
+            w.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.stopped = time.monotonic()  # the queue was long until now
+        for w in self.workers:
+            w.join(30)
 
 
 def _ready_endpoints(bed: Orders) -> set[str]:
@@ -138,24 +177,8 @@ def test_the_queue_adds_a_replica_that_fits_beside_the_first_and_both_serve_then
     [item] = wait_for(lambda: watch.custom_metric(bed.ns, metric), 60, interval=1, what="the custom metric")
     assert (item["describedObject"]["name"], item["value"]) == (f"{ORDER}-0", "0")
 
-    stop = threading.Event()
-    served: list[int] = []
-    url, token = standin.url_for(bed.ns, ORDER), _token(bed)
-
-    def chats() -> None:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-            while not stop.is_set():
-                body = {"model": GGUF, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-                with http.stream("POST", "/v1/chat/completions", json=body) as answer:
-                    served.append(answer.status_code)
-                    for _ in answer.iter_bytes():
-                        pass
-
-    workers = [threading.Thread(target=chats, daemon=True) for _ in range(STREAMS)]
     started = time.monotonic()
-    for w in workers:
-        w.start()
-    try:
+    with _Chats(standin.url_for(bed.ns, ORDER), _token(bed)) as load:
         wait_for(lambda: _replicas(bed) == 2, 60, interval=0.5, what="a second replica asked for")
         grew = time.monotonic() - started
         hpa: Any = k8s.AutoscalingV2Api(bed.admin_api).read_namespaced_horizontal_pod_autoscaler(
@@ -188,15 +211,83 @@ def test_the_queue_adds_a_replica_that_fits_beside_the_first_and_both_serve_then
             devices
         )  # the planned card, shared: no replanning
         assert not [e for e in bed.events(ORDER) if e[1] == "GrowthClaimUnplaced"]
-    finally:
-        stop.set()
-        stopped = time.monotonic()  # the queue was long until now: the window starts here at the earliest
-        for w in workers:
-            w.join(30)
-    assert served and set(served) == {200}, set(served)
+    stopped = load.stopped  # the window starts there at the earliest
+    assert load.served and set(load.served) == {200}, set(load.served)
     wait_for(lambda: _replicas(bed) == 1, WINDOW + 60, interval=1, what="back to one replica")
     shrank = time.monotonic() - stopped
     assert shrank >= WINDOW - HPA_SYNC_SECONDS  # the last pass that saw the queue may precede the stop by one
     print(
         f"growth (KWOK): a second replica {grew:.0f}s after the load began, back to one {shrank:.0f}s after"
+    )
+
+
+def test_the_queue_asks_for_a_replica_whose_room_an_order_of_higher_priority_holds_scale_up_blocked(
+    bed: Orders, watch: Monitoring, standin: StandIn, fleet: Fleet
+) -> None:
+    """Issue 28: ScaleUpBlocked from load, only under preemption; the order serves (Degraded) and grows once
+    the order of higher priority goes."""
+    name, urgent = "grow-low", "grow-urgent"
+    card = fleet.device("gpu-h100-0", "gpu-4")
+    one_card = f"device.attributes['gpu.nvidia.com'].uuid == '{card.uuid}'"
+    scheduling = k8s.SchedulingV1Api(bed.admin_api)
+    scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=urgent), value=1000))
+    bed.cleanup.append(lambda: scheduling.delete_priority_class(urgent))
+    policy = {"deviceClassNames": ["gpu.nvidia.com"], "selector": one_card, "allowedSharePercents": [40]}
+    common = {
+        "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+        "acceleratorPolicy": policy,
+    }
+    bed.create_class(urgent, {**common, "priorityClassName": urgent})
+    bed.create_class(
+        name,
+        {
+            **common,
+            "scalingPolicy": {
+                "minReplicas": 1,
+                "maxReplicas": 2,
+                "autoscaler": True,
+                "targets": {"requestsWaitingPerReplica": 1},
+                "scaleDownStabilizationSeconds": WINDOW,
+            },
+        },
+    )
+    standin.set_queue(bed.ns, name, slots=1, seconds=1.0)
+    bed.create(urgent, hf(GGUF), urgent)  # 40 % of the card, at priority 1000
+    bed.create(name, hf(GGUF), name)  # 40 % beside it, at 0: the card keeps 20 %, a replica needs 40
+    bed.wait_ready(urgent)
+    bed.wait_ready(name)
+    wait_for(lambda: watch.custom_metric(bed.ns, f"{name}-waiting"), 60, interval=1, what="the custom metric")
+    started = time.monotonic()
+    with _Chats(standin.url_for(bed.ns, name), _token(bed, name)) as load:
+        wait_for(lambda: _replicas(bed, name) == 2, 60, interval=0.5, what="a second replica asked for")
+        status = bed.wait(
+            name,
+            lambda s: condition(s, "ScalingHealthy").get("reason") == "ScaleUpBlocked",
+            60,
+            "growth blocked by preemption",
+        )
+        blocked = time.monotonic() - started
+        scaling = condition(status, "ScalingHealthy")
+        assert scaling["status"] == "False" and status["phase"] == "Degraded"
+        assert condition(status, "Ready").get("status") == "True"  # the endpoint serves
+        assert (
+            "the autoscaler asked for 2" in scaling["message"]
+            and "blocked by preemption" in scaling["message"]
+        )
+        assert f"{bed.ns}/{urgent} at priority 1000" in scaling["message"]
+        events = [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"]
+        assert len(events) == 1 and f"{name}-1" in events[0][2]
+        bed.delete(urgent)  # the room it held frees: the scheduler places the waiting replica
+        status = bed.wait(
+            name,
+            lambda s: condition(s, "ScalingHealthy").get("message", "").startswith("2 of 2 replicas ready"),
+            60,
+            "both replicas ready",
+        )
+        assert status["phase"] == "Ready" and condition(status, "ScalingHealthy")["status"] == "True"
+    assert load.served and set(load.served) == {200}, set(load.served)
+    print(
+        f"growth under preemption (KWOK): ScaleUpBlocked {blocked:.0f}s after the load began, both replicas "
+        f"ready {time.monotonic() - started - blocked:.0f}s after the order of higher priority went"
     )

@@ -9,6 +9,12 @@
 - Phantom claims: alice, with Kubernetes' `edit` role in her namespace, creates claims carrying her order's
   label, pinned by uuid to its card (read from her LaunchPlan), with no pod. The planner counted such
   claims as held for ever; another tenant's order on that card is now placed and Ready.
+- First come: a claim of another party, allocated by the scheduler between the order's plan and its pod
+  being scheduled (its pod's priority puts it first in the scheduler's queue), takes the card the class
+  allows; the ledger could not count it when it planned (a claim nobody allocated holds nothing). The
+  scheduler refuses the order's claim, the planner hears it and finds no other room: the order says
+  ResourceClaimExhausted naming the card and quoting the scheduler, no disagreement logged, nothing taken
+  down; the other party's pod goes and the order is Ready on its card.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from typing import Any
 
 import pytest
 from isvc_api import LABEL_ORDER
+from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
 from isvc_testbed.module import ModuleProcesses, conditions_line
-from isvc_testbed.orders import Orders, condition, hf
+from isvc_testbed.orders import Orders, assert_refused, condition, hf
 from kubernetes import client as k8s
 
 pytestmark = pytest.mark.e2e
@@ -206,3 +213,105 @@ def test_claims_a_namespace_user_made_with_no_pod_hold_no_device_issue_29(
         finally:
             for name in phantoms:
                 ignore_404(lambda name=name: resource.delete_namespaced_resource_claim(name, squat))
+
+
+def _first_come(orders: Orders, namespace: str, card_uuid: str, shares: int, priority_class: str) -> None:
+    """Another party's claim for `shares` of the card and the pod using it (not an order: no module label)."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "first-come"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": GPU,
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                            "selectors": [{"cel": {"expression": _one_card_uuid(card_uuid)}}],
+                            "capacity": {"requests": {"shares": str(shares)}},
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "first-come"},
+        "spec": {
+            "priorityClassName": priority_class,
+            "containers": [
+                {"name": "c", "image": "first-come:none", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "first-come"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    resource, core = k8s.ResourceV1Api(orders.admin_api), k8s.CoreV1Api(orders.admin_api)
+    resource.create_namespaced_resource_claim(namespace, claim)  # type: ignore[arg-type]
+    core.create_namespaced_pod(namespace, pod)  # type: ignore[arg-type]
+    orders.cleanup.append(
+        lambda: ignore_404(lambda: resource.delete_namespaced_resource_claim("first-come", namespace))
+    )
+    orders.cleanup.append(
+        lambda: ignore_404(
+            lambda: core.delete_namespaced_pod("first-come", namespace, grace_period_seconds=0)
+        )
+    )
+
+
+def _one_card_uuid(uuid: str) -> str:
+    return f"device.driver == '{GPU}' && device.attributes['{GPU}'].uuid == '{uuid}'"
+
+
+def test_a_claim_the_scheduler_allocated_first_leaves_the_order_resource_claim_exhausted_issue_26(
+    cluster: Cluster, module: ModuleProcesses, fleet: Fleet, two_namespaces: tuple[Orders, Orders]
+) -> None:
+    if not cluster.runs_scheduler:
+        pytest.skip("the cluster's scheduler is not the test bed's to stop")
+    orders, other = two_namespaces
+    card = fleet.device("gpu-h100-0", "gpu-5")
+    klass = _class(orders, "ledger-first-come", _one_card(fleet, "gpu-h100-0", "gpu-5"), [37])
+    first = _priority_class(orders, "ledger-first-come", 1_000_000)  # taken first from the scheduler's queue
+    started = time.monotonic()
+    with cluster.scheduler_stopped():
+        name = orders.create("late", hf(QWEN), klass)
+        planned = orders.wait_true(name, "Planned")
+        assert planned["resolved"]["devices"] == [f"{card.node}/{card.name}"]
+        # planned on the card; before its pod is scheduled, another party's claim for 70 % of it comes
+        _first_come(other, other.ns, card.uuid, 70, first)
+    status = orders.wait_reason(name, "WorkloadReady", "ResourceClaimExhausted", timeout=60)
+    # the planner's answer on the order's status: the card, the scheduler's words, every class tried
+    status = orders.wait(
+        name,
+        lambda s: (
+            "could not allocate the claim planned on" in condition(s, "WorkloadReady").get("message", "")
+        ),
+        30,
+        "the planner's answer in WorkloadReady",
+    )
+    assert_refused(
+        status,
+        "WorkloadReady",
+        "ResourceClaimExhausted",
+        f"The scheduler could not allocate the claim planned on {card.node}/{card.name} ({GPU})",
+        "cannot allocate all claims",
+        f"Every device class the order may use was tried ({GPU})",
+    )
+    refused = time.monotonic() - started
+    # not a preemption and not a disagreement: nothing taken down, the ledger counted the claim it met
+    assert orders.plan(name) is not None and not [e for e in orders.events(name) if e[1] == "Preempted"]
+    assert f"the scheduler refused the claim of {orders.ns}/{name}" not in module.log("planner")
+    core = k8s.CoreV1Api(other.admin_api)
+    core.delete_namespaced_pod("first-come", other.ns, grace_period_seconds=0)  # room appears
+    status = orders.wait_ready(name, 60)
+    assert status["resolved"]["devices"] == [f"{card.node}/{card.name}"]
+    assert f"the scheduler refused the claim of {orders.ns}/{name}" not in module.log("planner")
+    print(
+        f"first come: ResourceClaimExhausted {refused:.0f}s after the order was made, Ready "
+        f"{time.monotonic() - started - refused:.0f}s after the other party's pod went"
+    )

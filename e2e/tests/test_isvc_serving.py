@@ -96,9 +96,13 @@ def test_inference_pods_run_restricted_without_a_token_of_the_cluster(bed: Bed) 
     assert server.resources.limits["memory"] == server.resources.requests["memory"]
 
 
-def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(bed: Bed) -> None:
-    """ScaleUpBlocked and GrowthClaimUnplaced from a real order: the class asks for two replicas of a
-    model that takes most of an L4, so the second replica's claim finds no room on the planned card."""
+def test_a_second_replica_without_a_device_waits_for_capacity_and_the_order_stays_ready_issue_28(
+    bed: Bed,
+) -> None:
+    """GrowthClaimUnplaced from a real order: the class asks for two replicas of a model that takes most of
+    an L4, so the second replica's claim finds no room on the planned card. The card is simply full (no order
+    of higher priority holds it): growth waits for capacity, ScalingHealthy stays True and the phase Ready;
+    one event names the replica. (ScaleUpBlocked, under preemption: test_isvc_growth.py.)"""
     gpu = "gpu.nvidia.com"
     bed.create_class(
         "serve-grow",
@@ -113,16 +117,29 @@ def test_a_second_replica_without_a_device_blocks_growth_while_the_order_serves(
         },
     )
     name = bed.create("serve-grow", hf(QWEN), "serve-grow")
-    status = bed.wait(name, lambda s: s.get("phase") == "Degraded", 120, "Degraded: serving, growth blocked")
-    scaling = next(c for c in status["conditions"] if c["type"] == "ScalingHealthy")
-    assert (scaling["status"], scaling["reason"]) == ("False", "ScaleUpBlocked")
-    assert "the class asks for 2" in scaling["message"]
-    assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "True"
-    wait_for(
-        lambda: [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"],
+    bed.wait_ready(name)
+    phases: list[str] = []
+
+    def unplaced() -> list[tuple[str, str, str]]:
+        phases.append(str(bed.status(name).get("phase")))
+        return [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"]
+
+    [event] = wait_for(unplaced, 60, what="a GrowthClaimUnplaced event")
+    assert f"{name}-1" in event[2] and "keeps serving" in event[2]
+    status = bed.wait(
+        name,
+        lambda s: (
+            "wait for capacity"
+            in next(c for c in s["conditions"] if c["type"] == "ScalingHealthy")["message"]
+        ),
         30,
-        what="a GrowthClaimUnplaced event",
+        "ScalingHealthy saying the replica waits for capacity",
     )
+    scaling = next(c for c in status["conditions"] if c["type"] == "ScalingHealthy")
+    assert (scaling["status"], scaling["reason"]) == ("True", "ScalingOK")
+    assert "the class asks for 2" in scaling["message"] and f"({name}-1)" in scaling["message"]
+    assert status["phase"] == "Ready" and set(phases) == {"Ready"}, phases
+    assert len([e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"]) == 1  # once per replica
 
 
 def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_asking(bed: Bed) -> None:

@@ -7,9 +7,10 @@ server's aggregation layer, and kube-controller-manager's HPA controller scales 
 load is the openai client's concurrent streaming chats, more than the server's four slots hold.
 
 The card is set up so that the second replica has no room: the class permits 60 % shares only, so the planned
-card (100 shares) holds one replica; the second replica's claim finds no device, the order says
-GrowthClaimUnplaced and stays Ready, and when the load stops the set goes back to one replica after the
-class's (shortened) scale-down window.
+card (100 shares) holds one replica; the second replica's claim finds no device. The card is simply full (no
+order of higher priority holds it: that would be ScaleUpBlocked, test_isvc_growth.py), so the replica waits for
+capacity: the order says GrowthClaimUnplaced, ScalingHealthy stays True and the phase Ready throughout, and when
+the load stops the set goes back to one replica after the class's (shortened) scale-down window.
 """
 
 from __future__ import annotations
@@ -165,7 +166,15 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
     assert (item["describedObject"]["name"], item["value"]) == (f"{ORDER}-0", "0")
     assert _replicas(llama) == 1
 
-    not_ready: list[str] = []
+    phases: list[
+        str
+    ] = []  # the order's phase at each look from the load's start to the end: Ready throughout
+
+    def look() -> dict[str, Any]:
+        status = orders.status(ORDER)
+        phases.append(str(status.get("phase")))
+        return status
+
     started = time.monotonic()
     plan = orders.plan(ORDER)
     assert plan is not None
@@ -175,7 +184,15 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
         Load(llama, plan["spec"]["runtime"]["servedName"], port) as load,
     ):
         # the HPA controller asks for a second replica because of the queue
-        wait_for(lambda: _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for")
+        try:
+            wait_for(
+                lambda: look() and _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for"
+            )
+        except TimeoutError as e:  # say what the autoscaler saw, and whether the load ran
+            raise AssertionError(
+                f"{e}; HPA status: {_hpa(llama).status}; metric: {watch.custom_metric(orders.ns, metric)}; "
+                f"chats done {load.done}, errors {load.errors[-3:]}"
+            ) from None
         grew = time.monotonic() - started
         hpa = _hpa(llama)
         [current] = hpa.status.current_metrics
@@ -184,31 +201,41 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
         assert hpa.status.desired_replicas == 2
         # the new replica's claim finds no device on the planned card: the order says so, and serves
         event = wait_for(
-            lambda: [e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"],
+            lambda: look() and [e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"],
             60,
             interval=1,
             what="a GrowthClaimUnplaced event",
         )
-        assert f"{ORDER}-1" in event[0][2], event
-        status = orders.status(ORDER)
-        if condition(status, "Ready").get("status") != "True":
-            not_ready.append(str(condition(status, "Ready")))
+        assert len(event) == 1 and f"{ORDER}-1" in event[0][2], event
+        status = orders.wait(
+            ORDER,
+            lambda s: (
+                look() is not None
+                and "wait for capacity" in condition(s, "ScalingHealthy").get("message", "")
+            ),
+            30,
+            "ScalingHealthy saying the replica waits for capacity",
+        )
         scaling = condition(status, "ScalingHealthy")
-        assert (scaling.get("status"), scaling.get("reason")) == ("False", "ScaleUpBlocked"), scaling
-        assert "the autoscaler asked for 2" in scaling["message"]
+        assert (scaling.get("status"), scaling.get("reason")) == ("True", "ScalingOK"), scaling
+        assert "the autoscaler asked for 2" in scaling["message"] and f"({ORDER}-1)" in scaling["message"]
         load.stop.set()
         stopped = time.monotonic()  # the queue was long until now: the window starts here at the earliest
     assert load.done > 0, load.errors[-3:]
     # load gone: back to one replica after the class's window, and the order was Ready all along
-    wait_for(lambda: _replicas(llama) == 1, WINDOW + 60, interval=1, what="back to one replica")
+    wait_for(lambda: look() and _replicas(llama) == 1, WINDOW + 60, interval=1, what="back to one replica")
     shrank = time.monotonic() - stopped
     status = orders.wait(
         ORDER,
-        lambda s: condition(s, "ScalingHealthy").get("status") == "True",
+        lambda s: (
+            look() is not None and condition(s, "ScalingHealthy").get("message", "").startswith("1 of 1")
+        ),
         60,
-        "ScalingHealthy again",
+        "one replica, growth healthy",
     )
-    assert condition(status, "Ready").get("status") == "True" and not not_ready, not_ready
+    assert condition(status, "ScalingHealthy").get("status") == "True"
+    assert set(phases) == {"Ready"}, phases  # the order was Ready all along, never Degraded
+    assert len([e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"]) == 1  # once per replica
     print(
         f"growth: a second replica {grew:.0f}s after the load began (HPA sync {HPA_SYNC_SECONDS}s, scrape "
         f"{SCRAPE_SECONDS}s); back to one {shrank:.0f}s after it stopped (window {WINDOW}s)"

@@ -401,6 +401,7 @@ class FakePlanner:
         self.outcome = PlanOutcome(placement=PLACEMENT, estimates=ESTIMATES, refusal=None, preempt=[])
         self.asked: list[tuple[str, str]] = []
         self.refused: list[str | None] = []
+        self.refused_since: list[datetime | None] = []
         self.dry_runs: list[bool] = []
         self.down = False
         self.bad_placement: Refusal | None = None
@@ -408,6 +409,7 @@ class FakePlanner:
         self.released: list[tuple[str, str]] = []
         self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
         self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
+        self.outranked: dict[str, tuple[str, ...]] = {}  # per order: orders of higher priority on its devices
         self.forgotten: list[tuple[str, str]] = []
 
     def plan(
@@ -419,8 +421,10 @@ class FakePlanner:
         holding: Placement | None,
         refused: str | None = None,
         dry_run: bool = False,
+        refused_since: datetime | None = None,
     ) -> PlanOutcome:
         self.refused.append(refused)
+        self.refused_since.append(refused_since)
         self.dry_runs.append(dry_run)
         if self.down:
             raise TemporaryError("connection refused")
@@ -445,7 +449,10 @@ class FakePlanner:
                 )
             )
         return Judgement(
-            refusal=self.bad_placement, lost=self.lost.get(name, ()), gone=self.gone.get(name, ())
+            refusal=self.bad_placement,
+            lost=self.lost.get(name, ()),
+            gone=self.gone.get(name, ()),
+            outranked=self.outranked.get(name, ()),
         )
 
 
@@ -461,6 +468,7 @@ class FakeWorkload:
             status="True", reason=StatusReason.SCALING_OK.value, message="growth is not blocked."
         )
         self.unplaced: list[tuple[str, str]] = []
+        self.outranked_seen: list[tuple[str, ...]] = []  # what growth() was told, when it asked
         self.judged_with: list[StartupFailure | None] = []
         self.judged_sets: list[Obj | None] = []
         self.judged_refusals: list[tuple[dict[str, str], list[Obj]]] = []
@@ -552,9 +560,20 @@ class FakeWorkload:
         }
 
     def growth(
-        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+        self,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        policy: EffectivePolicy,
+        outranked: Callable[[], tuple[str, ...]],
     ) -> tuple[Verdict, list[tuple[str, str]]]:
+        if self.unplaced:  # asked only when a replica got no device, as the package's judge asks
+            self.outranked_seen.append(outranked())
         return self.growth_verdict, self.unplaced
+
+    def claim_refusal(self, pods: list[Obj]) -> tuple[str, datetime | None] | None:  # the package's reading
+        refusal = isvc_workload.claim_refusal(pods)
+        return (refusal.message, refusal.since) if refusal is not None else None
 
     def token(self, secret: Obj) -> str | None:
         return base64.b64decode(secret["data"]["token"]).decode()

@@ -4,12 +4,13 @@ and no pass touches another order's objects."""
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from isvc_api import (
     GROUP,
+    LABEL_ORDER,
     VERSION,
     ConditionType,
     PlacementMode,
@@ -20,6 +21,7 @@ from isvc_api import (
     Verdict,
 )
 from isvc_operator import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
+from isvc_operator._steps.plan import REFUSED_AFTER
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
@@ -148,6 +150,7 @@ def test_a_displaced_order_takes_its_own_plan_and_workload_down_in_its_own_pass(
 
     assert of_low(world.cluster.objects) == of_low(before)
     world.planner.lost["low"] = ("gpu.nvidia.com/n1/gpu-0: holders of higher priority leave no room",)
+    world.planner.outranked["low"] = ("gpu.nvidia.com/n1/gpu-0: team-a/vip at priority 1000",)
     world.planner.outcome = PlanOutcome(None, None, Refusal(reason=Reason.NO_CAPACITY, message="no room"), [])
     world.restart()  # the victim finds out from the planner's ledger, whatever the controller remembers
     status = world.run(order(name="low"))
@@ -163,6 +166,7 @@ def test_a_displaced_order_with_room_elsewhere_moves_in_the_same_pass_issue_26(w
     """Its plan is replaced at once (never taken down and recreated), asked with what it holds."""
     _plan(world, "low", 60, None, minutes=0)
     world.planner.lost["low"] = ("gpu.nvidia.com/n1/gpu-0: holders of higher priority leave no room",)
+    world.planner.outranked["low"] = ("gpu.nvidia.com/n1/gpu-0: team-a/vip at priority 1000",)
     elsewhere = PLACEMENT.model_copy(update={"devices": ["gpu-1"], "device_uuids": ["GPU-1"]})
     world.planner.outcome = PlanOutcome(placement=elsewhere, estimates=ESTIMATES, refusal=None, preempt=[])
     world.run(order(name="low"))
@@ -269,10 +273,35 @@ def test_a_plan_that_cannot_be_stored_releases_what_the_planner_reserved(world: 
     assert world.planner.released == [("team-a", "support-llm")]
 
 
+WORDS = "0/5 nodes are available: 1 cannot allocate all claims."
+REFUSED_SINCE = "2026-12-01T09:59:30Z"
 EXHAUSTED = (
-    "The search for a device happened and found no room on device class mig.nvidia.com (pod p1): "
-    "0/5 nodes are available: 1 cannot allocate all claims. This is capacity."
+    f"The search for a device happened and found no room on device class mig.nvidia.com (pod p1): {WORDS} "
+    "This is capacity."
 )
+
+
+def _refused_pod(world: World, name: str = "support-llm") -> None:
+    """The order's pod as kube-scheduler leaves it when it cannot allocate its claim."""
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-0", "namespace": "team-a", "labels": {LABEL_ORDER: name}},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": WORDS,
+                        "lastTransitionTime": REFUSED_SINCE,
+                    }
+                ],
+            },
+        }
+    )
 
 
 def _exhausted(world: World) -> None:
@@ -281,6 +310,7 @@ def _exhausted(world: World) -> None:
         if c["type"] == "WorkloadReady":
             c.update(status="False", reason="ResourceClaimExhausted", message=EXHAUSTED)
     world.cluster.put({**order(), "status": status})
+    _refused_pod(world)
 
 
 def test_a_claim_the_scheduler_refuses_is_planned_again_elsewhere(world: World) -> None:
@@ -291,11 +321,38 @@ def test_a_claim_the_scheduler_refuses_is_planned_again_elsewhere(world: World) 
     moved = PLACEMENT.model_copy(update={"node_name": "gpu-h100-1", "pool": "gpu-h100-1"})
     world.planner.outcome = PlanOutcome(placement=moved, estimates=ESTIMATES, refusal=None, preempt=[])
     status = world.run()
-    assert world.planner.refused[-1] == EXHAUSTED and world.planner.holdings[-1] == PLACEMENT
+    # the scheduler's own words, as the pod says them now, and since when
+    assert world.planner.refused[-1] == WORDS and world.planner.holdings[-1] == PLACEMENT
+    assert world.planner.refused_since[-1] == datetime.fromisoformat(REFUSED_SINCE)
     assert world.cluster.launch_plan("team-a", "support-llm")["spec"]["placement"]["nodeName"] == "gpu-h100-1"
     assert status["resolved"]["replanCount"] == 1
     world.run()
-    assert world.planner.refused == [None, EXHAUSTED]  # asked again once, not on every pass
+    assert world.planner.refused == [None, WORDS]  # asked again once, not on every pass
+
+
+def test_a_refusal_is_heard_after_the_schedulers_retry_not_after_a_guess(world: World) -> None:
+    """REFUSED_AFTER: the scheduler's longest backoff and a margin, no longer a preemption victim's grace."""
+    world.run()
+    _exhausted(world)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, EXHAUSTED)
+    world.clock_offset = timedelta(seconds=REFUSED_AFTER - 1)
+    world.run()
+    assert world.planner.refused == [None] and world.last is not None  # the plan stands, nobody asked
+    assert world.last.requeue_after is not None and world.last.requeue_after <= 1.0 + 1e-6
+    world.clock_offset = timedelta(seconds=REFUSED_AFTER)
+    world.run()
+    assert world.planner.refused[-1] == WORDS
+    assert REFUSED_AFTER <= 15.0
+
+
+def test_a_refusal_the_scheduler_no_longer_makes_is_not_reported(world: World) -> None:
+    """The last status said ResourceClaimExhausted, but the pod has been placed since: nothing to report."""
+    world.run()
+    _exhausted(world)
+    world.cluster.objects.pop(("Pod", "team-a", "support-llm-0"))
+    world.clock_offset = timedelta(minutes=2)
+    world.run()
+    assert world.planner.refused == [None]
 
 
 def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world: World) -> None:
@@ -308,11 +365,41 @@ def test_a_refused_claim_with_nowhere_else_to_go_keeps_its_plan_and_waits(world:
         Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED, message="every allowed class was tried"),
         [],
     )
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, EXHAUSTED)
     status = world.run()
     planned = condition(status, "Planned")
     assert (planned["status"], planned["reason"]) == ("True", "Planned")
     assert "every allowed class was tried" in planned["message"]
     assert world.cluster.launch_plan("team-a", "support-llm") is not None
+    # the order's reason says it in the planner's words (the device, the scheduler's, the classes tried)
+    workload = condition(status, "WorkloadReady")
+    assert workload["reason"] == "ResourceClaimExhausted" and status["reason"] == "ResourceClaimExhausted"
+    assert workload["message"].startswith("every allowed class was tried")
+
+
+def test_a_device_taken_first_by_a_claim_of_no_order_is_a_refusal_not_a_preemption_issue_26(
+    world: World,
+) -> None:
+    """The ledger lost the order's device to a claim the scheduler allocated before the order's (no order
+    outranks it): nothing is taken down; once the scheduler refuses the claim the planner hears it in that
+    pass, and with nowhere else to go the order says ResourceClaimExhausted in the planner's words."""
+    world.run()
+    world.planner.lost["support-llm"] = ("gpu.nvidia.com/n1/gpu-0: holders ... (a claim of no order) ...",)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_PENDING, "waits for its claim")
+    world.run()  # the scheduler has not spoken yet: the plan stands, the planner is not asked
+    assert world.planner.refused == [None] and world.cluster.launch_plan("team-a", "support-llm") is not None
+    _refused_pod(world)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, EXHAUSTED)
+    said = "The scheduler could not allocate the claim planned on n1/gpu-0 (gpu.nvidia.com): ..."
+    world.planner.outcome = PlanOutcome(
+        None, None, Refusal(reason=Reason.RESOURCE_CLAIM_EXHAUSTED, message=said), []
+    )
+    status = world.run()
+    assert world.planner.refused[-1] == WORDS  # at once: no REFUSED_AFTER, the ledger explains it
+    assert world.cluster.launch_plan("team-a", "support-llm") is not None
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
+    assert condition(status, "WorkloadReady")["message"].startswith(said)
+    assert "Preempted" not in [e[2] for e in world.cluster.events]
 
 
 def _forged(world: World, **placement: Any) -> None:
@@ -447,3 +534,14 @@ def test_a_claim_refused_on_hardware_out_of_service_is_not_called_capacity(world
     )
     assert ("team-a", "a") in world.planner.forgotten
     assert world.last is not None and world.last.requeue_after == 0.5
+
+
+def test_a_refused_claim_on_a_device_taken_first_is_passed_again_at_once(world: World) -> None:
+    """The pass that first reads the refusal judged the plan from a judgement kept from before: asked afresh,
+    the ledger says the device was taken first, and the next pass comes at once to tell the planner."""
+    world.run()
+    world.planner.lost["support-llm"] = ("gpu.nvidia.com/n1/gpu-0: holders ... (a claim of no order) ...",)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, EXHAUSTED)
+    world.run()
+    assert world.last is not None and world.last.requeue_after is not None
+    assert world.last.requeue_after <= 0.5

@@ -348,11 +348,42 @@ def test_blocked_growth_degrades_a_serving_order_and_reports_each_replica_once(w
         status="False", reason="ScaleUpBlocked", message="growth is blocked (p-2)."
     )
     world.workload.unplaced = [("p-2", "Replica pod p-2: its claim got no device.")]
+    world.planner.outranked["support-llm"] = ("gpu.nvidia.com/n1/gpu-0: team-b/vip at priority 1000",)
     status = world.run()
     assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Degraded", "ScaleUpBlocked")
     world.restart()
     world.run()
     assert [e[2] for e in world.cluster.events].count("GrowthClaimUnplaced") == 1
+    # the ledger was asked afresh, in each pass, where orders of higher priority hold the replica's room
+    assert world.workload.outranked_seen == [world.planner.outranked["support-llm"]] * 2
+    assert world.planner.forgotten.count(("team-a", "support-llm")) >= 2
+
+
+def test_a_replica_waiting_for_capacity_keeps_the_order_ready_and_is_reported_once_issue_28(
+    world: World,
+) -> None:
+    world.workload.growth_verdict = Verdict(
+        status="True",
+        reason="ScalingOK",
+        message="1 of 2 replicas ready: 1 replica(s) wait for capacity (p-2).",
+    )
+    world.workload.unplaced = [("p-2", "Replica pod p-2: its claim got no device.")]
+    status = world.run()
+    assert (status["phase"], reasons(status)["ScalingHealthy"]) == ("Ready", "ScalingOK")
+    world.restart()
+    world.run()
+    assert [e[2] for e in world.cluster.events].count("GrowthClaimUnplaced") == 1
+    assert world.workload.outranked_seen == [(), ()]
+
+
+def test_a_planner_that_does_not_answer_leaves_blocked_growth_as_the_last_pass_found(world: World) -> None:
+    world.workload.unplaced = [("p-2", "Replica pod p-2: its claim got no device.")]
+    world.planner.outranked["support-llm"] = ("gpu.nvidia.com/n1/gpu-0: team-b/vip at priority 1000",)
+    world.workload.growth_verdict = Verdict(status="False", reason="ScaleUpBlocked", message="blocked (p-2).")
+    world.run()
+    world.planner.down = True
+    world.run()
+    assert world.workload.outranked_seen[-1] != ()
 
 
 def test_a_class_not_judged_yet_is_a_moment_not_class_not_ready(world: World) -> None:

@@ -7,10 +7,13 @@ ResourceClaimExhausted, in the scheduler's words, once there is no other room.
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from isvc_api import AcceleratorPolicy, ModelFacts, Placement, PlacementMode, Reason
 from isvc_planner import Inventory, Planner
+from isvc_planner._planner import SCHEDULER_RETRY
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, SchedulerRefusal
 from isvc_testing import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
@@ -170,3 +173,60 @@ def test_a_refused_share_is_not_offered_again_but_a_smaller_one_is(models: dict[
     assert plan(planner, sized(models["qwen7b"], 40), "same").refusal is not None
     small = plan(planner, sized(models["qwen7b"], 10), "small").placement
     assert small is not None and small.devices == ["gpu-0"]
+
+
+def test_a_refusal_the_ledger_explains_is_no_disagreement_and_lasts_while_the_room_is_taken_issue_26(
+    models: dict[str, ModelFacts], caplog: Any
+) -> None:
+    """A claim of another party, allocated by the scheduler between the plan and the order's pod: the ledger
+    counts it once it is allocated, so the refusal is explained. Not learned as a disagreement (no log, no
+    count, nothing distrusted); ResourceClaimExhausted naming the device and the scheduler's words while that
+    claim holds it; once it goes, the order is given its device again."""
+    counted: list[None] = []
+    inv = whole(1)
+    planner = Planner(inv, on_disagreement=lambda: counted.append(None))
+    first = plan(planner, models["qwen7b"], "a").placement
+    assert first is not None
+    since = datetime.now(UTC) - timedelta(seconds=5)  # the pod has been refused for a while
+    first_come = fleet_claim("other", "first-come", None, [("n1", "gpu-0", None)])
+    inv.upsert_claim(first_come)
+    said = SchedulerRefusal(placement=first, message=WORDS, since=since)
+    with caplog.at_level("WARNING", logger="isvc_planner"):
+        answer = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert answer.refusal is not None and answer.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
+    assert "n1/gpu-0 (gpu.nvidia.com)" in answer.refusal.message and "cannot allocate all claims" in (
+        answer.refusal.message
+    )
+    assert not [r for r in caplog.records if "the scheduler refused the claim" in r.getMessage()]
+    assert (counted, inv.distrusted()) == ([], {})
+    again = plan(planner, models["qwen7b"], "a", holding=first)  # a later pass, from the waiting room
+    assert again.refusal is not None and again.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
+    inv.delete_claim(first_come)
+    # the waiting room asks again at once, the refusal still reported: room newer than it is not refused
+    back = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert back.placement is not None and back.placement.devices == first.devices
+    assert (counted, inv.distrusted()) == ([], {})
+
+
+def test_room_that_appeared_after_the_refusal_is_not_taken_for_a_disagreement_until_the_scheduler_retried(
+    models: dict[str, ModelFacts], monkeypatch: Any
+) -> None:
+    """The scheduler's words predate room that appeared after them: within its retry (podMaxBackoffSeconds)
+    nothing is learned; after it, a refusal still reported is the scheduler's answer to that room."""
+    counted: list[None] = []
+    inv = whole(1)
+    planner = Planner(inv, on_disagreement=lambda: counted.append(None))
+    blocker = fleet_claim("other", "blocker", None, [("n1", "gpu-0", None)])
+    inv.upsert_claim(blocker)
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    inv.delete_claim(blocker)  # room, after the refusal began
+    first = plan(planner, models["qwen7b"], "a").placement
+    assert first is not None
+    said = SchedulerRefusal(placement=first, message=WORDS, since=since)
+    fresh = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert fresh.placement == first and counted == []
+    later = time.time() + SCHEDULER_RETRY + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    learned = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert learned.refusal is not None and learned.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
+    assert len(counted) == 1

@@ -329,9 +329,10 @@ def test_a_plan_is_judged_standing_or_lost_over_http_issue_26(
         bad = client.hold(
             OrderRef(namespace="ns", name="low"), low.placement.model_copy(update={"share_percent": 150})
         )
-    assert standing.lost == [] and standing.refusal is None
+    assert standing.lost == [] and standing.refusal is None and standing.outranked == []
     assert [(v.namespace, v.name) for v in vip.preempt] == [("ns", "low")]
     assert len(lost.lost) == 1 and "gpu.nvidia.com/n1/gpu-0" in lost.lost[0]
+    assert lost.outranked == ["gpu.nvidia.com/n1/gpu-0: ns/vip at priority 1000"]  # preemption (issue 28)
     assert bad.refusal is not None and bad.refusal.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
 
 

@@ -390,16 +390,54 @@ def test_the_startup_failure_round_trips_through_the_status_wire() -> None:
 # ---------------------------------------------------------------- growth and the settled volume
 
 
-def test_a_replica_beyond_the_first_without_a_device_blocks_scaling_up() -> None:
+def test_a_replica_beyond_the_first_on_a_full_device_waits_for_capacity_and_growth_stays_healthy() -> None:
+    """Issue 28: the card is simply full; the order stays Ready, the GrowthClaimUnplaced event says it."""
     pods = [pod("p1", ready=True), pod("p2", scheduled=EXHAUSTED, claim="p2-gpu-x4j2c")]
-    verdict = judge_growth(deployment(replicas=2), pods, [claim("c", allocated=True)], autoscaler=True)
-    assert (verdict.status, verdict.reason) == ("False", Reason.SCALE_UP_BLOCKED)
-    assert "the autoscaler asked for 2" in verdict.message
+    asked: list[None] = []
+
+    def outranked() -> tuple[str, ...]:
+        asked.append(None)
+        return ()
+
+    verdict = judge_growth(
+        deployment(replicas=2), pods, [claim("c", allocated=True)], autoscaler=True, outranked=outranked
+    )
+    assert (verdict.status, verdict.reason, len(asked)) == ("True", StatusReason.SCALING_OK, 1)
+    assert "the autoscaler asked for 2" in verdict.message and "wait for capacity" in verdict.message
+    assert "(p2)" in verdict.message  # the pods it reported on, so that each gets one event
     [unplaced] = verdict.unplaced
     assert unplaced.pod == "p2"
     assert "p2-gpu-x4j2c" in unplaced.event_message
     assert "cannot allocate all claims" in unplaced.event_message
     assert "gpu.nvidia.com" in unplaced.event_message
+
+
+def test_a_replica_whose_room_orders_of_higher_priority_hold_is_blocked_by_preemption() -> None:
+    """Issue 28: ScaleUpBlocked (phase Degraded) only under preemption, naming who holds the room."""
+    pods = [pod("p1", ready=True), pod("p2", scheduled=EXHAUSTED, claim="p2-gpu-x4j2c")]
+    holders = ("gpu.nvidia.com/node-1/gpu-0: team-b/urgent at priority 1000",)
+    verdict = judge_growth(
+        deployment(replicas=2), pods, [claim("c", allocated=True)], autoscaler=True, outranked=lambda: holders
+    )
+    assert (verdict.status, verdict.reason) == ("False", Reason.SCALE_UP_BLOCKED)
+    assert "blocked by preemption" in verdict.message and holders[0] in verdict.message
+    assert [r.pod for r in verdict.unplaced] == ["p2"]
+
+
+def test_the_ledger_is_not_asked_while_every_replica_has_its_device() -> None:
+    def outranked() -> tuple[str, ...]:
+        raise AssertionError("asked")
+
+    pods = [pod("p1", ready=True), pod("p2", ready=True)]
+    verdict = judge_growth(deployment(replicas=2), pods, [], autoscaler=True, outranked=outranked)
+    assert verdict.reason == StatusReason.SCALING_OK
+
+
+def test_the_schedulers_refusal_of_a_claim_is_read_from_the_pods_as_they_are_now() -> None:
+    refused = pod("p2", scheduled=EXHAUSTED)
+    said = isvc_workload.claim_refusal([pod("p1", ready=True), refused])
+    assert said is not None and (said.pod, said.message) == ("p2", EXHAUSTED[1])
+    assert isvc_workload.claim_refusal([pod("p1", ready=True), pod("p3", scheduled=NOT_CREATED)]) is None
 
 
 @pytest.mark.parametrize(

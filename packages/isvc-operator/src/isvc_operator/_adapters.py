@@ -120,9 +120,10 @@ class PlannerService:
         holding: Placement | None,
         refused: str | None = None,
         dry_run: bool = False,
+        refused_since: datetime | None = None,
     ) -> PlanOutcome:
         scheduler = (
-            isvc_planner_client.SchedulerRefusal(placement=holding, message=refused)
+            isvc_planner_client.SchedulerRefusal(placement=holding, message=refused, since=refused_since)
             if refused is not None and holding is not None
             else None
         )
@@ -170,7 +171,12 @@ class PlannerService:
             )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost), gone=tuple(verdict.gone))
+        judgement = Judgement(
+            refusal=verdict.refusal,
+            lost=tuple(verdict.lost),
+            gone=tuple(verdict.gone),
+            outranked=tuple(verdict.outranked),
+        )
         with self._lock:
             self.judged[(namespace, name)] = (stored, judgement)
         return judgement
@@ -317,7 +323,12 @@ class Workload:
         return {isvc_workload.QUOTA_RETRY_ANNOTATION: refusal.retry_token(quotas)}
 
     def growth(
-        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+        self,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        policy: EffectivePolicy,
+        outranked: Callable[[], tuple[str, ...]],
     ) -> tuple[Verdict, list[tuple[str, str]]]:
         verdict, unplaced = isvc_workload.judge_growth(
             deployment,
@@ -325,8 +336,13 @@ class Workload:
             claims,
             autoscaler=policy.constraints.autoscaler,
             min_replicas=policy.constraints.min_replicas,
+            outranked=outranked,
         )
         return verdict, [(r.pod, r.event_message) for r in unplaced]
+
+    def claim_refusal(self, pods: list[Obj]) -> tuple[str, datetime | None] | None:
+        refusal = isvc_workload.claim_refusal(pods)
+        return (refusal.message, refusal.since) if refusal is not None else None
 
 
 class Health:

@@ -215,6 +215,9 @@ class Judgement:
     refusal: Refusal | None = None
     lost: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()  # devices out of service for it (an inventory change), each with why
+    # devices where orders of higher priority hold the room it needs, with who: with `lost`, preemption; where
+    # it stands, growth (one more replica) blocked by priority rather than by a full device
+    outranked: tuple[str, ...] = ()
 
 
 class PlannerPort(Protocol):
@@ -229,10 +232,11 @@ class PlannerPort(Protocol):
         holding: Placement | None,
         refused: str | None = None,
         dry_run: bool = False,
+        refused_since: datetime | None = None,
     ) -> PlanOutcome:
         """Plan the order; `refused` is the scheduler's words when it could not allocate the claim of
-        `holding` (the planner then plans it elsewhere, or says no other device has room); `dry_run`
-        answers what the order would get, reserving nothing."""
+        `holding` (since `refused_since`: the planner then plans it elsewhere, or says no other device has
+        room); `dry_run` answers what the order would get, reserving nothing."""
         ...
 
     def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
@@ -326,9 +330,20 @@ class WorkloadPort(Protocol):
         ...
 
     def growth(
-        self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
+        self,
+        deployment: Obj | None,
+        pods: list[Obj],
+        claims: list[Obj],
+        policy: EffectivePolicy,
+        outranked: Callable[[], tuple[str, ...]],
     ) -> tuple[Verdict, list[tuple[str, str]]]:
-        """ScalingHealthy, and (pod, event message) of each replica whose claim got no device."""
+        """ScalingHealthy, and (pod, event message) of each replica whose claim got no device; `outranked`,
+        asked only then, says where orders of higher priority hold the room such a replica needs."""
+        ...
+
+    def claim_refusal(self, pods: list[Obj]) -> tuple[str, datetime | None] | None:
+        """The scheduler's words, and since when, for a pod whose device claim it could not allocate (as the
+        pods read now say it), or None."""
         ...
 
 

@@ -90,6 +90,8 @@ class OrderScope:
     launch_plan_name: str | Keep | None = KEEP
     launch_plan_obj: dict[str, Any] | None = None  # the LaunchPlan as read or applied in this pass
     unplaced: bool = False  # no plan, and the planner found no room: a workload left behind must go
+    # the planner's ResourceClaimExhausted: the scheduler refused the plan's claim and no other device has room
+    claim_exhausted: str | None = None
     # WorkloadReady: the endpoint, its token, the children read, a failing container.
     endpoint: EndpointStatus | Keep | None = KEEP
     auth_secret_name: str | Keep | None = KEEP

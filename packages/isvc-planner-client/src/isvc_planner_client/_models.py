@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from isvc_api import (
     AcceleratorPolicy,
     Estimates,
@@ -54,6 +56,13 @@ class SchedulerRefusal(Wire):
 
     placement: Placement = Field(description="The placement the refused claim was pinned to (the plan).")
     message: str = Field(description="The scheduler's words: the pod's PodScheduled message.")
+    since: datetime | None = Field(
+        default=None,
+        description=(
+            "Since when the scheduler has refused it (the pod's PodScheduled lastTransitionTime): room the "
+            "ledger saw appear after that, a moment ago, is room the scheduler may not have tried yet."
+        ),
+    )
 
 
 class PlanRequest(Wire):
@@ -150,6 +159,16 @@ class HoldVerdict(Wire):
             "Devices of the plan out of service for the order, each with why: its node deleted, cordoned, not "
             "ready or tainted with no pod of the order running there, or the device withdrawn. An inventory "
             "change: the order is to be planned anew (or to wait, saying so), never called a defect."
+        ),
+    )
+    outranked: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Devices of the plan where orders of higher priority than this one hold the room it needs there, "
+            "each with who. With `lost`: the loss is preemption (without, the devices went to holders of no "
+            "order or of its own priority that came first: claims the scheduler allocated before this "
+            "order's). On devices it stands on: a further replica of the order (growth) finds no room there "
+            "because of them, where it would without them."
         ),
     )
 

@@ -149,7 +149,8 @@ def create_app(
         "/hold", response_model=HoldVerdict, response_model_exclude_none=True, response_model_by_alias=True
     )
     def hold(request: HoldRequest) -> HoldVerdict:
-        """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing."""
+        """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing; and
+        where orders of higher priority hold the room it needs (preemption, or growth blocked by priority)."""
         started = time.monotonic()
         # Hardware out of service first: a plan naming a device that is gone is replanned, never judged as a
         # placement against what is left (its memory may be more than any remaining device carries).
@@ -160,7 +161,10 @@ def create_app(
         elif refusal is not None:
             verdict = HoldVerdict(refusal=refusal)
         else:
-            verdict = HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
+            ns, name = request.order.namespace, request.order.name
+            verdict = HoldVerdict(
+                lost=planner.standing(ns, name), outranked=planner.outranked(ns, name, request.placement)
+            )
         metrics.duration.labels(endpoint="hold").observe(time.monotonic() - started)
         return verdict
 

@@ -307,6 +307,7 @@ class Inventory:
         self._blocked: set[DeviceKey] = set()
         # Holdings released or changed per device, not counting those of the order a refusal there names.
         self._released: dict[DeviceKey, int] = {}
+        self._freed_at: dict[DeviceKey, float] = {}  # when (wall clock) such a holding last went or changed
         # Refused by the scheduler although the ledger saw room:
         # device -> (until, refused units or None for whole, the order, others' releases then, device then).
         self._distrust: dict[DeviceKey, tuple[float, int | None, OrderKey | None, int, int]] = {}
@@ -697,6 +698,7 @@ class Inventory:
             self._holdings.get(h.device, {}).pop(source, None)
             if (h.device, h) not in kept and not self._refused_near(h.device, h.order):
                 self._released[h.device] = self._released.get(h.device, 0) + 1
+                self._freed_at[h.device] = time.time()
         for h in new:
             slot = self._holdings.setdefault(h.device, {})
             prev = slot.get(source)
@@ -924,6 +926,12 @@ class Inventory:
         own left out: a refusal stands while none did."""
         return sum(self._released.get(k, 0) for k in self._near(key))
 
+    def freed_at(self, key: DeviceKey) -> float:
+        """When (seconds since the epoch) a holding of someone else on a device or its counter siblings last
+        went or changed (0: never since the planner started): room newer than a refusal was not refused."""
+        with self.lock:
+            return max((self._freed_at.get(k, 0.0) for k in self._near(key)), default=0.0)
+
     def generation(self, key: DeviceKey) -> int:
         """The generation of the pool a device is published in (-1: not published)."""
         with self.lock:
@@ -1038,29 +1046,55 @@ class Inventory:
         On each device, holders are ranked: those of no order first (nobody can release them), then by
         priority, then the earlier holding; each holder stands if it fits beside those ranked above it.
         """
+        with self.lock:
+            return [why for key in sorted(self.holds(order)) if (why := self._displaced_on(order, key))]
+
+    def _displaced_on(self, order: OrderKey, key: DeviceKey) -> str | None:
+        """Why the order does not stand on one device it holds, or None when it does."""
+        device = self.devices[key]
+        ranked = self._ranked(key)
+        used: Consumption = {}
+        whole = stood = False
+        for who, priority, _, load in ranked:
+            alone = not device.multi or load is None  # it takes the device whole
+            stands = not stood if alone else not whole and fits(used, load or {}, device.capacities)
+            if stands:
+                stood = True
+                whole = whole or alone
+                _add(used, load or {})
+            elif who == order:
+                above = [f"{w[0]}/{w[1]}" if w else "a claim of no order" for w, *_ in ranked if w != order]
+                return (
+                    f"{device.ident}: holders of higher priority or earlier ({', '.join(above[:4])}) "
+                    f"leave no room for this order's holding at priority {priority}"
+                )
+        return None
+
+    def outranked(self, order: OrderKey, units: int) -> list[str]:
+        """Devices the order holds where orders of higher priority than it hold the room it needs, with who.
+
+        Where it has lost the device (`displaced`): its own holding would fit were they gone, so the loss is
+        preemption. Where it stands: a further claim of `units` (one more replica of it) finds no room now and
+        would were they gone, so growth there is blocked by priority, not by a full device. Holders of no order
+        and orders of its own priority or below never outrank it: they came first, or yield to it.
+        """
         out: list[str] = []
         with self.lock:
+            mine = self.order_priority(order)
             for key in sorted(self.holds(order)):
-                device = self.devices[key]
-                ranked = self._ranked(key)
-                used: Consumption = {}
-                whole = stood = False
-                for who, priority, _, load in ranked:
-                    alone = not device.multi or load is None  # it takes the device whole
-                    stands = not stood if alone else not whole and fits(used, load or {}, device.capacities)
-                    if stands:
-                        stood = True
-                        whole = whole or alone
-                        _add(used, load or {})
-                    elif who == order:
-                        above = [
-                            f"{w[0]}/{w[1]}" if w else "a claim of no order" for w, *_ in ranked if w != order
-                        ]
-                        out.append(
-                            f"{device.ident}: holders of higher priority or earlier ({', '.join(above[:4])}) "
-                            f"leave no room for this order's holding at priority {priority}"
-                        )
-                        break
+                above: dict[OrderKey, int] = {}
+                for h in self.holdings_on(key):
+                    held_at = self.priority_of_holding(h)
+                    if h.order is not None and h.order != order and held_at > mine:
+                        above[h.order] = max(above.get(h.order, held_at), held_at)
+                if not above:
+                    continue
+                need = units if self.devices[key].shareable else UNITS
+                mine_too = (order,) if self._displaced_on(order, key) is not None else ()
+                if self.room(key, mine_too) >= need or self.room(key, (*mine_too, *above)) < need:
+                    continue
+                who = ", ".join(f"{ns}/{n} at priority {p}" for (ns, n), p in sorted(above.items())[:4])
+                out.append(f"{self.devices[key].ident}: {who}")
         return out
 
     def _ranked(self, key: DeviceKey) -> list[tuple[OrderKey | None, int, float, Consumption | None]]:

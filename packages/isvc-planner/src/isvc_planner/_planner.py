@@ -110,6 +110,11 @@ def _profile_selector(device: Device) -> str:
 # The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
 # vendors' data sheets). A device publishing no memory is assumed at most this large.
 PLAUSIBLE_GIB = 288
+# The longest kube-scheduler leaves an unschedulable pod before trying it again after a change that may make
+# room (its podMaxBackoffSeconds, 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go).
+# Room the ledger saw appear less than this long ago, after the refusal, is room the scheduler may not have
+# tried yet: its refusal predates it.
+SCHEDULER_RETRY = 10.0
 # The most orders of one priority placed by the joint search (its depth is the number of orders); more
 # waiting ones are answered one at a time after it, in the order they came.
 MAX_JOINT = 200
@@ -216,8 +221,9 @@ class Planner:
         self.context = context
         self.distrust_ttl = distrust_ttl
         self.on_disagreement = on_disagreement
-        # order -> (devices refused, where, the scheduler's words): the last refusal while it stands.
-        self._refused: dict[OrderKey, tuple[list[DeviceKey], str, str]] = {}
+        # order -> (devices refused, units asked (UNITS: whole), where, the scheduler's words): the last
+        # refusal while it stands.
+        self._refused: dict[OrderKey, tuple[list[DeviceKey], int, str, str]] = {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -326,6 +332,15 @@ class Planner:
         return self.inventory.gone(
             (namespace, name), placement.driver, placement.pool, placement.devices, placement.node_name
         )
+
+    def outranked(self, namespace: str, name: str, placement: Placement) -> list[str]:
+        """Devices of the order's plan where orders of higher priority hold the room it needs (for its plan
+        where it lost them: preemption; for one more replica where it stands: growth blocked by priority)."""
+        units = placement.share_percent if placement.placement_mode == PlacementMode.SHARED else None
+        inv = self.inventory
+        with inv.lock:
+            inv.expire()
+            return inv.outranked((namespace, name), units or UNITS)
 
     def standing(self, namespace: str, name: str) -> list[str]:
         """Why an order has lost devices it holds to holders ranked above it (empty: it stands)."""
@@ -557,10 +572,12 @@ class Planner:
                 )
         distrust = inv.distrusted()
         refused = self._refused.get(order)
-        if refused is not None and not any(k in distrust for k in refused[0]):
+        own = inv.holds(order)
+        if refused is not None and not any(
+            k in distrust or (k in own and inv.room(k, (order,)) < refused[1]) for k in refused[0]
+        ):
             del self._refused[order]  # the cluster changed where it was refused: that refusal is over
             refused = None
-        own = inv.holds(order)
         prefer = set(own)
         holding = request.holding
         if holding is not None and holding.driver and holding.pool and holding.devices:
@@ -577,15 +594,19 @@ class Planner:
             order=order,
             margin=reqs.memory_margin_percent,
             distrust=distrust,
-            refused=(refused[1], refused[2]) if refused is not None else None,
+            refused=(refused[2], refused[3]) if refused is not None else None,
         ), None
 
     def _learn(self, order: OrderKey, refused: SchedulerRefusal) -> None:
-        """The scheduler refused the claim pinned to these devices although the ledger saw room: no claim of
-        that size or larger is offered there (to this order or any other) until the cluster changes there
-        (someone else's holding released or smaller, the pool published again; `distrust_ttl` at most).
+        """The scheduler refused the claim pinned to these devices.
 
-        Logged and counted once per refusal learned, not once per pass that reports it again."""
+        Where the ledger has no room for it either, it already counts what took the room (a claim the
+        scheduler allocated first, a victim of preemption still leaving): no disagreement, and the refusal
+        stands while that room is missing. Where the room appeared after the refusal, within the scheduler's
+        retry, its words predate it: nothing is learned. Otherwise the ledger saw room the scheduler did not:
+        no claim of that size or larger is offered there (to this order or any other) until the cluster
+        changes there (someone else's holding released or smaller, the pool published again; `distrust_ttl` at
+        most). Logged and counted once per refusal learned, not once per pass that reports it again."""
         p, inv = refused.placement, self.inventory
         if not (p.driver and p.pool and p.devices):
             return
@@ -594,10 +615,19 @@ class Planner:
         units = (p.share_percent if p.placement_mode == PlacementMode.SHARED else UNITS) if shared else None
         where = f"{', '.join(f'{p.pool}/{d}' for d in p.devices)} ({p.device_class_name})"
         rooms = [inv.room(k, (order,)) for k in keys]
-        if not inv.distrust(keys, units, self.distrust_ttl, order):
-            self._refused[order] = (keys, where, refused.message)
+        asked = units or UNITS
+        if any(r < asked for r in rooms):
+            self._refused[order] = (keys, asked, where, refused.message)
             return
-        self._refused[order] = (keys, where, refused.message)
+        # A condition's time is kept to the second (metav1.Time): room freed within that second counts as older.
+        since = refused.since.timestamp() + 1.0 if refused.since is not None else 0.0
+        now = time.time()
+        if any(since < (freed := inv.freed_at(k)) and now - freed < SCHEDULER_RETRY for k in keys):
+            return
+        if not inv.distrust(keys, units, self.distrust_ttl, order):
+            self._refused[order] = (keys, asked, where, refused.message)
+            return
+        self._refused[order] = (keys, asked, where, refused.message)
         if self.on_disagreement is not None:
             self.on_disagreement()
         log.warning(

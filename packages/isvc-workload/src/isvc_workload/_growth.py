@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, cast
 
@@ -25,6 +25,7 @@ __all__ = [
     "EVENT_GROWTH_CLAIM_UNPLACED",
     "EVENT_SETTLED_REGION_TOO_SMALL",
     "GrowthJudgement",
+    "Outranked",
     "UnplacedReplica",
     "judge_growth",
     "settled_region_check",
@@ -51,12 +52,17 @@ class UnplacedReplica(BaseModel):
         where = f" on device class {self.device_class}" if self.device_class else ""
         return (
             f"Replica pod {self.pod}: {claim} got no device{where}: {self.scheduler_message}. The order "
-            f"stays Ready on its device class; the scheduler places the replica as soon as capacity frees up."
+            f"keeps serving on its device class; the scheduler places the replica as soon as capacity frees up."
         )
 
 
 GrowthJudgement = tuple[Verdict, tuple[UnplacedReplica, ...]]
 """The ScalingHealthy verdict of one pass, and the replicas whose claims got no device (for events)."""
+
+Outranked = Callable[[], Sequence[str]]
+"""Asked only when a replica got no device: the devices of the order's plan where orders of higher priority
+than it hold the room the replica needs, each with who (the planner's ledger says); empty when the device is
+simply full."""
 
 
 def judge_growth(
@@ -66,11 +72,15 @@ def judge_growth(
     *,
     autoscaler: bool,
     min_replicas: int = 1,
+    outranked: Outranked = tuple,
 ) -> GrowthJudgement:
     """Judge growth: replicas beyond a Ready one whose claims the scheduler cannot place.
 
     Only the device search failing counts (the "cannot allocate all claims" tally); a replica
-    that is merely starting is not blocked growth.
+    that is merely starting is not blocked growth. A replica without a device on a device simply full waits
+    for capacity, and growth stays healthy (True: the order is Ready, the GrowthClaimUnplaced event says it);
+    growth is blocked (ScaleUpBlocked, phase Degraded) only under preemption: the room the replica needs is
+    held by orders of higher priority (`outranked`), which the ranking keeps ahead of this order.
     """
     live = sorted((p for p in pods if not is_terminating(p)), key=name_of)
     ready = [p for p in live if is_ready(p)]
@@ -104,12 +114,22 @@ def judge_growth(
     )
     where = f" on device class {device_class}" if device_class else ""
     named = ", ".join(r.pod for r in unplaced)
+    above = list(outranked())
+    if not above:
+        return Verdict.ok(
+            StatusReason.SCALING_OK,
+            (
+                f"{len(ready)} of {desired_count} replicas ready, {who}: {len(unplaced)} replica(s) wait for "
+                f"capacity{where} ({named}); the device is full, and the scheduler places them as soon as "
+                "capacity frees up there. The order serves meanwhile."
+            ),
+        ), unplaced
     return Verdict.refuse(
         Reason.SCALE_UP_BLOCKED,
         (
             f"The endpoint serves with {len(ready)} replica(s), {who}: {len(unplaced)} replica(s) got no "
-            f"device{where} ({named}). Scaling up is blocked by capacity: free some on that device class, "
-            "or wait."
+            f"device{where} ({named}). Scaling up is blocked by preemption: orders of higher priority hold the "
+            f"room they need ({'; '.join(above)}); it frees when they release it."
         ),
     ), unplaced
 

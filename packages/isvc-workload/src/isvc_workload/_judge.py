@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from isvc_api import Reason, StartupFailure, StatusReason, Verdict
@@ -24,9 +25,11 @@ __all__ = [
     "IMAGE_NEVER_STARTED",
     "MAX_LOG_LINES",
     "STARTUP_FAILED_WAITING",
+    "ClaimRefusal",
     "LogReader",
     "WorkloadJudgement",
     "cel_undecidable",
+    "claim_refusal",
     "claims_exhausted",
     "judge_workload",
     "workload_error",
@@ -70,6 +73,30 @@ def cel_undecidable(reason: str, message: str) -> bool:
 def claims_exhausted(reason: str, message: str) -> bool:
     """Whether a PodScheduled=False condition says the device search happened and found no room."""
     return reason == "Unschedulable" and "cannot allocate all claims" in message
+
+
+class ClaimRefusal(BaseModel):
+    """kube-scheduler found no room for a pod's device claim: its words, and since when it has said so."""
+
+    pod: str
+    message: str
+    since: datetime | None = None
+
+
+def claim_refusal(pods: Sequence[Mapping[str, Any]]) -> ClaimRefusal | None:
+    """The first live pod whose device claim the scheduler could not allocate ("cannot allocate all claims"),
+    as the pods read now say it (never a word of an earlier pass: the scheduler may have placed it since)."""
+    for pod in sorted((dict(p) for p in pods), key=name_of):
+        said = unscheduled(pod) if not is_terminating(pod) else None
+        if said is None or not claims_exhausted(*said):
+            continue
+        since = (condition(pod, "PodScheduled") or {}).get("lastTransitionTime")
+        try:
+            at = datetime.fromisoformat(str(since)) if since else None
+        except ValueError:
+            at = None
+        return ClaimRefusal(pod=name_of(pod), message=said[1], since=at)
+    return None
 
 
 class _Failure(BaseModel):

@@ -5,10 +5,12 @@ still stands on its devices in the planner's ledger, the one account of who hold
 priority may have been placed there, naming this one as displaced). One whose inputs still hold is kept
 without asking the planner; otherwise the planner is asked (with what the order holds) and the recipe
 compiled for its placement. A serving order whose recomputation fails keeps its plan in force
-(LaunchPlanInForce) — unless it lost its devices: then it is planned elsewhere in the same pass or taken
-down. Both answers come from the one ranking the ledger keeps, and placing the order needs room among all
-other holders of a device, a superset of those ranked above it, so the order is never planned back onto the
-device it lost while nothing changed: no pass undoes the previous pass's work.
+(LaunchPlanInForce) — unless it lost its devices to orders of higher priority: then it is planned
+elsewhere in the same pass or taken down. Both answers come from the one ranking the ledger keeps, and
+placing the order needs room among all other holders of a device, a superset of those ranked above it, so
+the order is never planned back onto the device it lost while nothing changed: no pass undoes the previous
+pass's work. Devices lost to claims that came first (no preemption) are the scheduler's to refuse: the
+plan stands until it does, and the refusal goes to the planner in that pass.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -53,7 +56,13 @@ PLAN_ANNOTATION = "ai.deckhouse.io/computed-by"  # on LaunchPlans the module com
 
 log = logging.getLogger(__name__)
 GV = f"{GROUP}/{VERSION}"
-REFUSED_AFTER = 45.0  # seconds a planned claim stays unallocated before the planner hears it was refused
+# Seconds a planned claim stays refused by the scheduler before the planner hears of it: the longest
+# kube-scheduler leaves an unschedulable pod before trying it again after a change that may make room (its
+# podMaxBackoffSeconds, 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go), and a few
+# seconds for the pass. It no longer waits out a preemption's victim leaving (up to its pods' termination grace,
+# 30 s): the planner takes a refusal its ledger explains (a victim still holding the device, a claim allocated
+# first) for no disagreement; and a drain or a lost node is an inventory change the ledger names (`gone`).
+REFUSED_AFTER = 15.0
 
 
 @attrs.frozen
@@ -66,6 +75,7 @@ class _Stored:
     spec: LaunchPlanSpec | None
     lost: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()  # devices of the plan out of service for it (an inventory change), with why
+    outranked: tuple[str, ...] = ()  # with `lost`: orders of higher priority took them (preemption)
 
 
 def _hash(*parts: Any) -> str:
@@ -162,7 +172,7 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
             Reason.LAUNCH_PLAN_NOT_A_PLACEMENT, f"LaunchPlan {scope.name!r}: {outside}; {whose}."
         )
     if judgement.lost:
-        return _Stored(raw, spec, judgement.lost)
+        return _Stored(raw, spec, judgement.lost, outranked=judgement.outranked)
     if scope.facts is not None and spec.inputs_hash == _inputs_hash(scope, deps):
         runtime = _recompiled(scope, deps, spec)
     else:  # an edit waits for a new plan, or the model source is down: only the module's own runtime stays
@@ -252,11 +262,33 @@ def _moved(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdi
     )
 
 
+def _taken_first(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
+    """Holders ranked above the order took its devices without outranking it: a claim of no order, or one of
+    its own priority or below, that the scheduler allocated before this order's claim (the ledger could not
+    count it when it planned: a claim nobody allocated holds nothing). Not preemption, and nothing to take
+    down: once the scheduler refuses the order's claim, the planner hears it at once and plans the order
+    elsewhere, or answers ResourceClaimExhausted naming the device and the scheduler's words while the claim
+    waits where it is (the waiting room moves it when room appears elsewhere). Until the scheduler has
+    spoken (its pod not tried yet, or a quota keeping its claim from being made) the plan stands."""
+    spec = stored.spec
+    assert spec is not None
+    refusal = _claim_refused(scope, deps)
+    if refusal is not None:
+        return _compute(scope, deps, stored, inputs, refusal)
+    if spec.inputs_hash == inputs and spec.runtime is not None:
+        _keep(scope, spec)
+        return Verdict.ok(StatusReason.PLANNED, _plan_message(spec))
+    return _compute(scope, deps, stored, inputs)
+
+
 def _lost(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
-    """The order lost its devices in the planner's ledger: planned again in this pass (never back onto what
-    it lost), or taken down to wait when nothing else has room."""
+    """The order lost its devices in the planner's ledger: to orders of higher priority (preemption) it is
+    planned again in this pass (never back onto what it lost), or taken down to wait when nothing else has
+    room; to holders that came first, the scheduler's word decides (`_taken_first`)."""
     if stored.gone:
         return _moved(scope, deps, stored, inputs)
+    if not stored.outranked:
+        return _taken_first(scope, deps, stored, inputs)
     why = "; ".join(stored.lost)
     verdict = _compute(scope, deps, stored, inputs)
     if scope.plan is not None:
@@ -378,11 +410,19 @@ def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
     }
 
 
-def _scheduler_refused(scope: OrderScope, plan: LaunchPlanSpec) -> str | None:
-    """The scheduler's words when it has not allocated the claim of the plan held for a while.
+Refused = tuple[str, datetime | None]  # the scheduler's words, and since when it has said them
 
-    Not at once: a plan that preempted waits a few seconds for the displaced order's claim to go, and
-    the scheduler says the same meanwhile.
+
+def _claim_refused(scope: OrderScope, deps: Deps) -> Refused | None:
+    """The scheduler's words, as the order's pods read now say them, when it could not allocate a claim."""
+    return deps.workload.claim_refusal(deps.cluster.owned("Pod", scope.namespace, scope.name))
+
+
+def _scheduler_refused(scope: OrderScope, deps: Deps, plan: LaunchPlanSpec) -> Refused | None:
+    """The scheduler's words when it has not allocated the claim of a plan the ledger sees room for.
+
+    Not at once (REFUSED_AFTER): the scheduler retries a pod a few seconds after a change that may make room,
+    and says what it said before meanwhile.
     """
     last = find_condition(scope.previous.conditions, ConditionType.WORKLOAD_READY.value)
     if last is None or last.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
@@ -394,11 +434,11 @@ def _scheduler_refused(scope: OrderScope, plan: LaunchPlanSpec) -> str | None:
     if waited < REFUSED_AFTER:
         scope.requeue(REFUSED_AFTER - waited)  # told to the planner then; the room takes it from there
         return None
-    return last.message if "cannot allocate all claims" in last.message else None
+    return _claim_refused(scope, deps)
 
 
 def _compute(
-    scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refused: str | None = None
+    scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refused: Refused | None = None
 ) -> Verdict:
     """Ask the planner (with what the order holds), compile the recipe, and store the plan."""
     assert scope.facts is not None and scope.policy is not None
@@ -406,8 +446,11 @@ def _compute(
     if isinstance(requirements, Refusal):
         return _refused(scope, deps, stored, inputs, requirements)
     holding = stored.spec.placement if stored.spec is not None else None
+    words, since = refused if refused is not None else (None, None)
     try:
-        outcome = deps.planner.plan(scope.order, scope.facts, scope.policy, requirements, holding, refused)
+        outcome = deps.planner.plan(
+            scope.order, scope.facts, scope.policy, requirements, holding, words, refused_since=since
+        )
     except TemporaryError as exc:
         return _refused(
             scope,
@@ -419,15 +462,22 @@ def _compute(
             ),
         )
     if refused is not None and outcome.placement is None and stored.spec is not None:
-        # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted),
-        # and the order in the waiting room, moved when room appears elsewhere.
+        # No other device has room: the claim waits where it is (WorkloadReady says ResourceClaimExhausted, in
+        # the planner's words), and the order in the waiting room, moved when room appears elsewhere.
         _keep(scope, stored.spec)
         why = outcome.refusal.message if outcome.refusal else "no answer"
+        if outcome.refusal is not None and outcome.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED:
+            scope.claim_exhausted = outcome.refusal.message
         return Verdict.ok(
             StatusReason.PLANNED,
             f"{_plan_message(stored.spec)} No other device has room for "
             f"the claim the scheduler could not allocate: {why}",
         )
+    if refused is not None and stored.spec is not None and outcome.placement == stored.spec.placement:
+        # The devices it holds, again (a victim of its preemption still leaving them): nothing to rewrite.
+        _keep(scope, stored.spec)
+        scope.wake.extend(outcome.preempt)
+        return Verdict.ok(StatusReason.PLANNED, _plan_message(stored.spec))
     if outcome.refusal is not None or outcome.placement is None or outcome.estimates is None:
         return _refused(
             scope,
@@ -529,7 +579,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if stored.lost or stored.gone:
         return _lost(scope, deps, stored, inputs)
     existing = stored.spec
-    refused = _scheduler_refused(scope, existing) if existing is not None else None
+    refused = _scheduler_refused(scope, deps, existing) if existing is not None else None
     if refused is not None:  # the scheduler could not allocate the plan's claim: the planner plans again
         return _compute(scope, deps, stored, inputs, refused)
     if existing is not None and existing.inputs_hash == inputs and existing.runtime is not None:

@@ -1,13 +1,28 @@
-"""ScalingHealthy: growth is possible (True), or blocked by capacity (False, phase Degraded)."""
+"""ScalingHealthy: growth is possible or waits for capacity (True), or is blocked by preemption (False, phase
+Degraded)."""
 
 from __future__ import annotations
 
-from isvc_api import ConditionType, Verdict, find_condition
+from isvc_api import ConditionType, Reason, Verdict, find_condition
 
-from isvc_operator._ports import Deps
+from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import RETRY_CAPACITY, OrderScope
 
 __all__ = ["step"]
+
+
+def _outranked(scope: OrderScope, deps: Deps) -> tuple[str, ...]:
+    """Where orders of higher priority hold the room a replica of the order needs, as the planner's ledger
+    says now (asked afresh: a judgement kept from an earlier pass predates the replica). A planner that does
+    not answer changes nothing: the verdict of the last pass stands."""
+    assert scope.plan is not None
+    deps.planner.forget_judgement(scope.namespace, scope.name)
+    try:
+        return deps.planner.judge(scope.namespace, scope.name, scope.plan.placement).outranked
+    except TemporaryError:
+        last = find_condition(scope.previous.conditions, ConditionType.SCALING_HEALTHY.value)
+        blocked = last is not None and last.reason == Reason.SCALE_UP_BLOCKED.value
+        return ("the planner did not answer; as the last pass found",) if blocked else ()
 
 
 def step(scope: OrderScope, deps: Deps) -> Verdict:
@@ -16,13 +31,17 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return scope.waits_for(ConditionType.WORKLOAD_READY)
     children = scope.children
     verdict, unplaced = deps.workload.growth(
-        children.deployment, children.pods, children.claims, scope.policy
+        children.deployment,
+        children.pods,
+        children.claims,
+        scope.policy,
+        lambda: _outranked(scope, deps) if scope.plan is not None else (),
     )
     if not verdict.holds:
         scope.requeue(RETRY_CAPACITY)
     last = find_condition(scope.previous.conditions, ConditionType.SCALING_HEALTHY.value)
-    said = last.message if last is not None and last.status == "False" else ""
+    said = last.message if last is not None else ""
     for pod, message in unplaced:
-        if pod not in said:  # the last verdict named every pod it reported on
+        if pod not in said:  # the last verdict named every pod it reported on, blocked or waiting
             scope.event("Warning", "GrowthClaimUnplaced", message)
     return verdict

@@ -407,24 +407,36 @@ def _pace(scope: OrderScope, deps: Deps, manifests: list[Obj], verdict: Verdict)
 def _out_of_service(scope: OrderScope, deps: Deps, verdict: Verdict) -> Verdict:
     """A claim the scheduler cannot allocate, on a plan whose devices went out of service (a cordon and an
     eviction, a node deleted): not capacity. The planner is asked afresh; when it says so the order reads
-    WorkloadNotReady naming the node's state, and its next pass, a moment later, moves it (Planned)."""
+    WorkloadNotReady naming the node's state, and its next pass, a moment later, moves it (Planned). When it
+    says the devices went to holders that came first (a claim the scheduler allocated before this order's),
+    the next pass, a moment later, tells the planner of the refusal (Planned)."""
     if verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value or scope.plan is None:
         return verdict
+    if scope.claim_exhausted is not None:  # the planner heard the refusal on this pass: its words say it all
+        return Verdict.refuse(
+            Reason.RESOURCE_CLAIM_EXHAUSTED,
+            f"{scope.claim_exhausted} The claim waits where it was planned and is allocated as soon as room "
+            "frees up there; the order moves if room appears on another device first.",
+        )
     deps.planner.forget_judgement(scope.namespace, scope.name)
     try:
-        gone = deps.planner.judge(scope.namespace, scope.name, scope.plan.placement).gone
+        judgement = deps.planner.judge(scope.namespace, scope.name, scope.plan.placement)
     except TemporaryError:
         return verdict
-    if not gone:
+    if judgement.lost and not judgement.gone and not judgement.outranked:
+        scope.requeue(MOVE_SOON)
+    if not judgement.gone:
         return verdict
     scope.requeue(MOVE_SOON)
     return Verdict.refuse(
         Reason.WORKLOAD_NOT_READY,
-        f"Its devices are out of service ({'; '.join(gone)}): it is planned on devices in service now.",
+        f"Its devices are out of service ({'; '.join(judgement.gone)}): it is planned on devices in service "
+        "now.",
     )
 
 
-# A pass that found the plan's devices out of service asks for the next one this soon: that one moves it.
+# A pass that found the plan's devices out of service, or taken first, asks for the next one this soon: that one
+# moves it, or tells the planner of the refusal.
 MOVE_SOON = 0.5
 
 
