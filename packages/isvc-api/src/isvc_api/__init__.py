@@ -5,6 +5,7 @@ from isvc_api._conditions import Condition, find_condition, now, set_condition
 from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
+from isvc_api._keys import DeviceKey, Obj, OrderKey
 from isvc_api._memory import (
     GIB,
     MIN_CONTEXT,
@@ -25,6 +26,7 @@ from isvc_api._memory import (
 )
 from isvc_api._reasons import ClassReason, ConditionType, LaunchPlanConditionType, Phase, Reason, StatusReason
 from isvc_api._types import (
+    API_VERSION,
     GROUP,
     LABEL_MANAGED_BY,
     LABEL_ORDER,
@@ -83,6 +85,7 @@ from isvc_api._types import (
 from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
+    "API_VERSION",
     "GIB",
     "GROUP",
     "LABEL_MANAGED_BY",
@@ -107,6 +110,7 @@ __all__ = [
     "Condition",
     "ConditionType",
     "Constraints",
+    "DeviceKey",
     "EndpointStatus",
     "EndpointType",
     "Estimates",
@@ -136,7 +140,9 @@ __all__ = [
     "ModelSource",
     "ModelSpec",
     "ModelStatus",
+    "Obj",
     "ObjectMeta",
+    "OrderKey",
     "Phase",
     "Placement",
     "PlacementMode",

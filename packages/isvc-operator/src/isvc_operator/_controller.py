@@ -6,9 +6,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from isvc_api import LABEL_ORDER, ConditionType
+from isvc_api import LABEL_ORDER, ConditionType, Obj, OrderKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -25,8 +25,6 @@ __all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-OrderKey = tuple[str, str]
 K = TypeVar("K", bound=Hashable)
 # How often, and how long, a new leader asks a planner that does not answer which orders it holds room for.
 SWEEP_RETRY, SWEEP_TRIES = 10.0, 30

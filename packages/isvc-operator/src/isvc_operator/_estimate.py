@@ -27,12 +27,13 @@ from isvc_api import (
     InferenceService,
     LaunchPlanSpec,
     ModelSource,
+    Obj,
     Reason,
     Refusal,
     Verdict,
 )
 
-from isvc_operator._ports import Deps, Obj, TemporaryError
+from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import OrderScope
 from isvc_operator._steps import klass, model
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import isvc_catalog
 from cachetools import TTLCache
-from isvc_api import GROUP, LABEL_MANAGED_BY, LABEL_ORDER, MANAGER, VERSION
+from isvc_api import API_VERSION, GROUP, LABEL_MANAGED_BY, LABEL_ORDER, MANAGER, Obj
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
@@ -29,8 +29,6 @@ __all__ = ["Informer", "KubeCluster", "api_client"]
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-GV = f"{GROUP}/{VERSION}"
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read: seconds
 PAGE = 100  # objects of one list answer: an order may carry 256 KiB of a user's annotations
 WATCH_TIMEOUT = (5.0, 90.0)  # the server ends a watch after 60 s and sends bookmarks meanwhile
@@ -580,9 +578,9 @@ class KubeCluster:
         self.core = k8s.CoreV1Api(api)
         sel = LABEL_ORDER
         # Only orders are replayed: a replay is a pass per order, its plan judged again by the planner.
-        self.orders = Informer(self.dyn, GV, "InferenceService", resync=resync)
-        self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
-        self.plans = Informer(self.dyn, GV, "LaunchPlan")
+        self.orders = Informer(self.dyn, API_VERSION, "InferenceService", resync=resync)
+        self.classes = Informer(self.dyn, API_VERSION, "InferenceServiceClass")
+        self.plans = Informer(self.dyn, API_VERSION, "LaunchPlan")
         child = compact_child
         self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel, transform=child)
         # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
@@ -699,12 +697,12 @@ class KubeCluster:
 
     def order(self, namespace: str, name: str) -> Obj | None:
         """An order, read live: a pass starts from what the API server holds."""
-        return self.get(GV, "InferenceService", namespace, name)
+        return self.get(API_VERSION, "InferenceService", namespace, name)
 
     def klass(self, name: str) -> Obj | None:
         """A class from the cache; read live until the cache has synced (a standby answering estimates)."""
         if not self.classes.synced.is_set():
-            return self.get(GV, "InferenceServiceClass", None, name)
+            return self.get(API_VERSION, "InferenceServiceClass", None, name)
         return self.classes.get(None, name)
 
     def priority_class_exists(self, name: str) -> bool:
@@ -717,7 +715,7 @@ class KubeCluster:
 
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         """An order's LaunchPlan, read live."""
-        return self.get(GV, "LaunchPlan", namespace, name)
+        return self.get(API_VERSION, "LaunchPlan", namespace, name)
 
     def ingresses_naming(self, host: str) -> list[Obj]:
         """Every Ingress of the cluster that publishes `host` (name, namespace, uid, owners, creation time)."""

@@ -8,24 +8,22 @@ from typing import Any
 import attrs
 from cachetools import TTLCache
 from isvc_api import (
-    GROUP,
-    VERSION,
     ConditionType,
     InferenceService,
+    OrderKey,
     Reason,
     StatusReason,
     Verdict,
 )
 
 from isvc_operator import _status
-from isvc_operator._ports import Deps, OrderKey, TemporaryError, WorkloadUnbuildable, namespace_terminating
+from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import RETRY_SOON, OrderScope
 from isvc_operator._steps import STEPS, Step
 
 __all__ = ["OrderReconciler", "PassResult"]
 
 log = logging.getLogger(__name__)
-GV = f"{GROUP}/{VERSION}"
 
 
 @attrs.frozen

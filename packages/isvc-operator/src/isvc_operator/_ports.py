@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 from isvc_api import (
     CompiledRuntime,
+    DeviceKey,
     EndpointType,
     Estimates,
     HealthStatus,
@@ -21,6 +22,8 @@ from isvc_api import (
     LaunchPlanSpec,
     ModelFacts,
     ModelSpec,
+    Obj,
+    OrderKey,
     Placement,
     Reason,
     Refusal,
@@ -55,9 +58,6 @@ __all__ = [
     "namespace_terminating",
 ]
 
-Obj = dict[str, Any]
-OrderKey = tuple[str, str]  # (namespace, name)
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 # The planner's answers that there is no room for the order now: it waits for room, passed again when the
 # planner's ledger may have made some (or the scheduler's refusal of its claim, kept until then).
 NO_ROOM = frozenset(

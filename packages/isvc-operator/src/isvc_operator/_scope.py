@@ -18,6 +18,7 @@ from isvc_api import (
     LaunchPlanSpec,
     ModelFacts,
     ModelStatus,
+    OrderKey,
     Resolved,
     ScalingStatus,
     StartupFailure,
@@ -25,7 +26,7 @@ from isvc_api import (
 )
 
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._ports import Deps, OrderKey
+from isvc_operator._ports import Deps
 
 __all__ = [
     "KEEP",

@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from isvc_api import (
-    GROUP,
-    VERSION,
+    API_VERSION,
     Condition,
     ConditionType,
     InferenceServiceStatus,
@@ -180,7 +179,7 @@ def write(scope: OrderScope, cluster: Cluster, built: InferenceServiceStatus) ->
         return False
     cluster.apply_status(
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": API_VERSION,
             "kind": "InferenceService",
             "metadata": {"name": scope.name, "namespace": scope.namespace},
             "status": status,
@@ -205,7 +204,7 @@ def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
         return False
     cluster.apply_status(
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": API_VERSION,
             "kind": "LaunchPlan",
             "metadata": {"name": obj["metadata"]["name"], "namespace": scope.namespace},
             "status": status.to_wire(),

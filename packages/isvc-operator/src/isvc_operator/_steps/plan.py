@@ -23,14 +23,14 @@ from typing import Any
 
 import attrs
 from isvc_api import (
-    GROUP,
+    API_VERSION,
     LABEL_MANAGED_BY,
     LABEL_ORDER,
     MANAGER,
-    VERSION,
     CompiledRuntime,
     ConditionType,
     LaunchPlanSpec,
+    Obj,
     Placement,
     Reason,
     Refusal,
@@ -41,7 +41,7 @@ from isvc_api import (
 )
 from pydantic import ValidationError
 
-from isvc_operator._ports import NO_ROOM, Deps, Obj, TemporaryError
+from isvc_operator._ports import NO_ROOM, Deps, TemporaryError
 from isvc_operator._scope import (
     RETRY_CAPACITY,
     RETRY_SOON,
@@ -55,7 +55,6 @@ __all__ = ["PLAN_ANNOTATION", "step"]
 PLAN_ANNOTATION = "ai.deckhouse.io/computed-by"  # on LaunchPlans the module computed (not written by hand)
 
 log = logging.getLogger(__name__)
-GV = f"{GROUP}/{VERSION}"
 # Seconds a planned claim stays refused by the scheduler before the planner hears of it: the longest
 # kube-scheduler leaves an unschedulable pod before trying it again after a change that may make room (its
 # podMaxBackoffSeconds, 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go), and a few
@@ -216,7 +215,7 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
 
 def _unplace(scope: OrderScope, deps: Deps) -> None:
     """The order's own plan and workload go, and it waits for room (the waiting room)."""
-    deps.cluster.delete(GV, "LaunchPlan", scope.namespace, scope.name)
+    deps.cluster.delete(API_VERSION, "LaunchPlan", scope.namespace, scope.name)
     take_down_workload(scope, deps)
     scope.launch_plan_name = None
     scope.launch_plan_obj = None
@@ -397,7 +396,7 @@ def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusa
 
 def _launch_plan(scope: OrderScope, plan: LaunchPlanSpec) -> Obj:
     return {
-        "apiVersion": GV,
+        "apiVersion": API_VERSION,
         "kind": "LaunchPlan",
         "metadata": {
             "name": scope.name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from isvc_api import Reason, Verdict
+from isvc_api import Obj, Reason, Verdict
 from isvc_workload import (
     CONTAINER_NAME,
     START_PERMIT_ANNOTATION,
@@ -27,7 +27,7 @@ from isvc_workload import (
     waiting_message,
 )
 
-from isvc_operator._ports import Deps, Obj
+from isvc_operator._ports import Deps
 from isvc_operator._scope import RETRY_SOON, OrderScope
 
 __all__ = ["take_turns"]

@@ -13,6 +13,7 @@ from isvc_api import (
     ConditionType,
     EndpointStatus,
     ExposureType,
+    Obj,
     Reason,
     Refusal,
     Resolved,
@@ -20,7 +21,7 @@ from isvc_api import (
     find_condition,
 )
 
-from isvc_operator._ports import Deps, Obj, TemporaryError, WorkloadUnbuildable, namespace_terminating
+from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import (
     RETRY_CAPACITY,
     RETRY_SOON,
