@@ -5,6 +5,7 @@ The only module that imports the Kubernetes client.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -16,7 +17,7 @@ from typing import Any, cast
 from kubernetes import client, config, watch
 
 from isvc_planner._auth import ReviewFailed, TokenReviewer
-from isvc_planner._inventory import Inventory
+from isvc_planner._inventory import Inventory, loading
 
 __all__ = ["KubeSync", "load_api", "token_reviewer"]
 
@@ -135,11 +136,12 @@ class KubeSync:
             try:
                 listing = self._list(kind)
                 fresh = {_key(o): o for o in listing.get("items") or []}
-                for k, gone in known.items():
-                    if k not in fresh:
-                        delete(gone)
-                for obj in fresh.values():
-                    upsert(obj)
+                with loading():
+                    for k, gone in known.items():
+                        if k not in fresh:
+                            delete(gone)
+                    for obj in fresh.values():
+                        upsert(obj)
                 known = fresh
                 self._mark_listed(kind)
                 version = (listing.get("metadata") or {}).get("resourceVersion")
@@ -183,4 +185,9 @@ class KubeSync:
     def _mark_listed(self, kind: _Kind) -> None:
         self._listed.add(kind.plural)
         if len(self._listed) == len(self._handlers):
+            if not self.inventory.synced:
+                # What the first listings left alive lives as long as the process: the collector's full
+                # passes skip it from now on (at 10,000 nodes × 8 devices one pass held every request for
+                # 0.75 s; `nox -s bench`).
+                gc.freeze()
             self.inventory.synced = True

@@ -626,14 +626,7 @@ class Planner:
         return units >= refused
 
     def _selector(self, device: Device, expression: str) -> bool | SelectorError:
-        cached = device.selector_cache.get(expression)
-        if cached is None:
-            try:
-                cached = self.inventory.judge.matches(expression, device.activation)
-            except SelectorError as error:
-                cached = error
-            device.selector_cache[expression] = cached
-        return cached
+        return self.inventory.selects(expression, device)
 
     def _undecidable(self, cls: str, ask: _Ask) -> Refusal | None:
         faults = self.inventory.class_faults.get(cls) or {}
