@@ -59,6 +59,14 @@ class PlannerMetrics:
             "learned (0 while the ledger counts as the scheduler does).",
             registry=registry,
         )
+        self.solver = Counter(
+            "isvc_planner_solver_runs",
+            "Solver runs for orders waiting together, by outcome: optimal (proven), better (more orders than "
+            "the search, not proven), limit (nothing better within the budget), failed, stale (the ledger "
+            "changed meanwhile); all but the first two answer with the search's packing.",
+            ["outcome"],
+            registry=registry,
+        )
         self.synced = Gauge(
             "isvc_planner_inventory_synced",
             "1 once the inventory has listed every kind it watches, else 0.",
@@ -112,6 +120,7 @@ def create_app(
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
     planner.on_disagreement = metrics.disagreements.inc
+    planner.on_solver = lambda outcome: metrics.solver.labels(outcome=outcome).inc()
     instance = uuid.uuid4().hex[:12]  # a restarted planner's tokens never match an older one's
 
     @v1.post(

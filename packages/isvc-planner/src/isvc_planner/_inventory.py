@@ -910,6 +910,48 @@ class Inventory:
                     self._blocked.add(key)
                     break
 
+    def left(self, key: DeviceKey) -> Consumption | None:
+        """What is left of each capacity of a shareable device beside every holding; None when it is
+        taken whole, blocked by its counters, or not published."""
+        device = self.devices.get(key)
+        if device is None or not device.multi or key in self._blocked:
+            return None
+        whole, used = self._load(key)
+        if whole:
+            return None
+        return {name: c.value - used.get(name, Decimal(0)) for name, c in device.capacities.items()}
+
+    def counters_left(self, pool: tuple[str, str]) -> dict[tuple[str, str], int]:
+        """What is left of each shared counter of a pool, (counter set, counter) -> amount."""
+        consumed_ = self._consumed.get(pool, {})
+        return {name: value - consumed_.get(name, 0) for name, value in self._counters.get(pool, {}).items()}
+
+    def admits(self, takes: Iterable[tuple[DeviceKey, Mapping[str, Decimal] | None]]) -> bool:
+        """Whether new holdings fit together beside every holding there, in the ledger's arithmetic: each
+        (device, its claim's capacity requests, or None to take the device whole); the counters the devices
+        nobody holds yet draw on must hold them all."""
+        by_device: dict[DeviceKey, list[Mapping[str, Decimal] | None]] = {}
+        for key, requests in takes:
+            by_device.setdefault(key, []).append(requests)
+        with self.lock:
+            for key, asked in by_device.items():
+                device = self.devices.get(key)
+                if device is None or key in self._blocked:
+                    return False
+                if any(r is None for r in asked) or not device.multi:
+                    if len(asked) > 1 or self._holdings.get(key):
+                        return False
+                    continue
+                whole, used = self._load(key)
+                if whole:
+                    return False
+                for requests in asked:
+                    take = consumption(requests, device.capacities)
+                    if take is None or not fits(used, take, device.capacities):
+                        return False
+                    _add(used, take)
+            return self.counters_fit(by_device)
+
     def counters_fit(self, keys: Iterable[DeviceKey]) -> bool:
         """Whether devices not held yet could all be taken together without overdrawing a counter."""
         extra: dict[tuple[tuple[str, str], tuple[str, str]], int] = {}

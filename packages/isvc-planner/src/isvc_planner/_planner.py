@@ -18,12 +18,16 @@ search of `_joint`, each on a device its class and policy admit (first classes t
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 
+import attrs
 from isvc_api import (
     AcceleratorPolicy,
     Fit,
@@ -53,10 +57,11 @@ from isvc_planner_client import (
     parse_quantity,
 )
 
-from isvc_planner._capacity import quantity_text
+from isvc_planner._capacity import Capacity, fits, quantity_text
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, GroupKey, Inventory, OrderKey, _Group
-from isvc_planner._joint import Kind, most_placed
+from isvc_planner._joint import Joint, Kind, loss, most_placed
+from isvc_planner._solver import Bin, Option, Problem, Solution, solve
 
 __all__ = ["ClaimShape", "Planner", "judge_plan"]
 
@@ -113,6 +118,45 @@ PLAUSIBLE_GIB = 288
 # The most orders of one priority placed by the joint search (its depth is the number of orders); more
 # waiting ones are answered one at a time after it, in the order they came.
 MAX_JOINT = 200
+# The most (order, device) pairs the solver is given: alike devices beyond that are left out of the program.
+MAX_OPTIONS = 50_000
+# Seconds the solver may take for one pass of orders waiting together (`plan_many`), every priority
+# together: the controller's client waits 10 s for an answer (isvc_planner_client.PlannerClient), and on
+# the large packing instances of `nox -s bench` this reaches the acceptance figures (packages/isvc-planner
+# README, "Packing quality").
+SOLVER_SECONDS = 3.0
+
+
+class _Stock:
+    """Devices of each kind by the units they have free, the first by name first. A device found with
+    other room than it was filed under (a partition whose counters a sibling took meanwhile) is filed
+    again where it belongs; rooms only shrink while a batch is placed, so none is missed."""
+
+    def __init__(
+        self, kinds: Sequence[Kind], devices: Sequence[Sequence[Device]], room: Callable[[Device], int]
+    ) -> None:
+        self.room = room
+        self._by: dict[tuple[int, int], list[tuple[tuple[str, str, str, str], Device]]] = {}
+        for k, members in enumerate(devices[: len(kinds)]):
+            for device in members:
+                self._by.setdefault((k, room(device)), []).append((device.sort_key(), device))
+        for heap in self._by.values():
+            heapq.heapify(heap)
+
+    def take(self, kind: int, free: int) -> Device | None:
+        """The first device of `kind` with `free` units free, taken off the shelf; None when there is none."""
+        heap = self._by.get((kind, free))
+        while heap:
+            _, device = heapq.heappop(heap)
+            now = self.room(device)
+            if now == free:
+                return device
+            self.put(kind, device)
+        return None
+
+    def put(self, kind: int, device: Device) -> None:
+        """File a device again under the room it has now."""
+        heapq.heappush(self._by.setdefault((kind, self.room(device)), []), (device.sort_key(), device))
 
 
 @dataclass(frozen=True)
@@ -208,12 +252,19 @@ class Planner:
         context: int | None = None,
         distrust_ttl: float = 600.0,
         on_disagreement: Callable[[], None] | None = None,
+        solver_seconds: float = SOLVER_SECONDS,
+        on_solver: Callable[[str], None] | None = None,
     ) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
         self.context = context
         self.distrust_ttl = distrust_ttl
         self.on_disagreement = on_disagreement
+        self.solver_seconds = solver_seconds  # 0: orders waiting together get the search's packing only
+        # Told each solver run's outcome: optimal (proven), better (more orders than the search, not proven),
+        # limit (no better packing within the budget), failed, or stale (the ledger changed meanwhile).
+        self.on_solver = on_solver
+        self._said: set[str] = set()  # solver outcomes logged already
         # order -> (devices refused, where, the scheduler's words): the last refusal while it stands.
         self._refused: dict[OrderKey, tuple[list[DeviceKey], str, str]] = {}
 
@@ -231,15 +282,20 @@ class Planner:
         """Answers for orders that wait together, placed jointly so that the most of them fit.
 
         Higher priorities go first. Within one priority, orders holding devices are replanned one by one
-        (they keep what they hold), then orders that need several devices; the rest are placed together
-        by `most_placed`, and those it leaves out get the one-order answer (a refusal, or preemption).
+        (they keep what they hold), then orders that need several devices; the rest are placed together:
+        the greedy floor and the bounded search of `most_placed` (`budget` nodes), then, unless that
+        search proved its packing the best, the solver (`_solver`) within what is left of
+        `solver_seconds`, outside the ledger's lock. The solver's packing is taken only when it places
+        more orders and the ledger, as it is then, admits all of it; orders left out get the one-order
+        answer (a refusal, or preemption).
         """
         inv = self.inventory
         answers: list[PlanResponse | None] = [None] * len(requests)
+        ends = time.monotonic() + self.solver_seconds
+        prepared: dict[int, _Order] = {}
+        first: dict[OrderKey, int] = {}
         with inv.lock:
             inv.expire()
-            prepared: dict[int, _Order] = {}
-            first: dict[OrderKey, int] = {}
             for i, request in enumerate(requests):
                 if first.setdefault((request.order.namespace, request.order.name), i) != i:
                     continue  # an order named twice is planned once; later copies get the same answer
@@ -248,33 +304,260 @@ class Planner:
                     answers[i] = p
                 else:
                     prepared[i] = p
-            for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
-                level = [i for i, o in prepared.items() if o.priority == priority]
-                alone = [
-                    i
-                    for i in level
-                    if prepared[i].ask.prefer or prepared[i].ask.refused or self._undecidable_any(prepared[i])
-                ]
-                rest = [i for i in level if i not in alone]
-                kinds, devices, stock = self._kinds([prepared[i] for i in rest])
-                several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
-                for i in alone + several:
-                    answers[i] = self._place(prepared[i])
-                joint = [i for i in rest if i not in several][:MAX_JOINT]  # the rest: one at a time
-                if len(joint) > 1:
-                    if alone or several:  # their placements changed the stock; else the kinds stand
-                        kinds, devices, stock = self._kinds([prepared[i] for i in joint])
-                    found = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
-                    for j in found.order:
-                        choice = found.choices[j]
-                        if choice is not None:
-                            answers[joint[j]] = self._take(prepared[joint[j]], j, kinds, devices, choice)
-                for i in joint:
-                    if answers[i] is None:
-                        answers[i] = self._place(prepared[i])
+        for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
+            level = [i for i, o in prepared.items() if o.priority == priority]
+            self._plan_level([prepared[i] for i in level], level, answers, budget, ends)
         for i, request in enumerate(requests):
             answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
+
+    def _plan_level(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        budget: int,
+        ends: float,
+    ) -> None:
+        """Place the orders of one priority together (`plan_many`); answers[where[j]] is orders[j]'s."""
+        inv = self.inventory
+        problem: Problem | None = None
+        with inv.lock:
+            alone = [
+                j for j, o in enumerate(orders) if o.ask.prefer or o.ask.refused or self._undecidable_any(o)
+            ]
+            rest = [j for j in range(len(orders)) if j not in set(alone)]
+            kinds, devices, stock = self._kinds([orders[j] for j in rest])
+            several = [j for n, j in enumerate(rest) if all(k.fits[n] is None for k in kinds)]
+            for j in alone + several:
+                answers[where[j]] = self._place(orders[j])
+            joint = [j for j in rest if j not in set(several)][:MAX_JOINT]  # the rest: one at a time
+            batch = [orders[j] for j in joint]
+            if len(joint) > 1:
+                if alone or several:  # their placements changed the stock; else the kinds stand
+                    kinds, devices, stock = self._kinds(batch)
+                found = most_placed([o.need.required for o in batch], kinds, stock, budget)
+                seconds = ends - time.monotonic()
+                if found.complete or seconds <= 0:
+                    self._take_found(batch, [where[j] for j in joint], answers, kinds, devices, found)
+                else:
+                    problem, slots, start = self._problem(batch, kinds, devices, found)
+                    version = inv.version
+        if problem is not None:
+            solution = solve(problem, seconds, start)
+            with inv.lock:
+                placed = solution.placed > found.placed and self._take_solved(
+                    batch, [where[j] for j in joint], answers, kinds, problem, slots, solution
+                )
+                if not placed:
+                    if inv.version != version:  # the ledger moved while the solver ran: search it again
+                        kinds, devices, stock = self._kinds(batch)
+                        found = most_placed([o.need.required for o in batch], kinds, stock, budget)
+                    self._take_found(batch, [where[j] for j in joint], answers, kinds, devices, found)
+                self._solved(solution, found.placed, len(batch), placed)
+        with inv.lock:
+            for j in joint:
+                if answers[where[j]] is None:
+                    answers[where[j]] = self._place(orders[j])
+
+    def _solved(self, solution: Solution, floor: int, orders: int, taken: bool) -> None:
+        """Count the solver's outcome; a failure, a budget spent for nothing or a packing the ledger no
+        longer admits is logged the first time (then at debug level: the count says how often)."""
+        if taken:
+            outcome = "optimal" if solution.status == "optimal" else "better"
+        elif solution.status == "failed":
+            outcome = "failed"
+        elif solution.placed > floor:
+            outcome = "stale"  # more orders, but the ledger changed under it: the search's packing instead
+        else:
+            outcome = "optimal" if solution.status == "optimal" else "limit"
+        if self.on_solver is not None:
+            self.on_solver(outcome)
+        words = {
+            "failed": f"the solver failed ({solution.detail})",
+            "limit": f"the solver found no packing better than the search's within its {self.solver_seconds:g} s",
+            "stale": "the solver's packing no longer fitted the ledger when it was done (it changed meanwhile)",
+        }.get(outcome)
+        if words is None:
+            log.debug(
+                "the solver placed %d of %d orders (%s); the search %d",
+                solution.placed,
+                orders,
+                outcome,
+                floor,
+            )
+            return
+        level = logging.WARNING if outcome not in self._said else logging.DEBUG
+        self._said.add(outcome)
+        log.log(
+            level,
+            "%s: %d of %d waiting orders placed together by the search instead (bound %d, %.1f s); "
+            "logged once, counted in isvc_planner_solver_runs_total",
+            words,
+            floor,
+            orders,
+            solution.bound,
+            solution.seconds,
+        )
+
+    def _problem(
+        self, orders: list[_Order], kinds: list[Kind], devices: list[list[Device]], found: Joint
+    ) -> tuple[Problem, list[list[Device]], list[int | None]]:
+        """The batch as the solver's program, from the ledger as it stands: the bins (a shared device each,
+        or a stock of alike devices taken whole), what each order takes of each, the counters left; the
+        devices of each bin; and the search's packing as a first solution."""
+        inv = self.inventory
+        n = len(orders)
+        sim: dict[DeviceKey, int] = {}
+        shelf = _Stock(kinds, devices, lambda d: sim.get(d.key, inv.room(d.key)))
+        chosen: dict[int, Device] = {}
+        for j in found.order:
+            choice = found.choices[j]
+            fit = kinds[choice[0]].fits[j] if choice is not None else None
+            if choice is None or fit is None:
+                continue
+            device = shelf.take(*choice)
+            if device is not None:
+                chosen[j] = device
+                sim[device.key] = choice[1] - fit[1] if kinds[choice[0]].shareable else 0
+                shelf.put(choice[0], device)
+        starting = {d.key for d in chosen.values()}
+        counters: dict[tuple[str, str, str, str], int] = {}  # (driver, pool, set, counter) -> index
+        left_of: list[int] = []
+
+        def draws(device: Device) -> tuple[tuple[int, int], ...]:
+            if not device.consumes or inv.holdings_on(device.key):
+                return ()
+            pool = (device.driver, device.pool)
+            out = []
+            for counter_set, counter, amount in device.consumes:
+                name = (*pool, counter_set, counter)
+                if name not in counters:
+                    counters[name] = len(left_of)
+                    left_of.append(inv.counters_left(pool).get((counter_set, counter), 0))
+                out.append((counters[name], amount))
+            return tuple(out)
+
+        fitting = [[j for j in range(n) if kind.fits[j] is not None] for kind in kinds]
+        shelves: list[tuple[int, list[Device], dict[str, Decimal] | None]] = []  # (kind, devices, left)
+        for k, kind in enumerate(kinds):
+            if not fitting[k]:
+                continue
+            alike: dict[object, list[Device]] = {}
+            lefts: dict[object, dict[str, Decimal] | None] = {}
+            for device in devices[k]:
+                free = inv.room(device.key)
+                if free <= 0 or (not kind.shareable and free < UNITS):
+                    continue
+                left = inv.left(device.key) if kind.shareable else None
+                if kind.shareable and left is None:
+                    continue
+                key: object = (
+                    tuple(sorted(left.items())) if left is not None else None,
+                    device.key if device.consumes else None,
+                )
+                alike.setdefault(key, []).append(device)
+                lefts[key] = left
+            for key, members in alike.items():
+                members.sort(key=lambda d: (d.key not in starting, d.sort_key()))
+                shelves.append((k, members, lefts[key]))
+        # At most as many alike devices as orders could go to them, fewer when the program grows too large.
+        cap = n
+        while (
+            cap > 1
+            and sum(min(len(m), cap) * len(fitting[k]) for k, m, left in shelves if left) > MAX_OPTIONS
+        ):
+            cap = max(1, cap // 2)
+        bins: list[Bin] = []
+        slots: list[list[Device]] = []
+        options: list[Option] = []
+        losses: list[tuple[int, int, float]] = []  # (option, class rank, loss)
+        for k, members, left in shelves:
+            kind = kinds[k]
+            if left is None:  # whole devices: one stock, or one bin each when they draw on counters
+                groups = [[d] for d in members] if members[0].consumes else [members[:n]]
+                for group in groups:
+                    b = len(bins)
+                    bins.append(Bin(count=len(group), draws=draws(group[0])))
+                    slots.append(group)
+                    for j in fitting[k]:
+                        fit = kind.fits[j]
+                        assert fit is not None
+                        losses.append((len(options), fit[0], float(loss(kind, UNITS, UNITS))))
+                        options.append(Option(j, b))
+                continue
+            names = sorted(left)
+            for device in members[: min(len(members), cap)]:
+                b = len(bins)
+                free = inv.room(device.key)
+                bins.append(Bin(1, tuple(Fraction(left[c]) for c in names), draws(device)))
+                slots.append([device])
+                for j in fitting[k]:
+                    fit = kind.fits[j]
+                    assert fit is not None
+                    take = inv.share_take(device, fit[1]) if fit[1] <= free else None
+                    if take is None or not fits({}, take, {c: Capacity(left[c]) for c in names}):
+                        continue
+                    losses.append((len(options), fit[0], float(loss(kind, free, fit[1]))))
+                    options.append(Option(j, b, tuple(Fraction(take[c]) for c in names)))
+        top_rank = max((r for _, r, _ in losses), default=0) + 1
+        top_loss = max((x for _, _, x in losses), default=0.0) + 1.0
+        for c, rank, lost in losses:
+            options[c] = attrs.evolve(options[c], cost=(rank + lost / top_loss) / top_rank)
+        where = {d.key: b for b, group in enumerate(slots) for d in group}
+        start = [where.get(chosen[j].key) if j in chosen else None for j in range(n)]
+        return Problem(n, tuple(bins), tuple(options), tuple(left_of)), slots, start
+
+    def _take_solved(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        kinds: list[Kind],
+        problem: Problem,
+        slots: list[list[Device]],
+        solution: Solution,
+    ) -> bool:
+        """Reserve the solver's packing if the ledger, as it is now, admits all of it; False if not."""
+        inv = self.inventory
+        stocks = {b: iter(group) for b, group in enumerate(slots)}
+        takes: list[tuple[int, Device, tuple[int, PlacementMode, SharingMode], int]] = []
+        for j, b in enumerate(solution.bins):
+            if b is None:
+                continue
+            # a device shared by capacity holds each order sent there; a stock gives one device to each
+            device = slots[b][0] if problem.bins[b].left else next(stocks[b], None)
+            found = self._fit(device, orders[j].ask) if device is not None else None
+            rank = next((r for r, c in enumerate(orders[j].classes) if device and c in device.classes), None)
+            if device is None or found is None or rank is None:
+                return False
+            takes.append((j, device, found, rank))
+        asked = [
+            (d.key, d.share_request(f[0]) if f[2] == SharingMode.SHARES else None) for _, d, f, _ in takes
+        ]
+        if not inv.admits(asked):
+            return False
+        for j, device, (units, mode, sharing), rank in takes:
+            o = orders[j]
+            candidate = _Candidate(o.classes[rank], (device,), units, mode, sharing, ())
+            answers[where[j]] = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        return True
+
+    def _take_found(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        kinds: list[Kind],
+        devices: list[list[Device]],
+        found: Joint,
+    ) -> None:
+        """Reserve the search's packing, in its order."""
+        shelf = _Stock(kinds, devices, lambda d: self.inventory.room(d.key))
+        for j in found.order:
+            choice = found.choices[j]
+            if choice is not None:
+                answers[where[j]] = self._take(orders[j], j, kinds, shelf, choice)
 
     def shapes(self, request: PlanRequest) -> list[ClaimShape]:
         """Every claim shape the order could take on an empty fleet: per allowed class and device profile,
@@ -499,7 +782,7 @@ class Planner:
         return None
 
     def _take(
-        self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]], choice: tuple[int, int]
+        self, o: _Order, j: int, kinds: list[Kind], shelf: _Stock, choice: tuple[int, int]
     ) -> PlanResponse:
         """Reserve the device `most_placed` chose: the first of its kind with that many units free.
 
@@ -509,18 +792,16 @@ class Planner:
         k, free = choice
         fit = kinds[k].fits[j]
         assert fit is not None
-        device = min(
-            (d for d in devices[k] if self.inventory.room(d.key) == free),
-            key=lambda d: d.sort_key(),
-            default=None,
-        )
+        device = shelf.take(k, free)
         if device is None:
             return self._place(o)
         found = self._fit(device, o.ask)
         assert found is not None
         units, mode, sharing = found
         candidate = _Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
-        return self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        answer = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        shelf.put(k, device)
+        return answer
 
     def _ask(
         self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy, order: OrderKey
