@@ -129,6 +129,7 @@ class Device:
     multi: bool = False  # allowMultipleAllocations: claims share it by consumable capacity
     capacity_key: tuple[object, ...] = ()  # its capacities and policies, comparable (empty: compute)
     _group: GroupKey | None = None
+    _sort: tuple[str, str, str, str] | None = None
     _activation: dict[str, Any] | None = None
 
     @property
@@ -173,7 +174,9 @@ class Device:
 
     def sort_key(self) -> tuple[str, str, str, str]:
         """Deterministic order: node, pool, device, driver."""
-        return (self.node or "", self.pool, self.name, self.driver)
+        if self._sort is None:
+            self._sort = (self.node or "", self.pool, self.name, self.driver)
+        return self._sort
 
     def share_request(self, units: int) -> dict[str, Decimal]:
         """What the claim of `units` shares of this device asks of its capacities."""
@@ -312,6 +315,8 @@ class Inventory:
         self.judge = judge or CelJudge()
         self.selectors = SelectorMemo(self.judge)
         self._every: tuple[str, ...] | None = None  # every class's selectors, judged together per device
+        self._by_class: dict[str, list[Device]] = {}  # class -> its devices in order, once asked for
+        self._node_pools: dict[str, set[tuple[str, str]]] = {}  # node -> pools publishing its devices
         self._readings: LRUCache[str, tuple[dict[str, Capacity], tuple[object, ...]]] = LRUCache(4096)
         self._empty_room: dict[
             tuple[object, ...], int
@@ -432,6 +437,7 @@ class Inventory:
             self._rejudge_all()
 
     def _rejudge_all(self) -> None:
+        self._by_class.clear()
         for device in list(self.devices.values()):
             self._unindex(device)
             self._judge_classes(device)
@@ -517,6 +523,8 @@ class Inventory:
             old = self.devices.pop(key, None)
             if old is not None:
                 self._unindex(old)
+                self._list_device(old, False)
+                self._on_node(old, pool, False)
                 for faults in self.class_faults.values():
                     faults.pop(key, None)
         self._counters.pop(pool, None)
@@ -525,6 +533,8 @@ class Inventory:
         for key, device in published.items():
             self._judge_classes(device)
             self.devices[key] = device
+            self._list_device(device, True)
+            self._on_node(device, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
         self._recount_counters(pool)
@@ -1093,8 +1103,44 @@ class Inventory:
         return self._index.get(device_class, {})
 
     def class_devices(self, device_class: str) -> list[Device]:
-        """Published devices a class admits, in a stable order."""
-        return sorted((d for d in self.devices.values() if device_class in d.classes), key=Device.sort_key)
+        """Published devices a class admits, in a stable order (kept as devices come and go; not to be
+        changed by the caller)."""
+        with self.lock:
+            listed = self._by_class.get(device_class)
+            if listed is None:
+                listed = self._by_class[device_class] = sorted(
+                    (d for d in self.devices.values() if device_class in d.classes), key=Device.sort_key
+                )
+            return listed
+
+    def _on_node(self, device: Device, pool: tuple[str, str], present: bool) -> None:
+        """Keep which pools publish devices of each node (a node opened or closed refreshes only those)."""
+        if device.node is None:
+            return
+        pools = self._node_pools.setdefault(device.node, set())
+        if present:
+            pools.add(pool)
+            return
+        pools.discard(pool)  # a pool's devices all go at once, and those it still publishes come back
+        if not pools:
+            del self._node_pools[device.node]
+
+    def _list_device(self, device: Device, present: bool) -> None:
+        """Add a device to (or take it from) the class listings made so far."""
+        for name in device.classes:
+            listed = self._by_class.get(name)
+            if listed is None:
+                continue
+            at = bisect.bisect_left(listed, device.sort_key(), key=Device.sort_key)
+            if present:
+                listed.insert(at, device)
+                continue
+            while (
+                at < len(listed) and listed[at] is not device and listed[at].sort_key() == device.sort_key()
+            ):
+                at += 1
+            if at < len(listed) and listed[at] is device:
+                del listed[at]
 
     def displaced(self, order: OrderKey) -> list[str]:
         """Why an order no longer stands on a device it holds (empty: it stands on all of them).
@@ -1186,6 +1232,8 @@ class Inventory:
             known = key in self.order_classes
             before = self.order_classes.get(key)
             self.order_classes[key] = value
+            if not known or before != value:
+                self.version += 1  # the priority of what it holds may have changed
             if known and before != value:
                 self._free()  # its priority changed: a preemption may now be possible
 
@@ -1194,6 +1242,7 @@ class Inventory:
         meta = obj.get("metadata") or {}
         with self.lock:
             self.order_classes.pop((meta.get("namespace") or "", meta.get("name") or ""), None)
+            self.version += 1
 
     def upsert_service_class(self, obj: Mapping[str, Any]) -> None:
         """Add or change an InferenceServiceClass: only its priorityClassName counts here."""
@@ -1202,6 +1251,7 @@ class Inventory:
         with self.lock:
             key = obj["metadata"]["name"]
             changed = key in self.class_priorities and self.class_priorities[key] != value
+            self.version += key not in self.class_priorities or self.class_priorities[key] != value
             self.class_priorities[key] = value
             if changed:
                 self._free()
@@ -1210,6 +1260,7 @@ class Inventory:
         """Forget an InferenceServiceClass."""
         with self.lock:
             self.class_priorities.pop(name, None)
+            self.version += 1
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         """A node opened or closed to new pods: its devices are offered again, or no longer."""
@@ -1227,8 +1278,7 @@ class Inventory:
                 self.closed_nodes.add(name)
             else:
                 self.closed_nodes.discard(name)
-            pools = {(d.key[0], d.key[1]) for d in self.devices.values() if d.node == name}
-            for pool in sorted(pools):
+            for pool in sorted(self._node_pools.get(name, ())):
                 self._refresh_pool(pool)
 
     def upsert_priority_class(self, pc: Mapping[str, Any]) -> None:
@@ -1242,12 +1292,14 @@ class Inventory:
                 changed = changed or self.default_priority != value
                 self.default_priority = value
             if changed:
+                self.version += 1
                 self._free()
 
     def delete_priority_class(self, name: str) -> None:
         """Forget a PriorityClass."""
         with self.lock:
             self.priority_classes.pop(name, None)
+            self.version += 1
 
     # ------------------------------------------------------------------ index
 

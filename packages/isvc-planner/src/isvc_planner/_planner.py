@@ -22,9 +22,8 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from fractions import Fraction
 
 import attrs
@@ -115,8 +114,8 @@ def _profile_selector(device: Device) -> str:
 # The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
 # vendors' data sheets). A device publishing no memory is assumed at most this large.
 PLAUSIBLE_GIB = 288
-# The most orders of one priority placed by the joint search (its depth is the number of orders); more
-# waiting ones are answered one at a time after it, in the order they came.
+# The most orders of one priority placed together at once (the joint search's depth is the number of
+# orders); more waiting ones are placed together in further batches of this many, in the order they came.
 MAX_JOINT = 200
 # The most (order, device) pairs the solver is given: alike devices beyond that are left out of the program.
 MAX_OPTIONS = 50_000
@@ -127,21 +126,26 @@ MAX_OPTIONS = 50_000
 SOLVER_SECONDS = 3.0
 
 
+# Kinds, their devices (by name), each device's free units then, and how many devices have how many free.
+Kinds = tuple[list[Kind], list[list[Device]], list[list[int]], list[dict[int, int]]]
+
+
 class _Stock:
     """Devices of each kind by the units they have free, the first by name first. A device found with
-    other room than it was filed under (a partition whose counters a sibling took meanwhile) is filed
-    again where it belongs; rooms only shrink while a batch is placed, so none is missed."""
+    other room than it was filed under (taken meanwhile, or a partition whose counters a sibling took) is
+    filed again where it belongs."""
 
     def __init__(
-        self, kinds: Sequence[Kind], devices: Sequence[Sequence[Device]], room: Callable[[Device], int]
+        self,
+        devices: Sequence[Sequence[Device]],
+        frees: Sequence[Sequence[int]],
+        room: Callable[[Device], int],
     ) -> None:
         self.room = room
         self._by: dict[tuple[int, int], list[tuple[tuple[str, str, str, str], Device]]] = {}
-        for k, members in enumerate(devices[: len(kinds)]):
-            for device in members:
-                self._by.setdefault((k, room(device)), []).append((device.sort_key(), device))
-        for heap in self._by.values():
-            heapq.heapify(heap)
+        for kind, members in enumerate(devices):  # listed by name: each list is a heap already
+            for device, free in zip(members, frees[kind], strict=True):
+                self._by.setdefault((kind, free), []).append((device.sort_key(), device))
 
     def take(self, kind: int, free: int) -> Device | None:
         """The first device of `kind` with `free` units free, taken off the shelf; None when there is none."""
@@ -237,6 +241,27 @@ class _Findings:
     lower: set[OrderKey] = field(default_factory=set)
 
 
+@dataclass
+class _Survey:
+    """What a refusal reads of one class's devices that an order's filters admit: the same for every order
+    holding nothing and refused nowhere there, for as long as the ledger does not change (`Inventory.version`).
+    Surveyed once per ledger, a batch of orders left out of a packing is refused at the cost of one
+    walk over the fleet, not one each."""
+
+    version: int
+    admitted: int = 0
+    unprofiled: list[str] = field(default_factory=list)
+    unprofiled_per_pool: dict[str, int] = field(default_factory=dict)
+    any_free: bool = False
+    largest: tuple[int, str] = (0, "")
+    largest_free: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)  # memory -> most devices of one pool and group
+    shared_sizes: set[int] = field(default_factory=set)  # memory of shareable devices
+    whole_sizes: set[int] = field(default_factory=set)  # memory of devices taken whole
+    holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
+    lowered: list[tuple[int, tuple[str, str, str, str], Device]] = field(default_factory=list)  # by lowest
+
+
 def _semver(text: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in str(text).split(".")[:3])
 
@@ -265,6 +290,7 @@ class Planner:
         # limit (no better packing within the budget), failed, or stale (the ledger changed meanwhile).
         self.on_solver = on_solver
         self._said: set[str] = set()  # solver outcomes logged already
+        self._surveys: dict[tuple[str, str | None, str | None], _Survey] = {}
         # order -> (devices refused, where, the scheduler's words): the last refusal while it stands.
         self._refused: dict[OrderKey, tuple[list[DeviceKey], str, str]] = {}
 
@@ -321,44 +347,66 @@ class Planner:
     ) -> None:
         """Place the orders of one priority together (`plan_many`); answers[where[j]] is orders[j]'s."""
         inv = self.inventory
-        problem: Problem | None = None
         with inv.lock:
             alone = [
                 j for j, o in enumerate(orders) if o.ask.prefer or o.ask.refused or self._undecidable_any(o)
             ]
             rest = [j for j in range(len(orders)) if j not in set(alone)]
-            kinds, devices, stock = self._kinds([orders[j] for j in rest])
-            several = [j for n, j in enumerate(rest) if all(k.fits[n] is None for k in kinds)]
+            several: list[int] = []
+            kinds: Kinds | None = None
+            if len(rest) > 1:  # one order alone keeps the one-order path
+                kinds = self._kinds([orders[j] for j in rest])
+                several = [j for n, j in enumerate(rest) if all(k.fits[n] is None for k in kinds[0])]
             for j in alone + several:
                 answers[where[j]] = self._place(orders[j])
-            joint = [j for j in rest if j not in set(several)][:MAX_JOINT]  # the rest: one at a time
-            batch = [orders[j] for j in joint]
-            if len(joint) > 1:
-                if alone or several:  # their placements changed the stock; else the kinds stand
-                    kinds, devices, stock = self._kinds(batch)
-                found = most_placed([o.need.required for o in batch], kinds, stock, budget)
-                seconds = ends - time.monotonic()
-                if found.complete or seconds <= 0:
-                    self._take_found(batch, [where[j] for j in joint], answers, kinds, devices, found)
-                else:
-                    problem, slots, start = self._problem(batch, kinds, devices, found)
-                    version = inv.version
-        if problem is not None:
-            solution = solve(problem, seconds, start)
-            with inv.lock:
-                placed = solution.placed > found.placed and self._take_solved(
-                    batch, [where[j] for j in joint], answers, kinds, problem, slots, solution
+        joint = [j for j in rest if j not in set(several)] if kinds is not None else []
+        if alone or several or len(joint) > MAX_JOINT:
+            kinds = None  # placements changed the stock, or the batches are not these orders
+        for at in range(0, len(joint), MAX_JOINT):  # batches as they came, each on what the last left
+            batch = joint[at : at + MAX_JOINT]
+            if len(batch) > 1:
+                self._place_together(
+                    [orders[j] for j in batch], [where[j] for j in batch], answers, budget, ends, kinds
                 )
-                if not placed:
-                    if inv.version != version:  # the ledger moved while the solver ran: search it again
-                        kinds, devices, stock = self._kinds(batch)
-                        found = most_placed([o.need.required for o in batch], kinds, stock, budget)
-                    self._take_found(batch, [where[j] for j in joint], answers, kinds, devices, found)
-                self._solved(solution, found.placed, len(batch), placed)
-        with inv.lock:
-            for j in joint:
+        with inv.lock:  # left out of every packing: the one-order answer (a refusal, or preemption)
+            for j in rest:
                 if answers[where[j]] is None:
                     answers[where[j]] = self._place(orders[j])
+
+    def _place_together(
+        self,
+        batch: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        budget: int,
+        ends: float,
+        known: Kinds | None = None,
+    ) -> None:
+        """The most orders of a batch placed together: the search, then the solver if time is left and the
+        search did not prove its packing the best; answers[where[j]] is batch[j]'s, None if left out.
+        `known`: the batch's kinds, when the ledger has not changed since they were made."""
+        inv = self.inventory
+        needs = [o.need.required for o in batch]
+        with inv.lock:
+            kinds, devices, frees, stock = known or self._kinds(batch)
+            found = most_placed(needs, kinds, stock, budget)
+            seconds = ends - time.monotonic()
+            if found.complete or seconds <= 0:
+                self._take_found(batch, where, answers, kinds, devices, frees, found)
+                return
+            problem, slots, start = self._problem(batch, kinds, devices, frees, found)
+            version = inv.version
+        solution = solve(problem, seconds, start)
+        with inv.lock:
+            taken = solution.placed > found.placed and self._take_solved(
+                batch, where, answers, problem, slots, solution
+            )
+            if not taken:
+                if inv.version != version:  # the ledger moved while the solver ran: search it again
+                    kinds, devices, frees, stock = self._kinds(batch)
+                    found = most_placed(needs, kinds, stock, budget)
+                self._take_found(batch, where, answers, kinds, devices, frees, found)
+            self._solved(solution, found.placed, len(batch), taken)
 
     def _solved(self, solution: Solution, floor: int, orders: int, taken: bool) -> None:
         """Count the solver's outcome; a failure, a budget spent for nothing or a packing the ledger no
@@ -401,7 +449,12 @@ class Planner:
         )
 
     def _problem(
-        self, orders: list[_Order], kinds: list[Kind], devices: list[list[Device]], found: Joint
+        self,
+        orders: list[_Order],
+        kinds: list[Kind],
+        devices: list[list[Device]],
+        frees: list[list[int]],
+        found: Joint,
     ) -> tuple[Problem, list[list[Device]], list[int | None]]:
         """The batch as the solver's program, from the ledger as it stands: the bins (a shared device each,
         or a stock of alike devices taken whole), what each order takes of each, the counters left; the
@@ -409,7 +462,7 @@ class Planner:
         inv = self.inventory
         n = len(orders)
         sim: dict[DeviceKey, int] = {}
-        shelf = _Stock(kinds, devices, lambda d: sim.get(d.key, inv.room(d.key)))
+        shelf = _Stock(devices, frees, lambda d: sim.get(d.key, inv.room(d.key)))
         chosen: dict[int, Device] = {}
         for j in found.order:
             choice = found.choices[j]
@@ -439,64 +492,65 @@ class Planner:
             return tuple(out)
 
         fitting = [[j for j in range(n) if kind.fits[j] is not None] for kind in kinds]
-        shelves: list[tuple[int, list[Device], dict[str, Decimal] | None]] = []  # (kind, devices, left)
+        units = [{j: fit[1] for j, fit in enumerate(kind.fits) if fit is not None} for kind in kinds]
+        # Per kind, devices by free units; of each, the search's first, then by name, at most as many as
+        # orders could go there (fewer if the program grows too large).
+        shelves: list[tuple[int, int, list[Device]]] = []  # (kind, free units, devices)
         for k, kind in enumerate(kinds):
-            if not fitting[k]:
-                continue
-            alike: dict[object, list[Device]] = {}
-            lefts: dict[object, dict[str, Decimal] | None] = {}
-            for device in devices[k]:
-                free = inv.room(device.key)
-                if free <= 0 or (not kind.shareable and free < UNITS):
-                    continue
-                left = inv.left(device.key) if kind.shareable else None
-                if kind.shareable and left is None:
-                    continue
-                key: object = (
-                    tuple(sorted(left.items())) if left is not None else None,
-                    device.key if device.consumes else None,
-                )
-                alike.setdefault(key, []).append(device)
-                lefts[key] = left
-            for key, members in alike.items():
+            by_free: dict[int, list[Device]] = {}
+            for device, free in zip(devices[k], frees[k], strict=True):
+                if fitting[k] and free > 0 and (kind.shareable or free == UNITS):
+                    by_free.setdefault(free, []).append(device)
+            for free, members in sorted(by_free.items()):
                 members.sort(key=lambda d: (d.key not in starting, d.sort_key()))
-                shelves.append((k, members, lefts[key]))
-        # At most as many alike devices as orders could go to them, fewer when the program grows too large.
+                shelves.append((k, free, members))
+
+        def room_for(k: int, free: int) -> int:
+            return sum(1 for u in units[k].values() if u <= free)
+
         cap = n
-        while (
-            cap > 1
-            and sum(min(len(m), cap) * len(fitting[k]) for k, m, left in shelves if left) > MAX_OPTIONS
+        while cap > 1 and (
+            sum(
+                min(len(m), cap, room_for(k, f)) * room_for(k, f) for k, f, m in shelves if kinds[k].shareable
+            )
+            > MAX_OPTIONS
         ):
             cap = max(1, cap // 2)
         bins: list[Bin] = []
         slots: list[list[Device]] = []
         options: list[Option] = []
         losses: list[tuple[int, int, float]] = []  # (option, class rank, loss)
-        for k, members, left in shelves:
+        for k, free, members in shelves:
             kind = kinds[k]
-            if left is None:  # whole devices: one stock, or one bin each when they draw on counters
-                groups = [[d] for d in members] if members[0].consumes else [members[:n]]
+            fit_here = [j for j in fitting[k] if units[k][j] <= free]
+            if not fit_here:
+                continue
+            if not kind.shareable:  # whole devices: one stock, or one bin each when they draw on counters
+                groups = [[d] for d in members] if any(d.consumes for d in members) else [members[:n]]
                 for group in groups:
                     b = len(bins)
                     bins.append(Bin(count=len(group), draws=draws(group[0])))
                     slots.append(group)
-                    for j in fitting[k]:
+                    for j in fit_here:
                         fit = kind.fits[j]
                         assert fit is not None
                         losses.append((len(options), fit[0], float(loss(kind, UNITS, UNITS))))
                         options.append(Option(j, b))
                 continue
-            names = sorted(left)
-            for device in members[: min(len(members), cap)]:
+            for device in members[: min(len(members), cap, len(fit_here))]:
+                left = inv.left(device.key)
+                if left is None:
+                    continue
+                names = sorted(left)
                 b = len(bins)
-                free = inv.room(device.key)
                 bins.append(Bin(1, tuple(Fraction(left[c]) for c in names), draws(device)))
                 slots.append([device])
-                for j in fitting[k]:
+                capacities = {c: Capacity(left[c]) for c in names}
+                for j in fit_here:
                     fit = kind.fits[j]
                     assert fit is not None
-                    take = inv.share_take(device, fit[1]) if fit[1] <= free else None
-                    if take is None or not fits({}, take, {c: Capacity(left[c]) for c in names}):
+                    take = inv.share_take(device, fit[1])
+                    if take is None or not fits({}, take, capacities):
                         continue
                     losses.append((len(options), fit[0], float(loss(kind, free, fit[1]))))
                     options.append(Option(j, b, tuple(Fraction(take[c]) for c in names)))
@@ -513,7 +567,6 @@ class Planner:
         orders: list[_Order],
         where: list[int],
         answers: list[PlanResponse | None],
-        kinds: list[Kind],
         problem: Problem,
         slots: list[list[Device]],
         solution: Solution,
@@ -550,10 +603,11 @@ class Planner:
         answers: list[PlanResponse | None],
         kinds: list[Kind],
         devices: list[list[Device]],
+        frees: list[list[int]],
         found: Joint,
     ) -> None:
         """Reserve the search's packing, in its order."""
-        shelf = _Stock(kinds, devices, lambda d: self.inventory.room(d.key))
+        shelf = _Stock(devices, frees, lambda d: self.inventory.room(d.key))
         for j in found.order:
             choice = found.choices[j]
             if choice is not None:
@@ -727,49 +781,61 @@ class Planner:
     def _undecidable_any(self, o: _Order) -> bool:
         return any(self._undecidable(cls, o.ask) is not None for cls in o.classes)
 
-    def _kinds(self, orders: list[_Order]) -> tuple[list[Kind], list[list[Device]], list[dict[int, int]]]:
-        """The devices these orders could take one of, grouped into kinds, with free units per kind."""
+    def _kinds(self, orders: list[_Order]) -> Kinds:
+        """The devices with room these orders could take one of, grouped into kinds, with free units per
+        kind (the class index gives the devices with room; full ones could take none of them)."""
         inv = self.inventory
         index: dict[tuple[object, ...], int] = {}
         kinds: list[Kind] = []
         devices: list[list[Device]] = []
+        frees: list[list[int]] = []
         stock: list[dict[int, int]] = []
-        seen: set[DeviceKey] = set()
+        found: dict[DeviceKey, tuple[Device, int]] = {}
+        for cls in dict.fromkeys(c for o in orders for c in o.classes):
+            for gkey, group in inv.groups(cls).items():
+                if gkey[0] < 0:
+                    continue  # no memory published: never placed alone
+                entries = group.entries
+                for free, sk in entries[bisect.bisect_left(entries, (1,)) :]:
+                    device = group.devices[sk]
+                    found.setdefault(device.key, (device, free))
         selectors = sorted({o.ask.selector for o in orders if o.ask.selector})
         # Devices alike in every respect the orders' filters read give the same fits: computed once.
-        profiles: dict[tuple[object, ...], tuple[tuple[int, int] | None, ...]] = {}
+        profiles: dict[tuple[object, ...], int | None] = {}  # profile -> its kind (None: fits none)
         o_distrust = set().union(*(o.ask.distrust for o in orders)) if orders else set()
-        for cls in dict.fromkeys(c for o in orders for c in o.classes):
-            for device in inv.class_devices(cls):
-                if device.key in seen or device.tainted or device.memory is None:
-                    continue
-                seen.add(device.key)
-                profile = (
-                    device.memory,
-                    device.shareable,
-                    device.type,
-                    tuple(sorted(device.classes)),
-                    device.compute_capability,
-                    tuple(self._selector(device, e) is True for e in selectors),
-                    device.group[4],
-                    device.key in o_distrust,
-                )
-                fits = profiles.get(profile)
-                if fits is None:
-                    fits = profiles[profile] = tuple(self._fits_one(o, device) for o in orders)
-                if all(f is None for f in fits):
-                    continue
-                sig = (device.memory, device.shareable, device.type, device.group[4], fits)
-                k = index.get(sig)
-                if k is None:
-                    k = index[sig] = len(kinds)
-                    kinds.append(Kind(memory=device.memory, shareable=device.shareable, fits=fits))
-                    devices.append([])
-                    stock.append({})
-                devices[k].append(device)
-                free = inv.room(device.key)
-                stock[k][free] = stock[k].get(free, 0) + 1
-        return kinds, devices, stock
+        for device, free in sorted(found.values(), key=lambda pair: pair[0].sort_key()):
+            profile = (
+                device.memory,
+                device.shareable,
+                device.type,
+                device.classes,
+                device.compute_capability,
+                tuple(self._selector(device, e) is True for e in selectors) if selectors else (),
+                device.group[4],
+                device.key in o_distrust,
+            )
+            if profile in profiles:
+                k = profiles[profile]
+            else:
+                fits = tuple(self._fits_one(o, device) for o in orders)
+                k = None
+                if any(f is not None for f in fits):
+                    sig = (device.memory, device.shareable, device.type, device.group[4], fits)
+                    k = index.get(sig)
+                    if k is None:
+                        k = index[sig] = len(kinds)
+                        assert device.memory is not None
+                        kinds.append(Kind(memory=device.memory, shareable=device.shareable, fits=fits))
+                        devices.append([])
+                        frees.append([])
+                        stock.append({})
+                profiles[profile] = k
+            if k is None:
+                continue
+            devices[k].append(device)
+            frees[k].append(free)
+            stock[k][free] = stock[k].get(free, 0) + 1
+        return kinds, devices, frees, stock
 
     def _fits_one(self, o: _Order, device: Device) -> tuple[int, int] | None:
         """(index of the order's first class admitting the device, units it takes there), or None."""
@@ -1106,7 +1172,58 @@ class Planner:
 
     # ------------------------------------------------------------------ refusals
 
+    def _surveyed(self, cls: str, ask: _Ask) -> _Survey | None:
+        """The class's survey for this order's filters, when it applies: the order holds nothing there and
+        no refusal by the scheduler stands on a device of the class."""
+        inv = self.inventory
+        if ask.own or any(cls in d.classes for k in ask.distrust if (d := inv.devices.get(k)) is not None):
+            return None
+        key = (cls, ask.selector, ask.min_cc)
+        survey = self._surveys.get(key)
+        if survey is not None and survey.version == inv.version:
+            return survey
+        if len(self._surveys) > 64:
+            self._surveys.clear()
+        survey = self._surveys[key] = _Survey(inv.version)
+        pools: dict[tuple[str, GroupKey], int] = {}
+        lowest: dict[OrderKey, int] = {}
+        for device in inv.class_devices(cls):
+            if device.tainted or not self._passes(device, ask, refusals=False):
+                continue
+            survey.admitted += 1
+            free = inv.room(device.key)
+            under: int | None = None
+            for h in inv.holdings_on(device.key):
+                if h.order is not None:
+                    held_at = inv.priority_of_holding(h)
+                    lowest[h.order] = min(lowest.get(h.order, held_at), held_at)
+                    under = held_at if under is None else min(under, held_at)
+            survey.any_free = survey.any_free or free > 0
+            if device.memory is None:
+                survey.unprofiled.append(device.ident)
+                survey.unprofiled_per_pool[device.pool] = survey.unprofiled_per_pool.get(device.pool, 0) + 1
+                continue
+            if under is not None:
+                survey.lowered.append((under, device.sort_key(), device))
+            if device.memory > survey.largest[0]:
+                survey.largest = (device.memory, f"{device.product or device.ident}, class {cls}")
+            free_bytes = (
+                free * device.memory // UNITS if device.shareable else (device.memory if free == UNITS else 0)
+            )
+            survey.largest_free = max(survey.largest_free, free_bytes)
+            (survey.shared_sizes if device.shareable else survey.whole_sizes).add(device.memory)
+            pools[(device.pool, device.group)] = pools.get((device.pool, device.group), 0) + 1
+        for (_, gkey), n in pools.items():
+            survey.sizes[gkey[0]] = max(survey.sizes.get(gkey[0], 0), n)
+        survey.holders = sorted((p, o) for o, p in lowest.items())
+        survey.lowered.sort(key=lambda entry: entry[:2])
+        return survey
+
     def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+        survey = self._surveyed(cls, ask)
+        if survey is not None:
+            self._observe_survey(survey, ask, f, priority, order)
+            return
         inv = self.inventory
         pools: dict[tuple[str, GroupKey], int] = {}
         for device in inv.class_devices(cls):
@@ -1146,6 +1263,34 @@ class Planner:
                     f.fits_by_size = True
                     break
                 count *= 2
+
+    @staticmethod
+    def _observe_survey(survey: _Survey, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+        """`_observe` from a survey: what it saw, and what this order's need makes of it."""
+        f.admitted += survey.admitted
+        f.unprofiled.extend(survey.unprofiled)
+        for pool, n in survey.unprofiled_per_pool.items():
+            f.unprofiled_per_pool[pool] = f.unprofiled_per_pool.get(pool, 0) + n
+        f.any_free = f.any_free or survey.any_free
+        if survey.largest[0] > f.largest[0]:
+            f.largest = survey.largest
+        f.largest_free = max(f.largest_free, survey.largest_free)
+        if any(ask.holds(m) for m in survey.whole_sizes) or any(
+            ask.holds(m) and ask.share_for(ask.need.required, m) is not None for m in survey.shared_sizes
+        ):
+            f.fits_by_size = True
+        for memory, n in survey.sizes.items():
+            count = 2
+            while count <= ask.max_devices and count <= n:
+                if ask.need.per_device(count) <= ask.usable(memory):
+                    f.fits_by_size = True
+                    break
+                count *= 2
+        for held_at, who in survey.holders:
+            if held_at >= priority:
+                break
+            if who != order:
+                f.lower.add(who)
 
     @staticmethod
     def _plausible(need: MemoryNeed, f: _Findings, ask_max: int) -> bool:
@@ -1228,7 +1373,11 @@ class Planner:
         """The single-device placement that needs the fewest, lowest lower-priority orders released."""
         inv = self.inventory
         best: tuple[tuple[object, ...], _Candidate, list[OrderKey]] | None = None
-        for device in inv.class_devices(cls):
+        survey = self._surveyed(cls, ask)
+        devices: Iterable[Device] = inv.class_devices(cls)
+        if survey is not None:  # only devices someone of lower priority holds can be made room on
+            devices = (d for under, _, d in survey.lowered if under < priority)
+        for device in devices:
             if device.tainted or device.memory is None or not self._passes(device, ask):
                 continue
             fit = self._fit(device, ask)
