@@ -23,6 +23,7 @@ from isvc_planner_client import (
     RoomChange,
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import BaseModel
 
 from isvc_planner._auth import CallerCheck
 from isvc_planner._inventory import Inventory
@@ -84,6 +85,12 @@ class PlannerMetrics:
             self.plans.labels(outcome="Refused", reason=reason, device_class="").inc()
 
 
+def _json(answer: BaseModel) -> Response:
+    """An answer serialized once, as its response model declares it (by alias, nulls left out): FastAPI
+    would validate the model it was just given again before serializing it."""
+    return Response(answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json")
+
+
 def create_app(
     planner: Planner, registry: CollectorRegistry | None = None, *, caller: CallerCheck
 ) -> FastAPI:
@@ -111,7 +118,7 @@ def create_app(
 
     inventory: Inventory = planner.inventory
 
-    def listed() -> None:
+    async def listed() -> None:  # no thread for a flag
         # A ledger that has not listed every kind (a restart) would place on what plans or claims hold.
         if not inventory.synced:
             raise HTTPException(503, "the inventory has not listed every kind yet")
@@ -126,13 +133,13 @@ def create_app(
     @v1.post(
         "/plan", response_model=PlanResponse, response_model_exclude_none=True, response_model_by_alias=True
     )
-    def plan(request: PlanRequest) -> PlanResponse:
+    def plan(request: PlanRequest) -> Response:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
         started = time.monotonic()
         response = planner.plan(request)
         metrics.duration.labels(endpoint="plan").observe(time.monotonic() - started)
         metrics.answered(response)
-        return response
+        return _json(response)
 
     @v1.post(
         "/plans",
@@ -140,14 +147,14 @@ def create_app(
         response_model_exclude_none=True,
         response_model_by_alias=True,
     )
-    def plan_many(request: PlanManyRequest) -> PlanManyResponse:
+    def plan_many(request: PlanManyRequest) -> Response:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
         started = time.monotonic()
         answers = planner.plan_many(request.orders)
         metrics.duration.labels(endpoint="plans").observe(time.monotonic() - started)
         for answer in answers:
             metrics.answered(answer)
-        return PlanManyResponse(answers=answers)
+        return _json(PlanManyResponse(answers=answers))
 
     @v1.post("/release", response_model=Released, response_model_by_alias=True)
     def release(order: OrderRef) -> Released:

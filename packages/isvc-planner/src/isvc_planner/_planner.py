@@ -123,7 +123,7 @@ MAX_OPTIONS = 50_000
 # together: the controller's client waits 10 s for an answer (isvc_planner_client.PlannerClient), and on
 # the large packing instances of `nox -s bench` this reaches the acceptance figures (packages/isvc-planner
 # README, "Packing quality").
-SOLVER_SECONDS = 3.0
+SOLVER_SECONDS = 2.0
 
 
 # Kinds, their devices (by name), each device's free units then, and how many devices have how many free.
