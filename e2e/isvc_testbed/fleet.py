@@ -213,6 +213,8 @@ class Fleet:
             FLEET_ROLE_LABEL: spec.role,
         }
         if spec.gpus:
+            # As NVIDIA GPU Feature Discovery labels a GPU node (the chart keeps the module's pods off them).
+            labels["nvidia.com/gpu.present"] = "true"
             labels["nvidia.com/gpu.product"] = spec.gpus[0].product.replace(" ", "-")
         labels.update(spec.labels)
         # Real nodes report ephemeral-storage; the module's pods request it (Deckhouse convention).

@@ -122,7 +122,7 @@ def test_a_cordoned_node_is_not_planned_on_until_it_opens(bed: Bed) -> None:
     try:
         order = bed.order("cordoned", QWEN, klass)
         status = bed.wait_reason(order, "Planned", "NoCapacity")
-        assert_refused(status, "Planned", "NoCapacity", "take no new pods")
+        assert_refused(status, "Planned", "NoCapacity", "on nodes out of service: gpu-h100-0 (cordoned)")
         assert bed.plan(order) is None
     finally:
         core.patch_node("gpu-h100-0", {"spec": {"unschedulable": False}})

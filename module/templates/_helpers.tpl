@@ -135,6 +135,30 @@ priorityClassName: {{ .Values.isvc.priorityClassName }}
 {{ include "helm_lib_tolerations" (tuple . "system") }}
 {{- end }}
 
+{{- /* Usage: {{ include "isvc_affinity" (list . (dict "app" "isvc-controller")) | nindent 6 }} — the module's own pods
+never land on a node carrying one of the labels of `gpuNodeLabelKeys` (GPU nodes: a required node affinity,
+DoesNotExist), and with the labels given and HA on, replicas go to different nodes (lib-helm's anti-affinity).
+Renders nothing when neither applies. */ -}}
+{{- define "isvc_affinity" -}}
+{{- $ctx := index . 0 -}}
+{{- $labels := index . 1 -}}
+{{- $affinity := dict -}}
+{{- if $labels -}}
+{{- $affinity = (include "helm_lib_pod_anti_affinity_for_ha" (list $ctx $labels) | fromYaml).affinity | default dict -}}
+{{- end -}}
+{{- with $ctx.Values.isvc.gpuNodeLabelKeys -}}
+{{- $expressions := list -}}
+{{- range . -}}
+{{- $expressions = append $expressions (dict "key" . "operator" "DoesNotExist") -}}
+{{- end -}}
+{{- $_ := set $affinity "nodeAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" (list (dict "matchExpressions" $expressions)))) -}}
+{{- end -}}
+{{- if $affinity }}
+affinity:
+  {{- toYaml $affinity | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{- /* Usage: {{ include "isvc_kube_rbac_proxy" (list . "controller" 9090) | nindent 8 }} — the kube-rbac-proxy sidecar that serves
 /metrics of a component over HTTPS on port `https-metrics` (8443) to whoever may `get deployments/prometheus-metrics`
 of that Deployment; the component itself listens on 127.0.0.1:<port>. Renders nothing without a proxy image. */ -}}

@@ -141,7 +141,7 @@ def test_every_non_refusal_and_class_reason_is_explained(faq: str, reason: str) 
 
 
 @pytest.mark.parametrize("faq", FAQS)
-@pytest.mark.parametrize("event", ["SettledRegionTooSmall", "GrowthClaimUnplaced"])
+@pytest.mark.parametrize("event", ["SettledRegionTooSmall", "GrowthClaimUnplaced", "Moved", "OutOfService"])
 def test_every_event_has_a_faq_heading(faq: str, event: str) -> None:
     assert any(names_in(h, event) for h in headings(_read(faq)))
 

@@ -27,6 +27,10 @@ def test_gpu_node_is_a_kwok_node_with_the_fleet_label_and_allocatable(fleet: Fle
     node = fleet.render_node(fleet.node("gpu-h100-0"))
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     assert node["metadata"]["labels"][FLEET_NODE_LABEL] == "true"
+    assert (
+        node["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+    )  # as GPU Feature Discovery labels it
+    assert "nvidia.com/gpu.present" not in fleet.render_node(fleet.node("system-0"))["metadata"]["labels"]
     assert node["status"]["allocatable"] == {
         "cpu": "192",
         "memory": "2Ti",

@@ -6,8 +6,9 @@ import base64
 import copy
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
+import isvc_workload
 from isvc_api import (
     LABEL_ORDER,
     CompiledRuntime,
@@ -37,7 +38,9 @@ from isvc_operator import (
     OrderReconciler,
     PassResult,
     PlanOutcome,
+    RollPacer,
     TemporaryError,
+    Workload,
 )
 
 Obj = dict[str, Any]
@@ -91,6 +94,9 @@ class FakeCluster:
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
         self.failed_creates: dict[tuple[str, str], str] = {}  # FailedCreate events of workloads
         self.failed_create_reads: list[tuple[str, str, str, str]] = []
+        self.said: dict[tuple[str, str, str], str] = {}  # (kind, name, event reason) -> message
+        self.said_reads: list[tuple[str, str, str]] = []
+        self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -202,6 +208,25 @@ class FakeCluster:
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         self.failed_create_reads.append((namespace, kind, name, uid))
         return self.failed_creates.get((namespace, name))
+
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        self.said_reads.append((kind, name, reason))
+        return self.said.get((kind, name, reason))
+
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for (k, ns, _), o in self.objects.items()
+            if k == "ResourceQuota" and ns == namespace
+        ]
+
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        self.annotated.append((kind, namespace, name, dict(annotations)))
+        obj = self.objects.get((kind, namespace, name))
+        if obj is not None:
+            obj["metadata"].setdefault("annotations", {}).update(annotations)
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], type_, reason, message))
@@ -320,6 +345,8 @@ class FakePlanner:
         self.holdings: list[Placement | None] = []
         self.released: list[tuple[str, str]] = []
         self.lost: dict[str, tuple[str, ...]] = {}  # order name -> why it lost its devices in the ledger
+        self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
+        self.forgotten: list[tuple[str, str]] = []
 
     def plan(
         self,
@@ -342,6 +369,9 @@ class FakePlanner:
     def release(self, namespace: str, name: str) -> None:
         self.released.append((namespace, name))
 
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        self.forgotten.append((namespace, name))
+
     def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
         if self.down:
             raise TemporaryError("connection refused")
@@ -352,7 +382,9 @@ class FakePlanner:
                     message=f"spec.placement.sharePercent is {placement.share_percent}, outside 1..100",
                 )
             )
-        return Judgement(refusal=self.bad_placement, lost=self.lost.get(name, ()))
+        return Judgement(
+            refusal=self.bad_placement, lost=self.lost.get(name, ()), gone=self.gone.get(name, ())
+        )
 
 
 class FakeWorkload:
@@ -369,6 +401,7 @@ class FakeWorkload:
         self.unplaced: list[tuple[str, str]] = []
         self.judged_with: list[StartupFailure | None] = []
         self.judged_sets: list[Obj | None] = []
+        self.judged_refusals: list[tuple[dict[str, str], list[Obj]]] = []
         self.digests: list[str | None] = []
         self.plans: list[LaunchPlanSpec] = []
         self.outgrown: str | None = None  # the refusal of settle() over a held set: the order outgrew it
@@ -414,9 +447,23 @@ class FakeWorkload:
                 "apiVersion": "apps/v1",
                 "kind": "StatefulSet",
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
+                **self._template(policy),
             },
             *self.extra,
         ]
+
+    @staticmethod
+    def _template(policy: EffectivePolicy) -> Obj:
+        """A pod template only when the class names a priority class: what class edits change in pods."""
+        if not policy.priority_class_name:
+            return {}
+        return {"spec": {"template": {"spec": {"priorityClassName": policy.priority_class_name}}}}
+
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        return isvc_workload.recreates_pods(held, wanted, templates)
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        return isvc_workload.set_rolling(statefulset)
 
     def auth_secret(self, order: InferenceService) -> Obj:
         return {
@@ -448,10 +495,19 @@ class FakeWorkload:
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
     ) -> tuple[Verdict, StartupFailure | None]:
         self.judged_with.append(previous)
         self.judged_sets.append(deployment)
+        self.judged_refusals.append((dict(claim_refusals or {}), list(quotas or [])))
         return self.verdict, self.failure
+
+    def awaits_claim(self, pod: Obj) -> bool:  # the package's own reading of a pod
+        return isvc_workload.awaits_claim(pod)
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        return Workload.quota_retry(cast(Workload, self), said, quotas)
 
 
 class FakeHealth:
@@ -516,6 +572,7 @@ class World:
         self.workload = FakeWorkload()
         self.health = FakeHealth()
         self.catalog_enabled = True
+        self.rolls: RollPacer | None = None
         self.cluster.put(klass())
         self._reconciler: OrderReconciler | None = None
         self.last: PassResult | None = None
@@ -542,6 +599,7 @@ class World:
                 health=self.health,
                 catalog_enabled=self.catalog_enabled,
                 clock=lambda: T0 + self.clock_offset,
+                rolls=self.rolls,
             )
         )
 

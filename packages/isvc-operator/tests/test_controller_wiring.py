@@ -26,8 +26,8 @@ class Informer:
     def add_served_handler(self, handler: Any) -> None:
         self.served_handlers.append(handler)
 
-    def list(self) -> list[Obj]:
-        return self.items
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        return [o for o in self.items if namespace is None or o["metadata"].get("namespace") == namespace]
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return next(
@@ -261,3 +261,28 @@ def test_a_metrics_path_installed_after_the_controller_passes_every_order() -> N
     [served] = kube.pod_metrics.served_handlers
     served()
     assert drain(c, 0.2) == {("ns", "grows"), ("other", "steady")}
+
+
+def test_a_quota_that_changes_passes_the_orders_of_its_namespace_whose_workload_is_not_up() -> None:
+    """Issue 27: a raised quota lifted its refusal only after the cluster's own retry delay (~4 min)."""
+    c, kube = controller([])
+    kube.quotas = Informer()
+    c = Controller(
+        cast(KubeCluster, kube),
+        cast(OrderReconciler, None),
+        cast(ClassReconciler, None),
+        registry=CollectorRegistry(),
+    )
+
+    def order(namespace: str, name: str, workload: str | None) -> Obj:
+        conditions = [{"type": "WorkloadReady", "status": workload}] if workload else []
+        return {"metadata": {"namespace": namespace, "name": name}, "status": {"conditions": conditions}}
+
+    kube.orders.items = [
+        order("ns", "refused", "False"),
+        order("ns", "new", None),
+        order("ns", "serving", "True"),
+        order("other", "refused-elsewhere", "False"),
+    ]
+    kube.quotas.emit("MODIFIED", {"metadata": {"namespace": "ns", "name": "gpus"}})
+    assert drain(c, 0.2) == {("ns", "refused"), ("ns", "new")}

@@ -19,7 +19,7 @@ from isvc_api import (
     StartupFailure,
     Verdict,
 )
-from isvc_operator import PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
+from isvc_operator import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable, phase
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
 
@@ -379,3 +379,71 @@ def test_an_order_with_no_replica_to_probe_or_gone_is_no_longer_probed(world: Wo
     del world.cluster.objects[("InferenceService", "team-a", "support-llm")]
     world.reconciler().reconcile("team-a", "support-llm")
     assert world.health.forgotten == [("team-a", "support-llm")] * 2
+
+
+def test_an_order_on_hardware_out_of_service_moves_and_says_so_issue_27(world: World) -> None:
+    """A cordon or a lost node is an inventory change: the order is planned elsewhere in the pass that hears
+    of it, with a Moved event; before, its plan named the cordoned card for 45 s, then LaunchPlanNotAPlacement
+    once the node was deleted."""
+    _plan(world, "a", 60, None, minutes=0)
+    world.planner.gone["a"] = ("n1/gpu-0: node gpu-h100-0 is cordoned, so no new pod starts there",)
+    elsewhere = PLACEMENT.model_copy(update={"devices": ["gpu-1"], "device_uuids": ["GPU-1"]})
+    world.planner.outcome = PlanOutcome(placement=elsewhere, estimates=ESTIMATES, refusal=None, preempt=[])
+    status = world.run(order(name="a"))
+    stored = world.cluster.launch_plan("team-a", "a")
+    assert stored is not None and stored["spec"]["placement"]["devices"] == ["gpu-1"]
+    assert condition(status, "Planned")["status"] == "True"
+    [moved] = [e for e in world.cluster.events if e[2] == "Moved"]
+    assert (
+        moved[1] == "Normal" and "node gpu-h100-0 is cordoned" in moved[3] and "planned elsewhere" in moved[3]
+    )
+
+
+def test_an_order_on_hardware_out_of_service_with_nowhere_to_go_waits_naming_it(world: World) -> None:
+    _plan(world, "a", 60, None, minutes=0)
+    world.planner.gone["a"] = ("n1/gpu-0: node gpu-h100-0 was deleted",)
+    world.planner.outcome = PlanOutcome(
+        None,
+        None,
+        Refusal(reason=Reason.NO_CAPACITY, message="devices that would hold it are ... (deleted)"),
+        [],
+    )
+    status = world.run(order(name="a"))
+    assert world.cluster.launch_plan("team-a", "a") is None  # never called a defect: replanned, and it waits
+    assert world.cluster.owned("StatefulSet", "team-a", "a") == []
+    planned = condition(status, "Planned")
+    assert (planned["status"], planned["reason"]) == ("False", "NoCapacity")
+    assert planned["message"].startswith(
+        "Its devices are out of service (n1/gpu-0: node gpu-h100-0 was deleted)."
+    )
+    assert ("a", "Warning", "OutOfService") in [e[:3] for e in world.cluster.events]
+
+
+def test_a_claim_refused_on_hardware_out_of_service_is_not_called_capacity(world: World) -> None:
+    """Issue 27: after a cordon and an eviction the order read ResourceClaimExhausted, "This is capacity"."""
+    _plan(world, "a", 60, None, minutes=0)
+    world.workload.verdict = Verdict.refuse(Reason.RESOURCE_CLAIM_EXHAUSTED, "cannot allocate all claims")
+    status = world.run(order(name="a"))
+    assert (
+        condition(status, "WorkloadReady")["reason"] == "ResourceClaimExhausted"
+    )  # nothing is out of service
+    gone = ("n1/gpu-0: node gpu-h100-0 is cordoned, so no new pod starts there",)
+    fresh = world.planner.judge
+
+    def judge(namespace: str, name: str, placement: Any) -> Judgement:
+        # What the controller remembers from a moment ago says it stands; asked afresh, the planner says gone.
+        if (namespace, name) not in world.planner.forgotten:
+            return Judgement()
+        world.planner.gone[name] = gone
+        return fresh(namespace, name, placement)
+
+    world.planner.judge = judge  # type: ignore[method-assign]
+    status = world.run(order(name="a"))
+    ready = condition(status, "WorkloadReady")
+    assert (ready["reason"], ready["message"]) == (
+        "WorkloadNotReady",
+        "Its devices are out of service (n1/gpu-0: node gpu-h100-0 is cordoned, so no new pod starts there): "
+        "it is planned on devices in service now.",
+    )
+    assert ("team-a", "a") in world.planner.forgotten
+    assert world.last is not None and world.last.requeue_after == 0.5

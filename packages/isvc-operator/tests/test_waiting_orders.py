@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from isvc_api import InferenceService, ModelFacts, Placement, PlacementMode, Reason, SharingMode
-from isvc_operator import EffectivePolicy, PlannerService, PlanOutcome, WaitingRoom
+from isvc_operator import EffectivePolicy, Judgement, PlannerService, PlanOutcome, WaitingRoom
 from isvc_planner import (
     Inventory,
     Planner,
@@ -289,3 +289,13 @@ def test_a_plan_judged_a_moment_ago_is_not_sent_to_the_planner_again_unless_it_w
     )
     service.judge("ns", "low", held.model_copy(update={"share_percent": 60}))
     assert calls == ["/v1/hold", "/v1/hold", "/v1/plan", "/v1/hold"]
+
+
+def test_orders_stranded_on_hardware_out_of_service_are_judged_afresh_and_passed(world: Any) -> None:
+    """Issue 27: a cordon or a lost node is heard of through the planner's room; the orders it names are
+    passed at once and their plan judged anew (not from the minute-long cache of judgements)."""
+    _, _, port, _ = world
+    port.service.judged[("ns", "a")] = ("{}", Judgement())
+    port.room.strand([("ns", "a")])
+    assert ("ns", "a") not in port.service.judged
+    assert port.woken == [("ns", "a")]

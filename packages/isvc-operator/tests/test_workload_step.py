@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from isvc_api import GROUP, VERSION
+from isvc_api import GROUP, VERSION, Reason, Verdict
 from isvc_operator import PlanOutcome
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order
@@ -294,3 +295,162 @@ def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure
     world.run()
     assert len(world.cluster.failed_create_reads) == 1  # a pod exists: nothing to read
     assert "conditions" not in (world.workload.judged_sets[-1] or {}).get("status", {})
+
+
+DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+CLAIM_SAID = (
+    'PodResourceClaim gpu: create ResourceClaim : resourceclaims.resource.k8s.io "support-llm-0-gpu-x" is '
+    f"forbidden: exceeded quota: gpus, requested: {DEVICES}=1, used: {DEVICES}=1, limited: {DEVICES}=1"
+)
+
+
+def quota(hard: str, used: str, version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": "team-a", "resourceVersion": version},
+        "status": {"hard": {DEVICES: hard}, "used": {DEVICES: used}},
+    }
+
+
+def pod_awaiting_claim(world: World, created: str) -> None:
+    [template] = templates(world)
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "support-llm-0",
+                "namespace": "team-a",
+                "uid": "pod-uid",
+                "creationTimestamp": created,
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]},
+            "status": {"phase": "Pending"},
+        }
+    )
+
+
+def test_a_device_claim_a_quota_refuses_reaches_the_judge_with_the_quotas_and_waits_for_them_not_a_timer(
+    world: World,
+) -> None:
+    """Issue 27: the quota was only in the pod's events, and the order read "coming up ... passes on its own"."""
+    world.workload.verdict = Verdict.refuse(
+        Reason.WORKLOAD_ERROR, "ResourceQuota gpus of namespace team-a refuses"
+    )
+    world.run()
+    world.cluster.put(quota("1", "1", "7"))
+    world.cluster.said[("Pod", "support-llm-0", "FailedResourceClaimCreation")] = CLAIM_SAID
+    pod_awaiting_claim(world, "2026-11-01T00:00:00Z")  # the clock reads T0: created this second
+    world.run()
+    assert world.cluster.said_reads == []  # a pod just made waits a moment for its claim: nothing read
+    assert world.last is not None and world.last.requeue_after == 2.0
+    world.clock_offset = timedelta(seconds=3)
+    world.workload.verdict = Verdict.refuse(
+        Reason.WORKLOAD_ERROR, "ResourceQuota gpus of namespace team-a refuses"
+    )
+    world.run()
+    assert world.cluster.said_reads == [("Pod", "support-llm-0", "FailedResourceClaimCreation")]
+    refusals, quotas = world.workload.judged_refusals[-1]
+    assert refusals == {"support-llm-0": CLAIM_SAID}
+    assert [q["metadata"]["name"] for q in quotas] == ["gpus"]
+    assert world.last.requeue_after is None  # the quota is watched: no timer
+    assert world.cluster.annotated == []  # the quota still says what it said: nothing to retry
+
+
+def test_a_changed_quota_asks_the_cluster_to_retry_once_per_change(world: World) -> None:
+    """Issue 27: a raised quota lifted the refusal only after the resourceclaim controller's backoff (~4 min)."""
+    world.workload.verdict = Verdict.refuse(Reason.WORKLOAD_NOT_READY, "the quota changed")
+    world.run()
+    world.cluster.said[("Pod", "support-llm-0", "FailedResourceClaimCreation")] = CLAIM_SAID
+    pod_awaiting_claim(world, "2026-10-31T23:59:00Z")
+    world.cluster.put(quota("2", "1", "8"))  # raised since it refused
+    world.run()
+    world.run()
+    assert world.cluster.annotated == [
+        ("Pod", "team-a", "support-llm-0", {"ai.deckhouse.io/quota-retry": "gpus@8"})
+    ]  # once for this change of the quota, not once per pass
+    world.cluster.put(quota("3", "1", "9"))
+    world.run()
+    assert world.cluster.annotated[-1] == (
+        "Pod",
+        "team-a",
+        "support-llm-0",
+        {"ai.deckhouse.io/quota-retry": "gpus@9"},
+    )
+
+
+def test_a_set_whose_pods_a_quota_refuses_is_retried_when_the_quota_is_deleted(world: World) -> None:
+    world.workload.verdict = Verdict.refuse(
+        Reason.WORKLOAD_ERROR, "ResourceQuota pods of namespace team-a refuses"
+    )
+    world.run()
+    held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
+    held["metadata"]["uid"] = "set-uid"
+    held["spec"] = {"replicas": 1}
+    world.cluster.failed_creates[("team-a", "support-llm")] = (
+        'create Pod support-llm-0 in StatefulSet support-llm failed error: pods "support-llm-0" is forbidden: '
+        "exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"
+    )
+    world.run()
+    assert world.cluster.annotated == [
+        ("StatefulSet", "team-a", "support-llm", {"ai.deckhouse.io/quota-retry": "pods@gone"})
+    ]
+
+
+def test_a_disruption_budget_no_longer_wanted_goes(world: World) -> None:
+    """A class brought down to one replica: the order's budget goes (a one-replica order never holds a drain)."""
+    world.run()
+    world.cluster.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+            },
+        }
+    )
+    world.run()
+    assert world.cluster.owned("PodDisruptionBudget", "team-a", "support-llm") == []
+
+
+class Terminating(Exception):
+    """The API server's refusal to create anything in a namespace being deleted (NamespaceLifecycle, 403)."""
+
+    def __init__(self) -> None:
+        super().__init__("403")
+        self.status = 403
+        self.body = json.dumps(
+            {
+                "kind": "Status",
+                "code": 403,
+                "reason": "Forbidden",
+                "message": "unable to create new content in namespace team-a because it is being terminated",
+                "details": {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+            }
+        )
+
+
+def test_an_order_whose_namespace_is_being_deleted_ends_its_pass_quietly_and_says_so_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27: deleting a namespace with orders logged ERROR tracebacks, 17 for 2 orders, 74 for 12."""
+    world.run()
+    statuses, events = len(world.cluster.statuses), len(world.cluster.events)
+    del world.cluster.objects[("StatefulSet", "team-a", "support-llm")]  # the namespace controller took it
+
+    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+        raise Terminating
+
+    monkeypatch.setattr(world.cluster, "apply", apply)
+    with caplog.at_level(logging.DEBUG):
+        world.run()
+        world.run()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO] == [
+        ("INFO", "team-a/support-llm: its namespace is being deleted; the order goes with it")
+    ]
+    assert (len(world.cluster.statuses), len(world.cluster.events)) == (statuses, events)  # nothing written
+    assert world.last is not None and (world.last.failed, world.last.requeue_after) == (False, None)

@@ -68,6 +68,7 @@ def _state(inv: Inventory) -> dict[str, object]:
                 for c in sorted(inv.class_selectors)
             },
             "closed": sorted(inv.closed_nodes),
+            "states": dict(sorted(inv.node_states.items())),
         }
 
 
@@ -123,6 +124,7 @@ def _fleet(rng: random.Random) -> Inventory:
     slices = [_node_slice(rng, f"n{i}") for i in range(6)]
     by_node = {s["spec"]["pool"]["name"]: s for s in slices}
     claims = [_claim(rng, by_node, n) for n in range(10)]
+    nodes = [{"metadata": {"name": node}, "spec": {"unschedulable": rng.random() < 0.2}} for node in by_node]
     return Inventory.from_objects(
         fleet_device_classes(),
         slices,
@@ -130,6 +132,7 @@ def _fleet(rng: random.Random) -> Inventory:
         [fleet_priority_class("low", 10), fleet_priority_class("high", 1000)],
         [fleet_order("ns", f"held-{n}", rng.choice(["lowly", "plain"])) for n in range(10)],
         [fleet_service_class("lowly", "low"), fleet_service_class("plain")],
+        nodes,
     )
 
 
@@ -165,7 +168,9 @@ def test_refusals_read_from_a_survey_are_those_of_a_walk_over_every_device(
         assert [_dump(a) for a in answers] == [_dump(a) for a in expected], f"seed {seed}"
         seen += answers
     reasons = {a.refusal.reason for a in seen if a.refusal is not None}
-    assert len(reasons) >= 3 and any(a.preempt for a in seen), reasons  # the cases were there to compare
+    # the cases were there to compare: refusals of several reasons, some naming nodes out of service, preemption
+    assert len(reasons) >= 3 and any(a.preempt for a in seen), reasons
+    assert any(a.refusal is not None and "out of service" in a.refusal.message for a in seen)
 
 
 def _dump(answer: PlanResponse) -> dict[str, Any]:

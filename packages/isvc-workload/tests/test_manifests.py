@@ -40,6 +40,7 @@ from isvc_workload import (
     auth_secret,
     autoscaler,
     claim_template_name,
+    disruption_budget,
     endpoint_url,
     external_host,
     ingress,
@@ -318,6 +319,33 @@ def test_the_autoscaler_scales_the_orders_set_within_the_class_bounds() -> None:
     assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 3)
     assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == CPU_TARGET_PERCENT
     assert hpa["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
+
+
+@pytest.mark.parametrize(
+    ("constraints", "budget"),
+    [
+        (None, False),
+        (Constraints(min_replicas=1, max_replicas=1), False),
+        (Constraints(min_replicas=2, max_replicas=2), True),
+        (Constraints(min_replicas=1, max_replicas=4, autoscaler=True), True),
+    ],
+    ids=["no scaling policy", "one replica", "two replicas", "autoscaled from one"],
+)
+def test_a_disruption_budget_takes_replicas_one_at_a_time_where_there_can_be_several(
+    constraints: Constraints | None, budget: bool
+) -> None:
+    """Issue 27: orders had no budget, so `kubectl drain` took every replica down at once; a one-replica
+    order gets none, so it never holds a drain."""
+    pdb = disruption_budget(make_inputs(constraints=constraints))
+    assert (pdb is not None) == budget
+    if pdb is not None:
+        assert pdb["apiVersion"] == "policy/v1" and pdb["metadata"]["name"] == "llm-a"
+        assert pdb["spec"] == {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {LABEL_ORDER: "llm-a"}},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        }
+        assert pdb["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
 
 
 def test_the_pod_claims_its_device_through_the_template_and_the_server_uses_it() -> None:

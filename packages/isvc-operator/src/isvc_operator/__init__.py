@@ -22,12 +22,14 @@ from isvc_operator._ports import (
     WorkloadUnbuildable,
 )
 from isvc_operator._queue import ShutDownError, WorkQueue
+from isvc_operator._rollout import ROLL_DEADLINE, RollPacer
 from isvc_operator._scope import OrderScope
 from isvc_operator._status import phase
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = [
     "BUILTIN_EXPOSURE",
+    "ROLL_DEADLINE",
     "CatalogModels",
     "ClassReconciler",
     "Cluster",
@@ -50,6 +52,7 @@ __all__ = [
     "PlannerService",
     "Recipes",
     "RecipesPort",
+    "RollPacer",
     "ShutDownError",
     "TemporaryError",
     "WaitingRoom",

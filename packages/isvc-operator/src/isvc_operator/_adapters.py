@@ -103,6 +103,13 @@ class PlannerService:
             judged if judged is not None else TTLCache(10_000, 60.0)
         )
         self._lock = threading.Lock()
+        # An order stranded on hardware out of service is judged afresh on its next pass, not from the cache.
+        room.on_stranded(self.forget_judgement)
+
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        """Drop what the planner last said of the order's plan: the next pass asks again."""
+        with self._lock:
+            self.judged.pop((namespace, name), None)
 
     def plan(
         self,
@@ -163,7 +170,7 @@ class PlannerService:
             )
         except isvc_planner_client.PlannerError as exc:
             raise TemporaryError(str(exc)) from exc
-        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost))
+        judgement = Judgement(refusal=verdict.refusal, lost=tuple(verdict.lost), gone=tuple(verdict.gone))
         with self._lock:
             self.judged[(namespace, name)] = (stored, judgement)
         return judgement
@@ -236,6 +243,9 @@ class Workload:
             scaling = isvc_workload.autoscaling(inputs, apis)
             if scaling is not None:
                 out += scaling.manifests
+            budget = isvc_workload.disruption_budget(inputs)
+            if budget is not None:
+                out.append(budget)
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
@@ -281,8 +291,29 @@ class Workload:
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
     ) -> tuple[Verdict, StartupFailure | None]:
-        return isvc_workload.judge_workload(deployment, pods, claims, previous, read_log)
+        return isvc_workload.judge_workload(
+            deployment, pods, claims, previous, read_log, claim_refusals, quotas
+        )
+
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        return isvc_workload.recreates_pods(held, wanted, templates)
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        return isvc_workload.set_rolling(statefulset)
+
+    def awaits_claim(self, pod: Obj) -> bool:
+        return isvc_workload.awaits_claim(pod)
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        refusal = isvc_workload.quota_refusal(said)
+        if refusal is None:
+            return None
+        if refusal.stands(quotas):
+            return {}
+        return {isvc_workload.QUOTA_RETRY_ANNOTATION: refusal.retry_token(quotas)}
 
     def growth(
         self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy

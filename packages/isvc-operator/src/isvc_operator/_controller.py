@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from isvc_api import LABEL_ORDER
+from isvc_api import LABEL_ORDER, ConditionType
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -146,6 +146,14 @@ class Controller:
             for key in self.secret_refs.all():
                 orders.add(key)
 
+        def on_quota(_: str, obj: Obj) -> None:
+            # A namespace's quota changed: its orders whose workload is not up are judged again (a refusal by
+            # the quota stands or lifts on that pass; nothing else waits on a timer for it).
+            namespace = obj["metadata"].get("namespace", "")
+            for order in k.orders.list(namespace):
+                if not _workload_up(order):
+                    orders.add((namespace, order["metadata"]["name"]))
+
         def on_order(_: str, obj: Obj) -> None:
             meta, status = obj["metadata"], obj.get("status") or {}
             # A new or edited order goes before the timed retries of orders waiting for room.
@@ -163,8 +171,14 @@ class Controller:
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
         for informer in (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
             informer.add_handler(by_label)
+        budgets = getattr(k, "budgets", None)
+        if budgets is not None:
+            budgets.add_handler(by_label)
         k.claims.add_handler(by_label)
         k.priority_classes.add_handler(on_priority)
+        quotas = getattr(k, "quotas", None)
+        if quotas is not None:
+            quotas.add_handler(on_quota)
         for informer in getattr(k, "catalog", []):
             informer.add_handler(on_catalog)
 
@@ -285,6 +299,14 @@ class Controller:
                 self._running.pop(me, None)
                 self.latency.labels(kind).observe(time.monotonic() - started)
                 queue.done(key)
+
+
+def _workload_up(order: Obj) -> bool:
+    """Whether the order's status says its workload is up (WorkloadReady True)."""
+    for condition in (order.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == ConditionType.WORKLOAD_READY.value:
+            return bool(condition.get("status") == "True")
+    return False
 
 
 class OrdersByPhase(Collector):

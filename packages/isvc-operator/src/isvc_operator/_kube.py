@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from isvc_operator._ports import namespace_terminating
+
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
 log = logging.getLogger(__name__)
@@ -464,11 +466,15 @@ class KubeCluster:
         self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
         self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
         self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        self.budgets = Informer(self.dyn, "policy/v1", "PodDisruptionBudget", label_selector=sel)
         # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
         self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
         self.scaled_objects = Informer(self.dyn, "keda.sh/v1alpha1", "ScaledObject", label_selector=sel)
         self.pod_monitors = Informer(self.dyn, "monitoring.coreos.com/v1", "PodMonitor", label_selector=sel)
         self.priority_classes = Informer(self.dyn, "scheduling.k8s.io/v1", "PriorityClass")
+        # Namespaces' quotas: a quota refusing part of an order's workload is judged against them, and a
+        # change to one passes the orders of its namespace whose workload is not up.
+        self.quotas = Informer(self.dyn, "v1", "ResourceQuota")
         catalog_gv = f"{isvc_catalog.CATALOG_GROUP}/{isvc_catalog.CATALOG_VERSION}"
         # The catalog objects orders name: a fix there lifts ModelNotReady / ModelNotFound at once.
         self.catalog = [
@@ -489,10 +495,12 @@ class KubeCluster:
             self.ingresses,
             self.services,
             self.autoscalers,
+            self.budgets,
             self.pod_metrics,
             self.scaled_objects,
             self.pod_monitors,
             self.priority_classes,
+            self.quotas,
             self.secrets,
             *self.catalog,
         ]
@@ -505,6 +513,7 @@ class KubeCluster:
             "ResourceClaimTemplate": self.templates,
             "Ingress": self.ingresses,
             "HorizontalPodAutoscaler": self.autoscalers,
+            "PodDisruptionBudget": self.budgets,
             "PodMetric": self.pod_metrics,
             "ScaledObject": self.scaled_objects,
             "PodMonitor": self.pod_monitors,
@@ -625,10 +634,19 @@ class KubeCluster:
                 continue
         return None
 
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        """The ResourceQuotas of a namespace, from the cache."""
+        return self.quotas.list(namespace)
+
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         """What the workload controller last said when the cluster refused to create a pod of that object
         (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""
-        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason=FailedCreate"
+        return self.refused(namespace, kind, name, uid, "FailedCreate")
+
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        """The message of the newest event `reason` a controller recorded on that object (this uid), read
+        live; None when there is none or the events cannot be read."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"
         try:
             events = self.core.list_namespaced_event(
                 namespace, field_selector=selector, _request_timeout=REQUEST_TIMEOUT
@@ -702,6 +720,24 @@ class KubeCluster:
         assert existing is not None
         return existing
 
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        """Set annotations on an object by a merge patch of its metadata, under the controller's field manager;
+        an object gone meanwhile is left alone."""
+        try:
+            resource = resource_of(self.dyn, api_version, kind)
+            self.dyn.request(
+                "patch",
+                resource.path(name=name, namespace=namespace),
+                body=json.dumps({"metadata": {"annotations": annotations}}).encode(),
+                content_type="application/merge-patch+json",
+                field_manager=MANAGER,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete an object; a missing one is already deleted."""
         try:
@@ -749,4 +785,7 @@ class KubeCluster:
                 meta.get("namespace") or "default", body, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as exc:
+            if namespace_terminating(exc):  # the namespace goes, with the object the event was about
+                log.debug("event %s on %s not recorded: its namespace is being deleted", reason, meta["name"])
+                return
             log.warning("event %s on %s not recorded: %s", reason, meta["name"], exc.reason)

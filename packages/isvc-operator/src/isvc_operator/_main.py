@@ -31,6 +31,7 @@ from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
+from isvc_operator._rollout import RollPacer
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["main", "parser"]
@@ -367,8 +368,10 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         obj = kube.orders.get(namespace, name)
         if obj is None or uid not in (None, obj["metadata"].get("uid")):
             return False
+        if kube.plans.get(namespace, name) is None:  # no plan, or the one it held was taken down: it waits
+            return True
         if not holding:
-            return kube.plans.get(namespace, name) is None
+            return False
         said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
         return (
             said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value
@@ -386,6 +389,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         workload=Workload(settings, cert_manager, kube.priority_value, metrics_apis, recipe_load),
         health=health,
         catalog_enabled=catalog is not None,
+        rolls=RollPacer(),
         namespace=args.namespace,
         start_turn_seconds=args.start_turn_seconds,
     )

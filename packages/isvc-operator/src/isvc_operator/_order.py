@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import attrs
+from cachetools import TTLCache
 from isvc_api import (
     GROUP,
     VERSION,
@@ -16,7 +18,7 @@ from isvc_api import (
 )
 
 from isvc_operator import _status
-from isvc_operator._ports import Deps, OrderKey, TemporaryError, WorkloadUnbuildable
+from isvc_operator._ports import Deps, OrderKey, TemporaryError, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import RETRY_SOON, OrderScope
 from isvc_operator._steps import STEPS, Step
 
@@ -45,43 +47,62 @@ class OrderReconciler:
 
     def __init__(self, deps: Deps) -> None:
         self.d = deps
+        # Orders already said to go with their namespace (a log line once per order, not once per pass).
+        self._said_going: TTLCache[OrderKey, bool] = TTLCache(maxsize=10_000, ttl=3600)
 
     def reconcile(self, namespace: str, name: str) -> PassResult:
         """One pass over the order namespace/name. NotFound means done."""
         raw = self.d.cluster.order(namespace, name)
         if raw is None or raw["metadata"].get("deletionTimestamp"):
-            self._gone(namespace, name)
-            return PassResult()
+            return PassResult(wake=tuple(self._gone(namespace, name)))
         scope = OrderScope(order=InferenceService.model_validate(raw), raw=raw, now=self.d.clock())
         try:
             for type_, step in STEPS:
                 scope.verdicts[type_] = self._run(type_, step, scope)
+                if scope.terminating:
+                    break
         finally:
-            status = _status.build(scope)
-            wait = _status.deferred(scope, status)
-            if wait is None:
-                _status.write(scope, self.d.cluster, status)
-            else:  # the workload's progress, a moment after it began: written with the next step, or then
-                scope.requeue(wait)
-            try:
-                _status.write_plan(scope, self.d.cluster)
-            except Exception as exc:  # the plan went meanwhile: the next pass (its watch) writes or skips
-                log.warning(
-                    "%s/%s: LaunchPlan status not written: %s",
-                    scope.namespace,
-                    scope.name,
-                    type(exc).__name__,
-                )
-                scope.requeue(RETRY_SOON)
-            changes = _status.changes(scope) if wait is None else []
-            for type_event, reason, message in changes + scope.events:
-                self.d.cluster.event(raw, type_event, reason, message)
+            if not scope.terminating:
+                self._finish(scope, raw)
+        if scope.terminating:
+            self._going(namespace, name)
+            return PassResult()
         return PassResult(
             requeue_after=scope.requeue_after,
             wake=tuple(scope.wake),
             failed=bool(scope.failed),
             reason=_status.first_not_true(scope.verdicts),
         )
+
+    def _finish(self, scope: OrderScope, raw: dict[str, Any]) -> None:
+        """The status (when its content changed), the plan's status, and the events of the pass."""
+        status = _status.build(scope)
+        wait = _status.deferred(scope, status)
+        if wait is None:
+            _status.write(scope, self.d.cluster, status)
+        else:  # the workload's progress, a moment after it began: written with the next step, or then
+            scope.requeue(wait)
+        try:
+            _status.write_plan(scope, self.d.cluster)
+        except Exception as exc:  # the plan went meanwhile: the next pass (its watch) writes or skips
+            log.warning(
+                "%s/%s: LaunchPlan status not written: %s",
+                scope.namespace,
+                scope.name,
+                type(exc).__name__,
+            )
+            scope.requeue(RETRY_SOON)
+        changes = _status.changes(scope) if wait is None else []
+        for type_event, reason, message in changes + scope.events:
+            self.d.cluster.event(raw, type_event, reason, message)
+
+    def _going(self, namespace: str, name: str) -> None:
+        """An order whose namespace is being deleted: one line, once; the namespace takes the order and all it
+        owns with it, so nothing is retried and nothing more is written."""
+        if (namespace, name) in self._said_going:
+            return
+        self._said_going[(namespace, name)] = True
+        log.info("%s/%s: its namespace is being deleted; the order goes with it", namespace, name)
 
     def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Verdict:
         """One step; one that raises leaves its condition Unknown with where to look, and later steps wait."""
@@ -97,6 +118,9 @@ class OrderReconciler:
                 message=(f"a dependency did not answer while judging {type_.value} ({exc}); retried."),
             )
         except Exception as exc:
+            if namespace_terminating(exc):  # nothing can be made there any more: not a failure of the pass
+                scope.terminating = True
+                return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=str(exc)[:300])
             log.exception("%s/%s: judging %s failed", scope.namespace, scope.name, type_.value)
             scope.failed.append(type_)
             return Verdict(
@@ -109,7 +133,7 @@ class OrderReconciler:
                 ),
             )
 
-    def _gone(self, namespace: str, name: str) -> None:
+    def _gone(self, namespace: str, name: str) -> list[OrderKey]:
         """A deleted order: what the planner may still reserve for it is released, on every pass of it.
 
         Not only while traces (its LaunchPlan, claim templates) remain: a plan whose LaunchPlan was
@@ -119,3 +143,5 @@ class OrderReconciler:
         """
         self.d.health.forget(namespace, name)
         self.d.planner.release(namespace, name)
+        # A roll it was making holds its class's turn no longer: the orders waiting for it go on.
+        return self.d.rolls.forget((namespace, name)) if self.d.rolls is not None else []

@@ -6,6 +6,7 @@ in-memory fakes. Nothing here imports a client library.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -46,9 +47,11 @@ __all__ = [
     "PlannerPort",
     "ProbeLoop",
     "RecipesPort",
+    "RollsPort",
     "TemporaryError",
     "WorkloadPort",
     "WorkloadUnbuildable",
+    "namespace_terminating",
 ]
 
 Obj = dict[str, Any]
@@ -65,6 +68,23 @@ NO_ROOM = frozenset(
         Reason.RESOURCE_CLAIM_EXHAUSTED,
     }
 )
+
+
+# The API server's cause of a refused create in a namespace being deleted (k8s.io/api v0.36.3, core/v1
+# NamespaceTerminatingCause; the NamespaceLifecycle admission plugin of k8s.io/apiserver adds it to its 403).
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+
+
+def namespace_terminating(exc: BaseException) -> bool:
+    """Whether an API error is the refusal to create anything in a namespace that is being deleted."""
+    if getattr(exc, "status", None) != 403:
+        return False
+    try:
+        said = json.loads(str(getattr(exc, "body", "") or ""))
+    except ValueError:
+        return False
+    causes = (said.get("details") or {}).get("causes") or [] if isinstance(said, dict) else []
+    return any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
 
 
 class TemporaryError(Exception):
@@ -105,6 +125,20 @@ class Cluster(Protocol):
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None: ...
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         """The workload controller's last word on a pod of that object the cluster refused to create."""
+        ...
+
+    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
+        """The message of the newest event `reason` a controller recorded on that object, or None."""
+        ...
+
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        """The ResourceQuotas of a namespace (from the cache)."""
+        ...
+
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
+    ) -> None:
+        """Set annotations on an object (a metadata merge patch)."""
         ...
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
@@ -150,10 +184,11 @@ class PlanOutcome:
 @attrs.frozen
 class Judgement:
     """The planner's word on a stored plan: not a placement (a refusal), lost to holders ranked above the
-    order on a device (why, per device), or standing (neither)."""
+    order on a device (why, per device), on hardware out of service (gone: why, per device), or standing."""
 
     refusal: Refusal | None = None
     lost: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()  # devices out of service for it (an inventory change), each with why
 
 
 class PlannerPort(Protocol):
@@ -181,6 +216,10 @@ class PlannerPort(Protocol):
 
     def release(self, namespace: str, name: str) -> None:
         """Drop what the planner reserved for an order that will not take it (best effort)."""
+        ...
+
+    def forget_judgement(self, namespace: str, name: str) -> None:
+        """Drop what the planner last said of the order's plan: the next `judge` asks it again."""
         ...
 
 
@@ -234,7 +273,31 @@ class WorkloadPort(Protocol):
         claims: list[Obj],
         previous: StartupFailure | None,
         read_log: Callable[[str, str], str | None],
-    ) -> tuple[Verdict, StartupFailure | None]: ...
+        claim_refusals: dict[str, str] | None = None,
+        quotas: list[Obj] | None = None,
+    ) -> tuple[Verdict, StartupFailure | None]:
+        """WorkloadReady; `claim_refusals` (pod → what the cluster said when it did not make the pod's device
+        claim) and the namespace's `quotas` judge a quota's refusal."""
+        ...
+
+    def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
+        """Whether applying the set `wanted` over `held` recreates its pods on the same devices (`templates`:
+        the claim templates of both, by name)."""
+        ...
+
+    def set_rolling(self, statefulset: Obj | None) -> bool:
+        """Whether the set's controller has not yet brought every replica to its latest template."""
+        ...
+
+    def awaits_claim(self, pod: Obj) -> bool:
+        """Whether the pod waits for the cluster to make its device claim."""
+        ...
+
+    def quota_retry(self, said: str, quotas: list[Obj]) -> dict[str, str] | None:
+        """For what the cluster said refusing part of the workload: None when it is no quota's refusal; else
+        the annotations that ask the cluster to try again once the quota changed since (empty while the
+        refusal stands)."""
+        ...
 
     def growth(
         self, deployment: Obj | None, pods: list[Obj], claims: list[Obj], policy: EffectivePolicy
@@ -277,6 +340,15 @@ class HealthPort(Protocol):
         ...
 
 
+class RollsPort(Protocol):
+    """The pace of rolls an order did not ask for itself (_rollout.RollPacer): one order of a class at a time."""
+
+    def may_roll(self, group: str, order: OrderKey) -> bool: ...
+    def settled(self, group: str, order: OrderKey) -> list[OrderKey]: ...
+    def forget(self, order: OrderKey) -> list[OrderKey]: ...
+    def turn(self, group: str) -> OrderKey | None: ...
+
+
 class ProbeLoop(Protocol):
     """Probes run apart from passes (isvc_health.ProbeSchedule): started with the workers, it wakes an
     order's pass when its latest probe result changed."""
@@ -300,3 +372,4 @@ class Deps:
     clock: Callable[[], datetime] = now
     namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting
+    rolls: RollsPort | None = None  # None: every roll at once

@@ -94,6 +94,8 @@ class OrderScope:
     token: str | None = None
     children: Children | None = None
     startup_failure: StartupFailure | Keep | None = KEEP
+    roll_waits: bool = False  # a roll of its pods nobody asked for waits for its class's turn
+    set_applied: bool = False  # the set was written on this pass (its roll, if any, begins now)
     scaling: ScalingStatus | Keep | None = KEEP  # what the autoscaler follows
     # Ready: the probe's record.
     health: HealthStatus | Keep | None = KEEP
@@ -102,6 +104,7 @@ class OrderScope:
     wake: list[OrderKey] = attrs.field(factory=list)
     events: list[tuple[str, str, str]] = attrs.field(factory=list)
     failed: list[ConditionType] = attrs.field(factory=list)  # steps that raised
+    terminating: bool = False  # its namespace is being deleted: the pass ends, writing nothing
 
     @property
     def namespace(self) -> str:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from isvc_planner_client import PlannerError, PlanRequest, PlanResponse
+from isvc_planner_client import PlannerError, PlanRequest, PlanResponse, RoomChange
 
 from isvc_operator._ports import NO_ROOM, OrderKey
 
@@ -40,7 +40,7 @@ class PlanningClient(Protocol):
 
     def plan(self, request: PlanRequest) -> PlanResponse: ...
     def plan_many(self, requests: list[PlanRequest]) -> list[PlanResponse]: ...
-    def room_changed(self, after: str | None, wait: float) -> str: ...
+    def room_change(self, after: str | None, wait: float) -> RoomChange: ...
 
 
 class WaitingRoom:
@@ -65,6 +65,7 @@ class WaitingRoom:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake: Callable[[str, str], None] = lambda *_: None
+        self._stranded_hooks: list[Callable[[str, str], None]] = []
         self._thread: threading.Thread | None = None
 
     def plan(self, request: PlanRequest) -> PlanResponse:
@@ -131,6 +132,25 @@ class WaitingRoom:
             )
         return placed
 
+    def on_stranded(self, hook: Callable[[str, str], None]) -> None:
+        """Call `hook(namespace, name)` for each order the planner finds stranded, before it is woken."""
+        self._stranded_hooks.append(hook)
+
+    def strand(self, stranded: list[OrderKey]) -> None:
+        """Orders whose plan places them on hardware out of service (a node deleted, cordoned or not ready, a
+        device withdrawn) with no pod of theirs running there: each is judged again at once, so it moves or
+        waits saying why."""
+        for key in stranded:
+            for hook in self._stranded_hooks:
+                hook(*key)
+            self._wake(*key)
+        if stranded:
+            log.info(
+                "judging again %d order(s) planned on hardware out of service: %s",
+                len(stranded),
+                ", ".join(f"{ns}/{n}" for ns, n in stranded[:10]),
+            )
+
     def start(self, wake: Callable[[str, str], None]) -> None:
         """Run passes of the room in a thread, each when the planner's ledger may have made room or after
         the safety period; orders placed are handed to `wake`."""
@@ -146,9 +166,11 @@ class WaitingRoom:
         token: str | None = None
         while not self._stop.is_set():
             try:
-                token = self.client.room_changed(token, self.period if token is not None else 0.0)
+                change = self.client.room_change(token, self.period if token is not None else 0.0)
+                token = change.epoch
                 if self._stop.wait(self.settle):
                     return
+                self.strand([(o.namespace, o.name) for o in change.stranded])
                 self.sweep()
             except PlannerError as exc:  # the planner is down or restarting: its next token starts over
                 log.info("the waiting room could not ask the planner (%s); again in %.0fs", exc, RETRY)

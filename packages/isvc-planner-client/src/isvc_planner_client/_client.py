@@ -128,6 +128,10 @@ class PlannerClient:
     def room_changed(self, after: str | None, wait: float) -> str:
         """Block until the planner's ledger may have made room since `after` (None: answer at once) or
         `wait` seconds pass; the token to wait on next."""
+        return self.room_change(after, wait).epoch
+
+    def room_change(self, after: str | None, wait: float) -> RoomChange:
+        """As `room_changed`, with the orders stranded on hardware out of service at the answer."""
         params = {"wait": f"{wait:g}"} | ({"after": after} if after is not None else {})
         try:
             response = self._http.get("/v1/room", params=params, timeout=wait + 15.0)
@@ -137,7 +141,7 @@ class PlannerClient:
             raise PlannerUnavailableError(f"planner unreachable on /v1/room: {error}") from error
         body = self._answer("/v1/room", response)
         try:
-            return RoomChange.model_validate(body).epoch
+            return RoomChange.model_validate(body)
         except ValidationError as error:
             raise PlannerProtocolError(f"planner answered no room token: {error}") from error
 

@@ -144,14 +144,30 @@ class HoldVerdict(Wire):
             "priority, or earlier) leave no room beside them. Empty: it stands on every device it holds."
         ),
     )
+    gone: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Devices of the plan out of service for the order, each with why: its node deleted, cordoned, not "
+            "ready or tainted with no pod of the order running there, or the device withdrawn. An inventory "
+            "change: the order is to be planned anew (or to wait, saying so), never called a defect."
+        ),
+    )
 
 
 class RoomChange(Wire):
-    """The ledger's count of changes that may have made room, as a token to wait on."""
+    """The ledger's count of changes that may have made room, as a token to wait on, and the orders stranded
+    on hardware out of service."""
 
     epoch: str = Field(
         description=(
             "Changes when room may have appeared (a holding released or smaller, a pool published, a class, "
             "node or priority changed), or when the planner restarted."
         )
+    )
+    stranded: list[OrderRef] = Field(
+        default_factory=list,
+        description=(
+            "Orders whose plan places them on a device out of service (node deleted, closed or not ready, "
+            "device withdrawn) where no pod of theirs runs: to be judged again now."
+        ),
     )

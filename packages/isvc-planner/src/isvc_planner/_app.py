@@ -167,12 +167,16 @@ def create_app(
     def hold(request: HoldRequest) -> HoldVerdict:
         """Judge the plan an order holds: not a placement, lost to holders ranked above it, or standing."""
         started = time.monotonic()
-        refusal = judge_plan(request.placement, inventory)
-        verdict = (
-            HoldVerdict(refusal=refusal)
-            if refusal is not None
-            else HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
-        )
+        # Hardware out of service first: a plan naming a device that is gone is replanned, never judged as a
+        # placement against what is left (its memory may be more than any remaining device carries).
+        gone = planner.gone(request.order.namespace, request.order.name, request.placement)
+        refusal = None if gone else judge_plan(request.placement, inventory)
+        if gone:
+            verdict = HoldVerdict(gone=gone)
+        elif refusal is not None:
+            verdict = HoldVerdict(refusal=refusal)
+        else:
+            verdict = HoldVerdict(lost=planner.standing(request.order.namespace, request.order.name))
         metrics.duration.labels(endpoint="hold").observe(time.monotonic() - started)
         return verdict
 
@@ -192,7 +196,8 @@ def create_app(
         started = time.monotonic()
         freed = inventory.freed if seen is None else inventory.wait_freed(seen, wait)
         metrics.duration.labels(endpoint="room").observe(time.monotonic() - started)
-        return RoomChange(epoch=f"{instance}:{freed}")
+        stranded = [OrderRef(namespace=ns, name=n) for ns, n in inventory.stranded()]
+        return RoomChange(epoch=f"{instance}:{freed}", stranded=stranded)
 
     @v1.get(
         "/reservations",

@@ -85,6 +85,7 @@ __all__ = [
 
 UNITS = 100
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+DEPARTED_TTL = 3600.0  # seconds a deleted node's devices are remembered, to say where they went
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 OrderKey = tuple[str, str]  # (namespace, order name)
@@ -334,6 +335,10 @@ class Inventory:
         # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
         # the scheduler would never place a claim's pod there, so their devices are not offered.
         self.closed_nodes: set[str] = set()
+        self.node_states: dict[str, str] = {}  # a closed node -> why (cordoned, not ready, a taint)
+        # Nodes deleted within DEPARTED_TTL, with the devices they published then: a refusal can say that the
+        # devices which would hold an order went with their node, and a plan naming them is replanned.
+        self.departed: dict[str, tuple[float, list[Device]]] = {}
         self.freed = 0
         self.version = 0
         self._slices: dict[str, Mapping[str, Any]] = {}
@@ -376,7 +381,11 @@ class Inventory:
         """An inventory from plain resource.k8s.io/v1 (scheduling.k8s.io/v1, v1, ai.deckhouse.io) dicts."""
         with loading():
             inv = cls()
-            inv.closed_nodes = {n["metadata"]["name"] for n in nodes if _node_closed(n)}
+            for node in nodes:
+                state = _node_state(node)
+                if state is not None:
+                    inv.closed_nodes.add(node["metadata"]["name"])
+                    inv.node_states[node["metadata"]["name"]] = state
             for dc in device_classes:
                 inv._set_class(dc)
             for pc in priority_classes:
@@ -793,6 +802,8 @@ class Inventory:
         self.version += 1
         if any((was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices):
             self._free()
+        elif any(k not in self.devices or self.devices[k].tainted for k in touched):
+            self._free()  # a pod gone from a device out of service: its order may be stranded now
 
     def _consumption(self, h: Holding, device: Device) -> Consumption | None:
         """What one holding consumes of a device; None: all of it."""
@@ -1142,6 +1153,61 @@ class Inventory:
             if at < len(listed) and listed[at] is device:
                 del listed[at]
 
+    def out_of_service(self, key: DeviceKey, node: str | None = None) -> str | None:
+        """Why a device takes no new claim (its node deleted or closed, or the device withdrawn or tainted),
+        in words; None while it is in service. `node`: where a device no longer published was."""
+        with self.lock:
+            device = self.devices.get(key)
+            if device is None:
+                where = node or next(
+                    (n for n, (_, ds) in self.departed.items() if any(d.key == key for d in ds)), None
+                )
+                if where is not None and where in self.departed:
+                    return f"{key[1]}/{key[2]}: node {where} was deleted"
+                return (
+                    f"{key[1]}/{key[2]} is no longer published (its driver withdrew it, or its node is gone)"
+                )
+            state = self.node_states.get(device.node or "")
+            if state is not None:
+                return f"{key[1]}/{key[2]}: node {device.node} is {state}, so no new pod starts there"
+            if device.tainted:
+                return f"{key[1]}/{key[2]} is tainted by its driver (NoSchedule or NoExecute)"
+            return None
+
+    def running_on(self, order: OrderKey, key: DeviceKey) -> bool:
+        """Whether a claim of the order is allocated on the device: a pod of it was placed there and runs."""
+        with self.lock:
+            return any(
+                h.kind == "claim" and h.order == order for h in (self._holdings.get(key) or {}).values()
+            )
+
+    def gone(
+        self, order: OrderKey, driver: str, pool: str, devices: Iterable[str], node: str | None
+    ) -> list[str]:
+        """Devices of a plan the order can no longer start on, each with why (the node's state, or gone). A
+        device on a closed node where a pod of the order runs still stands: closing a node stops new pods,
+        not the ones it runs; it is lost once that pod goes (evicted by a drain, or the node's taint)."""
+        out: list[str] = []
+        for name in dict.fromkeys(devices):
+            key = (driver, pool, name)
+            why = self.out_of_service(key, node)
+            if why is not None and (key not in self.devices or not self.running_on(order, key)):
+                out.append(why)
+        return out
+
+    def stranded(self) -> list[OrderKey]:
+        """Orders whose plan places them on a device out of service where no pod of theirs runs: each is to
+        be judged again (planned elsewhere, or waiting with why)."""
+        with self.lock:
+            out = {
+                order
+                for order, holdings in self._plans.items()
+                for h in holdings
+                if h.device not in self.devices
+                or (self.devices[h.device].tainted and not self.running_on(order, h.device))
+            }
+            return sorted(out)
+
     def displaced(self, order: OrderKey) -> list[str]:
         """Why an order no longer stands on a device it holds (empty: it stands on all of them).
 
@@ -1264,14 +1330,31 @@ class Inventory:
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         """A node opened or closed to new pods: its devices are offered again, or no longer."""
-        self._set_node(node["metadata"]["name"], _node_closed(node))
+        name = node["metadata"]["name"]
+        with self.lock:
+            self.departed.pop(name, None)
+        self._set_node(name, _node_state(node))
 
     def delete_node(self, node: Mapping[str, Any]) -> None:
-        """A node gone: its slices go with it; nothing is remembered of it here."""
-        self._set_node(node["metadata"]["name"], False)
-
-    def _set_node(self, name: str, closed: bool) -> None:
+        """A node gone: its slices go with it; what it published is remembered for a while (`departed`)."""
+        name = node["metadata"]["name"]
         with self.lock:
+            devices = [d for d in self.devices.values() if d.node == name]
+            now = time.time()
+            self.departed = {n: v for n, v in self.departed.items() if now - v[0] < DEPARTED_TTL}
+            self.departed[name] = (now, devices)
+            self._free()  # orders planned there are judged again: the room's answer names them
+        self._set_node(name, "deleted")  # its slices may outlive it a moment: nothing is placed on them
+
+    def _set_node(self, name: str, state: str | None) -> None:
+        closed = state is not None
+        with self.lock:
+            if self.node_states.get(name) != state:
+                self.version += 1  # what a refusal says of the node changed
+            if state is not None:
+                self.node_states[name] = state
+            else:
+                self.node_states.pop(name, None)
             if closed == (name in self.closed_nodes):
                 return
             if closed:
@@ -1354,9 +1437,37 @@ def _placement(plan: Mapping[str, Any]) -> Placement | None:
 
 def _node_closed(node: Mapping[str, Any]) -> bool:
     """Whether a node takes no new pods: cordoned, or tainted NoSchedule/NoExecute (not-ready included)."""
+    return _node_state(node) is not None
+
+
+# The taints the node lifecycle controller and cordon put on a node (k8s.io/api v0.36.3 core/v1
+# well_known_taints.go), said in words.
+_NODE_TAINTS = {
+    "node.kubernetes.io/not-ready": "not ready",
+    "node.kubernetes.io/unreachable": "unreachable",
+    "node.kubernetes.io/unschedulable": "cordoned",
+    "node.kubernetes.io/memory-pressure": "under memory pressure",
+    "node.kubernetes.io/disk-pressure": "under disk pressure",
+    "node.kubernetes.io/pid-pressure": "under PID pressure",
+    "node.kubernetes.io/network-unavailable": "without network",
+    "node.cloudprovider.kubernetes.io/shutdown": "shut down",
+}
+
+
+def _node_state(node: Mapping[str, Any]) -> str | None:
+    """Why a node takes no new pods, in words (cordoned, not ready, unreachable, a NoSchedule/NoExecute
+    taint); None when it takes them."""
     spec = node.get("spec") or {}
-    taints = spec.get("taints") or []
-    return bool(spec.get("unschedulable")) or any(t.get("effect") in _BLOCKING for t in taints)
+    said: list[str] = ["cordoned"] if spec.get("unschedulable") else []
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") not in _BLOCKING:
+            continue
+        key = str(taint.get("key") or "")
+        value = f"={taint['value']}" if taint.get("value") else ""
+        words = _NODE_TAINTS.get(key, f"tainted {key}{value}:{taint.get('effect')}")
+        if words not in said:
+            said.append(words)
+    return ", ".join(said) or None
 
 
 def _amount(counter: Any) -> int:

@@ -239,6 +239,8 @@ class _Findings:
     largest: tuple[int, str] = (0, "")
     largest_free: int = 0
     lower: set[OrderKey] = field(default_factory=set)
+    # Nodes out of service whose devices would hold the order (what they would free): "gpu-h100-0 (cordoned)".
+    out_of_service: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -260,6 +262,7 @@ class _Survey:
     whole_sizes: set[int] = field(default_factory=set)  # memory of devices taken whole
     holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
     lowered: list[tuple[int, tuple[str, str, str, str], Device]] = field(default_factory=list)  # by lowest
+    closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
 
 
 def _semver(text: str) -> tuple[int, ...]:
@@ -652,6 +655,15 @@ class Planner:
                                 )
                             break
             return list(out.values())
+
+    def gone(self, namespace: str, name: str, placement: Placement) -> list[str]:
+        """Devices of the order's plan out of service for it (node deleted, closed, device withdrawn), each
+        with why: an inventory change, not a disagreement; the plan is to be made anew."""
+        if not (placement.driver and placement.pool and placement.devices):
+            return []
+        return self.inventory.gone(
+            (namespace, name), placement.driver, placement.pool, placement.devices, placement.node_name
+        )
 
     def standing(self, namespace: str, name: str) -> list[str]:
         """Why an order has lost devices it holds to holders ranked above it (empty: it stands)."""
@@ -1188,6 +1200,13 @@ class Planner:
         pools: dict[tuple[str, GroupKey], int] = {}
         lowest: dict[OrderKey, int] = {}
         for device in inv.class_devices(cls):
+            if device.tainted and device.memory is not None:
+                if self._passes(device, ask, refusals=False):
+                    state = inv.node_states.get(device.node or "") or "tainted by its driver"
+                    survey.closed.setdefault(device.memory, set()).add(
+                        f"{device.node or device.pool} ({state})"
+                    )
+                continue
             if device.tainted or not self._passes(device, ask, refusals=False):
                 continue
             survey.admitted += 1
@@ -1220,13 +1239,26 @@ class Planner:
         return survey
 
     def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+        inv = self.inventory
+        pools: dict[tuple[str, GroupKey], int] = {}
+        departed = [(n, d) for n, (_, ds) in inv.departed.items() for d in ds if cls in d.classes]
+        for node, device in departed:
+            if (
+                device.memory is not None
+                and ask.holds(device.memory)
+                and self._passes(device, ask, refusals=False)
+            ):
+                f.out_of_service.add(f"{node} (deleted)")
         survey = self._surveyed(cls, ask)
         if survey is not None:
             self._observe_survey(survey, ask, f, priority, order)
             return
-        inv = self.inventory
-        pools: dict[tuple[str, GroupKey], int] = {}
         for device in inv.class_devices(cls):
+            if device.tainted and device.memory is not None and ask.holds(device.memory):
+                if self._passes(device, ask, refusals=False):
+                    state = inv.node_states.get(device.node or "") or "tainted by its driver"
+                    f.out_of_service.add(f"{device.node or device.pool} ({state})")
+                continue
             if device.tainted or not self._passes(device, ask, refusals=False):
                 continue
             refused = device.key in ask.distrust and self._refused_for(device, ask)
@@ -1267,6 +1299,9 @@ class Planner:
     @staticmethod
     def _observe_survey(survey: _Survey, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
         """`_observe` from a survey: what it saw, and what this order's need makes of it."""
+        for memory, where in survey.closed.items():
+            if ask.holds(memory):
+                f.out_of_service |= where
         f.admitted += survey.admitted
         f.unprofiled.extend(survey.unprofiled)
         for pool, n in survey.unprofiled_per_pool.items():
@@ -1307,6 +1342,15 @@ class Planner:
     def _refusal(self, need: MemoryNeed, classes: list[str], f: _Findings) -> Refusal:
         required = gib(need.required)
         where = ", ".join(classes)
+        if f.out_of_service and (f.admitted == 0 or not f.fits_by_size or f.largest_free < need.required):
+            return Refusal(
+                reason=Reason.NO_CAPACITY,
+                message=(
+                    f"No device of {where} in service has {required} GiB free; devices that would hold it are "
+                    f"on nodes out of service: {', '.join(sorted(f.out_of_service)[:4])}. Replanned when they "
+                    "return or room frees up elsewhere."
+                ),
+            )
         if f.admitted == 0:
             return Refusal(
                 reason=Reason.NO_CAPACITY,

@@ -21,6 +21,7 @@ from isvc_workload._claim_template import (
     uuid_selector,
 )
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata, owner_reference
+from isvc_workload._disruption import disruption_budget
 from isvc_workload._endpoint import API_PATH, ISSUER_ANNOTATION, endpoint_url, external_host, ingress
 from isvc_workload._errors import IsvcWorkloadError, PlanNotExpressible, SettingsIncomplete
 from isvc_workload._growth import (
@@ -42,7 +43,10 @@ from isvc_workload._judge import (
     judge_workload,
     workload_error,
 )
+from isvc_workload._kube import awaits_claim
 from isvc_workload._ports import SERVICE_PORT
+from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
+from isvc_workload._rollout import recreates_pods, set_rolling
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret, auth_secret_name, read_token
 from isvc_workload._service import HTTPS_SERVICE_PORT, METRICS_SERVICE_PORT, service
 from isvc_workload._settings import WorkloadSettings
@@ -98,6 +102,7 @@ __all__ = [
     "MAX_LOG_LINES",
     "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
+    "QUOTA_RETRY_ANNOTATION",
     "RUNTIME_HASH_ANNOTATION",
     "SCALE_DOWN_WINDOW_SECONDS",
     "SERVICE_PORT",
@@ -116,6 +121,7 @@ __all__ = [
     "MetricsApis",
     "ModelVolume",
     "PlanNotExpressible",
+    "QuotaRefusal",
     "SettingsIncomplete",
     "Turn",
     "UnplacedReplica",
@@ -126,6 +132,7 @@ __all__ = [
     "auth_secret_name",
     "autoscaler",
     "autoscaling",
+    "awaits_claim",
     "cel_undecidable",
     "child_labels",
     "child_metadata",
@@ -133,6 +140,7 @@ __all__ = [
     "claims_exhausted",
     "cluster_issuer",
     "device_of",
+    "disruption_budget",
     "endpoint_url",
     "external_host",
     "gate_pod_spec",
@@ -146,11 +154,14 @@ __all__ = [
     "permit_manifest",
     "permitted_at",
     "pod_monitor",
+    "quota_refusal",
     "read_token",
+    "recreates_pods",
     "resource_claim_template",
     "scrape_annotations",
     "scrape_labels",
     "service",
+    "set_rolling",
     "settle",
     "settled_region_check",
     "start_asked",

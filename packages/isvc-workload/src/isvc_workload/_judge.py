@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from isvc_api import Reason, StartupFailure, StatusReason, Verdict
@@ -18,6 +18,7 @@ from isvc_workload._kube import (
     name_of,
     unscheduled,
 )
+from isvc_workload._quota import quota_refusal
 
 __all__ = [
     "IMAGE_NEVER_STARTED",
@@ -189,13 +190,18 @@ def judge_workload(
     claims: list[dict[str, Any]],
     previous: StartupFailure | None,
     read_log: LogReader,
+    claim_refusals: Mapping[str, str] | None = None,
+    quotas: Sequence[Mapping[str, Any]] | None = None,
 ) -> WorkloadJudgement:
     """Judge the order's workload (its StatefulSet), pods and claims as read this pass.
 
     One pod up makes the workload ready (growth beyond it is ScalingHealthy's). Otherwise, most
-    telling first: pods the cluster refuses to create, a selector that cannot be judged, every
-    pod failing to start, a device search that failed, a rollout the cluster gave up on, a claim
-    awaiting allocation, and else: coming up.
+    telling first: pods (or their model volumes) the cluster refuses to create, device claims a quota
+    refuses (`claim_refusals`: pod name → what the cluster said when it did not create the pod's claim),
+    a selector that cannot be judged, every pod failing to start, a device search that failed, a rollout
+    the cluster gave up on, a claim awaiting allocation, and else: coming up. A quota refusal is judged
+    against the namespace's `quotas` as they are now (None: not known): it stands (WorkloadError) until the
+    quota changes.
     """
     if deployment is None:
         return Verdict.refuse(
@@ -211,12 +217,20 @@ def judge_workload(
             StatusReason.WORKLOAD_AVAILABLE, f"{len(ready)} of {_desired(deployment)} replicas ready."
         ), None
     # Checked after readiness: a replica the quota refuses does not stop the ones that serve.
+    namespace = str((deployment.get("metadata") or {}).get("namespace") or "")
     failed_create = condition(deployment, "ReplicaFailure")
     if failed_create is not None and failed_create.get("status") == "True":
+        quota = quota_refusal(str(failed_create.get("message") or ""))
+        if quota is not None:
+            return quota.verdict(namespace, quotas), previous
         return workload_error(
             f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
             f"{failed_create.get('message')}"
         ), previous
+    for pod in live:
+        quota = quota_refusal((claim_refusals or {}).get(name_of(pod)) or "")
+        if quota is not None:
+            return quota.verdict(namespace, quotas), previous
     scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
     for pod, (reason, message) in scheduling:
         if cel_undecidable(reason, message):

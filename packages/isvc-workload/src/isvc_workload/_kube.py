@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "awaits_claim",
     "claim_device_class",
     "condition",
     "is_allocated",
@@ -73,3 +74,17 @@ def claim_device_class(claims: list[dict[str, Any]]) -> str | None:
             if exactly.get("deviceClassName"):
                 return str(exactly["deviceClassName"])
     return None
+
+
+def awaits_claim(pod: dict[str, Any]) -> bool:
+    """Whether the pod waits for the cluster to create a claim from its template (the resourceclaim
+    controller writes the claim's name into the pod's status once it made it)."""
+    if is_terminating(pod):
+        return False
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if (
+            entry.get("resourceClaimTemplateName")
+            and pod_claim_name(pod, str(entry.get("name") or "")) is None
+        ):
+            return True
+    return False

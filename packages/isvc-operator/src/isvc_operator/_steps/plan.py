@@ -59,11 +59,13 @@ REFUSED_AFTER = 45.0  # seconds a planned claim stays unallocated before the pla
 @attrs.frozen
 class _Stored:
     """The LaunchPlan read this pass: None when there is none or it was just taken down; `lost`: why the
-    order no longer stands on its devices in the planner's ledger (empty: it does)."""
+    order no longer stands on its devices in the planner's ledger (empty: it does); `gone`: why devices of
+    the plan are out of service for it (its node deleted, cordoned or not ready, the device withdrawn)."""
 
     raw: Obj | None
     spec: LaunchPlanSpec | None
     lost: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()  # devices of the plan out of service for it (an inventory change), with why
 
 
 def _hash(*parts: Any) -> str:
@@ -147,6 +149,8 @@ def _read(scope: OrderScope, deps: Deps) -> _Stored | Verdict:
                 ),
             )
         return Verdict.refuse(Reason.PLANNER_REQUEST_FAILED, f"the planner did not answer ({exc}); retried.")
+    if judgement.gone:  # hardware out of service: replanned, never judged as a placement against what is left
+        return _Stored(raw, spec, gone=judgement.gone)
     if judgement.refusal is not None:
         return Verdict.refuse(
             Reason.LAUNCH_PLAN_NOT_A_PLACEMENT,
@@ -200,14 +204,19 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
     return compiled
 
 
-def _take_down(scope: OrderScope, deps: Deps, why: str) -> None:
-    """This order's plan lost its device to one of higher priority and nothing else has room: its own plan
-    and workload go, and it waits for room."""
+def _unplace(scope: OrderScope, deps: Deps) -> None:
+    """The order's own plan and workload go, and it waits for room (the waiting room)."""
     deps.cluster.delete(GV, "LaunchPlan", scope.namespace, scope.name)
     take_down_workload(scope, deps)
     scope.launch_plan_name = None
     scope.launch_plan_obj = None
     scope.unplaced = True
+
+
+def _take_down(scope: OrderScope, deps: Deps, why: str) -> None:
+    """This order's plan lost its device to one of higher priority and nothing else has room: its own plan
+    and workload go, and it waits for room."""
+    _unplace(scope, deps)
     scope.event(
         "Warning",
         "Preempted",
@@ -216,9 +225,38 @@ def _take_down(scope: OrderScope, deps: Deps, why: str) -> None:
     )
 
 
+MOVED, OUT_OF_SERVICE = "Moved", "OutOfService"  # events of an order whose hardware went out of service
+
+
+def _moved(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
+    """Devices of the plan went out of service (a node deleted, cordoned, not ready; a device withdrawn): an
+    inventory change, not a refusal. Planned elsewhere in this pass (event Moved), or, with nothing else
+    having room, the plan and workload go and the order waits saying why (event OutOfService); it is planned
+    again when room appears or the hardware returns (the waiting room wakes on both)."""
+    why = "; ".join(stored.gone)
+    verdict = _compute(scope, deps, stored, inputs)
+    if scope.plan is not None:
+        scope.event(
+            "Normal", MOVED, f"Its devices are out of service ({why}); planned elsewhere: {verdict.message}"
+        )
+        return verdict
+    _unplace(scope, deps)
+    scope.event(
+        "Warning",
+        OUT_OF_SERVICE,
+        f"Its devices are out of service ({why}); no other device has room, so its workload is taken down and "
+        f"it waits: it is planned again when room appears or the hardware returns ({verdict.message})",
+    )
+    return verdict.model_copy(
+        update={"message": f"Its devices are out of service ({why}). {verdict.message}"}
+    )
+
+
 def _lost(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str) -> Verdict:
     """The order lost its devices in the planner's ledger: planned again in this pass (never back onto what
     it lost), or taken down to wait when nothing else has room."""
+    if stored.gone:
+        return _moved(scope, deps, stored, inputs)
     why = "; ".join(stored.lost)
     verdict = _compute(scope, deps, stored, inputs)
     if scope.plan is not None:
@@ -307,7 +345,8 @@ def _refused(scope: OrderScope, deps: Deps, stored: _Stored, inputs: str, refusa
     if refusal.reason.retried and refusal.reason not in NO_ROOM:
         scope.requeue(RETRY_CAPACITY)
     existing = stored.spec
-    if existing is not None and not stored.lost and existing.runtime is not None and _serving(scope, deps):
+    standing = not stored.lost and not stored.gone
+    if existing is not None and standing and existing.runtime is not None and _serving(scope, deps):
         previous = scope.previous.resolved
         replans = previous.replan_count if previous else 0
         counted = previous is not None and previous.inputs_hash == inputs
@@ -487,7 +526,7 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if isinstance(stored, Verdict):
         return stored
     inputs = _inputs_hash(scope, deps)
-    if stored.lost:
+    if stored.lost or stored.gone:
         return _lost(scope, deps, stored, inputs)
     existing = stored.spec
     refused = _scheduler_refused(scope, existing) if existing is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from datetime import datetime
 
 from isvc_api import (
     ConditionType,
@@ -17,7 +18,7 @@ from isvc_api import (
     find_condition,
 )
 
-from isvc_operator._ports import Deps, Obj, WorkloadUnbuildable
+from isvc_operator._ports import Deps, Obj, TemporaryError, WorkloadUnbuildable, namespace_terminating
 from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
 from isvc_operator._steps.start_turn import take_turns
 
@@ -75,7 +76,12 @@ def _refused_by_cluster(exc: Exception) -> str | None:
     """The API server's own words when it refused one of our manifests (4xx, not a conflict or a throttle):
     the `message` of the Status it answered, not the raw body."""
     status = getattr(exc, "status", None)
-    if status is None or not 400 <= int(status) < 500 or int(status) in (409, 429):
+    if (
+        status is None
+        or not 400 <= int(status) < 500
+        or int(status) in (409, 429)
+        or namespace_terminating(exc)
+    ):
         return None
     body = str(getattr(exc, "body", "") or exc)
     try:
@@ -135,8 +141,14 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         manifest = _stamped(settled)
         if _unchanged(deps, manifest):
             continue
+        if manifest["kind"] == "StatefulSet" and _waits_its_turn(
+            scope, deps, manifest, _templates(scope, deps, manifests)
+        ):
+            scope.roll_waits = True  # the set in place keeps serving; applied when the class's turn comes
+            continue
         try:
             deps.cluster.apply(manifest)
+            scope.set_applied = scope.set_applied or manifest["kind"] == "StatefulSet"
         except Exception as exc:
             words = _refused_by_cluster(exc)
             if words is None:
@@ -160,6 +172,93 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
     return None
+
+
+# While a roll waits for its class's turn the order is passed again this often, besides being woken when the turn
+# frees (a turn held by an order deleted meanwhile, or lapsing after ROLL_DEADLINE, wakes no one).
+ROLL_RETRY = 15.0
+
+
+def _group(scope: OrderScope) -> str:
+    """The orders whose rolls are paced together: those of one class ("" for orders without one)."""
+    return scope.order.spec.inference_service_class_name or ""
+
+
+def _templates(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> dict[str, Obj]:
+    """The order's claim templates by name: those the cluster holds, and those of this pass's manifests."""
+    held = deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name)
+    wanted = [m for m in manifests if m["kind"] == "ResourceClaimTemplate"]
+    return {t["metadata"]["name"]: t for t in [*held, *wanted]}
+
+
+def _waits_its_turn(scope: OrderScope, deps: Deps, manifest: Obj, templates: dict[str, Obj]) -> bool:
+    """Whether applying the set would recreate the pods of a serving order on the devices they hold, for a
+    change it did not ask for (its class, a recipe, a module setting), while another order of its class rolls."""
+    if deps.rolls is None:
+        return False
+    meta = manifest["metadata"]
+    held = deps.cluster.cached("StatefulSet", meta["namespace"], meta["name"])
+    if held is None or not deps.workload.recreates_pods(held, manifest, templates):
+        return False
+    if int((held.get("status") or {}).get("readyReplicas") or 0) < 1:
+        return False  # it serves nothing: there is nothing to keep up
+    if scope.order.metadata.generation != scope.previous.observed_generation:
+        return False  # an edit of the order itself rolls at once
+    return not deps.rolls.may_roll(_group(scope), scope.key)
+
+
+def _pace(scope: OrderScope, deps: Deps, manifests: list[Obj], verdict: Verdict) -> Verdict:
+    """A roll waiting for its turn says so and retries; a finished roll hands the class's turn on."""
+    if deps.rolls is None:
+        return verdict
+    group = _group(scope)
+    if scope.roll_waits:
+        scope.requeue(ROLL_RETRY)
+        turn = deps.rolls.turn(group)
+        rolling = f" (order {turn[0]}/{turn[1]} is rolling now)" if turn is not None else ""
+        what = f"class {group}" if group else "orders without a class"
+        note = (
+            f" A change that recreates its pods waits its turn: the {what} roll one order at a time{rolling}; "
+            "the pods in place keep serving meanwhile."
+        )
+        return verdict.model_copy(update={"message": verdict.message + note}) if verdict.holds else verdict
+    wanted = next((m for m in manifests if m["kind"] == "StatefulSet"), None)
+    held = deps.cluster.cached("StatefulSet", scope.namespace, scope.name)
+    templates = _templates(scope, deps, manifests)
+    if (
+        scope.set_applied
+        or wanted is None
+        or held is None
+        or deps.workload.recreates_pods(held, wanted, templates)
+    ):
+        return verdict  # applied just now, or the cache has not seen it yet: the roll has not begun
+    if verdict.holds and not deps.workload.set_rolling(held):
+        scope.wake.extend(deps.rolls.settled(group, scope.key))
+    return verdict
+
+
+def _out_of_service(scope: OrderScope, deps: Deps, verdict: Verdict) -> Verdict:
+    """A claim the scheduler cannot allocate, on a plan whose devices went out of service (a cordon and an
+    eviction, a node deleted): not capacity. The planner is asked afresh; when it says so the order reads
+    WorkloadNotReady naming the node's state, and its next pass, a moment later, moves it (Planned)."""
+    if verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value or scope.plan is None:
+        return verdict
+    deps.planner.forget_judgement(scope.namespace, scope.name)
+    try:
+        gone = deps.planner.judge(scope.namespace, scope.name, scope.plan.placement).gone
+    except TemporaryError:
+        return verdict
+    if not gone:
+        return verdict
+    scope.requeue(MOVE_SOON)
+    return Verdict.refuse(
+        Reason.WORKLOAD_NOT_READY,
+        f"Its devices are out of service ({'; '.join(gone)}): it is planned on devices in service now.",
+    )
+
+
+# A pass that found the plan's devices out of service asks for the next one this soon: that one moves it.
+MOVE_SOON = 0.5
 
 
 def _prune_autoscaling(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> None:
@@ -219,6 +318,66 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
     return {**workload, "status": status}
 
 
+# How long a pod may wait for the cluster to make its device claim before the cluster's words are read: the
+# resourceclaim controller makes one in milliseconds, so a steady start reads nothing.
+CLAIM_GRACE = 2.0
+CLAIM_REFUSED = "FailedResourceClaimCreation"  # the resourceclaim controller's event (kubernetes v1.36.3)
+
+
+def _age(obj: Obj, now: datetime) -> float | None:
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return (now - datetime.fromisoformat(str(created))).total_seconds() if created else None
+    except ValueError:
+        return None
+
+
+def _claim_refusals(scope: OrderScope, deps: Deps, pods: list[Obj]) -> dict[str, str]:
+    """What the cluster said about the device claims it has not made for pods that waited a while for them."""
+    said: dict[str, str] = {}
+    for pod in pods:
+        if not deps.workload.awaits_claim(pod):
+            continue
+        age = _age(pod, scope.now)
+        if age is None or age < CLAIM_GRACE:
+            scope.requeue(CLAIM_GRACE)
+            continue
+        meta = pod["metadata"]
+        words = deps.cluster.refused(
+            scope.namespace, "Pod", meta["name"], str(meta.get("uid") or ""), CLAIM_REFUSED
+        )
+        if words:
+            said[meta["name"]] = words
+    return said
+
+
+def _quota_refused(
+    scope: OrderScope, deps: Deps, refused: list[tuple[Obj, str, str, str]], quotas: list[Obj]
+) -> bool:
+    """Whether a quota refused part of the workload (`refused`: object, its apiVersion and kind, the cluster's
+    words); for each refusal whose quota changed since, the object is annotated once for that change of the
+    quota, which makes the controller that retries it (the set's, the resourceclaim controller) do it now
+    rather than after its backoff of up to minutes."""
+    any_quota = False
+    for obj, api_version, kind, words in refused:
+        wanted = deps.workload.quota_retry(words, quotas)
+        if wanted is None:
+            continue
+        any_quota = True
+        meta = obj["metadata"]
+        held = meta.get("annotations") or {}
+        if wanted and any(held.get(k) != v for k, v in wanted.items()):
+            log.info(
+                "%s/%s: the quota that refused %s %s changed; asking the cluster to try again",
+                scope.namespace,
+                scope.name,
+                kind,
+                meta["name"],
+            )
+            deps.cluster.annotate(api_version, kind, scope.namespace, meta["name"], wanted)
+    return any_quota
+
+
 def _resolved_as_served(scope: OrderScope) -> None:
     """The plan's workload was not applied and the order served: status.resolved keeps describing the plan
     that still serves (the workload in place), not the one refused; the recomputation is still counted. The
@@ -274,6 +433,13 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
     _prune_autoscaling(scope, deps, manifests)
     scope.scaling = deps.workload.scaling(scope.order, scope.plan, scope.policy)
+    if not any(
+        m["kind"] == "PodDisruptionBudget" for m in manifests
+    ):  # the class keeps it at one replica now
+        for budget in deps.cluster.owned("PodDisruptionBudget", scope.namespace, scope.name):
+            deps.cluster.delete(
+                "policy/v1", "PodDisruptionBudget", scope.namespace, budget["metadata"]["name"]
+            )
     runtime = scope.plan.runtime
     scope.endpoint = EndpointStatus(
         url=deps.workload.endpoint(scope.order, scope.policy),
@@ -294,15 +460,40 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     ]
     children = Children(_with_failed_create(deps, sets[0], every_pod) if sets else None, pods, claims)
     scope.children = children
+    quotas = deps.cluster.quotas_in(scope.namespace)
+    claim_refusals = _claim_refusals(scope, deps, pods)
     verdict, failure = deps.workload.judge(
         children.deployment,
         children.pods,
         children.claims,
         scope.previous.startup_failure,
         lambda pod, container: deps.cluster.read_log(scope.namespace, pod, container),
+        claim_refusals,
+        quotas,
     )
     scope.startup_failure = failure
+    verdict = _out_of_service(scope, deps, verdict)
     verdict = take_turns(scope, deps, children.deployment, children.pods, children.claims, verdict)
-    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value:
-        scope.requeue(RETRY_SOON)  # a claim the scheduler cannot allocate: Planned times the planner's turn
+    verdict = _pace(scope, deps, manifests, verdict)
+    turned_down = [
+        (p, "v1", "Pod", claim_refusals[p["metadata"]["name"]])
+        for p in pods
+        if p["metadata"]["name"] in claim_refusals
+    ]
+    failed_create = next(
+        (
+            c
+            for c in (children.deployment or {}).get("status", {}).get("conditions") or []
+            if c.get("type") == "ReplicaFailure"
+        ),
+        None,
+    )
+    if sets and failed_create is not None:
+        turned_down.append((sets[0], "apps/v1", "StatefulSet", str(failed_create.get("message") or "")))
+    by_quota = _quota_refused(scope, deps, turned_down, quotas) if not verdict.holds else False
+    # A claim the scheduler cannot allocate: Planned times the planner's turn; a quota's refusal waits for the
+    # quota to change (watched), not for a timer.
+    quota_waits = by_quota and verdict.reason == Reason.WORKLOAD_ERROR.value
+    if not verdict.holds and verdict.reason != Reason.RESOURCE_CLAIM_EXHAUSTED.value and not quota_waits:
+        scope.requeue(RETRY_SOON)
     return verdict

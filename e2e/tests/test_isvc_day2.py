@@ -1,0 +1,338 @@
+"""Day-2 operations on a real control plane (issue 27): a namespace's quota, a class edit that recreates pods,
+a drain, where the module's own pods run, and a namespace deleted with its orders.
+
+Each ends in an honest reason and a served order, never a stuck one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from isvc_api import LABEL_ORDER
+from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.orders import Orders, condition, hf
+from kubernetes import client as k8s
+
+pytestmark = pytest.mark.e2e
+
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+DEVICE_QUOTA = {
+    f"{device_class}.deviceclass.resource.k8s.io/devices": "0"
+    for device_class in ("gpu.nvidia.com", "mig.nvidia.com")
+}
+
+
+class Bed(Orders):
+    """Orders (as alice) in a namespace of the test's own, and what the administrator made, undone after it."""
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.admin_api)
+
+    def pods(self, name: str) -> list[Any]:
+        items: list[Any] = self.core.list_namespaced_pod(
+            self.ns, label_selector=f"{LABEL_ORDER}={name}"
+        ).items
+        return [p for p in items if p.metadata.deletion_timestamp is None]
+
+    def quota(self, name: str, hard: dict[str, str]) -> None:
+        """Create ResourceQuota `name` or change its limits, and wait until the quota controller counted them."""
+        body: Any = {"metadata": {"name": name}, "spec": {"hard": hard}}
+        try:
+            self.core.create_namespaced_resource_quota(self.ns, body)
+            self.cleanup.append(lambda: self.core.delete_namespaced_resource_quota(name, self.ns))
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+            self.core.patch_namespaced_resource_quota(name, self.ns, body)
+        wait_for(
+            lambda: (self.core.read_namespaced_resource_quota(name, self.ns).status.hard or {}) == hard,
+            30,
+            what=f"quota {name} counted",
+        )
+
+
+@pytest.fixture
+def quota_bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient) -> Iterator[Bed]:
+    with Bed(module, admin_api, alice_api, user_namespace(admin_api, "day2-quota")) as b:
+        yield b
+
+
+def test_a_quota_leaving_no_device_is_workload_error_naming_it_and_its_raise_is_acted_on_at_once(
+    quota_bed: Bed,
+) -> None:
+    """Point 3: both orders read WorkloadNotReady "passes on its own" and `why` said "nobody's: wait"; the quota
+    showed only in pod events, and a raise lifted it after the cluster's own retry delay (about 4 minutes)."""
+    bed = quota_bed
+    bed.quota("gpus", DEVICE_QUOTA)
+    names = [bed.create(f"quota-{i}", hf(QWEN), "default-llm") for i in range(2)]
+    for name in names:
+        status = bed.wait_reason(name, "WorkloadReady", "WorkloadError", timeout=45)
+        message = condition(status, "WorkloadReady")["message"]
+        for words in (
+            f"ResourceQuota gpus of namespace {bed.ns} refuses the device claim",
+            "whoever administers",
+        ):
+            assert words in message, message
+        assert "exceeded quota: gpus" in message  # the cluster's own words
+    time.sleep(4)
+    assert condition(bed.status(names[0]), "WorkloadReady")["reason"] == "WorkloadError"  # not on its own
+    bed.quota("gpus", {key: "2" for key in DEVICE_QUOTA})
+    raised = time.monotonic()
+    for name in names:
+        bed.wait_ready(name, timeout=30)
+    print(f"both orders Ready {time.monotonic() - raised:.1f} s after the quota was raised")
+
+
+@pytest.fixture
+def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a: str) -> Iterator[Bed]:
+    with Bed(module, admin_api, alice_api, team_a) as b:
+        yield b
+
+
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+
+
+def _evict(bed: Bed, pod: str) -> int:
+    """Evict a pod as `kubectl drain` does: 201 when evicted, else the API server's refusal (429)."""
+    body: Any = {"metadata": {"name": pod, "namespace": bed.ns}}
+    try:
+        bed.core.create_namespaced_pod_eviction(pod, bed.ns, body)
+        return 201
+    except k8s.ApiException as e:
+        return int(e.status)
+
+
+def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never_waits_on_a_one_replica_order(
+    bed: Bed,
+) -> None:
+    """Disruption policy: orders had no PodDisruptionBudget, so `kubectl drain` took every replica at once."""
+    bed.create_class(
+        "day2-two",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100},
+        },
+    )
+    two, one = bed.create("drain-two", hf(QWEN), "day2-two"), bed.create("drain-one", hf(QWEN), "default-llm")
+    policy = k8s.PolicyV1Api(bed.admin_api)
+    budget = wait_for(
+        lambda: next(
+            (b for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items if b.metadata.name == two),
+            None,
+        ),
+        60,
+        what="the two-replica order's disruption budget",
+    )
+    assert (budget.spec.max_unavailable, budget.spec.unhealthy_pod_eviction_policy) == (1, "AlwaysAllow")
+    assert budget.metadata.owner_references[0].kind == "InferenceService"
+    wait_for(
+        lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
+        90,
+        what="both replicas healthy",
+    )
+    bed.wait_ready(one)
+    assert [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items] == [two]
+    first, second = sorted(p.metadata.name for p in bed.pods(two))
+    assert _evict(bed, first) == 201
+    assert _evict(bed, second) == 429  # the budget: one replica at a time
+    assert _evict(bed, bed.pods(one)[0].metadata.name) == 201  # no budget holds a one-replica order
+    wait_for(
+        lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
+        60,
+        what="the evicted replica back",
+    )
+    assert _evict(bed, second) == 201  # the next one, once the first serves again
+    bed.wait_ready(one)
+
+
+def _serving_on(bed: Bed, name: str) -> str | None:
+    """The priority class of the order's ready pod, None while no pod of it is ready."""
+    for pod in bed.pods(name):
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            return str(pod.spec.priority_class_name)
+    return None
+
+
+def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Bed) -> None:
+    """Point 4: changing a class's priorityClassName recreated every order's pods in the same second."""
+    scheduling = k8s.SchedulingV1Api(bed.admin_api)
+    for name, value in (("day2-low", 100), ("day2-high", 200)):
+        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})  # type: ignore[arg-type]
+        bed.cleanup.append(lambda n=name: scheduling.delete_priority_class(n))  # type: ignore[misc]
+    bed.create_class(
+        "day2-roll",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "priorityClassName": "day2-low",
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100},
+        },
+    )
+    names = [bed.create(f"roll-{i}", hf(QWEN), "day2-roll") for i in range(3)]
+    for name in names:
+        bed.wait_ready(name)
+    bed.admin.patch_cluster_custom_object(
+        "ai.deckhouse.io",
+        "v1alpha1",
+        "inferenceserviceclasses",
+        "day2-roll",
+        {"spec": {"priorityClassName": "day2-high"}},
+    )
+    most_down, began = 0, time.monotonic()
+    while True:
+        serving = {name: _serving_on(bed, name) for name in names}
+        most_down = max(most_down, sum(on is None for on in serving.values()))
+        if all(on == "day2-high" for on in serving.values()):
+            break
+        assert time.monotonic() - began < 90, f"not rolled after 90 s: {serving}"
+        time.sleep(0.1)
+    print(f"3 orders rolled onto the new priority class in {time.monotonic() - began:.1f} s")
+    assert most_down == 1  # one order at a time, and the other two served meanwhile
+    for name in names:
+        bed.wait_ready(name, timeout=30)
+
+
+def test_the_modules_own_pods_stay_off_gpu_nodes_with_plain_helm(
+    module: Any, admin_api: k8s.ApiClient
+) -> None:
+    """Point 5: with plain Helm the controller and the planner had no placement rule; they landed on GPU nodes,
+    went down with a deleted one, and a drained GPU node restarted the planner."""
+    core, apps = k8s.CoreV1Api(admin_api), k8s.AppsV1Api(admin_api)
+    gpu_nodes = {n.metadata.name for n in core.list_node(label_selector="nvidia.com/gpu.present=true").items}
+    assert gpu_nodes  # the fleet's GPU nodes carry the label GPU Feature Discovery gives them
+    for app in ("isvc-controller", "isvc-planner"):
+        spec = apps.read_namespaced_deployment(app, "d8-isvc").spec.template.spec
+        [term] = (
+            spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        )
+        assert {(e.key, e.operator) for e in term.match_expressions} >= {
+            ("nvidia.com/gpu.present", "DoesNotExist")
+        }
+        pods = wait_for(
+            lambda app=app: [
+                p
+                for p in core.list_namespaced_pod("d8-isvc", label_selector=f"app={app}").items
+                if p.spec.node_name
+            ],
+            30,
+            what=f"{app}'s pods scheduled",
+        )
+        assert {p.spec.node_name for p in pods}.isdisjoint(gpu_nodes), [
+            (p.metadata.name, p.spec.node_name) for p in pods
+        ]
+
+
+def test_deleting_a_namespace_with_orders_is_routine_for_the_controller(
+    module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient
+) -> None:
+    """Point 6: deleting a namespace with orders logged ERROR tracebacks (17 for 2 orders, 74 for 12) from writes
+    into the terminating namespace; alerting on errors would fire on routine work."""
+    namespace = user_namespace(admin_api, "day2-gone")
+    orders = Orders(module, admin_api, alice_api, namespace)
+    names = [orders.create(f"gone-{i}", hf(QWEN), "default-llm") for i in range(2)]
+    for name in names:
+        orders.wait_ready(name)
+    said = len(module.log("controller"))
+    core = k8s.CoreV1Api(admin_api)
+    core.delete_namespace(namespace)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+            return False
+        except k8s.ApiException as e:
+            return e.status == 404
+
+    wait_for(gone, 90, what=f"namespace {namespace} deleted")
+    time.sleep(2)  # passes woken by the last deletions
+    lines = module.log("controller")[said:].splitlines()
+    loud = [line for line in lines if " ERROR " in line or " WARNING " in line or "Traceback" in line]
+    assert loud == [], "\n".join(loud[:20])
+    about = [line for line in lines if namespace in line]
+    assert len(about) <= len(names), "\n".join(about)
+
+
+def _node_ready(core: k8s.CoreV1Api, name: str) -> bool:
+    try:
+        node = core.read_node(name)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed) -> None:
+    """Point 1: cordon + eviction left the plan naming the cordoned card for 46 s (a fixed wait for the
+    scheduler's refusal), the order read ResourceClaimExhausted "This is capacity", no event recorded the move,
+    and the planner distrusted the device as if the scheduler disagreed (the next plan took a whole A100)."""
+    name = bed.create("drained", hf(QWEN), "default-llm")
+    node = bed.wait_ready(name)["resolved"]["nodeName"]
+    core = bed.core
+    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl drain: cordon, then evict
+    bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
+    [pod] = bed.pods(name)
+    assert _evict(bed, pod.metadata.name) == 201
+    began, seen = time.monotonic(), set()
+
+    def moved(s: dict[str, Any]) -> bool:
+        seen.update(c.get("reason") for c in s.get("conditions", []))
+        return s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node
+
+    status = bed.wait(name, moved, 30, "Ready again on another node")
+    print(
+        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction"
+    )
+    assert not seen & {"ResourceClaimExhausted", "LaunchPlanNotAPlacement"}, seen
+    # Not a disagreement with the scheduler: the planner learned no refusal, so it distrusts no device.
+    assert f"the scheduler refused the claim of {bed.ns}/{name}" not in bed.module.log("planner")
+    events = [e for e in bed.events(name) if e[1] == "Moved"]
+    assert events and f"node {node} is cordoned" in events[-1][2], bed.events(name)
+
+
+def test_an_order_on_a_deleted_node_waits_saying_so_and_comes_back_with_the_node(
+    bed: Bed, fleet: Any
+) -> None:
+    """Point 2: deleting the only node of an order's hardware left it on LaunchPlanNotAPlacement ("... report
+    this as a defect") for good, and the node's return changed nothing until an unrelated edit."""
+    gpu = "gpu.nvidia.com"
+    bed.create_class(
+        "day2-l4",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": {
+                "deviceClassNames": [gpu],
+                "selector": f"device.attributes['{gpu}'].productName == 'NVIDIA L4'",
+            },
+        },
+    )
+    name = bed.create("lost", hf(QWEN), "day2-l4")
+    node = bed.wait_ready(name)["resolved"]["nodeName"]
+    core = bed.core
+    core.delete_node(node)
+    began = time.monotonic()
+    try:
+        status = bed.wait(
+            name,
+            lambda s: condition(s, "Planned").get("reason") == "NoCapacity",
+            60,
+            "waiting for its hardware, saying why",
+        )
+        print(f"waiting for {node}, saying why, {time.monotonic() - began:.1f} s after it was deleted")
+        assert f"{node} (deleted)" in condition(status, "Planned")["message"], status
+        [event] = [e for e in bed.events(name) if e[1] == "OutOfService"]
+        assert f"node {node} was deleted" in event[2], event
+    finally:
+        fleet.publish(bed.admin_api, nodes=[node])  # the node comes back with its devices
+        wait_for(lambda: _node_ready(core, node), 60, what=f"node {node} back")
+    back = time.monotonic()
+    bed.wait_ready(name, timeout=60)
+    print(f"Ready on {node} again {time.monotonic() - back:.1f} s after it came back")
+    assert bed.status(name)["resolved"]["nodeName"] == node
