@@ -64,7 +64,15 @@ def _state(inv: Inventory) -> dict[str, object]:
             "blocked": sorted(k for k in inv.devices if inv.blocked(k)),
             "classes": {c: [d.key for d in inv.class_devices(c)] for c in sorted(inv.class_selectors)},
             "index": {
-                c: {g: list(group.entries) for g, group in sorted(inv.groups(c).items()) if group.entries}
+                c: {
+                    g: (
+                        list(group.entries),
+                        sorted(group.devices),
+                        {p: sorted(v) for p, v in group.full_free.items()},
+                    )
+                    for g, group in sorted(inv.groups(c).items())
+                    if group.entries
+                }
                 for c in sorted(inv.class_selectors)
             },
             "closed": sorted(inv.closed_nodes),
@@ -118,6 +126,31 @@ def test_a_ledger_kept_from_events_is_the_one_built_from_scratch(seed: int) -> N
                 classes, list(slices.values()), list(claims.values()), nodes=list(nodes.values())
             )
             assert _state(kept) == _state(scratch), f"after step {step}"
+
+
+@pytest.mark.parametrize("many", [4, 256])
+def test_a_listing_applied_at_once_is_the_same_ledger_as_one_applied_claim_by_claim(
+    many: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claims of a listing are counted and indexed once at the end (`Inventory.applying`), sorting each
+    group again when many devices changed: the ledger is the one applying them one by one makes."""
+    monkeypatch.setattr("isvc_planner._inventory._MANY", many)
+    rng = random.Random(3)
+    slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(120)}
+    claims = [_claim(rng, slices, n) for n in range(900)]
+    at_once = Inventory.from_objects(fleet_device_classes(), list(slices.values()), claims)
+    one_by_one = Inventory.from_objects(fleet_device_classes(), list(slices.values()), [])
+    for claim in claims:
+        one_by_one.upsert_claim(claim)
+    assert _state(at_once) == _state(one_by_one)
+    with at_once.applying():  # and a relist that changes some of them, passing the rest again
+        for claim in claims[::3]:
+            at_once.delete_claim(claim)
+        for claim in claims[1::3]:
+            at_once.upsert_claim(claim)
+    for claim in claims[::3]:
+        one_by_one.delete_claim(claim)
+    assert _state(at_once) == _state(one_by_one)
 
 
 def _fleet(rng: random.Random) -> Inventory:

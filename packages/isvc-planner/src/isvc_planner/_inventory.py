@@ -84,6 +84,7 @@ __all__ = [
 ]
 
 UNITS = 100
+_MANY = 256  # devices touched at once past which their groups are sorted again rather than edited
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 DEPARTED_TTL = 3600.0  # seconds a deleted node's devices are remembered, to say where they went
 
@@ -289,6 +290,23 @@ class _Group:
         if free == UNITS:
             self.full_free.setdefault(device.pool, set()).add(sk)
 
+    def replace(self, gone: set[tuple[str, str, str, str]], added: list[tuple[Device, int]]) -> None:
+        """Take the devices of `gone` (sort keys) out and put `added` in, sorting once."""
+        self.entries = [e for e in self.entries if e[1] not in gone]
+        for pool in list(self.full_free):
+            self.full_free[pool] -= gone
+            if not self.full_free[pool]:
+                del self.full_free[pool]
+        for sk in gone:
+            self.devices.pop(sk, None)
+        for device, free in added:
+            sk = device.sort_key()
+            self.devices[sk] = device
+            self.entries.append((free, sk))
+            if free == UNITS:
+                self.full_free.setdefault(device.pool, set()).add(sk)
+        self.entries.sort()
+
     def remove(self, device: Device, free: int) -> None:
         sk = device.sort_key()
         self.devices.pop(sk, None)
@@ -318,6 +336,7 @@ class Inventory:
         self._every: tuple[str, ...] | None = None  # every class's selectors, judged together per device
         self._by_class: dict[str, list[Device]] = {}  # class -> its devices in order, once asked for
         self._node_pools: dict[str, set[tuple[str, str]]] = {}  # node -> pools publishing its devices
+        self._deferred: set[DeviceKey] | None = None  # devices to recount once a listing is applied
         self._readings: LRUCache[str, tuple[dict[str, Capacity], tuple[object, ...]]] = LRUCache(4096)
         self._empty_room: dict[
             tuple[object, ...], int
@@ -401,10 +420,11 @@ class Inventory:
                 by_pool.add(_pool_id(sl))
             for pool in sorted(by_pool):
                 inv._refresh_pool(pool)
-            for claim in claims:
-                inv.upsert_claim(claim)
-            for plan in plans:
-                inv.upsert_plan(plan)
+            with inv.applying():
+                for claim in claims:
+                    inv.upsert_claim(claim)
+                for plan in plans:
+                    inv.upsert_plan(plan)
             inv.synced = True
         return inv
 
@@ -635,7 +655,8 @@ class Inventory:
                 )
             )
         with self.lock:
-            self._set_source(f"claim:{uid}", self._claims, uid, holdings)
+            if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
+                self._set_source(f"claim:{uid}", self._claims, uid, holdings)
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         """Forget a ResourceClaim."""
@@ -671,7 +692,8 @@ class Inventory:
                 for d in dict.fromkeys(placement.devices)
             ]
         with self.lock:
-            self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, holdings)
+            if self._plans.get(key, []) != holdings:
+                self._set_source(f"plan:{key[0]}/{key[1]}", self._plans, key, holdings)
             reserved = self._reservations.get(key)
             if (
                 holdings
@@ -784,6 +806,29 @@ class Inventory:
         for key in touched:
             if not self._holdings.get(key):
                 self._holdings.pop(key, None)
+        if self._deferred is not None:
+            self._deferred |= touched
+            return
+        self._settle(touched)
+
+    @contextmanager
+    def applying(self) -> Iterator[None]:
+        """Apply many changes at once (a listing): the devices they touch are recounted and indexed once at
+        the end, not after each change. The ledger stays locked meanwhile, so no one reads it half applied."""
+        with self.lock:
+            if self._deferred is not None:
+                yield
+                return
+            self._deferred = set()
+            try:
+                yield
+            finally:
+                touched, self._deferred = self._deferred, None
+                if touched:
+                    self._settle(touched)
+
+    def _settle(self, touched: set[DeviceKey]) -> None:
+        """Recount and re-index devices whose holdings changed; wake the waiting room if room appeared."""
         # A device drawing on counters changes what its siblings have left: they are re-indexed too.
         pools = {(k[0], k[1]) for k in touched if (d := self.devices.get(k)) is not None and d.consumes}
         affected = set(touched)
@@ -791,14 +836,21 @@ class Inventory:
             affected |= {k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes}
         devices = [d for k in sorted(affected) if (d := self.devices.get(k)) is not None]
         before = {d.key: self._indexed.get(d.key) for d in devices}
-        for device in devices:
-            self._unindex(device)
-        for pool in pools:
-            self._recount_counters(pool)
-        for key in affected:
-            self._recount(key)
-        for device in devices:
-            self._index_device(device)
+        if len(devices) > _MANY:
+            for pool in pools:
+                self._recount_counters(pool)
+            for key in affected:
+                self._recount(key)
+            self._reindex_many(devices)
+        else:
+            for device in devices:
+                self._unindex(device)
+            for pool in pools:
+                self._recount_counters(pool)
+            for key in affected:
+                self._recount(key)
+            for device in devices:
+                self._index_device(device)
         self.version += 1
         if any((was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices):
             self._free()
@@ -1397,6 +1449,31 @@ class Inventory:
             if group is None:
                 group = groups[device.group] = _Group()
             group.add(device, free)
+
+    def _reindex_many(self, devices: list[Device]) -> None:
+        """Index many devices again at their room now (a listing applied): each group sorted once."""
+        changes: dict[
+            tuple[str, GroupKey], tuple[set[tuple[str, str, str, str]], list[tuple[Device, int]]]
+        ] = {}
+        for device in devices:
+            old = self._indexed.pop(device.key, None)
+            new = None if device.tainted else self.room(device.key)
+            if new is not None:
+                self._indexed[device.key] = new
+            if old == new:
+                continue
+            for name in device.classes:
+                gone, added = changes.setdefault((name, device.group), (set(), []))
+                if old is not None:
+                    gone.add(device.sort_key())
+                if new is not None:
+                    added.append((device, new))
+        for (name, gkey), (gone, added) in changes.items():
+            groups = self._index.setdefault(name, {})
+            group = groups.get(gkey)
+            if group is None:
+                group = groups[gkey] = _Group()
+            group.replace(gone, added)
 
     def _unindex(self, device: Device) -> None:
         free = self._indexed.pop(device.key, None)

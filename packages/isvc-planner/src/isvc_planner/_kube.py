@@ -72,6 +72,14 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
     return review
 
 
+def _same(before: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
+    """Whether an object is the one seen before: the same resourceVersion (the API server's word for it)."""
+    if before is None:
+        return False
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return bool(version) and version == (before.get("metadata") or {}).get("resourceVersion")
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name')}"
@@ -136,12 +144,13 @@ class KubeSync:
             try:
                 listing = self._list(kind)
                 fresh = {_key(o): o for o in listing.get("items") or []}
-                with loading():
+                with loading(), self.inventory.applying():
                     for k, gone in known.items():
                         if k not in fresh:
                             delete(gone)
-                    for obj in fresh.values():
-                        upsert(obj)
+                    for k, obj in fresh.items():
+                        if not _same(known.get(k), obj):  # a relist (every 300 s) passes what is unchanged
+                            upsert(obj)
                 known = fresh
                 self._mark_listed(kind)
                 version = (listing.get("metadata") or {}).get("resourceVersion")
