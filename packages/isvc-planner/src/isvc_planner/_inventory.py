@@ -110,7 +110,7 @@ class SelectorFault:
         return f"{self.owner}: selector #{self.index} on device {self.device}: {self.error}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Device:
     """One published device with what the planner reads from it."""
 
@@ -126,7 +126,7 @@ class Device:
     compute_capability: str | None
     consumes: tuple[tuple[str, str, int], ...] = ()  # (counter set, counter, amount) it draws on
     classes: frozenset[str] = frozenset()
-    selector_cache: dict[str, bool | SelectorError] = field(default_factory=dict)
+    selector_cache: dict[str, bool | SelectorError] | None = None  # made when first judged
     capacities: dict[str, Capacity] = field(default_factory=dict)
     multi: bool = False  # allowMultipleAllocations: claims share it by consumable capacity
     capacity_key: tuple[object, ...] = ()  # its capacities and policies, comparable (empty: compute)
@@ -235,7 +235,7 @@ def _capacity_key(capacities: Mapping[str, Capacity]) -> tuple[object, ...]:
 
 def _attr(attrs: Mapping[str, Any], driver: str, name: str) -> Any:
     value = attrs.get(name) or attrs.get(f"{driver}/{name}")
-    if isinstance(value, Mapping) and value:
+    if value and isinstance(value, (dict, Mapping)):  # dicts first: ABCs check slowly
         return next(iter(value.values()))
     return None
 
@@ -335,6 +335,7 @@ class Inventory:
         self.selectors = SelectorMemo(self.judge)
         self._every: tuple[str, ...] | None = None  # every class's selectors, judged together per device
         self._by_class: dict[str, list[Device]] = {}  # class -> its devices in order, once asked for
+        self._class_sets: dict[frozenset[str], frozenset[str]] = {}
         self._node_pools: dict[str, set[tuple[str, str]]] = {}  # node -> pools publishing its devices
         self._deferred: set[DeviceKey] | None = None  # devices to recount once a listing is applied
         self._readings: LRUCache[str, tuple[dict[str, Capacity], tuple[object, ...]]] = LRUCache(4096)
@@ -476,6 +477,8 @@ class Inventory:
 
     def selects(self, expression: str, device: Device) -> bool | SelectorError:
         """Whether a selector admits a device, or why it cannot be judged there (remembered per device)."""
+        if device.selector_cache is None:
+            device.selector_cache = {}
         cached = device.selector_cache.get(expression)
         if cached is None:
             answers = self.selectors.judge_all(
@@ -504,7 +507,8 @@ class Inventory:
                     break
             if ok:
                 admitted.add(name)
-        device.classes = frozenset(admitted)
+        classes = frozenset(admitted)
+        device.classes = self._class_sets.setdefault(classes, classes)  # one set shared by devices alike
 
     # ------------------------------------------------------------------ slices and pools
 

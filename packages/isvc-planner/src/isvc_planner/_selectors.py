@@ -43,6 +43,7 @@ _SCALARS = ("driver", "allowMultipleAllocations")
 # Tokens after which `'name' in device.attributes[...]` starts an operand of its own (nothing binds tighter).
 _OPEN = {None, "(", ",", "[", "&&", "||", "?", ":", "!"}
 
+_PLAIN = {str, int, bool, float}  # hashable as they are
 Token = tuple[str, str]  # (kind, text): kind is str (its contents), ident, num or punct
 
 
@@ -126,11 +127,15 @@ def reads(expression: str) -> frozenset[str] | None:
 
 def _value(value: Any) -> Any:
     """An attribute's value ({"string": "gpu"}) as something hashable."""
-    if isinstance(value, Mapping):
-        return tuple(
-            (str(k), v if isinstance(v, str | int | bool | float) else repr(v)) for k, v in value.items()
-        )
+    if isinstance(value, (dict, Mapping)):  # dicts first: ABCs check slowly
+        return tuple((str(k), v if type(v) in _PLAIN else repr(v)) for k, v in value.items())
     return repr(value)
+
+
+def _capacity(value: Any) -> Any:
+    """A capacity's value ({"value": "80Gi", ...}: only the value is in the selector's variable)."""
+    amount = value.get("value") if isinstance(value, (dict, Mapping)) else value
+    return amount if type(amount) in _PLAIN else repr(amount)
 
 
 class SelectorMemo:
@@ -170,18 +175,14 @@ class SelectorMemo:
         out = {e: self._judge(e, activation()) for e in each}
         if len(out) == len(expressions):
             return out
-        attrs = {q: v for q, v in (raw.get("attributes") or {}).items() if q.rpartition("/")[2] in names}
-        caps = {
-            q: {"value": c.get("value")} if isinstance(c, Mapping) else c
-            for q, c in (raw.get("capacity") or {}).items()
-            if q.rpartition("/")[2] in names
-        }
+        attributes = raw.get("attributes") or {}
+        capacity = raw.get("capacity") or {}
         multi = bool(raw.get("allowMultipleAllocations", False))
         part = (
             driver,
             multi,
-            tuple((q, _value(v)) for q, v in attrs.items()),
-            tuple((q, _value(c)) for q, c in caps.items()),
+            tuple((q, _value(v)) for q, v in attributes.items() if q.rpartition("/")[2] in names),
+            tuple((q, _capacity(c)) for q, c in capacity.items() if q.rpartition("/")[2] in names),
         )
         reduced: dict[str, Any] | None = None
         for expression in expressions:
@@ -190,10 +191,13 @@ class SelectorMemo:
             key = (expression, names, part)
             answer = self._answers.get(key)
             if answer is None:
-                if reduced is None:
-                    reduced = device_activation(
-                        driver, {"attributes": attrs, "capacity": caps, "allowMultipleAllocations": multi}
-                    )
+                if reduced is None:  # the device with only what the selectors can read of it
+                    device = {
+                        "attributes": {q: attributes[q] for q, _ in part[2]},
+                        "capacity": {q: {"value": v} for q, v in part[3]},
+                        "allowMultipleAllocations": multi,
+                    }
+                    reduced = device_activation(driver, device)
                 if len(self._answers) >= self.maxsize:  # selectors reading what every device has of its own
                     self._answers.clear()
                 answer = self._answers[key] = self._judge(expression, reduced)

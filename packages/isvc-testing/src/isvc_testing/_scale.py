@@ -79,17 +79,17 @@ def _pct(values: list[float], q: float) -> float:
 def _applied(
     inv: Inventory, slices: list[dict[str, Any]], claims: list[dict[str, Any]]
 ) -> tuple[float, float]:
-    """Apply listings as the planner's watches do (one kind after another, each under `loading`): seconds
-    for the device classes and slices, then for the claims."""
+    """Apply listings as the planner's watches do (`KubeSync`: one kind after another, each at once under
+    `loading` and `Inventory.applying`): seconds for the device classes and slices, then for the claims."""
     started = time.perf_counter()
-    with loading():
+    with loading(), inv.applying():
         for dc in fleet_device_classes():
             inv.upsert_device_class(dc)
-    with loading():
+    with loading(), inv.applying():
         for sl in slices:
             inv.upsert_slice(sl)
     listed = time.perf_counter()
-    with loading():
+    with loading(), inv.applying():
         for claim in claims:
             inv.upsert_claim(claim)
     inv.synced = True
