@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -756,7 +757,7 @@ def _large_section(result: dict[str, Any], rows: list[tuple[str, ...]]) -> list[
 def main() -> int:
     """Run everything, print a table, write .bench/planner.json."""
     rng = random.Random(20260801)
-    result: dict[str, Any] = {"p50_ms": {}, "p99_ms": {}, "build_s": {}}
+    result: dict[str, Any] = {"p50_ms": {}, "p99_ms": {}, "build_s": {}, "loadavg_start": os.getloadavg()}
     rows: list[tuple[str, ...]] = []
     for nodes in (10, 100, 1000, 10_000):
         p50, p99, build = latency(nodes, rng)
@@ -830,6 +831,13 @@ def main() -> int:
     )
     # Large instances: their own generator too, and a solver's bound as the yardstick.
     large = _large_section(result, rows)
+    result["loadavg_end"] = os.getloadavg()
+    _row(
+        rows,
+        f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min)",
+        "at the start " + ", ".join(f"{x:.1f}" for x in result["loadavg_start"]),
+        "at the end " + ", ".join(f"{x:.1f}" for x in result["loadavg_end"]),
+    )
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  result")
     for row in rows:
