@@ -8,6 +8,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
@@ -109,8 +110,14 @@ def create_app(
         openapi_url=None,
     )
 
-    def allowed_caller(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> str:
-        verdict = caller.verdict(credentials.credentials if credentials is not None else None)
+    async def allowed_caller(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    ) -> str:
+        # A token reviewed lately is answered here; only a review (a call to the API server) takes a thread.
+        token = credentials.credentials if credentials is not None else None
+        verdict = caller.known(token)
+        if verdict is None:
+            verdict = await run_in_threadpool(caller.verdict, token)
         if verdict.status != 200:
             headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
             raise HTTPException(verdict.status, verdict.detail, headers=headers)

@@ -75,6 +75,17 @@ class CallerCheck:
             self._cache[key] = user
         return user
 
+    def known(self, token: str | None) -> CallerVerdict | None:
+        """The answer when it needs no review (no token, or one reviewed lately), without blocking; None
+        when the API server must be asked (`verdict` asks)."""
+        if not token:
+            return CallerVerdict(401, "a bearer token is required")
+        key = hashlib.sha256(token.encode()).hexdigest()
+        with self._lock:
+            if key not in self._cache:
+                return None
+            return self._for(self._cache[key])
+
     def verdict(self, token: str | None) -> CallerVerdict:
         """The answer for a request that carried `token` as its bearer token (None: it carried none)."""
         if not token:
@@ -83,6 +94,9 @@ class CallerCheck:
             user = self.username(token)
         except ReviewFailed as error:
             return CallerVerdict(503, f"the token could not be reviewed: {error}")
+        return self._for(user)
+
+    def _for(self, user: str | None) -> CallerVerdict:
         if user is None:
             return CallerVerdict(401, "the token is not valid")
         if user not in self.allowed:

@@ -119,7 +119,6 @@ def solve(problem: Problem, seconds: float, start: Sequence[int | None] | None =
     for option, value in (
         ("output_flag", False),
         ("log_to_console", False),
-        ("time_limit", max(0.01, float(seconds))),
         ("threads", 1),
         ("random_seed", 0),
         ("mip_rel_gap", 0.0),
@@ -176,6 +175,7 @@ def solve(problem: Problem, seconds: float, start: Sequence[int | None] | None =
         values = [1.0 if (o.order, o.bin) in chosen else 0.0 for o in options]
         used = {b for _, b in chosen}
         _offer(h, values + [1.0 if b in used else 0.0 for b in drawn])
+    h.setOptionValue("time_limit", max(0.01, seconds - (time.monotonic() - began)))  # writing it counts too
     try:
         h.run()
     except Exception as error:  # the native solver raised: the caller keeps its own packing

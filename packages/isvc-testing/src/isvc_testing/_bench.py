@@ -622,7 +622,7 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
     """The ledger at 10,000 × 8, waiting orders at 1,000 and 10,000 × 8, the HTTP path at 10,000 × 8."""
     from isvc_testing import _scale
 
-    built = _scale.build_and_events(10_000, rng)
+    built = _scale.isolated(_scale.build_and_events, 10_000, rng.randrange(10**6))
     result["scale_10000"] = {k: round(v, 4) for k, v in built.items()}
     _row(
         rows,
@@ -643,7 +643,9 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
     result["waiting"] = {}
     for nodes in (1_000, 10_000):
         for fill, label in ((0.5, "half held"), (0.97, "97 % held")):
-            answered = _scale.waiting_orders(nodes, fill, (1, 10, 100, 1000), rng)
+            answered = _scale.isolated(
+                _scale.waiting_orders, nodes, fill, (1, 10, 100, 1000), rng.randrange(10**6)
+            )
             key = f"{nodes}_{int(fill * 100)}"
             result["waiting"][key] = {
                 str(count): {"s": round(took, 3), "placed": placed, "solver": outcomes}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import inspect
 import math
@@ -13,10 +14,10 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from isvc_planner import CallerCheck, Inventory, Planner, create_app, loading
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
@@ -24,7 +25,9 @@ from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 from isvc_testing._bench import _facts
 from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
-__all__ = ["CONTROLLER_TIMEOUT", "build_and_events", "fleet", "http_plan", "waiting_orders"]
+__all__ = ["CONTROLLER_TIMEOUT", "build_and_events", "fleet", "http_plan", "isolated", "waiting_orders"]
+
+_T = TypeVar("_T")
 
 GIB = 1 << 30
 # What the controller waits for a planner answer: its PlannerClient is made with the client's default
@@ -96,9 +99,16 @@ def _applied(
     return listed - started, time.perf_counter() - listed
 
 
-def build_and_events(nodes: int, rng: random.Random, events: int = 300) -> dict[str, float]:
+def isolated(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a fresh process, as the planner runs: no heap of the benchmark's earlier parts."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(call, *args).result()
+
+
+def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, float]:
     """The ledger of `nodes` × 8 GPUs, half of it held: built from listings as the watches deliver them,
     then single slice and claim events applied to it; a full pass of the collector over it; its size."""
+    rng = random.Random(seed)
     slices, claims = fleet(nodes, 0.5, rng)
     gc.collect()
     before = _rss()
@@ -147,11 +157,12 @@ def build_and_events(nodes: int, rng: random.Random, events: int = 300) -> dict[
 
 
 def waiting_orders(
-    nodes: int, fill: float, counts: tuple[int, ...], rng: random.Random
+    nodes: int, fill: float, counts: tuple[int, ...], seed: int
 ) -> dict[int, tuple[float, int, list[str]]]:
     """Seconds for the planner as shipped to answer `count` orders waiting together (one `plan_many`) on a
     fleet of `nodes` × 8 GPUs that far held; orders placed; the solver's outcomes. Each count on the same
     ledger: what one pass reserved is released before the next."""
+    rng = random.Random(seed)
     slices, claims = fleet(nodes, fill, rng)
     inv = Inventory.from_objects(fleet_device_classes(), slices, claims)
     gc.collect()
