@@ -28,7 +28,7 @@ LOCAL_DEPS = {
     "isvc-planner-client": ["isvc-api"],
     "isvc-planner": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-testing"],
     "isvc-runtime-recipes": ["isvc-api"],
-    "isvc-workload": ["isvc-api"],
+    "isvc-workload": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-planner", "isvc-testing"],
     "isvc-health": ["isvc-api"],
     # the planner and test support: tests
     "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
@@ -70,7 +70,13 @@ def lint(session: nox.Session) -> None:
     """ruff (check and format), mypy --strict per package, import-linter layering, and generated files without drift."""
     _install(session, *PACKAGES)
     session.install(
-        "ruff==0.17.6", "mypy>=1.11", "import-linter>=2.1", "types-PyYAML", "types-cachetools", "pytest>=8"
+        "ruff==0.17.6",
+        "mypy>=1.11",
+        "import-linter>=2.1",
+        "types-PyYAML",
+        "types-cachetools",
+        "pytest>=8",
+        "pymarkdownlnt>=0.9.26,<1",
     )
     session.chdir(ROOT)
     session.run("ruff", "check", "packages", "e2e", "noxfile.py", "tests", "tools")
@@ -365,6 +371,48 @@ def _version() -> str:
         if line.startswith("version:"):
             return line.split(":", 1)[1].strip()
     raise RuntimeError("module/Chart.yaml has no version")
+
+
+# What the model-fetcher image installs: the Hugging Face CLI (module/images/modelFetcher/Dockerfile).
+MODEL_FETCHER = "huggingface_hub[cli]>=0.34,<1"
+# The packages whose dependencies the controller and planner images install.
+IMAGE_PACKAGES = PACKAGES[:8]
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Pin what the images install (module/images/constraints.txt) from the packages' own requirements."""
+    import tomllib
+
+    wanted = {MODEL_FETCHER}
+    for package in IMAGE_PACKAGES:
+        project = tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]
+        wanted |= {r for r in project.get("dependencies", []) if not r.startswith("isvc-")}
+    requirements = Path(session.create_tmp()) / "images.in"
+    requirements.write_text("\n".join(sorted(wanted)) + "\n")
+    out = ROOT / "module" / "images" / "constraints.txt"
+    session.run(
+        "uv",
+        "pip",
+        "compile",
+        str(requirements),
+        "--quiet",
+        "--python-version",
+        PYTHON,
+        "--python-platform",
+        "x86_64-manylinux_2_28",
+        "--no-annotate",
+        "--no-header",
+        "--output-file",
+        str(out),
+        external=True,
+    )
+    pins = out.read_text()
+    out.write_text(
+        "# What the module images install, pinned (`nox -s lock` writes it from the packages' own\n"
+        "# requirements; tools/build-images.sh and the Dockerfiles install with it; oss.yaml names\n"
+        "# these versions).\n" + pins
+    )
 
 
 @nox.session(python=PYTHON)

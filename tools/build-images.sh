@@ -45,20 +45,22 @@ fi
 log "base $BASE: $(buildah inspect --type image --format '{{.FromImageDigest}}' "$BASE")"
 
 log "wheelhouse: dependency wheels for Python 3.11, glibc <= 2.36 (bookworm), x86_64, into dist/"
+# every version from module/images/constraints.txt (`nox -s lock`), as the Dockerfiles install them
 declare -A WANT=([controller]="isvc-operator==0.1.0" [planner]="isvc-planner==0.1.0"
-                 [modelFetcher]="huggingface_hub[cli]>=0.34,<1")
+                 [modelFetcher]="huggingface_hub[cli]")
 # every image's wheels, whichever are built: an image's key hashes all of dist/, so a subset keeps the same keys
 for name in controller planner modelFetcher; do
   "$PY" -m pip download --quiet --disable-pip-version-check --dest "$ROOT/dist" --find-links "$ROOT/dist" \
     --only-binary=:all: --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_36_x86_64 \
-    "${WANT[$name]}"
+    --constraint "$ROOT/module/images/constraints.txt" "${WANT[$name]}"
 done
 
 manifest=()
 for name in $NAMES; do
   tag=localhost/isvc/$(echo "$name" | sed 's/F/-f/'):0.1.0
-  key=$( (echo "$BASE_KEY"; cat "$ROOT/module/images/$name/Dockerfile" "$ROOT"/dist/*.whl) | sha256sum | cut -c1-16)
+  key=$( (echo "$BASE_KEY"; cat "$ROOT/module/images/$name/Dockerfile" "$ROOT/module/images/constraints.txt" \
+           "$ROOT"/dist/*.whl) | sha256sum | cut -c1-16)
   manifest+=("$name $CACHE/$name-$key.oci.tar")
   if [ -f "$CACHE/$name-$key.oci.tar" ]; then log "$tag: cached ($key)"; continue; fi
   log "$tag: buildah bud"

@@ -16,13 +16,13 @@ HEADERS = {
     "en": (
         "# Custom resources\n\nGenerated from `crds/` by `nox -s crds`; every field with its type and "
         "description. Validation rules the API server enforces at write time are listed under the object "
-        "that carries them.\n"
+        "that carries them."
     ),
     "ru": (
         "# Пользовательские ресурсы\n\nСправочник создан из `crds/` командой `nox -s crds`: каждое поле с "
         "типом и описанием (описания — из `crds/doc-ru-*.yaml`). Правила проверки, которые сервер API "
         "применяет при записи, перечислены у объекта, к которому относятся (их сообщения — на английском, "
-        "как их возвращает сервер API).\n"
+        "как их возвращает сервер API)."
     ),
 }
 WORDS = {

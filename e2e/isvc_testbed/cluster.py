@@ -51,6 +51,9 @@ START_GATE_STAGES = Path(__file__).with_name("kwok-start-gate.yaml")
 HANGING_NAMESPACE = "start-hangs"  # pods here start behind the gate and never get Ready
 SLOW_START_NAMESPACE = "start-slow"  # pods here take 1.5 s from their start permit to Ready
 ALICE = ("alice", ("team-a",))
+# The client certificate the API server presents to admission webhooks (its AdmissionConfiguration): the
+# estimate webhook believes only reviews that come with it (issue 29).
+WEBHOOK_CLIENT = "isvc-testbed-apiserver-webhook-client"
 FRONT_PROXY_CLIENT = "front-proxy-client"  # the only name the API server's proxy certificate may carry
 HPA_SYNC_SECONDS = 5  # --horizontal-pod-autoscaler-sync-period
 _PR_SET_PDEATHSIG = 1
@@ -443,6 +446,8 @@ class Cluster:
                 f"--kubelet-client-certificate={kubelet_client.cert}",
                 f"--kubelet-client-key={kubelet_client.key}",
             ]
+        webhook_client = pki.client("apiserver-webhook-client", WEBHOOK_CLIENT)
+        admission = self._admission_config(webhook_client)
         for ident, cert in certs.items():
             self.kubeconfigs[ident] = write_kubeconfig(
                 d / f"{ident}.kubeconfig", kubeconfig(self.server, pki.ca_pem, ident, cert=cert)
@@ -507,6 +512,7 @@ class Cluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
+                f"--admission-control-config-file={admission}",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=0",
@@ -548,6 +554,54 @@ class Cluster:
             "kwok": self._kwok_argv(),
         }
         self._argv = argv
+
+    def _admission_config(self, client: CertFiles) -> Path:
+        """The API server's admission configuration: every webhook it calls gets this client certificate
+        (kubeconfig user `*`), as a production API server configured for webhook authentication does."""
+        d = self.workdir
+        creds = d / "webhook-client.kubeconfig"
+        creds.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "users": [
+                        {
+                            "name": "*",
+                            "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+                        }
+                    ],
+                }
+            )
+        )
+        plugin = {
+            "configuration": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "WebhookAdmissionConfiguration",
+                "kubeConfigFile": str(creds),
+            }
+        }
+        config = d / "admission.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "AdmissionConfiguration",
+                    "plugins": [
+                        {"name": "ValidatingAdmissionWebhook", **plugin},
+                        {"name": "MutatingAdmissionWebhook", **plugin},
+                    ],
+                }
+            )
+        )
+        return config
+
+    @property
+    def webhook_client(self) -> tuple[Path, str] | None:
+        """The authority and common name of the client certificate this bed's API server presents to
+        admission webhooks; None for a cluster the bed did not start (its API server's are unknown)."""
+        cert = self.workdir / "pki" / "apiserver-webhook-client.crt"
+        return (self.workdir / "pki" / "ca.crt", WEBHOOK_CLIENT) if cert.exists() else None
 
     def _start(self, name: str) -> None:
         c = _Component(name, self._argv[name], self.workdir / "logs" / f"{name}.log")

@@ -98,6 +98,15 @@ def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
     return int(port_file.read_text()), directory
 
 
+def seal_key(cluster: Cluster) -> Path:
+    """The key the bed's controllers seal children with, made once per cluster (the chart's Secret)."""
+    path = cluster.workdir / "seal.key"
+    if not path.exists():
+        path.write_text(os.urandom(32).hex())
+        path.chmod(0o600)
+    return path
+
+
 def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> None:
     """Apply crds/ and `helm upgrade --install` the module chart with these module settings (idempotent)."""
     with cluster.api_client("admin") as api:
@@ -106,6 +115,9 @@ def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> Non
         install_crds(api, sorted(crds))
     port, certs = estimate_webhook(cluster)
     chart = chart_values(values)
+    client = cluster.webhook_client
+    if client is not None and "estimateWebhook" not in chart["isvc"]:
+        chart["isvc"]["estimateWebhook"] = {"clientCA": client[0].read_text(), "clientNames": [client[1]]}
     chart["isvc"]["internal"] = {
         "estimateWebhookURL": f"https://127.0.0.1:{port}/estimate",
         "webhookCert": {
@@ -218,7 +230,8 @@ class ModuleProcesses:
 
     def start_hub(self, *extra_models: Path) -> None:
         """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, and the hostile
-        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py);
+        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py) and
+        of isvc_testing.standin_hub.hostile_repositories (each read limit just under and just over);
         `extra_models`: more directories of repositories (the real node's tiny model, realnode.py)."""
         more = [a for d in extra_models for a in ("--extra-models", str(d))]
         self._spawn(
@@ -231,6 +244,7 @@ class ModuleProcesses:
                 str(self.hub_port),
                 "--extra-models",
                 str(HOSTILE_REPOS),
+                "--hostile",  # a repository just under and one just over each read limit (issue 29)
                 *more,
             ],
         )
@@ -339,6 +353,9 @@ class ModuleProcesses:
                 str(self.metrics_port) if name == "controller" else "0",
                 "--model-volume-storage-class",
                 STORAGE_CLASS,
+                # the chart's Secret in a cluster: one key for every controller of the bed, kept across restarts
+                "--seal-key-file",
+                str(seal_key(self.cluster)),
                 # the chart's webhook names one address here: only the first controller serves it (in a
                 # cluster every replica does, each in its own pod)
                 "--leader-elect",
@@ -355,7 +372,11 @@ class ModuleProcesses:
 
     def _webhook_flags(self) -> list[str]:
         port, certs = estimate_webhook(self.cluster)
-        return ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
+        flags = ["--webhook-host", "127.0.0.1", "--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
+        client = self.cluster.webhook_client
+        if client is not None:  # the bed's API server presents a client certificate to webhooks: ask for it
+            flags += ["--webhook-client-ca", str(client[0]), "--webhook-client-name", client[1]]
+        return flags
 
     def start(self) -> ModuleProcesses:
         self.start_volumes()

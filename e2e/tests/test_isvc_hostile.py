@@ -13,7 +13,10 @@ one per 40 orders, at least 10. `--hypothesis-seed N` replays a run.
 
 Hostile Hub repositories (e2e/hub/hostile.yaml, served by the bed's stand-in Hub): oversized, malformed, slow
 and many-shard; each order naming one ends ModelResolved=False, InvalidModelSource, its message naming the
-limit, and the controller's memory stays bounded.
+limit, and the controller's memory stays bounded. Issue 29: beside them, every read limit just under (the
+order's model resolves) and just over (refused, naming the limit), GGUF ones among them (a split variant of
+65 files, headers past 32 MiB, eight headers with 60 MiB strings, more tensor records than the cap), all
+ordered at once, with the controller's memory sampled every 20 ms.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import os
 import socket
 import string
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -51,6 +55,7 @@ MIB = 2**20
 # The chart's controller memory limit is 512Mi; the bed's controller runs as a Python process on the host.
 RSS_LIMIT = 400 * MIB
 RSS_GROWTH = 150 * MIB  # over the restarted controller's start: the informer cache of thousands of orders
+PLANNER_GROWTH = 100 * MIB  # over its start: it keeps of each order its class, of each claim its holdings
 DOCUMENTED = {r.value for r in Reason} | {r.value for r in StatusReason if r != StatusReason.NOT_JUDGED}
 CLASS_REASONS = {r.value for r in ClassReason}
 
@@ -318,6 +323,30 @@ def _mutate(spec: dict[str, Any], mutation: tuple[tuple[str, ...], Any] | None) 
 
 
 order_names = weighted((75, fresh_names), (25, names))
+
+# Issue 29: every generated order carries labels and annotations at the API server's limits (apimachinery's
+# ValidateAnnotations: 256 KiB of keys and values together; a label's prefix 253 characters, its name and value
+# 63), now and then just past them (refused at write). The controller and the planner cache only what they
+# read of them.
+ANNOTATIONS_LIMIT = 256 * 1024
+LABELLED = 2000  # objects at the annotation limit: the written orders, and claims labelled as theirs
+_PREFIX = ".".join(c * 63 for c in "abc") + "." + "d" * 61  # a DNS subdomain of 253 characters
+annotation_sizes = weighted(
+    (90, st.integers(ANNOTATIONS_LIMIT - 2048, ANNOTATIONS_LIMIT)), (10, st.just(ANNOTATIONS_LIMIT + 1))
+)
+label_counts = weighted((90, st.integers(1, 24)), (10, st.just(-1)))  # -1: one name of 64 characters
+
+
+def _metadata(name: str, annotation_bytes: int, labels: int) -> dict[str, Any]:
+    key = "fuzz.example.com/pad"
+    annotations = {key: "a" * (annotation_bytes - len(key))}
+    if labels < 0:
+        tagged = {"n" * 64: "v"}
+    else:
+        tagged = {f"{_PREFIX}/{i:02d}{'n' * 61}": f"{i:02d}{'v' * 61}" for i in range(labels)}
+    return {"name": name, "labels": tagged, "annotations": annotations}
+
+
 # which class an order names: none, one of this run's (by index), the shipped one, one that does not exist
 class_choices = st.one_of(st.none(), st.integers(0, 10**6), st.just("default-llm"), names)
 
@@ -364,16 +393,20 @@ class Controller:
         except httpx.HTTPError:
             return False
 
-    def rss(self) -> int:
-        self.module.check("controller")
-        pid = self.module.pid("controller")
-        assert pid is not None, "the controller is not running"
+    def rss(self, name: str = "controller") -> int:
+        self.module.check(name)
+        pid = self.module.pid(name)
+        assert pid is not None, f"the {name} is not running"
         return rss_bytes(Path(f"/proc/{pid}/status").read_text())
+
+    def planner_rss(self) -> int:
+        return self.rss("planner")
 
 
 @pytest.fixture(scope="module")
 def controller(module: ModuleProcesses, admin_api: k8s.ApiClient) -> Iterator[Controller]:
     user_namespace(admin_api, NS, user="alice", cluster_role="d8:user-authz:isvc:editor")
+    user_namespace(admin_api, NS, user="alice", cluster_role="edit")  # as real clusters give namespace owners
     port = _free_port()
     module.restart_controller("--metrics-port", str(port), "--metrics-host", "127.0.0.1")
     c = Controller(module, port)
@@ -400,6 +433,9 @@ class Fuzz:
     retried: int = 0  # orders waiting on a retried reason at the start of that window
     rss_start: int = 0
     rss_peak: int = 0
+    planner_start: int = 0
+    planner_peak: int = 0
+    claims: int = 0  # claims labelled as an order's, at the annotation limit
     took: float = 0.0
 
 
@@ -442,12 +478,13 @@ def _judged(status: dict[str, Any], generation: int) -> bool:
 @pytest.fixture(scope="module")
 def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient) -> Iterator[Fuzz]:
     admin, alice = k8s.CustomObjectsApi(admin_api), k8s.CustomObjectsApi(alice_api)
-    run = Fuzz(rss_start=controller.rss())
+    run = Fuzz(rss_start=controller.rss(), planner_start=controller.planner_rss())
     started = time.monotonic()
     passes0 = controller.passes()
 
     def sample_rss() -> None:
         run.rss_peak = max(run.rss_peak, controller.rss())
+        run.planner_peak = max(run.planner_peak, controller.planner_rss())
 
     @settings(FUZZ_SETTINGS, max_examples=CLASSES)
     @given(name=weighted((75, fresh_names), (25, names)), spec=class_specs, mutation=mutations)
@@ -472,8 +509,14 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
             run.refused[_refusal(e, "class", name, set(run.classes))] += 1
 
     @settings(FUZZ_SETTINGS, max_examples=ORDERS)
-    @given(name=order_names, model=models, choice=class_choices)
-    def write_order(name: Any, model: Any, choice: int | str | None) -> None:
+    @given(
+        name=order_names,
+        model=models,
+        choice=class_choices,
+        annotated=annotation_sizes,
+        labelled=label_counts,
+    )
+    def write_order(name: Any, model: Any, choice: int | str | None, annotated: int, labelled: int) -> None:
         name = _name(name, run.attempts)
         spec: dict[str, Any] = {"model": model}
         if isinstance(choice, int):
@@ -493,7 +536,7 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",
                     "kind": "InferenceService",
-                    "metadata": {"name": name},
+                    "metadata": _metadata(name, annotated, labelled),
                     "spec": spec,
                 },
             )
@@ -501,9 +544,37 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         except ApiException as e:
             run.refused[_refusal(e, "order", name, set(run.orders))] += 1
 
+    def write_claims() -> None:
+        """Claims alice labels as her orders', each with 256 KiB of annotations, until the written orders and
+        the claims make LABELLED objects at the annotation limit: the objects every informer of an order's
+        label caches (issue 29)."""
+        resource = k8s.ResourceV1Api(alice_api)
+        owners = sorted(run.orders) or ["none"]
+        for i in range(max(0, LABELLED - len(run.orders))):
+            claim = {
+                "metadata": {
+                    **_metadata(f"labelled-{i}", ANNOTATIONS_LIMIT, 0),
+                    "labels": {"ai.deckhouse.io/inference-service": owners[i % len(owners)]},
+                },
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                    }
+                },
+            }
+            try:
+                resource.create_namespaced_resource_claim(NS, claim)
+                run.claims += 1
+            except ApiException as e:  # an order name that is no label value; the rest make the count
+                if e.status != 422:
+                    raise
+            if i % 200 == 0:
+                sample_rss()
+
     try:
         write_class()
         write_order()
+        write_claims()
         written = time.monotonic()
 
         def all_judged() -> bool:
@@ -531,10 +602,12 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
         run.took = time.monotonic() - started
         print(
             f"fuzz: {ORDERS} orders, {CLASSES} classes generated; {len(run.orders)} orders and "
-            f"{len(run.classes)} classes written, refused {dict(run.refused)}; judged "
+            f"{len(run.classes)} classes written, refused {dict(run.refused)}; {run.claims} claims labelled "
+            f"as orders' at the annotation limit; judged "
             f"{run.judged_after:.0f}s after the last write; {run.passes:.0f} passes, "
             f"{run.quiet_passes:.0f} in the {QUIET:.0f}s after ({run.retried} orders retried); "
-            f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; {run.took:.0f}s"
+            f"RSS {run.rss_start / MIB:.0f} -> peak {run.rss_peak / MIB:.0f} MiB; planner RSS "
+            f"{run.planner_start / MIB:.0f} -> peak {run.planner_peak / MIB:.0f} MiB; {run.took:.0f}s"
         )
     finally:  # before the tests judge the run, so that what follows in the module finds the bed quiet
 
@@ -555,6 +628,8 @@ def fuzz(controller: Controller, admin_api: k8s.ApiClient, alice_api: k8s.ApiCli
                 delete_all()
             plans = admin.list_namespaced_custom_object(GROUP, VERSION, NS, "launchplans")["items"]
             claims = k8s.ResourceV1Api(admin_api).list_namespaced_resource_claim(NS).items
+            if claims:
+                k8s.ResourceV1Api(admin_api).delete_collection_namespaced_resource_claim(NS)
             return not (left or plans or claims)
 
         wait_for(
@@ -616,12 +691,21 @@ def test_the_controller_memory_stays_bounded(fuzz: Fuzz) -> None:
     assert fuzz.rss_peak - fuzz.rss_start <= RSS_GROWTH, figures
 
 
+def test_the_planner_memory_stays_bounded_issue_29(fuzz: Fuzz) -> None:
+    """Issue 29: the planner listed orders and claims in one answer and kept each whole until the next list;
+    every generated order carries 256 KiB of annotations."""
+    figures = (
+        f"planner RSS {fuzz.planner_start / MIB:.0f} MiB at start, peak {fuzz.planner_peak / MIB:.0f} MiB"
+    )
+    assert fuzz.planner_peak - fuzz.planner_start <= PLANNER_GROWTH, figures
+
+
 # ---- hostile Hub repositories ---------------------------------------------------------------------------
 
 HOSTILE = {
     "huge-config": "config.json of hostile/huge-config is larger than 4 MiB",
     "huge-index": "model.safetensors.index.json of hostile/huge-index is larger than 4 MiB",
-    "huge-header": "The safetensors header of model.safetensors of hostile/huge-header is larger than 16 MiB",
+    "huge-header": "The safetensors header of model.safetensors of hostile/huge-header is larger than 8 MiB",
     "many-shards": "split into 100 safetensors files, more than 64",
     "slow": f"took longer than {HUB_DEADLINE:g}s",
     "malformed-config": "config.json of hostile/malformed-config is not a JSON object",
@@ -629,14 +713,58 @@ HOSTILE = {
     "malformed-header": "is not a valid safetensors file (the header is not JSON",
     "truncated-header": "is not a valid safetensors file (the file ends inside its header)",
 }
+# issue 29: the repositories of isvc_testing.standin_hub.hostile_repositories just over a limit, and the limit
+# their orders' messages name; those just under it resolve
+LIMITS = {
+    "evil/sixty-five-shards": "split into 65 safetensors files, more than 64",
+    "evil/gguf-65-files": "split into 65 GGUF files, more than 64",
+    "evil/gguf-huge-header": "The GGUF header of m-q4_k_m.gguf of evil/gguf-huge-header is larger than 32 MiB",
+    "evil/gguf-eight-60-mib-strings": "of evil/gguf-eight-60-mib-strings is larger than 32 MiB",
+    "evil/gguf-headers-past-budget": "headers of evil/gguf-headers-past-budget add up to more than 64 MiB",
+    "evil/gguf-too-many-tensors": "it declares 16385 tensors, more than 16384",
+    "evil/too-many-files": "holds more than 20000 files",
+    "evil/json-values": "config.json of evil/json-values holds more than 500000 JSON values",
+    "evil/safetensors-header-past-cap": "of evil/safetensors-header-past-cap is larger than 8 MiB",
+    "evil/config-past-cap": "config.json of evil/config-past-cap is larger than 4 MiB",
+    "evil/object-bomb": "config.json of evil/object-bomb is not a JSON object",
+}
+WITHIN = [
+    "fine/sixty-four-shards",
+    "fine/gguf-64-files",
+    "fine/gguf-big-header",
+    "fine/gguf-headers-at-budget",
+    "fine/gguf-many-tensors",
+    "fine/many-files",
+    "fine/json-values",
+    "fine/big-safetensors-header",
+    "fine/config-at-cap",
+]
 SLOW_BOUND = HUB_DEADLINE + 60  # the resolution deadline, and room for the pass around it on a busy machine
+
+
+def _order_name(repo: str) -> str:
+    return "hub-" + repo.replace("/", "-")
 
 
 @pytest.fixture(scope="module")
 def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[str, Any]]:
-    """Every hostile repository ordered at once (the slow one sets the pace), and the controller's RSS."""
+    """Every hostile repository ordered at once (the slow one sets the pace), and the controller's RSS sampled
+    every 20 ms meanwhile."""
     alice = k8s.CustomObjectsApi(alice_api)
-    orders = {repo: f"hub-{repo}" for repo in HOSTILE}
+    orders = {f"hostile/{repo}": _order_name(f"hostile/{repo}") for repo in HOSTILE}
+    orders |= {repo: _order_name(repo) for repo in [*LIMITS, *WITHIN]}
+    seen: dict[str, Any] = {"rss_start": controller.rss()}
+    seen["rss_peak"] = seen["rss_start"]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            with contextlib.suppress(Exception):
+                seen["rss_peak"] = max(seen["rss_peak"], controller.rss())
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     for repo, name in orders.items():
         alice.create_namespaced_custom_object(
             GROUP,
@@ -647,28 +775,28 @@ def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[s
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "InferenceService",
                 "metadata": {"name": name},
-                "spec": {"model": _hf(f"hostile/{repo}")},
+                "spec": {"model": _hf(repo)},
             },
         )
-    seen: dict[str, Any] = {"rss_start": controller.rss()}
-    seen["rss_peak"] = seen["rss_start"]
 
-    def refused() -> bool:
-        seen["rss_peak"] = max(seen["rss_peak"], controller.rss())
+    def judged() -> bool:
         for repo, name in orders.items():
             obj = alice.get_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices", name)
             seen[repo] = obj.get("status") or {}
-        return all(condition(seen[r], "ModelResolved").get("status") == "False" for r in orders)
+        return all(condition(seen[r], "ModelResolved").get("status") in ("True", "False") for r in orders)
 
     try:
         with contextlib.suppress(TimeoutError):  # each test names its own
-            wait_for(refused, SLOW_BOUND, interval=1, what="every hostile repository refused")
+            wait_for(judged, SLOW_BOUND, interval=1, what="every hostile repository judged")
+        sampling.set()
+        sampler.join()
         print(
-            f"hostile repositories: controller RSS {seen['rss_start'] / MIB:.0f} -> peak "
+            f"hostile repositories: {len(orders)} orders; controller RSS {seen['rss_start'] / MIB:.0f} -> peak "
             f"{seen['rss_peak'] / MIB:.0f} MiB"
         )
         yield seen
     finally:
+        sampling.set()
         for name in orders.values():
             try:
                 alice.delete_namespaced_custom_object(GROUP, VERSION, NS, "inferenceservices", name)
@@ -677,7 +805,7 @@ def hostile(controller: Controller, alice_api: k8s.ApiClient) -> Iterator[dict[s
                     raise
 
 
-@pytest.mark.parametrize("repo", list(HOSTILE))
+@pytest.mark.parametrize("repo", [*(f"hostile/{r}" for r in HOSTILE), *LIMITS])
 def test_a_hostile_hub_repository_is_refused_as_invalid_model_source_naming_the_limit(
     hostile: dict[str, Any], repo: str
 ) -> None:
@@ -688,7 +816,16 @@ def test_a_hostile_hub_repository_is_refused_as_invalid_model_source_naming_the_
         Reason.INVALID_MODEL_SOURCE.value,
         Reason.INVALID_MODEL_SOURCE.value,
     ), status
-    assert HOSTILE[repo] in cond.get("message", ""), cond.get("message")
+    limit = HOSTILE.get(repo.removeprefix("hostile/")) or LIMITS[repo]
+    assert limit in cond.get("message", ""), cond.get("message")
+
+
+@pytest.mark.parametrize("repo", WITHIN)
+def test_a_repository_just_within_every_read_limit_resolves_issue_29(
+    hostile: dict[str, Any], repo: str
+) -> None:
+    cond = condition(hostile[repo], "ModelResolved")
+    assert (cond.get("status"), cond.get("reason")) == ("True", "Resolved"), hostile[repo]
 
 
 def test_hostile_repositories_leave_the_controller_alive_and_its_memory_bounded(
@@ -697,6 +834,7 @@ def test_hostile_repositories_leave_the_controller_alive_and_its_memory_bounded(
     controller.module.check("controller")
     start, peak = hostile["rss_start"], hostile["rss_peak"]
     figures = f"controller RSS {start / MIB:.0f} MiB before the orders, peak {peak / MIB:.0f} MiB"
-    # every read is capped at 16 MiB (a safetensors header) and the repositories are read one at a time per
-    # worker: far less than the hundreds of MiB an uncapped read of these took
+    # every read is capped, GGUF headers are mapped from disk, and two resolutions read the Hub at once: far
+    # less than the hundreds of MiB an uncapped read of these took (eight GGUF headers with 60 MiB strings
+    # took the controller from 424 to 1,019 MiB)
     assert peak <= RSS_LIMIT and peak - start <= 64 * MIB, figures

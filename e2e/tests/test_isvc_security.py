@@ -88,6 +88,8 @@ SUBJECTS = {
     "controller": _sa(NAMESPACE, "controller"),
     "planner": _sa(NAMESPACE, "planner"),
     "stranger": _sa("team-a", "default"),  # an unrelated pod's ServiceAccount
+    # issue 29: a namespace owner as real clusters make one, Kubernetes' `edit` and the module's editor role
+    "mallory": ("mallory", ["team-m", "system:authenticated"]),
 }
 # (subject, verb, group, resource, namespace or None for cluster scope, allowed): what module/docs promise
 # (SECURITY.md, "Who may do what"), and nothing more.
@@ -139,6 +141,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "update", "autoscaling", "horizontalpodautoscalers", "team-a", False),
     ("controller", "patch", AI, "launchplans/status", "team-a", True),
     ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
+    ("controller", "patch", "networking.k8s.io", "networkpolicies", "team-a", True),  # issue 29: per order
+    ("controller", "update", "networking.k8s.io", "networkpolicies", "team-a", False),
     ("controller", "get", "", "pods/log", "team-a", True),
     ("controller", "create", "", "events", "team-a", True),
     ("controller", "list", "", "events", "team-a", True),  # a set's FailedCreate, while it has no pod
@@ -169,12 +173,65 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
 ]
 
 
+# Issue 29, the abuse matrix: what Kubernetes' `edit` role lets a namespace owner do to what the module makes —
+# claims, StatefulSets, Services, Ingresses, NetworkPolicies of her namespace she may write, which is why the
+# controller seals and restores its children (e2e/tests/test_isvc_tenant_boundary.py shows the edits undone) —
+# and what it still does not let her do.
+EDIT: list[tuple[str, str, str, str, str | None, bool]] = [
+    ("mallory", "create", RES, "resourceclaims", "team-m", True),
+    ("mallory", "patch", "apps", "statefulsets", "team-m", True),
+    ("mallory", "patch", "apps", "statefulsets/scale", "team-m", True),
+    ("mallory", "patch", "", "services", "team-m", True),
+    ("mallory", "create", "networking.k8s.io", "ingresses", "team-m", True),
+    ("mallory", "delete", "networking.k8s.io", "networkpolicies", "team-m", True),
+    ("mallory", "get", "", "secrets", "team-m", True),
+    ("mallory", "patch", "", "pods", "team-m", True),
+    ("mallory", "create", AI, "inferenceservices", "team-m", True),
+    # and nothing of another namespace, of the module's, or of what only the controller writes
+    ("mallory", "patch", "apps", "statefulsets", "team-a", False),
+    ("mallory", "create", "networking.k8s.io", "ingresses", "team-a", False),
+    ("mallory", "get", "", "secrets", NAMESPACE, False),  # the seal key, the webhook's certificate
+    ("mallory", "patch", AI, "inferenceservices/status", "team-m", False),
+    ("mallory", "create", AI, "launchplans", "team-m", False),
+    ("mallory", "list", AI, "inferenceserviceclasses", None, False),
+    ("mallory", "patch", RES, "resourceclaims/status", "team-m", False),
+    ("mallory", "create", "authentication.k8s.io", "tokenreviews", None, False),
+]
+
+
+@pytest.fixture(scope="module")
+def mallory_namespace(admin_api: k8s.ApiClient) -> str:
+    user_namespace(admin_api, "team-m", user="mallory", cluster_role="d8:user-authz:isvc:editor")
+    return user_namespace(admin_api, "team-m", user="mallory", cluster_role="edit")
+
+
+@pytest.mark.parametrize(
+    ("who", "verb", "group", "resource", "ns", "allowed"),
+    EDIT,
+    ids=[f"{r[0]}-{r[1]}-{r[3]}-{r[4] or 'cluster'}" for r in EDIT],
+)
+def test_a_namespace_owner_with_kubernetes_edit_may_do_exactly_this_issue_29(
+    module: ModuleProcesses,
+    admin_api: k8s.ApiClient,
+    mallory_namespace: str,
+    who: str,
+    verb: str,
+    group: str,
+    resource: str,
+    ns: str | None,
+    allowed: bool,
+) -> None:
+    assert _allowed(admin_api, who, verb, group, resource, ns) == allowed
+
+
 # With kube-rbac-proxy in front of the metrics (always under Deckhouse; plain Helm with
 # images.kubeRbacProxy), the sidecar runs as its pod's ServiceAccount and reviews each reader's token and
 # access: both ServiceAccounts may create both reviews, and nobody else gains anything.
 PROXIED: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "create", "authentication.k8s.io", "tokenreviews", None, True),
     ("controller", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
+    ("controller", "patch", "networking.k8s.io", "networkpolicies", "team-a", True),  # issue 29: per order
+    ("controller", "update", "networking.k8s.io", "networkpolicies", "team-a", False),
     ("planner", "create", "authentication.k8s.io", "tokenreviews", None, True),
     ("planner", "create", "authorization.k8s.io", "subjectaccessreviews", None, True),
     ("controller", "delete", "", "secrets", "team-a", False),

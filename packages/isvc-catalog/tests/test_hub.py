@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import json
 import logging
+import re
 import socket
 
+import httpx
 import pytest
 from isvc_api import (
     Fit,
@@ -454,3 +457,87 @@ def test_llama_cpp_context_follows_the_gguf_header_geometry_issue_10(client: Hub
     assert whole_l4.kv.per_token == 2 * 28 * 4 * 128 * 2
     assert whole_l4.weights == got.weight_bytes
     assert whole_l4.context == min(32768, whole_l4.kv_room // whole_l4.kv.per_token // 256 * 256)
+
+
+class _Redirecting:
+    """huggingface.co as an httpx transport: the API answered from the stand-in Hub, every file redirected to
+    `target` (the host and path the stand-in serves it under there); which hosts were asked, with what token."""
+
+    def __init__(self, standin: str, target: str) -> None:
+        self._standin = httpx.Client(base_url=standin)
+        self.target = target
+        self.asked: list[tuple[str, str | None]] = []
+
+    def __enter__(self) -> _Redirecting:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._standin.close()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.asked.append((request.url.host, request.headers.get("Authorization")))
+        if request.url.host == "huggingface.co" and "/resolve/" in request.url.path:
+            return httpx.Response(302, headers={"Location": f"https://{self.target}{request.url.path}"})
+        answer = self._standin.get(request.url.path, params=request.url.params, headers=dict(request.headers))
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+
+def test_the_token_follows_a_redirect_to_the_hubs_file_hosts_only_to_the_hub_issue_29(
+    standin: tuple[StandinHub, str],
+) -> None:
+    hub = _Redirecting(standin[1], "cdn-lfs-us-1.hf.co")
+    with hub, HubClient("https://huggingface.co", transport=httpx.MockTransport(hub)) as client:
+        got = facts(
+            client.resolve("acme/headers-only", "hf_a_token")
+        )  # its safetensors headers read by Range
+
+    assert got.parameter_count == 1_235_814_400
+    assert {host for host, token in hub.asked if token} == {"huggingface.co"}
+    assert "cdn-lfs-us-1.hf.co" in {host for host, _ in hub.asked}
+
+
+@pytest.mark.parametrize("target", ["evil.example", "huggingface.co.evil.example", "hf.co.evil.example"])
+def test_a_redirect_to_another_host_is_not_followed_issue_29(
+    standin: tuple[StandinHub, str], target: str
+) -> None:
+    hub = _Redirecting(standin[1], target)
+    with (
+        hub,
+        HubClient("https://huggingface.co", transport=httpx.MockTransport(hub)) as client,
+        pytest.raises(
+            SourceUnavailableError,
+            match=re.escape(f"a redirect to '{target}', which is not a host of the Hub"),
+        ),
+    ):
+        client.resolve(PRIVATE, PRIVATE_TOKEN)
+
+    assert target not in {host for host, _ in hub.asked}
+
+
+def test_a_mirrors_redirects_stay_on_its_own_hosts_issue_29(standin: tuple[StandinHub, str]) -> None:
+    hub = _Redirecting(standin[1], "cdn-lfs.hf.co")  # huggingface.co's file host, not the mirror's
+    mirror = httpx.MockTransport(
+        lambda r: hub(httpx.Request(r.method, r.url.copy_with(host="huggingface.co"), headers=r.headers))
+    )
+    with (
+        hub,
+        HubClient("https://hf-mirror.example", transport=mirror) as client,
+        pytest.raises(SourceUnavailableError, match=re.escape("a redirect to 'cdn-lfs.hf.co'")),
+    ):
+        client.resolve(PRIVATE, PRIVATE_TOKEN)
+
+
+def test_a_repositorys_own_text_is_cut_in_a_status_message_issue_29(
+    client: HubClient, standin: tuple[StandinHub, str]
+) -> None:
+    quant = {"quant_method": "x" * 100_000}
+    repo = standin[0].repos["acme/hqq"]
+    raw = json.dumps({**repo.model.config, "quantization_config": quant}).encode()  # type: ignore[dict-item]
+    old = repo.files["config.json"]
+    repo.files["config.json"] = type(old)(len(raw), raw)
+    try:
+        message = refusal(client.resolve("acme/hqq")).message
+    finally:
+        repo.files["config.json"] = old
+
+    assert "quantized with 'xxxxx" in message and len(message) < 400

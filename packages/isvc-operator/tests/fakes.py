@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -39,12 +39,26 @@ from isvc_operator import (
     PassResult,
     PlanOutcome,
     RollPacer,
+    Sealer,
     TemporaryError,
     Workload,
 )
 
 Obj = dict[str, Any]
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+RUNTIME = {"name": "server", "image": "vllm/vllm-openai:v0.11.0"}
+
+
+def owner(name: str = "support-llm") -> Obj:
+    """The controller reference of an order the fakes make (its uid is uid-<name>)."""
+    return {
+        "apiVersion": "ai.deckhouse.io/v1alpha1",
+        "kind": "InferenceService",
+        "name": name,
+        "uid": f"uid-{name}",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def order(
@@ -89,11 +103,14 @@ class FakeCluster:
         self.events: list[tuple[str, str, str, str]] = []
         self.statuses: list[Obj] = []
         self.applied: list[Obj] = []
+        self.patched: list[list[Obj]] = []
         self.priority_classes: dict[str, int] = {}
         self.refuse_kind: str | None = None
         self.fail_kind: str | None = None  # apply raises a plain error: a bug, not a refusal
         self.failed_creates: dict[tuple[str, str], str] = {}  # FailedCreate events of workloads
         self.failed_create_reads: list[tuple[str, str, str, str]] = []
+        self.allowed: set[tuple[str, str, str, str, str]] = set()  # (user, verb, resource, namespace, name)
+        self.access_reviews: list[tuple[str, str, str, str, str]] = []
         self.said: dict[tuple[str, str, str], str] = {}  # (kind, name, event reason) -> message
         self.said_reads: list[tuple[str, str, str]] = []
         self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
@@ -143,6 +160,13 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        return [
+            copy.deepcopy(o)
+            for (k, _, _), o in self.objects.items()
+            if k == "Ingress" and host in [r.get("host") for r in (o.get("spec") or {}).get("rules") or []]
+        ]
+
     def lease(self, namespace: str, name: str) -> Obj | None:
         return self._get("Lease", namespace, name)
 
@@ -158,7 +182,7 @@ class FakeCluster:
         self.applied.append(copy.deepcopy(manifest))
         return True
 
-    def apply(self, manifest: Obj) -> Obj:
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
         if (
             manifest["kind"] == "Pod"
             and (key := ("Pod", manifest["metadata"]["namespace"], manifest["metadata"]["name"]))
@@ -174,6 +198,8 @@ class FakeCluster:
             raise _ApiError(422, f"{manifest['kind']} is invalid: spec.x: Invalid value")
         if manifest["kind"] == self.fail_kind:
             raise RuntimeError(f"{manifest['kind']}: something no one foresaw")
+        if dry_run:
+            return copy.deepcopy(manifest)
         self.applied.append(copy.deepcopy(manifest))
         meta = manifest["metadata"]
         held = self.objects.get((manifest["kind"], meta.get("namespace", ""), meta["name"]))
@@ -182,6 +208,28 @@ class FakeCluster:
             manifest = {**manifest, "metadata": {**meta, "uid": uid}}
         self.put(manifest)
         return manifest
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch as the API server applies one (add, replace, remove, test on object members)."""
+        meta = manifest["metadata"]
+        key = (manifest["kind"], meta.get("namespace", ""), meta["name"])
+        obj = copy.deepcopy(self.objects[key])
+        for op in ops:
+            *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+            at = obj
+            for part in parents:
+                at = at[part]
+            if op["op"] == "test":
+                if at.get(last) != op["value"]:
+                    raise _ApiError(422, f"test of {op['path']} failed")
+            elif op["op"] in ("add", "replace"):
+                at[last] = copy.deepcopy(op["value"])
+            elif op["op"] == "remove":
+                del at[last]
+        if not dry_run:
+            self.patched.append(copy.deepcopy(ops))
+            self.objects[key] = obj
+        return copy.deepcopy(obj)
 
     def apply_status(self, manifest: Obj) -> Obj:
         self.statuses.append(copy.deepcopy(manifest))
@@ -230,6 +278,20 @@ class FakeCluster:
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], type_, reason, message))
+
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        self.access_reviews.append((username, verb, resource, namespace, name))
+        return (username, verb, resource, namespace, name) in self.allowed
 
     def status_of(self, namespace: str, name: str) -> Obj:
         return self.objects[("InferenceService", namespace, name)]["status"]
@@ -441,12 +503,22 @@ class FakeWorkload:
             {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaimTemplate",
-                "metadata": {"name": f"{name}-{plan.placement.node_name}", "namespace": ns, "labels": labels},
+                "metadata": {
+                    "name": f"{name}-{plan.placement.node_name}",
+                    "namespace": ns,
+                    "labels": labels,
+                    "ownerReferences": [order.owner_reference()],
+                },
             },
             {
                 "apiVersion": "apps/v1",
                 "kind": "StatefulSet",
-                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": labels,
+                    "ownerReferences": [order.owner_reference()],
+                },
                 **self._template(policy),
             },
             *self.extra,
@@ -454,10 +526,12 @@ class FakeWorkload:
 
     @staticmethod
     def _template(policy: EffectivePolicy) -> Obj:
-        """A pod template only when the class names a priority class: what class edits change in pods."""
-        if not policy.priority_class_name:
-            return {}
-        return {"spec": {"template": {"spec": {"priorityClassName": policy.priority_class_name}}}}
+        """One replica of the runtime, and the priority class when the class names one: what class edits change
+        in pods."""
+        pod: Obj = {"automountServiceAccountToken": False, "containers": [RUNTIME]}
+        if policy.priority_class_name:
+            pod["priorityClassName"] = policy.priority_class_name
+        return {"spec": {"replicas": 1, "template": {"spec": pod}}}
 
     def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
         return isvc_workload.recreates_pods(held, wanted, templates)
@@ -577,6 +651,7 @@ class World:
         self._reconciler: OrderReconciler | None = None
         self.last: PassResult | None = None
         self.clock_offset = timedelta(0)
+        self.sealer = Sealer(b"a key of the world, kept across restarts")
 
     def reconciler(self) -> OrderReconciler:
         """One reconciler for the world, as the controller keeps one for its life."""
@@ -599,6 +674,7 @@ class World:
                 health=self.health,
                 catalog_enabled=self.catalog_enabled,
                 clock=lambda: T0 + self.clock_offset,
+                sealer=self.sealer,  # the key survives restarts: it is the chart's Secret
                 rolls=self.rolls,
             )
         )

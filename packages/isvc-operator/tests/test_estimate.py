@@ -93,3 +93,65 @@ def test_long_texts_are_split_and_the_whole_stays_within_the_api_servers_limit(w
         len(PREFIX) + 8 + 50
     ]
     assert sum(len(line) for line in lines) <= 4096
+
+
+# ---- issue 29: what a review is believed, and whose rights read the token Secret
+
+
+def _with_token_secret(world: World) -> dict[str, Any]:
+    world.cluster.secret("team-b", "hf", {"token": "hf_team_b_secret"})
+    return order(namespace="team-b", authSecretRef={"name": "hf", "key": "token"})
+
+
+def _forged(obj: dict[str, Any], namespace: str = "team-b", user: str = "alice") -> dict[str, Any]:
+    answer = review(obj)
+    answer["request"].update(namespace=namespace, userInfo={"username": user, "groups": ["team-a"]})
+    return answer
+
+
+def test_an_unvouched_review_gets_no_secret_read_issue_29(world: World) -> None:
+    obj = _with_token_secret(world)
+
+    told = facts(Estimator(world.reconciler().d).review(_forged(obj)))
+
+    assert (told["verdict"], told["condition"], told["reason"]) == (
+        ["Unknown"],
+        ["ModelResolved"],
+        ["AuthSecretNotFound"],
+    )
+    assert "only for a review the API server vouches for" in told["message"][0]
+    assert world.models.tokens == [] and world.cluster.access_reviews == [] and world.planner.dry_runs == []
+
+
+def test_a_vouched_review_reads_the_secret_only_when_its_user_may_issue_29(world: World) -> None:
+    obj = _with_token_secret(world)
+    estimator = Estimator(world.reconciler().d)
+
+    refused = facts(estimator.review(_forged(obj, user="alice"), vouched=True))
+    world.cluster.allowed.add(("bob", "get", "secrets", "team-b", "hf"))
+    allowed = facts(estimator.review(_forged(obj, user="bob"), vouched=True))
+
+    assert (refused["verdict"], refused["reason"]) == (["Unknown"], ["AuthSecretNotFound"])
+    assert "alice may not read Secret 'hf' in namespace 'team-b'" in refused["message"][0]
+    assert allowed["verdict"] == ["Planned"]
+    assert world.models.tokens == ["hf_team_b_secret"]  # read once: for bob, who may
+    assert world.cluster.access_reviews == [
+        ("alice", "get", "secrets", "team-b", "hf"),
+        ("bob", "get", "secrets", "team-b", "hf"),
+    ]
+
+
+def test_an_unvouched_review_reads_no_namespace_catalog_model_issue_29(world: World) -> None:
+    obj = order()
+    obj["spec"]["model"] = {"src": "AIModels", "ref": {"name": "m", "kind": "Model", "namespace": "team-b"}}
+
+    told = facts(Estimator(world.reconciler().d).review(_forged(obj)))
+
+    assert (told["verdict"], told["reason"]) == (["Unknown"], ["CatalogLookupFailed"])
+    assert world.models.tokens == []
+
+
+def test_an_unvouched_review_of_a_public_model_is_still_estimated(world: World) -> None:
+    told = facts(Estimator(world.reconciler().d).review(review(order())))
+
+    assert told["verdict"] == ["Planned"]

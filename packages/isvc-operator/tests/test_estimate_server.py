@@ -1,5 +1,7 @@
 """The estimate webhook's HTTPS server: a client that connects and never finishes its TLS handshake holds
-its own connection only; the API server's reviews are still answered, and the silent client is dropped."""
+its own connection only; the API server's reviews are still answered, and the silent client is dropped.
+Issue 29: with caller authentication, only the API server's client certificate gets an answer, and a flood
+of connections holds at most `max_connections` threads."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ import datetime as dt
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -113,3 +117,159 @@ def test_a_client_that_fails_its_handshake_leaves_the_server_answering(webhook: 
             garbage.recv(1024)
 
     assert _post(port, ca).status_code == 200
+
+
+# ---- issue 29: the caller is the API server, and a flood of connections holds a bounded number of threads
+
+API_SERVER = "isvc-testbed-apiserver-webhook-client"
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _client(directory: Path, name: str) -> tuple[Path, Path]:
+    """A client certificate for `name` from an authority of its own in `directory` (ca.crt, NAME.crt/.key)."""
+    ca_key_file, ca_file = directory / "ca.key", directory / "ca.crt"
+    now = dt.datetime.now(dt.UTC)
+    if not ca_file.exists():
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-authority")])
+        ca = (
+            x509.CertificateBuilder()
+            .subject_name(ca_name)
+            .issuer_name(ca_name)
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=1))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256())
+        )
+        ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        ca_key_file.write_bytes(_key_pem(ca_key))
+    ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca_key_file.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    (directory / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / f"{name}.key").write_bytes(_key_pem(key))
+    return directory / f"{name}.crt", directory / f"{name}.key"
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+@pytest.fixture
+def mtls(tmp_path: Path, world: World) -> Iterator[tuple[int, Path, Path]]:
+    """The webhook asking callers for a certificate of the client authority named API_SERVER."""
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    ca = _certificate(serving)
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    _client(clients, API_SERVER)
+    server = _serve_estimates(
+        "127.0.0.1",
+        0,
+        serving,
+        Estimator(world.reconciler().d),
+        handshake_timeout=HANDSHAKE_SECONDS,
+        client_ca=clients / "ca.crt",
+        client_names=(API_SERVER,),
+    )
+    try:
+        yield server.server_address[1], ca, clients
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _post_as(port: int, ca: Path, cert: tuple[Path, Path] | None, body: dict[str, Any]) -> httpx.Response:
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    with httpx.Client(verify=context, timeout=ANSWER_SECONDS) as client:
+        return client.post(f"https://127.0.0.1:{port}/estimate", json=body)
+
+
+def test_a_caller_without_the_api_servers_certificate_gets_no_answer_issue_29(
+    mtls: tuple[int, Path, Path], world: World
+) -> None:
+    port, ca, clients = mtls
+    world.cluster.secret("team-b", "hf", {"token": "hf_team_b_secret"})
+    forged = review(order(namespace="team-b", authSecretRef={"name": "hf", "key": "token"}))
+    forged["request"]["namespace"] = "team-b"
+
+    with pytest.raises(httpx.HTTPError):  # no certificate: the handshake fails
+        _post_as(port, ca, None, forged)
+    alice = _post_as(port, ca, _client(clients, "alice"), forged)  # the same authority, another name
+
+    assert alice.status_code == 403
+    assert world.models.tokens == [] and world.cluster.access_reviews == []
+
+
+def test_the_api_servers_review_is_vouched_for_issue_29(mtls: tuple[int, Path, Path], world: World) -> None:
+    port, ca, clients = mtls
+    world.cluster.secret("team-b", "hf", {"token": "hf_team_b_secret"})
+    asked = review(order(namespace="team-b", authSecretRef={"name": "hf", "key": "token"}))
+    asked["request"]["namespace"] = "team-b"
+
+    answer = _post_as(port, ca, (clients / f"{API_SERVER}.crt", clients / f"{API_SERVER}.key"), asked)
+
+    assert answer.status_code == 200
+    assert world.cluster.access_reviews == [
+        ("alice", "get", "secrets", "team-b", "hf")
+    ]  # her rights, not ours
+
+
+def test_a_flood_of_silent_connections_holds_a_bounded_number_of_threads_issue_29(tmp_path: Path) -> None:
+    ca = _certificate(tmp_path)
+    server = _serve_estimates(
+        "127.0.0.1",
+        0,
+        tmp_path,
+        Estimator(World().reconciler().d),
+        handshake_timeout=HANDSHAKE_SECONDS,
+        max_connections=8,
+    )
+    port = server.server_address[1]
+    threads = threading.active_count()
+    most = 0
+    try:
+        silent = []
+        for _ in range(200):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            silent.append(s)
+            most = max(most, threading.active_count() - threads)
+        until = time.monotonic() + 3 * HANDSHAKE_SECONDS  # long enough for holders to drop and others to come
+        while time.monotonic() < until:
+            most = max(most, threading.active_count() - threads)
+            time.sleep(0.01)
+        turned_away = server.turned_away
+        for s in silent:
+            s.close()
+        time.sleep(HANDSHAKE_SECONDS + 0.5)  # the held ones dropped at their handshake deadline
+        answer = _post(port, ca)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert most <= 8 and turned_away >= 100, (most, turned_away)
+    assert answer.status_code == 200

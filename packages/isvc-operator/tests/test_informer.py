@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -104,14 +105,35 @@ def test_the_cache_keeps_no_managed_fields_or_last_applied_configuration() -> No
     heavy["metadata"]["managedFields"] = [{"manager": "isvc", "fieldsV1": {"f:spec": {}}}]
     heavy["metadata"]["annotations"] = {
         "kubectl.kubernetes.io/last-applied-configuration": "{...}",
-        "keep": "me",
+        "ai.deckhouse.io/keep": "me",
     }
     dyn = FakeDynamic([[{"type": "MODIFIED", "raw_object": heavy}]], informer._stop)
     run(informer, dyn)
     cached = informer.get("team-a", "a")
     assert cached is not None
     assert "managedFields" not in cached["metadata"]
-    assert cached["metadata"]["annotations"] == {"keep": "me"}
+    assert cached["metadata"]["annotations"] == {"ai.deckhouse.io/keep": "me"}
+
+
+def test_the_cache_keeps_of_labels_and_annotations_only_the_modules_own_issue_29() -> None:
+    """Issue 29: users' annotations (256 KiB an object) on every order and labelled object filled the cache."""
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    heavy = _pod("a", "11")
+    heavy["metadata"]["labels"] = {
+        "ai.deckhouse.io/inference-service": "o",
+        "app.kubernetes.io/managed-by": "isvc-controller",
+        **{f"user-{i}": "x" * 63 for i in range(100)},
+        **{f"ai.deckhouse.io/user-{i}": "x" for i in range(100)},
+    }
+    heavy["metadata"]["annotations"] = {"user": "x" * 200_000, "ai.deckhouse.io/big": "x" * 2000}
+    dyn = FakeDynamic([[{"type": "MODIFIED", "raw_object": heavy}]], informer._stop)
+    run(informer, dyn)
+    cached = informer.get("team-a", "a")
+    assert cached is not None
+    labels = cached["metadata"]["labels"]
+    assert labels["ai.deckhouse.io/inference-service"] == "o" and len(labels) == 16
+    assert all(k.startswith(("ai.deckhouse.io/", "app.kubernetes.io/managed-by")) for k in labels)
+    assert cached["metadata"]["annotations"] == {}
 
 
 def test_an_orders_children_are_found_by_its_label_through_an_index_kept_with_the_cache() -> None:
@@ -284,6 +306,93 @@ def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
     ]  # the 410 relisted once
     assert relists == [1]  # after the second list only: before the first nothing was watched
     assert informer.get("team-a", "hf") is None and informer.list() == []
+
+
+def test_a_child_is_cached_small_and_its_seal_still_judged_against_the_whole_object_issue_29() -> None:
+    from isvc_operator import SEAL, Sealer
+    from isvc_operator._kube import compact_child
+
+    sealer = Sealer(b"0123456789abcdef")
+    owner = {"kind": "InferenceService", "name": "o", "uid": "u", "controller": True}
+    raw = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "o", "namespace": "team-a", "ownerReferences": [owner], "annotations": {}},
+        "spec": {"template": {"spec": {"containers": [{"name": "server", "image": "i"}]}}},
+    }
+    raw["metadata"]["annotations"][SEAL] = sealer.seal(raw)
+    edited = {
+        **raw,
+        "metadata": {**raw["metadata"], "annotations": {**raw["metadata"]["annotations"], "u": "x"}},
+    }
+
+    assert sealer.holds(compact_child(copy.deepcopy(raw)))
+    assert not sealer.holds(compact_child(copy.deepcopy(edited)))  # the dropped annotation still counted
+    assert "u" not in compact_child(copy.deepcopy(edited))["metadata"]["annotations"]
+
+
+def test_an_object_labelled_as_an_orders_that_no_order_controls_keeps_its_metadata_only_issue_29() -> None:
+    from isvc_operator._kube import compact_child
+
+    users = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "x",
+            "namespace": "team-a",
+            "labels": {"ai.deckhouse.io/inference-service": "o"},
+        },
+        "spec": {"template": {"metadata": {"annotations": {"pad": "x" * 100_000}}}},
+        "status": {"readyReplicas": 9},
+    }
+    assert set(compact_child(users)) == {"apiVersion", "kind", "metadata"}
+
+
+def test_a_claim_keeps_its_status_and_the_device_class_of_each_request_issue_29() -> None:
+    from isvc_operator._kube import compact_claim
+
+    request = {
+        "name": "gpu",
+        "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": "x" * 9000}]},
+    }
+    claim = {
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c"},
+        "spec": {"devices": {"requests": [request] * 40}},
+    }
+    claim["status"] = {"allocation": {"devices": {"results": []}}}
+    kept = compact_claim(claim)
+    assert (
+        kept["spec"]["devices"]["requests"]
+        == [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}] * 32
+    )
+    assert kept["status"] == {"allocation": {"devices": {"results": []}}}
+
+
+class PagedDynamic(FakeDynamic):
+    """Lists 250 pods in pages of the limit asked, as the API server does with `continue` tokens."""
+
+    def __init__(self, informer_stop: threading.Event) -> None:
+        super().__init__([], informer_stop)
+        self.pages: list[tuple[int, str | None]] = []
+
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+        if kind is not None or kwargs.get("watch"):
+            return super().get(api_version, kind, **kwargs)
+        self.pages.append((kwargs["limit"], kwargs.get("_continue")))
+        start = int(kwargs.get("_continue") or 0)
+        items = [_pod(f"p{i}", "1") for i in range(start, min(start + kwargs["limit"], 250))]
+        more = {"continue": str(start + kwargs["limit"])} if start + kwargs["limit"] < 250 else {}
+        return _Response({"items": items, "metadata": {"resourceVersion": "10", **more}})
+
+
+def test_a_list_is_read_page_by_page_issue_29() -> None:
+    """Issue 29: thousands of orders with 256 KiB of annotations each were one answer, parsed whole."""
+    informer = Informer(None, "v1", "Pod")  # type: ignore[arg-type]
+    dyn = PagedDynamic(informer._stop)
+    run(informer, dyn)  # type: ignore[arg-type]
+    assert dyn.pages == [(100, None), (100, "100"), (100, "200")]
+    assert len(informer.list()) == 250
 
 
 def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from isvc_api import GROUP, VERSION, Reason, Verdict
-from isvc_operator import PlanOutcome
+from isvc_operator import SEAL, PlanOutcome
 
-from .fakes import ESTIMATES, PLACEMENT, World, klass, order
+from .fakes import ESTIMATES, PLACEMENT, World, klass, order, owner
 
 GV = f"{GROUP}/{VERSION}"
 STATUS_422 = json.dumps(
@@ -54,10 +54,10 @@ def test_a_refusal_ends_with_the_api_servers_own_words_and_is_logged_once(
     """Issue 16: the message was the raw body cut at 400 characters, so the cause never showed."""
     real = world.cluster.apply
 
-    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+    def apply(manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         if manifest["kind"] == "ResourceClaimTemplate":
             raise Refused
-        return real(manifest)
+        return real(manifest, dry_run)
 
     monkeypatch.setattr(world.cluster, "apply", apply)
     with caplog.at_level(logging.WARNING):
@@ -125,6 +125,7 @@ def test_an_order_no_longer_external_has_its_ingress_removed(world: World) -> No
                 "name": "support-llm",
                 "namespace": "team-a",
                 "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+                "ownerReferences": [owner()],
             },
         }
     )
@@ -230,12 +231,12 @@ def test_the_api_servers_refusal_to_change_a_set_is_the_same_refusal(
     """The cache may not hold the set yet: the API server's Forbidden answer leads to the same place."""
     real = world.cluster.apply
 
-    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+    def apply(manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         if manifest["kind"] == "StatefulSet":
             error = Refused()
             error.body = SET_FORBIDDEN
             raise error
-        return real(manifest)
+        return real(manifest, dry_run)
 
     monkeypatch.setattr(world.cluster, "apply", apply)
     status = world.run()
@@ -256,6 +257,7 @@ def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(worl
                 "name": "support-llm",
                 "namespace": "team-a",
                 "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+                "ownerReferences": [owner()],
             },
         }
     )
@@ -271,6 +273,7 @@ def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure
     held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
     held["metadata"]["uid"] = "set-uid"
     held["spec"] = {"replicas": 1}
+    held["metadata"]["annotations"][SEAL] = world.sealer.seal(held)  # as the API server answered the write
     said = 'pods "support-llm-0" is forbidden: exceeded quota: no-pods'
     world.cluster.failed_creates[("team-a", "support-llm")] = said
     world.run()
@@ -389,6 +392,7 @@ def test_a_set_whose_pods_a_quota_refuses_is_retried_when_the_quota_is_deleted(w
     held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
     held["metadata"]["uid"] = "set-uid"
     held["spec"] = {"replicas": 1}
+    held["metadata"]["annotations"][SEAL] = world.sealer.seal(held)  # as the API server answered the write
     world.cluster.failed_creates[("team-a", "support-llm")] = (
         'create Pod support-llm-0 in StatefulSet support-llm failed error: pods "support-llm-0" is forbidden: '
         "exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1"
@@ -442,7 +446,7 @@ def test_an_order_whose_namespace_is_being_deleted_ends_its_pass_quietly_and_say
     statuses, events = len(world.cluster.statuses), len(world.cluster.events)
     del world.cluster.objects[("StatefulSet", "team-a", "support-llm")]  # the namespace controller took it
 
-    def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+    def apply(manifest: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         raise Terminating
 
     monkeypatch.setattr(world.cluster, "apply", apply)

@@ -10,8 +10,13 @@ Routes used (the Hub's own; a mirror serves the same):
 
 Every answer is streamed and capped (issue 14: a user's repository could hand the controller a
 100 MiB header or a gigabyte config.json, read whole): `HubLimits` bounds each file read, the number of
-shards whose headers are read, and the time one resolution may take; going past a limit refuses the
-order with InvalidModelSource, naming the limit.
+files and of shards whose headers are read, the header bytes of one resolution together, the time one
+resolution may take, and how many resolutions read the Hub at once (issue 29: a split GGUF variant of eight
+headers with 60 MiB strings in each took the controller past its memory limit, and four resolutions at once
+quadrupled what one costs). A GGUF header is streamed to a scratch file and mapped, never held in memory.
+Going past a limit refuses the order with InvalidModelSource, naming the limit. Redirects are followed only
+to the Hub's own hosts (its LFS and CDN hosts for huggingface.co), and the token goes to the Hub's own host
+only.
 """
 
 from __future__ import annotations
@@ -22,20 +27,21 @@ import json
 import logging
 import os
 import re
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
+from typing import IO, Any
+from urllib.parse import quote, urlsplit
 
 import httpx
 from cachetools import TTLCache
 from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
 
 from isvc_catalog._errors import SettingsError, SourceUnavailableError
-from isvc_catalog._gguf import GgufHeader, GgufHeaderError, TruncatedHeader, read_gguf_header
+from isvc_catalog._gguf import GgufHeader, GgufHeaderError, TruncatedHeader, read_gguf_header_file
 from isvc_catalog._refs import RepoRef, parse_repo_ref
 from isvc_catalog._safetensors import (
     DTYPE_BYTES,
@@ -54,10 +60,14 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _log = logging.getLogger("isvc_catalog.hub")
 
 _FIRST_READ = 64 * 1024  # one Range request covers the header of a typical shard
-# A GGUF header holds the vocabulary: ~9 MB for a 128k-token model; read from 1 MiB, doubling, to 64 MiB.
+# A GGUF header holds the vocabulary: ~9 MB for a 128k-token model; read from 1 MiB, doubling, to the cap.
 _GGUF_FIRST_READ = 1024 * 1024
-_GGUF_MAX_HEADER = 64 * 1024 * 1024
 _MAX_TREE_PAGES = 100
+_MAX_REDIRECTS = 5
+_SHOWN = 80  # characters of a repository's own text shown in a status message
+# huggingface.co answers the files it keeps in LFS or Xet storage with a redirect to these hosts
+# (https://huggingface.co/.well-known/meta.json: lfsDomains, cdnDomains); a mirror, to its own subdomains.
+_HF_HOSTS = ("huggingface.co", "hf.co")
 _GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")
 _GGUF_BITS = re.compile(r"(?:^|[-_.])(?:i?q(\d)|f(16|32)|bf(16))", re.IGNORECASE)
 _PREFERRED_GGUF = "q4_k_m"  # the variant llama.cpp-based runtimes are usually handed
@@ -80,17 +90,58 @@ def _refuse(reason: Reason, message: str) -> _Refused:
 
 @dataclass(frozen=True, slots=True)
 class HubLimits:
-    """How much of a repository one resolution reads at most, and for how long."""
+    """How much of a repository one resolution reads at most, for how long, and how many read at once."""
 
     json_bytes: int = 4 * _MIB  # config.json, a checkpoint index, tokenizer_config.json
-    info_bytes: int = 16 * _MIB  # the model info, each page of the file tree
-    header_bytes: int = 16 * _MIB  # the header of one safetensors file
-    shards: int = 64  # safetensors files whose headers are read
-    deadline: float = 60.0  # seconds for one resolution, every request together
+    info_bytes: int = 8 * _MIB  # the model info, each page of the file tree
+    json_values: int = 500_000  # values of one JSON document (each costs tens of bytes parsed)
+    files: int = 20_000  # paths of one revision (the model info or the file tree)
+    header_bytes: int = 8 * _MIB  # the header of one safetensors file
+    gguf_header_bytes: int = 32 * _MIB  # the header of one GGUF file
+    headers_bytes: int = 64 * _MIB  # the headers of one resolution together
+    shards: int = 64  # weight files (safetensors or GGUF) whose headers are read
+    deadline: float = 60.0  # seconds for one resolution, every request together, from its turn
+    concurrent: int = 2  # resolutions reading the Hub at once; the others wait their turn (two deadlines)
 
 
 def _amount(size: int) -> str:
     return f"{size / _MIB:g} MiB" if size >= _MIB else f"{size} bytes"
+
+
+def _shown(text: object) -> str:
+    """A repository's own text as a status message quotes it: as it is when short and printable, else its
+    repr cut to _SHOWN characters."""
+    if isinstance(text, str) and len(text) <= _SHOWN and text.isprintable():
+        return text
+    return _quoted(text)
+
+
+def _quoted(text: object) -> str:
+    """The repr of a repository's own text, cut to _SHOWN characters."""
+    said = repr(text)
+    return said if len(said) <= _SHOWN else said[: _SHOWN - 1] + "…"
+
+
+def _redirect_hosts(endpoint: str) -> tuple[str, ...]:
+    """Hosts a redirect of the Hub may lead to: the endpoint's host and its subdomains; for huggingface.co
+    also hf.co and its subdomains (its LFS, Xet and CDN hosts)."""
+    host = (urlsplit(endpoint).hostname or "").lower()
+    return (*_HF_HOSTS,) if host in _HF_HOSTS else (host,)
+
+
+class _ForeignHost(httpx.TransportError):
+    """A redirect of the Hub led to a host that is not one of its own: not followed."""
+
+
+def _failure(exc: httpx.HTTPError) -> str:
+    return str(exc) if isinstance(exc, _ForeignHost) else type(exc).__name__
+
+
+class _Budget(threading.local):
+    """What the running resolution of this thread has left: time and header bytes."""
+
+    at: float | None = None
+    header_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +177,17 @@ class HubClient:
         self.endpoint = endpoint
         self._timeout = timeout
         self.limits = limits or HubLimits()
-        self._deadline = threading.local()  # the running resolution's, per thread
+        self._budget = _Budget()  # the running resolution's, per thread
+        self._slots = threading.BoundedSemaphore(self.limits.concurrent)
+        self._host = (urlsplit(endpoint).hostname or "").lower()
+        self._redirect_hosts = _redirect_hosts(endpoint)
         self._http = httpx.Client(
             timeout=timeout,
             follow_redirects=True,
+            max_redirects=_MAX_REDIRECTS,
             transport=transport,
             headers={"User-Agent": "isvc-catalog/0.1.0"},
+            event_hooks={"request": [self._check_host]},
         )
         clock: dict[str, Any] = {} if timer is None else {"timer": timer}
         self._positive: TTLCache[tuple[str, str | None, str], ModelFacts | Refusal] = TTLCache(
@@ -169,13 +225,22 @@ class HubClient:
             cached = self._positive.get(key) or self._negative.get(key)
         if cached is not None:
             return cached.model_copy(deep=True)
-        self._deadline.at = time.monotonic() + self.limits.deadline
+        # A turn comes within two deadlines behind one resolution that holds the Hub to its own deadline;
+        # one that does not come is the platform's load, not the repository's fault: asked again later.
+        if not self._slots.acquire(timeout=2 * self.limits.deadline):
+            wait = 2 * self.limits.deadline
+            raise self._unavailable(
+                parsed, f"{self.limits.concurrent} other resolutions held the Hub for {wait:g}s"
+            )
         try:
+            self._budget.at = time.monotonic() + self.limits.deadline
+            self._budget.header_bytes = 0
             result: ModelFacts | Refusal = self._fetch(parsed, token)
         except _Refused as refused:
             result = refused.refusal
         finally:
-            self._deadline.at = None
+            self._budget.at = None
+            self._slots.release()
         _log.info("resolved %s: %s", parsed, getattr(result, "reason", "facts"))
         with self._lock:
             (self._positive if isinstance(result, ModelFacts) else self._negative)[key] = result
@@ -188,6 +253,15 @@ class HubClient:
             self._negative.clear()
 
     # ------------------------------------------------------------------ HTTP
+
+    def _check_host(self, request: httpx.Request) -> None:
+        """Every request, redirects included, goes to the Hub's own hosts; the token to its own host only
+        (httpx drops it on a redirect to another origin)."""
+        host = (request.url.host or "").lower()
+        if not any(host == h or host.endswith("." + h) for h in self._redirect_hosts):
+            raise _ForeignHost(f"a redirect to {host!r}, which is not a host of the Hub")
+        if host != self._host:
+            request.headers.pop("Authorization", None)
 
     def _fingerprint(self, token: str | None) -> str:
         if token is None:
@@ -210,7 +284,7 @@ class HubClient:
 
     def _remaining(self, ref: RepoRef) -> float:
         """Seconds left of this resolution; refuses once none are."""
-        at: float | None = getattr(self._deadline, "at", None)
+        at = self._budget.at
         if at is None:
             return self._timeout
         left = at - time.monotonic()
@@ -222,6 +296,17 @@ class HubClient:
                 "or ask the administrator whether the Hub endpoint is overloaded.",
             )
         return left
+
+    def _spend(self, ref: RepoRef, size: int) -> None:
+        """Count header bytes against the resolution's budget; refuses past it."""
+        self._budget.header_bytes += size
+        if self._budget.at is not None and self._budget.header_bytes > self.limits.headers_bytes:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"The weight file headers of {ref} add up to more than {_amount(self.limits.headers_bytes)}, "
+                "the limit the platform reads for one model. Name a repository with ordinary headers in "
+                "spec.model.ref.name.",
+            )
 
     def _too_large(self, ref: RepoRef, what: str, limit: int) -> _Refused:
         return _refuse(
@@ -263,14 +348,31 @@ class HubClient:
             self._remaining(ref)
             raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
         except httpx.HTTPError as exc:
-            raise self._unavailable(ref, type(exc).__name__) from None
+            raise self._unavailable(ref, _failure(exc)) from None
         return resp, bytes(body)
 
     def _json(self, body: bytes, ref: RepoRef, what: str) -> Any:
+        """An answer of the Hub's API; one that is not JSON is the Hub's failure (asked again)."""
         try:
-            return json.loads(body)
+            return self._parsed(body, ref, what)
         except ValueError:
             raise self._unavailable(ref, f"{what} is not JSON") from None
+
+    def _parsed(self, body: bytes, ref: RepoRef, what: str) -> Any:
+        """JSON the repository holds, parsed only when it has no more values than the limit: a value costs
+        tens of bytes of Python objects and as little as two of JSON (`{},{},…` would take twenty times its
+        size). Raises ValueError when it is not JSON."""
+        values = body.count(b",") + body.count(b"{") + body.count(b"[")
+        if values > self.limits.json_values:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{what} of {ref} holds more than {self.limits.json_values} JSON values, the limit the "
+                "platform reads. Name a repository with ordinary metadata in spec.model.ref.name.",
+            )
+        try:
+            return json.loads(body)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
 
     @staticmethod
     def _error_code(resp: httpx.Response) -> str:
@@ -328,28 +430,40 @@ class HubClient:
 
     def _read_prefix(self, url: str, ref: RepoRef, token: str | None, start: int, end: int) -> bytes:
         """Bytes start..end (inclusive) of a file; stops reading even if Range is ignored."""
-        want = end - start + 1
         buf = bytearray()
+        self._read_range(url, ref, token, start, end, buf.extend)
+        return bytes(buf)
+
+    def _read_range(
+        self, url: str, ref: RepoRef, token: str | None, start: int, end: int, write: Callable[[bytes], Any]
+    ) -> int:
+        """Hand bytes start..end (inclusive) of a file to `write` as they arrive; stops reading even if Range
+        is ignored. Returns how many were handed."""
+        want, seen, handed = end - start + 1, 0, 0
         try:
             timeout = min(self._timeout, self._remaining(ref))
             with self._http.stream(
                 "GET", url, headers=self._headers(token, {"Range": f"bytes={start}-{end}"}), timeout=timeout
             ) as resp:
                 if resp.status_code == 416:
-                    return b""
+                    return 0
                 self._check(resp, ref, token)
                 skip = start if resp.status_code == 200 else 0
                 for chunk in resp.iter_bytes():
-                    buf += chunk
-                    if len(buf) >= skip + want:
+                    lo, hi = max(skip - seen, 0), min(len(chunk), skip + want - seen)
+                    seen += len(chunk)
+                    if hi > lo:
+                        write(chunk[lo:hi])
+                        handed += hi - lo
+                    if handed >= want:
                         break
                     self._remaining(ref)
         except httpx.TimeoutException:
             self._remaining(ref)
             raise self._unavailable(ref, f"no answer within {self._timeout:g}s") from None
         except httpx.HTTPError as exc:
-            raise self._unavailable(ref, type(exc).__name__) from None
-        return bytes(buf[skip : skip + want])
+            raise self._unavailable(ref, _failure(exc)) from None
+        return handed
 
     # ------------------------------------------------------------------ facts
 
@@ -415,13 +529,14 @@ class HubClient:
             params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
             dtype = dtype or _dominant_float(counts)
         elif fmt == ModelFormat.GGUF:
-            headers = [self._gguf_header(ref, token, commit, name, root.get(name)) for name in weights]
-            read = [h for h in headers if h is not None]
-            header = headers[0] if headers else None
-            params = _int(gguf_info.get("total"))
-            if read and len(read) == len(headers):
-                params = sum(h.parameters for h in read) or params
-                weight_bytes = sum(h.tensor_bytes for h in read) or weight_bytes
+            self._count_shards(ref, weights, "GGUF")
+            counted = stored = 0
+            for i, name in enumerate(weights):  # only the first file's key/values are kept
+                read = self._gguf_header(ref, token, commit, name, root.get(name), values=i == 0)
+                header = header or read
+                counted, stored = counted + read.parameters, stored + read.tensor_bytes
+            params = counted or _int(gguf_info.get("total"))
+            weight_bytes = stored or weight_bytes
             quant = _Quant(Quantization.GGUF)
             bits = _gguf_bits(weights[0]) if weights else None
             if bits is None and params and weight_bytes:
@@ -494,6 +609,7 @@ class HubClient:
         for sibling in info.get("siblings") or []:
             if isinstance(sibling, dict) and isinstance(sibling.get("rfilename"), str):
                 files[sibling["rfilename"]] = _size(sibling)
+        self._count_files(ref, files)
         if files and all(size is not None for size in files.values()):
             return files
         url: str | None = self._api(ref, f"/tree/{quote(commit, safe='')}")
@@ -516,8 +632,17 @@ class HubClient:
                     and isinstance(entry.get("path"), str)
                 ):
                     files[entry["path"]] = _size(entry)
+            self._count_files(ref, files)
             url, params = resp.links.get("next", {}).get("url"), None
         return files
+
+    def _count_files(self, ref: RepoRef, files: Mapping[str, int | None]) -> None:
+        if len(files) > self.limits.files:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref} holds more than {self.limits.files} files, the limit the platform lists for one "
+                "model. Name a repository that holds one model in spec.model.ref.name.",
+            )
 
     def _config(
         self,
@@ -539,7 +664,7 @@ class HubClient:
             )
             if answer is not None:
                 try:
-                    config = json.loads(answer[1])
+                    config = self._parsed(answer[1], ref, "config.json")
                 except ValueError:
                     config = None
                 if not isinstance(config, dict):
@@ -553,35 +678,39 @@ class HubClient:
         return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
 
     def _gguf_header(
-        self, ref: RepoRef, token: str | None, commit: str, name: str, size: int | None
-    ) -> GgufHeader | None:
-        """The header of one GGUF file, read by Range requests of growing length; None when it runs past
-        _GGUF_MAX_HEADER (the facts then come from the file sizes). A file that is not GGUF is refused."""
-        url = self._file(ref, commit, name)
-        head, end = b"", _GGUF_FIRST_READ
-        while True:
-            if size is not None:
-                end = min(end, size)
-            head += self._read_prefix(url, ref, token, len(head), end - 1)
-            try:
-                return read_gguf_header(head)
-            except TruncatedHeader:
-                if len(head) < end or end >= _GGUF_MAX_HEADER or end == size:
-                    if len(head) < end or end == size:  # the file ended inside its header
+        self, ref: RepoRef, token: str | None, commit: str, name: str, size: int | None, values: bool = True
+    ) -> GgufHeader:
+        """The header of one GGUF file, read by Range requests of growing length into a scratch file (mapped
+        to be parsed, never held in memory), up to the header cap; `values`: keep its key/values (the first
+        file of a variant; the others count tensors only). A file that is not GGUF, or whose header runs
+        past the cap, is refused."""
+        url, cap = self._file(ref, commit, name), self.limits.gguf_header_bytes
+        with tempfile.NamedTemporaryFile(prefix="isvc-gguf-", suffix=".gguf") as scratch:
+            end = _GGUF_FIRST_READ
+            while True:
+                end = min(end, cap, size if size is not None else cap)
+                have = scratch.tell()
+                got = self._read_range(url, ref, token, have, end - 1, _writer(scratch))
+                self._spend(ref, got)
+                scratch.flush()
+                try:
+                    return read_gguf_header_file(scratch.name, values=values)
+                except TruncatedHeader:
+                    if have + got < end or end == size:  # the file ended inside its header
                         raise _refuse(
                             Reason.INVALID_MODEL_SOURCE,
-                            f"{name} of {ref} ends inside its GGUF header. Name another repository or "
+                            f"{_shown(name)} of {ref} ends inside its GGUF header. Name another repository or "
                             "revision in spec.model.ref.name.",
                         ) from None
-                    _log.info("GGUF header of %s in %s runs past %d bytes: sized by its file", name, ref, end)
-                    return None
-                end *= 2
-            except GgufHeaderError as exc:
-                raise _refuse(
-                    Reason.INVALID_MODEL_SOURCE,
-                    f"{name} of {ref} is not a valid GGUF file ({exc}). Name another repository or "
-                    "revision in spec.model.ref.name.",
-                ) from None
+                    if end >= cap:
+                        raise self._too_large(ref, f"The GGUF header of {_shown(name)}", cap) from None
+                    end *= 2
+                except GgufHeaderError as exc:
+                    raise _refuse(
+                        Reason.INVALID_MODEL_SOURCE,
+                        f"{_shown(name)} of {ref} is not a valid GGUF file ({str(exc)[:200]}). Name another "
+                        "repository or revision in spec.model.ref.name.",
+                    ) from None
 
     def _chat_template(
         self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None]
@@ -610,7 +739,11 @@ class HubClient:
             missing_ok=True,
         )
         try:
-            template = json.loads(got[1]).get("chat_template") if got is not None else None
+            template = (
+                self._parsed(got[1], ref, "tokenizer_config.json").get("chat_template")
+                if got is not None
+                else None
+            )
         except (ValueError, AttributeError):
             return None
         if isinstance(template, list):
@@ -665,7 +798,7 @@ class HubClient:
         if answer is None:
             return []
         try:
-            weight_map = json.loads(answer[1])["weight_map"]
+            weight_map = self._parsed(answer[1], ref, name)["weight_map"]
             shards = sorted({str(v) for v in weight_map.values()})
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _refuse(
@@ -677,43 +810,55 @@ class HubClient:
         if missing:
             raise _refuse(
                 Reason.INVALID_MODEL_SOURCE,
-                f"{name} of {ref} names shards the repository does not hold ({missing[0]} …). "
+                f"{name} of {ref} names shards the repository does not hold ({_shown(missing[0])} …). "
                 "Name another repository or revision in spec.model.ref.name.",
             )
         return shards
 
-    def _header_counts(self, ref: RepoRef, token: str | None, commit: str, files: list[str]) -> Counter[str]:
-        """Element counts per dtype, read from the safetensors headers by Range requests."""
-        counts: Counter[str] = Counter()
+    def _count_shards(self, ref: RepoRef, files: list[str], kind: str) -> None:
+        """Refuses a model split into more files than the limit whose headers are read."""
         if len(files) > self.limits.shards:
             raise _refuse(
                 Reason.INVALID_MODEL_SOURCE,
-                f"{ref} is split into {len(files)} safetensors files, more than {self.limits.shards}, the "
+                f"{ref} is split into {len(files)} {kind} files, more than {self.limits.shards}, the "
                 "limit whose headers the platform reads. Name a repository with fewer, larger shards in "
                 "spec.model.ref.name.",
             )
+
+    def _header_counts(self, ref: RepoRef, token: str | None, commit: str, files: list[str]) -> Counter[str]:
+        """Element counts per dtype, read from the safetensors headers by Range requests."""
+        counts: Counter[str] = Counter()
+        self._count_shards(ref, files, "safetensors")
         for name in files:
             url = self._file(ref, commit, name)
-            head = self._read_prefix(url, ref, token, 0, _FIRST_READ - 1)
+            head = bytearray()
+            self._read_range(url, ref, token, 0, _FIRST_READ - 1, head.extend)
             try:
                 length = header_length(head)
                 if length > self.limits.header_bytes:
-                    raise self._too_large(ref, f"The safetensors header of {name}", self.limits.header_bytes)
+                    what = f"The safetensors header of {_shown(name)}"
+                    raise self._too_large(ref, what, self.limits.header_bytes)
                 if len(head) < 8 + length:
-                    head += self._read_prefix(url, ref, token, len(head), 8 + length - 1)
+                    self._read_range(url, ref, token, len(head), 8 + length - 1, head.extend)
+                self._spend(ref, len(head))
                 if len(head) < 8 + length:
                     raise SafetensorsHeaderError("the file ends inside its header")
-                counts.update(count_elements(head[8 : 8 + length]))
+                del head[:8], head[length:]
+                counts.update(count_elements(head))
             except SafetensorsHeaderError as exc:
                 raise _refuse(
                     Reason.INVALID_MODEL_SOURCE,
-                    f"{name} of {ref} is not a valid safetensors file ({exc}). Name another "
-                    "repository or revision in spec.model.ref.name.",
+                    f"{_shown(name)} of {ref} is not a valid safetensors file ({str(exc)[:200]}). Name "
+                    "another repository or revision in spec.model.ref.name.",
                 ) from None
         return counts
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _writer(sink: IO[bytes]) -> Callable[[bytes], Any]:
+    return sink.write
 
 
 def _int(value: object) -> int | None:
@@ -877,6 +1022,6 @@ def _quantization(ref: RepoRef, qc: object) -> _Quant:
         return _Quant(Quantization.NONE)
     raise _refuse(
         Reason.INVALID_MODEL_SOURCE,
-        f"{ref} is quantized with {method!r}, which the platform cannot serve. Name a variant "
+        f"{ref} is quantized with {_quoted(method)}, which the platform cannot serve. Name a variant "
         "quantized with AWQ, GPTQ, FP8 or bitsandbytes, or the unquantized model.",
     )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
+import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from isvc_api import Quantization
@@ -65,7 +67,7 @@ class SafetensorsHeaderError(ValueError):
     """The bytes are not a safetensors header."""
 
 
-def header_length(prefix: bytes) -> int:
+def header_length(prefix: bytes | bytearray) -> int:
     """The header length announced by the first 8 bytes of a file."""
     if len(prefix) < 8:
         raise SafetensorsHeaderError(f"a safetensors file starts with 8 bytes, got {len(prefix)}")
@@ -75,26 +77,69 @@ def header_length(prefix: bytes) -> int:
     return int(length)
 
 
-def count_elements(header: bytes) -> Counter[str]:
-    """Element counts per dtype code declared by a JSON header."""
-    try:
-        doc = json.loads(header)
-    except ValueError as exc:
-        raise SafetensorsHeaderError(f"the header is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+_ASCII = bytes(range(128)) + b"?" * 128  # non-ASCII bytes (only ever inside JSON strings) read as '?'
+
+
+def _records(text: str) -> Iterator[tuple[str, Any]]:
+    """The (name, record) pairs of the header's top-level object, one at a time: the object itself is never
+    built (a header of a million small records would be a million dicts, issue 29)."""
+
+    def space(at: int) -> int:
+        match = _SPACE.match(text, at)
+        return match.end() if match else at
+
+    at = space(0)
+    if text[at : at + 1] != "{":
         raise SafetensorsHeaderError("the header is not a JSON object")
+    at = space(at + 1)
+    if text[at : at + 1] == "}":
+        at = space(at + 1)
+    else:
+        while True:
+            if text[at : at + 1] != '"':
+                raise ValueError(f"a name expected at {at}")
+            name, at = _DECODER.raw_decode(text, at)
+            at = space(at)
+            if text[at : at + 1] != ":":
+                raise ValueError(f"':' expected at {at}")
+            record, at = _DECODER.raw_decode(text, space(at + 1))
+            yield name, record
+            at = space(at)
+            if text[at : at + 1] == ",":
+                at = space(at + 1)
+                continue
+            if text[at : at + 1] != "}":
+                raise ValueError(f"',' or '}}' expected at {at}")
+            at = space(at + 1)
+            break
+    if at != len(text):
+        raise ValueError(f"extra data at {at}")
+
+
+def count_elements(header: bytes | bytearray) -> Counter[str]:
+    """Element counts per dtype code declared by a JSON header (tensor names are not kept, so a name's
+    characters beyond ASCII are read as '?': the text then costs a byte a character)."""
+    text = (header if header.isascii() else header.translate(_ASCII)).decode("ascii")
     counts: Counter[str] = Counter()
-    for name, tensor in doc.items():
-        if name == "__metadata__":
-            continue
-        if not isinstance(tensor, dict):
-            raise SafetensorsHeaderError(f"tensor {name!r} is not an object")
-        dtype, shape = tensor.get("dtype"), tensor.get("shape")
-        if not isinstance(dtype, str) or not isinstance(shape, list):
-            raise SafetensorsHeaderError(f"tensor {name!r} lacks dtype or shape")
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise SafetensorsHeaderError(f"tensor {name!r} has a shape that is not a list of sizes")
-        counts[dtype] += math.prod(shape)
+    try:
+        for name, tensor in _records(text):
+            if name == "__metadata__":
+                continue
+            shown = repr(name)[:80]
+            if not isinstance(tensor, dict):
+                raise SafetensorsHeaderError(f"tensor {shown} is not an object")
+            dtype, shape = tensor.get("dtype"), tensor.get("shape")
+            if not isinstance(dtype, str) or not isinstance(shape, list):
+                raise SafetensorsHeaderError(f"tensor {shown} lacks dtype or shape")
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise SafetensorsHeaderError(f"tensor {shown} has a shape that is not a list of sizes")
+            counts[sys.intern(dtype)] += math.prod(shape)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, SafetensorsHeaderError):
+            raise
+        raise SafetensorsHeaderError(f"the header is not JSON: {str(exc)[:120]}") from None
     return counts
 
 

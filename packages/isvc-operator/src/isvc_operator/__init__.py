@@ -3,7 +3,7 @@
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller, OrdersByPhase, order_of_plan
-from isvc_operator._estimate import Estimator
+from isvc_operator._estimate import Caller, Estimator
 from isvc_operator._kube import Informer, KubeCluster, api_client
 from isvc_operator._main import build, main, parser
 from isvc_operator._order import OrderReconciler, PassResult
@@ -24,12 +24,15 @@ from isvc_operator._ports import (
 from isvc_operator._queue import ShutDownError, WorkQueue
 from isvc_operator._rollout import ROLL_DEADLINE, RollPacer
 from isvc_operator._scope import OrderScope
+from isvc_operator._seal import SEAL, Sealer
 from isvc_operator._status import phase
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = [
     "BUILTIN_EXPOSURE",
     "ROLL_DEADLINE",
+    "SEAL",
+    "Caller",
     "CatalogModels",
     "ClassReconciler",
     "Cluster",
@@ -53,6 +56,7 @@ __all__ = [
     "Recipes",
     "RecipesPort",
     "RollPacer",
+    "Sealer",
     "ShutDownError",
     "TemporaryError",
     "WaitingRoom",

@@ -234,6 +234,7 @@ class Workload:
                 isvc_workload.resource_claim_template(inputs),
                 isvc_workload.statefulset(inputs, self.settings),
                 isvc_workload.service(inputs, apis),
+                isvc_workload.network_policy(inputs, self.settings),
             ]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))

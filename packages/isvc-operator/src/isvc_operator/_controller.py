@@ -169,7 +169,8 @@ class Controller:
             secrets.add_relist_handler(on_secrets_relisted)
         k.classes.add_handler(on_class)
         k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
-        for informer in (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers):
+        children = (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers)
+        for informer in (*children, *([k.network_policies] if hasattr(k, "network_policies") else [])):
             informer.add_handler(by_label)
         budgets = getattr(k, "budgets", None)
         if budgets is not None:

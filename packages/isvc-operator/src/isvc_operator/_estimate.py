@@ -5,16 +5,28 @@ server checks the user's own `create` permission and the schema, then calls this
 dry runs only. The answer is always `allowed` and carries warnings `isvc-estimate: key=value`: the
 ClassResolved and ModelResolved steps as a pass runs them, the planner asked with `dryRun` (nothing is
 reserved), the recipe compiled for its placement. Nothing is written: no status, plan, event or Secret.
+
+Issue 29: anyone who could reach the webhook could post a review naming another team's Secret, in any
+namespace, and the controller read it with its own rights. A review is now *vouched for* only when the API
+server presented its client certificate (`Caller.vouched`, checked by the HTTPS server); only then are its
+namespace and user believed. The token Secret an order names is read only for a vouched review, and only when
+the API server answers that the asking user may `get` that Secret herself (SubjectAccessReview): the estimate
+reads with the user's rights, never the controller's. A catalog `Model` of a namespace is read only for a
+vouched review as well. Otherwise the estimate says `Unknown` and why.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+import attrs
 from isvc_api import (
+    CatalogKind,
     ConditionType,
     InferenceService,
     LaunchPlanSpec,
+    ModelSource,
     Reason,
     Refusal,
     Verdict,
@@ -24,7 +36,7 @@ from isvc_operator._ports import Deps, Obj, TemporaryError
 from isvc_operator._scope import OrderScope
 from isvc_operator._steps import klass, model
 
-__all__ = ["PREFIX", "Estimator"]
+__all__ = ["PREFIX", "Caller", "Estimator"]
 
 log = logging.getLogger(__name__)
 PREFIX = "isvc-estimate: "
@@ -60,19 +72,48 @@ def _warnings(facts: list[tuple[str, str]]) -> list[str]:
     return lines
 
 
+@attrs.frozen
+class Caller:
+    """Who asks: the user a review names, and whether the API server vouched for the review (it presented the
+    client certificate the webhook trusts). An unvouched review's user and namespace are the poster's word."""
+
+    vouched: bool = False
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, request: Obj, vouched: bool) -> Caller:
+        """The caller of a review's request (its userInfo)."""
+        found = request.get("userInfo")
+        info: Obj = found if isinstance(found, dict) else {}
+        more = info.get("extra")
+        extra: Obj = more if isinstance(more, dict) else {}
+        return cls(
+            vouched=vouched,
+            username=str(info.get("username") or ""),
+            uid=str(info.get("uid") or ""),
+            groups=tuple(str(g) for g in info.get("groups") or [] if isinstance(g, str)),
+            extra={str(k): tuple(str(v) for v in vs) for k, vs in extra.items() if isinstance(vs, list)},
+        )
+
+
 class Estimator:
     """Answers AdmissionReviews of dry-run order creations with what the order would get."""
 
     def __init__(self, deps: Deps) -> None:
         self.d = deps
 
-    def review(self, review: Obj) -> Obj:
-        """The AdmissionReview response: always allowed, warnings only for a dry-run create."""
+    def review(self, review: Obj, vouched: bool = False) -> Obj:
+        """The AdmissionReview response: always allowed, warnings only for a dry-run create. `vouched`: the
+        API server sent it (the HTTPS server checked its client certificate)."""
         request = review.get("request") or {}
         warnings: list[str] = []
         if request.get("dryRun") and request.get("operation", "CREATE") == "CREATE":
             try:
-                facts = self.estimate(request.get("object") or {}, request.get("namespace") or "")
+                caller = Caller.of(request, vouched)
+                facts = self.estimate(request.get("object") or {}, request.get("namespace") or "", caller)
                 warnings = _warnings(facts)
             except Exception as exc:  # an estimate never blocks or breaks a dry run
                 log.exception("estimate failed")
@@ -89,13 +130,22 @@ class Estimator:
             "response": {"uid": request.get("uid", ""), "allowed": True, "warnings": warnings},
         }
 
-    def estimate(self, obj: Obj, namespace: str) -> list[tuple[str, str]]:
-        """(key, value) facts of what the order in `obj` would get in `namespace`."""
+    def estimate(self, obj: Obj, namespace: str, caller: Caller | None = None) -> list[tuple[str, str]]:
+        """(key, value) facts of what the order in `obj` would get in `namespace`, asked by `caller`."""
+        caller = caller or Caller()
         meta = dict(obj.get("metadata") or {})
         meta.update(namespace=namespace, name=meta.get("name") or meta.get("generateName") or "estimate")
         order = InferenceService.model_validate({**obj, "metadata": meta, "status": None})
         scope = OrderScope(order=order, raw=obj, now=self.d.clock())
         head = [("version", "1")]
+        unread = self._unreadable(order, namespace, caller)
+        if unread is not None:
+            reason, message = unread
+            return head + self._refused(
+                ConditionType.MODEL_RESOLVED,
+                Verdict(status="Unknown", reason=reason.value, message=message),
+                scope,
+            )
         steps = ((ConditionType.CLASS_RESOLVED, klass.step), (ConditionType.MODEL_RESOLVED, model.step))
         for type_, step in steps:
             verdict = step(scope, self.d)
@@ -103,6 +153,41 @@ class Estimator:
             if not verdict.holds:
                 return head + self._refused(type_, verdict, scope)
         return head + self._planned(scope)
+
+    def _unreadable(
+        self, order: InferenceService, namespace: str, caller: Caller
+    ) -> tuple[Reason, str] | None:
+        """Why the estimate may not read what the order names in its namespace, or None when it may: a token
+        Secret only for a vouched caller who may read it herself; a namespace's catalog Model only for a
+        vouched caller (an unvouched review's namespace is the poster's word)."""
+        model = order.spec.model
+        if (
+            model.src == ModelSource.AI_MODELS
+            and model.ref.kind != CatalogKind.CLUSTER_MODEL
+            and not caller.vouched
+        ):
+            return Reason.CATALOG_LOOKUP_FAILED, (
+                "the estimate reads a namespace's catalog Model only for a review the API server vouches for "
+                "(the webhook's caller authentication is not configured); create the order to have it resolved."
+            )
+        ref = model.auth_secret_ref
+        if ref is None:
+            return None
+        if not caller.vouched:
+            return Reason.AUTH_SECRET_NOT_FOUND, (
+                f"the estimate reads Secret {ref.name!r} only for a review the API server vouches for (the "
+                "webhook's caller authentication is not configured); create the order to have the model resolved "
+                "with its token."
+            )
+        if not self.d.cluster.user_may(
+            caller.username, caller.uid, caller.groups, caller.extra, "get", "secrets", namespace, ref.name
+        ):
+            return Reason.AUTH_SECRET_NOT_FOUND, (
+                f"{caller.username or 'the asking user'} may not read Secret {ref.name!r} in namespace "
+                f"{namespace!r}, and the estimate reads only what its asker may; ask for read access to it, or "
+                "create the order to have the model resolved with its token."
+            )
+        return None
 
     def _refused(self, type_: ConditionType, verdict: Verdict, scope: OrderScope) -> list[tuple[str, str]]:
         verdict_word = "Unknown" if verdict.status == "Unknown" else "Refused"

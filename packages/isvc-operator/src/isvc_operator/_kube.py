@@ -8,13 +8,13 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import isvc_catalog
 from cachetools import TTLCache
-from isvc_api import GROUP, LABEL_ORDER, MANAGER, VERSION
+from isvc_api import GROUP, LABEL_MANAGED_BY, LABEL_ORDER, MANAGER, VERSION
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
@@ -23,6 +23,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from isvc_operator._ports import namespace_terminating
+from isvc_operator._seal import DIGEST, SEALED_KINDS, view_digest
 
 __all__ = ["Informer", "KubeCluster", "api_client"]
 
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 GV = f"{GROUP}/{VERSION}"
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read: seconds
+PAGE = 100  # objects of one list answer: an order may carry 256 KiB of a user's annotations
 WATCH_TIMEOUT = (5.0, 90.0)  # the server ends a watch after 60 s and sends bookmarks meanwhile
 Handler = Callable[[str, Obj], None]
 # What the API server is asked for when only metadata is wanted (PartialObjectMetadata, as client-go's
@@ -126,15 +128,32 @@ def _said(exc: Exception) -> str:
 
 
 def slim(obj: Obj) -> Obj:
-    """The object as the cache keeps it: without managedFields and the last-applied annotation, which no
-    pass reads and which make up much of a small object (as client-go's informers strip them)."""
+    """The object as the cache keeps it: without managedFields, and of its labels and annotations only the
+    module's own (`ai.deckhouse.io/…`, and app.kubernetes.io/managed-by), at most `_KEPT_KEYS` of each with
+    values of at most `_KEPT_VALUE` characters. No pass reads the rest, and a user's annotations (256 KiB an
+    object) on every order and on every object carrying an order's label were most of the cache (issue 29)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict):
-            annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        for field in ("labels", "annotations"):
+            found = meta.get(field)
+            if isinstance(found, dict):
+                kept = {
+                    k: v
+                    for k, v in found.items()
+                    if _ours(k) and isinstance(v, str) and len(v) <= _KEPT_VALUE
+                }
+                meta[field] = dict(list(kept.items())[:_KEPT_KEYS])
     return obj
+
+
+_KEPT_KEYS = 16
+_KEPT_VALUE = 1024
+_OUR_PREFIX = f"{GROUP}/"
+
+
+def _ours(key: str) -> bool:
+    return key.startswith(_OUR_PREFIX) or key == LABEL_MANAGED_BY
 
 
 _SHORT = 64  # strings up to this length are interned: keys, kinds, reasons, label values recur
@@ -158,6 +177,26 @@ def compact(obj: Obj) -> Obj:
     return shared
 
 
+def _controlled_by_order(obj: Obj) -> bool:
+    return any(
+        o.get("controller") and o.get("kind") == "InferenceService"
+        for o in (obj.get("metadata") or {}).get("ownerReferences") or []
+    )
+
+
+def compact_child(obj: Obj) -> Obj:
+    """A child of an order kind (set, Service, Ingress, autoscaler, NetworkPolicy, claim template) as the
+    cache keeps it: the digest of what its seal covers, taken from the object as it arrived, then slimmed.
+    An object that carries an order's label but that no order controls (a user's) keeps its metadata only:
+    no pass reads more of it."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and obj.get("kind") in SEALED_KINDS:
+        meta[DIGEST] = view_digest(obj)
+    if not _controlled_by_order(obj):
+        obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+    return compact(obj)
+
+
 POD_SPEC_READ = ("nodeName", "resourceClaims")  # the only parts of a pod's spec a pass reads
 
 
@@ -167,6 +206,43 @@ def compact_pod(obj: Obj) -> Obj:
     spec = obj.get("spec")
     if isinstance(spec, dict):
         obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    return compact(obj)
+
+
+def ingress_hosts(obj: Obj) -> list[str]:
+    """The hosts an Ingress publishes (its rules' and its TLS sections')."""
+    spec = obj.get("spec") or {}
+    hosts = [r.get("host") for r in spec.get("rules") or [] if isinstance(r, dict)]
+    hosts += [h for t in spec.get("tls") or [] if isinstance(t, dict) for h in t.get("hosts") or []]
+    return sorted({h for h in hosts if isinstance(h, str) and h})
+
+
+def compact_host(obj: Obj) -> Obj:
+    """Any Ingress of the cluster as the host index keeps it: who it is, who controls it, when it came, and
+    the hosts it publishes (issue 29: an External host must be the order's before it is published)."""
+    meta = obj.get("metadata") or {}
+    kept = {
+        k: meta[k] for k in ("name", "namespace", "uid", "creationTimestamp", "ownerReferences") if k in meta
+    }
+    return compact({"kind": "Ingress", "metadata": kept, "hosts": ingress_hosts(obj)[:_HOSTS]})
+
+
+_HOSTS = 64  # hosts of one Ingress the index keeps
+_CLAIM_REQUESTS = 32  # requests of one claim, as the API server allows
+
+
+def compact_claim(obj: Obj) -> Obj:
+    """A ResourceClaim as the cache keeps it: its status, and of its spec the device class of each request
+    (a user's claim may carry 32 requests of 10 KiB selectors each, which no pass reads)."""
+    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+    kept = []
+    for request in requests[:_CLAIM_REQUESTS] if isinstance(requests, list) else []:
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        entry: Obj = {"name": request.get("name")} if isinstance(request, dict) else {}
+        if isinstance(exactly, dict) and exactly.get("deviceClassName"):
+            entry["exactly"] = {"deviceClassName": exactly["deviceClassName"]}
+        kept.append(entry)
+    obj["spec"] = {"devices": {"requests": kept}}
     return compact(obj)
 
 
@@ -302,12 +378,29 @@ class Informer:
             except Exception:
                 log.exception("handler failed for %s %s", self.kind, _key(obj))
 
+    def _pages(self, resource: Any) -> Any:
+        """The list, page by page: `PAGE` objects an answer (issue 29: thousands of orders of 256 KiB of
+        annotations each were one answer, parsed whole before the cache dropped what it does not keep)."""
+        cont: str | None = None
+        while True:
+            # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
+            # start would build (and then flatten) one wrapper per field.
+            response = resource.get(
+                label_selector=self._selector, serialize=False, limit=PAGE, _continue=cont
+            )
+            page = json.loads(response.data)
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return
+
     def _relist(self, resource: Any) -> str:
-        # Raw JSON, not the dynamic client's ResourceInstance tree: a relist of thousands of objects at
-        # start would build (and then flatten) one wrapper per field.
-        response = resource.get(label_selector=self._selector, serialize=False)
-        listing = json.loads(response.data)
-        version = str(listing["metadata"].get("resourceVersion", ""))
+        version = ""
+        fresh: dict[tuple[str, str], Obj] = {}
+        for page in self._pages(resource):
+            version = str(page["metadata"].get("resourceVersion", "")) or version
+            if self._store:
+                fresh.update((_key(o), self._transform(o)) for o in page.get("items") or [])
         relisted, self._listed = self._listed, True
         if not self._store:
             for handler in self._relist_handlers if relisted else ():
@@ -317,7 +410,6 @@ class Informer:
                     log.exception("relist handler failed for %s", self.kind)
             self.synced.set()
             return version
-        fresh = {_key(o): self._transform(o) for o in listing.get("items") or []}
         with self._lock:
             gone = [o for k, o in self._cache.items() if k not in fresh]
             self._cache = fresh
@@ -429,6 +521,33 @@ class Informer:
         return min(backoff * 2, 30)
 
 
+class _HostIndex:
+    """Ingresses of every namespace by the hosts they publish, kept current by their informer."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+        self._by_host: dict[str, set[tuple[str, str]]] = {}
+        self._hosts: dict[tuple[str, str], list[str]] = {}
+        self._lock = threading.Lock()
+        informer.add_handler(self._on_ingress)
+
+    def _on_ingress(self, event: str, obj: Obj) -> None:
+        key = _key(obj)
+        hosts = [] if event == "DELETED" else list(obj.get("hosts") or [])
+        with self._lock:
+            for host in self._hosts.pop(key, []):
+                self._by_host.get(host, set()).discard(key)
+            if hosts:
+                self._hosts[key] = hosts
+                for host in hosts:
+                    self._by_host.setdefault(host, set()).add(key)
+
+    def naming(self, host: str) -> list[Obj]:
+        with self._lock:
+            keys = sorted(self._by_host.get(host, set()))
+        return [o for k in keys if (o := self.informer.get(*k)) is not None]
+
+
 # What the kubelet answers (HTTP 200, the text in place of the output) for a container instance it has
 # already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
 # kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
@@ -457,15 +576,29 @@ class KubeCluster:
         self.orders = Informer(self.dyn, GV, "InferenceService", resync=resync)
         self.classes = Informer(self.dyn, GV, "InferenceServiceClass")
         self.plans = Informer(self.dyn, GV, "LaunchPlan")
-        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel)
+        child = compact_child
+        self.statefulsets = Informer(self.dyn, "apps/v1", "StatefulSet", label_selector=sel, transform=child)
         # Only to remove the Deployment an earlier version made an order's workload of (the set took over).
-        self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel)
+        self.deployments = Informer(self.dyn, "apps/v1", "Deployment", label_selector=sel, transform=child)
         self.pods = Informer(self.dyn, "v1", "Pod", label_selector=sel, transform=compact_pod)
-        self.claims = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel)
-        self.templates = Informer(self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel)
-        self.ingresses = Informer(self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel)
-        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel)
-        self.autoscalers = Informer(self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel)
+        self.claims = Informer(
+            self.dyn, "resource.k8s.io/v1", "ResourceClaim", label_selector=sel, transform=compact_claim
+        )
+        self.templates = Informer(
+            self.dyn, "resource.k8s.io/v1", "ResourceClaimTemplate", label_selector=sel, transform=child
+        )
+        self.ingresses = Informer(
+            self.dyn, "networking.k8s.io/v1", "Ingress", label_selector=sel, transform=child
+        )
+        self.services = Informer(self.dyn, "v1", "Service", label_selector=sel, transform=child)
+        self.autoscalers = Informer(
+            self.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", label_selector=sel, transform=child
+        )
+        self.network_policies = Informer(
+            self.dyn, "networking.k8s.io/v1", "NetworkPolicy", label_selector=sel, transform=child
+        )
+        # Every Ingress of the cluster, by the hosts it publishes: whose an External host is.
+        self.hosts = _HostIndex(Informer(self.dyn, "networking.k8s.io/v1", "Ingress", transform=compact_host))
         self.budgets = Informer(self.dyn, "policy/v1", "PodDisruptionBudget", label_selector=sel)
         # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
         self.pod_metrics = Informer(self.dyn, "deckhouse.io/v1alpha1", "PodMetric", label_selector=sel)
@@ -495,6 +628,8 @@ class KubeCluster:
             self.ingresses,
             self.services,
             self.autoscalers,
+            self.network_policies,
+            self.hosts.informer,
             self.budgets,
             self.pod_metrics,
             self.scaled_objects,
@@ -518,6 +653,7 @@ class KubeCluster:
             "ScaledObject": self.scaled_objects,
             "PodMonitor": self.pod_monitors,
             "Service": self.services,
+            "NetworkPolicy": self.network_policies,
         }
 
     def start(self, timeout: float = 60.0) -> None:
@@ -575,6 +711,10 @@ class KubeCluster:
     def launch_plan(self, namespace: str, name: str) -> Obj | None:
         """An order's LaunchPlan, read live."""
         return self.get(GV, "LaunchPlan", namespace, name)
+
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        """Every Ingress of the cluster that publishes `host` (name, namespace, uid, owners, creation time)."""
+        return self.hosts.naming(host)
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""
@@ -663,20 +803,22 @@ class KubeCluster:
 
     # ---- writes
 
-    def apply(self, manifest: Obj) -> Obj:
-        """Server-side apply with the one field manager, taking ownership of conflicting fields."""
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
+        """Server-side apply with the one field manager, taking ownership of conflicting fields; `dry_run`:
+        what the object would be (the API server's defaults and admission included), nothing written."""
         resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
-        return self._apply(resource, manifest)
+        return self._apply(resource, manifest, dry_run)
 
     def apply_status(self, manifest: Obj) -> Obj:
         """Server-side apply of the status subresource."""
         resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
         return self._apply(resource.subresources["status"], manifest)
 
-    def _apply(self, resource: Any, manifest: Obj) -> Obj:
+    def _apply(self, resource: Any, manifest: Obj, dry_run: bool = False) -> Obj:
         meta = manifest["metadata"]
         namespace = meta.get("namespace") if resource.namespaced else None
         path = resource.path(name=meta["name"], namespace=namespace)
+        extra = {"dry_run": "All"} if dry_run else {}
         out: Obj = self.dyn.request(
             "patch",
             path,
@@ -684,6 +826,23 @@ class KubeCluster:
             content_type="application/apply-patch+yaml",
             field_manager=MANAGER,
             force_conflicts=True,
+            **extra,
+        ).to_dict()
+        return out
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch of the object `manifest` names (a child restored whole, issue 29)."""
+        resource = resource_of(self.dyn, manifest["apiVersion"], manifest["kind"])
+        meta = manifest["metadata"]
+        namespace = meta.get("namespace") if resource.namespaced else None
+        extra = {"dry_run": "All"} if dry_run else {}
+        out: Obj = self.dyn.request(
+            "patch",
+            resource.path(name=meta["name"], namespace=namespace),
+            body=ops,
+            content_type="application/json-patch+json",
+            field_manager=MANAGER,
+            **extra,
         ).to_dict()
         return out
 
@@ -746,6 +905,46 @@ class KubeCluster:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        """A SubjectAccessReview of a user the API server vouched for; False when it cannot be asked."""
+        review = k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(
+                user=username,
+                uid=uid or None,
+                groups=list(groups),
+                extra={k: list(v) for k, v in extra.items()} or None,
+                resource_attributes=k8s.V1ResourceAttributes(
+                    verb=verb, resource=resource, namespace=namespace, name=name
+                ),
+            )
+        )
+        try:
+            answer = k8s.AuthorizationV1Api(self.api).create_subject_access_review(
+                review, _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception as exc:  # unreachable or forbidden: not allowed
+            log.warning(
+                "access review for %s (%s %s %s/%s) failed: %s",
+                username,
+                verb,
+                resource,
+                namespace,
+                name,
+                exc,
+            )
+            return False
+        return bool(answer.status and answer.status.allowed)
 
     def _event_time(self) -> int:
         """Nanoseconds since the epoch, strictly after the last event's: event names sort as they were made."""

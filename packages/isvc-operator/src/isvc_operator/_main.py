@@ -32,6 +32,7 @@ from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
 from isvc_operator._rollout import RollPacer
+from isvc_operator._seal import Sealer
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["main", "parser"]
@@ -126,6 +127,27 @@ def parser() -> argparse.ArgumentParser:
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",
     )
     p.add_argument(
+        "--seal-key-file",
+        type=Path,
+        default=None,
+        help="the key children are sealed with (the chart's Secret): a child whose seal does not hold was "
+        "changed by someone else and is restored; absent: a key of this process, so a restart writes "
+        "every child again once",
+    )
+    p.add_argument(
+        "--ingress-controller-namespace",
+        action="append",
+        default=None,
+        help="namespace of the ingress controller, admitted to External runtimes' API port (repeatable); "
+        "default: d8-ingress-nginx",
+    )
+    p.add_argument(
+        "--monitoring-namespace",
+        action="append",
+        default=None,
+        help="namespace admitted to every runtime's metrics port (repeatable); default: d8-monitoring",
+    )
+    p.add_argument(
         "--start-turn-seconds",
         type=int,
         default=600,
@@ -158,6 +180,27 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         default=Path("/etc/isvc/webhook"),
         help="directory with tls.crt and tls.key the estimate webhook serves",
+    )
+    p.add_argument(
+        "--webhook-client-ca",
+        type=Path,
+        default=None,
+        help="PEM authority of the client certificate the API server presents to admission webhooks: every "
+        "caller must then present one it signed, with a name of --webhook-client-name, and only such reviews "
+        "are believed (their namespace and user: the token Secret an order names is read for an estimate only "
+        "then); absent: no caller is asked for a certificate and no review is believed",
+    )
+    p.add_argument(
+        "--webhook-client-name",
+        action="append",
+        default=[],
+        help="the common name of the API server's client certificate (repeatable); with --webhook-client-ca",
+    )
+    p.add_argument(
+        "--webhook-max-connections",
+        type=int,
+        default=64,
+        help="connections the estimate webhook holds at once (each a thread); more are closed at once",
     )
     p.add_argument(
         "--workers",
@@ -204,17 +247,22 @@ def _serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
 
 _MAX_REVIEW = 1 << 20  # bytes of one AdmissionReview; the API server's own request limit is larger
 _HANDSHAKE_SECONDS = 10.0  # a client that has not finished its TLS handshake by then is dropped
-_REQUEST_SECONDS = 30.0  # each read or write of a request after the handshake (the API server's own is 10 s)
+_REQUEST_SECONDS = 10.0  # each read or write of a request after the handshake (the API server waits 10 s)
 
 
 class _TLSThreadingServer(ThreadingHTTPServer):
-    """HTTPS where each connection's TLS handshake happens in that connection's own thread, with a deadline.
+    """HTTPS where each connection's TLS handshake happens in that connection's own thread, with a deadline,
+    and at most `max_connections` connections are held at once.
 
     `SSLContext.wrap_socket` on the listening socket handshakes inside `accept()`, that is in the one
     accept loop: a client that connects and never speaks stalls every other request. Here the listening
     socket is wrapped with `do_handshake_on_connect=False` and `finish_request` (run in the per-request
-    thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only.
+    thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only, for
+    the handshake deadline at most. Issue 29: a thousand silent connections held a thousand threads; past
+    `max_connections` a connection is closed as soon as it is accepted, before any thread is started.
     """
+
+    request_queue_size = 128  # connections the kernel queues before accept: a burst is accepted, then judged
 
     def __init__(
         self,
@@ -222,10 +270,30 @@ class _TLSThreadingServer(ThreadingHTTPServer):
         handler: type[BaseHTTPRequestHandler],
         context: ssl.SSLContext,
         handshake_timeout: float = _HANDSHAKE_SECONDS,
+        max_connections: int = 64,
     ) -> None:
         super().__init__(address, handler)
         self.handshake_timeout = handshake_timeout
         self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.turned_away = 0  # connections closed at once, all slots being held
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.turned_away += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         assert isinstance(request, ssl.SSLSocket)
@@ -238,15 +306,44 @@ class _TLSThreadingServer(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
 
+def _common_name(cert: Any) -> str | None:
+    """The subject common name of a peer certificate as `SSLSocket.getpeercert()` gives it."""
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
 def _serve_estimates(
-    host: str, port: int, cert_dir: Path, estimator: Estimator, handshake_timeout: float = _HANDSHAKE_SECONDS
-) -> ThreadingHTTPServer:
-    """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations."""
+    host: str,
+    port: int,
+    cert_dir: Path,
+    estimator: Estimator,
+    handshake_timeout: float = _HANDSHAKE_SECONDS,
+    client_ca: Path | None = None,
+    client_names: tuple[str, ...] = (),
+    max_connections: int = 64,
+) -> _TLSThreadingServer:
+    """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations.
+
+    With `client_ca`, a caller must present a certificate it signed (the handshake fails otherwise) whose
+    common name is one of `client_names` (403 otherwise): such a review is the API server's, vouched for.
+    """
+    if client_ca is not None and not client_names:
+        raise ValueError("--webhook-client-ca needs --webhook-client-name: the authority may sign others too")
 
     class Handler(BaseHTTPRequestHandler):
         timeout = _REQUEST_SECONDS  # a client that handshakes and then stalls lets its thread go
 
         def do_POST(self) -> None:
+            vouched = False
+            if client_ca is not None:
+                name = _common_name(self.connection.getpeercert())
+                if name not in client_names:
+                    self.send_error(403, "the webhook answers the API server only")
+                    return
+                vouched = True
             announced = self.headers.get("Content-Length") or "0"
             length = int(announced) if announced.isdigit() else 0
             if self.path.split("?", 1)[0] != "/estimate" or not 0 < length <= _MAX_REVIEW:
@@ -259,7 +356,7 @@ def _serve_estimates(
             if not isinstance(review, dict):
                 self.send_error(400, "not an AdmissionReview")
                 return
-            body = json.dumps(estimator.review(review)).encode()
+            body = json.dumps(estimator.review(review, vouched=vouched)).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -272,7 +369,10 @@ def _serve_estimates(
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
-    server = _TLSThreadingServer((host, port), Handler, context, handshake_timeout)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
+    server = _TLSThreadingServer((host, port), Handler, context, handshake_timeout, max_connections)
     threading.Thread(target=server.serve_forever, name="estimate-webhook", daemon=True).start()
     return server
 
@@ -339,6 +439,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        controller_namespace=args.namespace,
+        ingress_controller_namespaces=tuple(args.ingress_controller_namespace or ("d8-ingress-nginx",)),
+        monitoring_namespaces=tuple(args.monitoring_namespace or ("d8-monitoring",)),
         start_gate_wait_seconds=args.start_gate_wait_seconds,
     )
 
@@ -389,6 +492,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         workload=Workload(settings, cert_manager, kube.priority_value, metrics_apis, recipe_load),
         health=health,
         catalog_enabled=catalog is not None,
+        sealer=Sealer.from_file(args.seal_key_file),
         rolls=RollPacer(),
         namespace=args.namespace,
         start_turn_seconds=args.start_turn_seconds,
@@ -435,7 +539,15 @@ def main(argv: list[str] | None = None) -> int:
     controller, deps = build(args)
     # Every replica answers estimates (the Service picks any): a standby reads classes live.
     webhook = (
-        _serve_estimates(args.webhook_host, args.webhook_port, args.webhook_cert_dir, Estimator(deps))
+        _serve_estimates(
+            args.webhook_host,
+            args.webhook_port,
+            args.webhook_cert_dir,
+            Estimator(deps),
+            client_ca=args.webhook_client_ca,
+            client_names=tuple(args.webhook_client_name),
+            max_connections=args.webhook_max_connections,
+        )
         if args.webhook_port
         else None
     )

@@ -7,7 +7,7 @@ in-memory fakes. Nothing here imports a client library.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from isvc_api import (
 )
 
 from isvc_operator._policy import EffectivePolicy
+from isvc_operator._seal import Sealer
 
 __all__ = [
     "NO_ROOM",
@@ -104,12 +105,23 @@ class Cluster(Protocol):
     def priority_value(self, name: str | None) -> int: ...
     def get_secret(self, namespace: str, name: str) -> Obj | None: ...
     def launch_plan(self, namespace: str, name: str) -> Obj | None: ...
+    def ingresses_naming(self, host: str) -> list[Obj]:
+        """Every Ingress of the cluster that publishes `host` (from the cache)."""
+        ...
+
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A child as the cache holds it; None when the kind is not watched or the object is absent."""
         ...
 
-    def apply(self, manifest: Obj) -> Obj: ...
+    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
+        """Server-side apply; `dry_run`: what the object would be, nothing written."""
+        ...
+
+    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
+        """A JSON patch (RFC 6902) of the object `manifest` names; `dry_run`: nothing written."""
+        ...
+
     def apply_status(self, manifest: Obj) -> Obj: ...
     def lease(self, namespace: str, name: str) -> Obj | None:
         """A coordination Lease, read live (a device's start turn)."""
@@ -142,6 +154,20 @@ class Cluster(Protocol):
         ...
 
     def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
+    def user_may(
+        self,
+        username: str,
+        uid: str,
+        groups: tuple[str, ...],
+        extra: Mapping[str, tuple[str, ...]],
+        verb: str,
+        resource: str,
+        namespace: str,
+        name: str,
+    ) -> bool:
+        """Whether the API server lets that user `verb` the core `resource` namespace/name
+        (SubjectAccessReview); False when it cannot be asked."""
+        ...
 
 
 class ModelPort(Protocol):
@@ -370,6 +396,8 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
+    # seals the children the controller writes (issue 29); the default key is this process's own
+    sealer: Sealer = attrs.field(factory=lambda: Sealer.from_file(None))
     namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting
     rolls: RollsPort | None = None  # None: every roll at once

@@ -35,7 +35,9 @@ __all__ = [
     "Children",
     "Keep",
     "OrderScope",
+    "controlled_by",
     "kept",
+    "made_for",
     "take_down_workload",
 ]
 
@@ -146,8 +148,23 @@ class OrderScope:
 WORKLOAD_KINDS = ("StatefulSet", "Deployment")
 
 
+def controlled_by(obj: dict[str, Any], kind: str, uid: str | None) -> bool:
+    """Whether `obj` has a controller reference to the `kind` of that uid."""
+    return uid is not None and any(
+        o.get("controller") and o.get("kind") == kind and o.get("uid") == uid
+        for o in obj["metadata"].get("ownerReferences") or []
+    )
+
+
+def made_for(obj: dict[str, Any], scope: OrderScope) -> bool:
+    """Whether the order controls `obj` (its controller reference): an object a user merely labels as the
+    order's is not the order's, to judge or to delete (issue 29)."""
+    return controlled_by(obj, "InferenceService", scope.order.metadata.uid)
+
+
 def take_down_workload(scope: OrderScope, deps: Deps) -> None:
     """Delete the order's workload: its set (its model volumes go with it) and any older Deployment."""
     for kind in WORKLOAD_KINDS:
         for obj in deps.cluster.owned(kind, scope.namespace, scope.name):
-            deps.cluster.delete("apps/v1", kind, scope.namespace, obj["metadata"]["name"])
+            if made_for(obj, scope):
+                deps.cluster.delete("apps/v1", kind, scope.namespace, obj["metadata"]["name"])

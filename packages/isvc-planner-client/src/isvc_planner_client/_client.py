@@ -169,7 +169,7 @@ class PlannerClient:
 
     @staticmethod
     def _answer(path: str, response: httpx.Response) -> object:
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code == 429:  # 429: too many new tokens at once
             raise PlannerUnavailableError(
                 f"planner failed on {path}: HTTP {response.status_code} {response.text[:200]}"
             )

@@ -5,6 +5,11 @@ order names reserved every GPU and `POST /v1/release` dropped anyone's hold. Eve
 `Authorization: Bearer <token>`; the API server says whose token it is (TokenReview, in `_kube.py`), and
 only the names given with `--allowed-caller` (the controller's ServiceAccount) may plan, release or judge.
 Answers are cached for a short while, keyed by a digest of the token (the token itself is not kept).
+
+Issue 29: every junk token cost a TokenReview, and a flood of them could push the controller's own answer
+out of the one cache. Tokens of an allowed caller now have a cache of their own that no other token enters,
+and the reviews of tokens not seen before are rate limited (a token bucket): past it the request is answered
+429 without asking the API server.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ from dataclasses import dataclass
 
 from cachetools import TTLCache
 
-__all__ = ["CallerCheck", "CallerVerdict", "ReviewFailed", "TokenReviewer", "service_account_name"]
+__all__ = [
+    "CallerCheck",
+    "CallerVerdict",
+    "ReviewFailed",
+    "TokenReviewer",
+    "TooManyReviews",
+    "service_account_name",
+]
 
 #: The user name a token belongs to, or None when the API server does not authenticate it. Raises
 #: ReviewFailed when the API server cannot be asked (the caller then retries: 503, not 401).
@@ -40,11 +52,16 @@ def service_account_name(text: str) -> str:
 
 @dataclass(frozen=True)
 class CallerVerdict:
-    """What to answer a request: 200 goes on; 401 no or unknown token; 403 someone else; 503 ask later."""
+    """What to answer a request: 200 goes on; 401 no or unknown token; 403 someone else; 429 too many new
+    tokens at once; 503 ask later."""
 
     status: int
     detail: str
     username: str | None = None
+
+
+class TooManyReviews(Exception):
+    """The reviews of new tokens are spent for now: the request is refused without one."""
 
 
 class CallerCheck:
@@ -57,22 +74,46 @@ class CallerCheck:
         *,
         ttl: float = 60.0,
         maxsize: int = 1024,
+        reviews_per_second: float = 10.0,
+        burst: int = 20,
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._review = review
         self.allowed = frozenset(allowed)
-        self._cache: TTLCache[str, str | None] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        # the allowed callers' tokens (a few, rotated hourly) apart: no other token can push one out
+        self._callers: TTLCache[str, str] = TTLCache(maxsize=64, ttl=ttl, timer=timer)
+        self._others: TTLCache[str, str | None] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        self._rate, self._burst, self._timer = reviews_per_second, float(burst), timer
+        self._tokens, self._at = float(burst), timer()
         self._lock = threading.Lock()
 
+    def _spend(self) -> bool:
+        """Take one review from the bucket (called holding the lock)."""
+        now = self._timer()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
     def username(self, token: str) -> str | None:
-        """Whose token this is (cached, unknown tokens too); ReviewFailed when it cannot be told."""
+        """Whose token this is (cached, unknown tokens too); ReviewFailed when it cannot be told,
+        TooManyReviews when new tokens came faster than they may be reviewed."""
         key = hashlib.sha256(token.encode()).hexdigest()
         with self._lock:
-            if key in self._cache:
-                return self._cache[key]
+            if key in self._callers:
+                return self._callers[key]
+            if key in self._others:
+                return self._others[key]
+            if not self._spend():
+                raise TooManyReviews
         user = self._review(token)
         with self._lock:
-            self._cache[key] = user
+            if user is not None and user in self.allowed:
+                self._callers[key] = user
+            else:
+                self._others[key] = user
         return user
 
     def known(self, token: str | None) -> CallerVerdict | None:
@@ -82,9 +123,10 @@ class CallerCheck:
             return CallerVerdict(401, "a bearer token is required")
         key = hashlib.sha256(token.encode()).hexdigest()
         with self._lock:
-            if key not in self._cache:
-                return None
-            return self._for(self._cache[key])
+            for cache in (self._callers, self._others):
+                if key in cache:
+                    return self._for(cache[key])
+        return None
 
     def verdict(self, token: str | None) -> CallerVerdict:
         """The answer for a request that carried `token` as its bearer token (None: it carried none)."""
@@ -92,6 +134,8 @@ class CallerCheck:
             return CallerVerdict(401, "a bearer token is required")
         try:
             user = self.username(token)
+        except TooManyReviews:
+            return CallerVerdict(429, "too many tokens to review; ask again shortly")
         except ReviewFailed as error:
             return CallerVerdict(503, f"the token could not be reviewed: {error}")
         return self._for(user)

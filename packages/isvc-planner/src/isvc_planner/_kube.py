@@ -10,7 +10,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -70,6 +71,17 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
         return cast(str | None, status.user.username)
 
     return review
+
+
+PAGE = 100  # objects of one list answer: an order or a claim may carry 256 KiB of a user's annotations
+
+
+def _stub(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What is kept of a listed object to tell, after a relist, that it went: its name, namespace and uid
+    (every delete handler reads those alone), and its resourceVersion, to pass it by if it comes again
+    unchanged."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
 
 
 def _same(before: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
@@ -139,21 +151,29 @@ class KubeSync:
 
     def _run(self, kind: _Kind) -> None:
         upsert, delete = self._handlers[kind]
-        known: dict[str, Mapping[str, Any]] = {}
+        known: dict[str, Mapping[str, Any]] = {}  # what a relist needs to tell what went: names, not objects
         while not self._stop.is_set():
             try:
-                listing = self._list(kind)
-                fresh = {_key(o): o for o in listing.get("items") or []}
-                with loading(), self.inventory.applying():
-                    for k, gone in known.items():
-                        if k not in fresh:
-                            delete(gone)
-                    for k, obj in fresh.items():
-                        if not _same(known.get(k), obj):  # a relist (every 300 s) passes what is unchanged
-                            upsert(obj)
+                fresh: dict[str, Mapping[str, Any]] = {}
+                version: str | None = None
+                # The first listing is applied at once (nothing is planned before every kind is listed);
+                # a relist page by page, the ledger locked for one page at a time.
+                first = nullcontext() if self.inventory.synced else self.inventory.applying()
+                with loading(), first:
+                    for page in self._pages(kind):
+                        with self.inventory.applying():
+                            for obj in page.get("items") or []:
+                                k = _key(obj)
+                                if not _same(known.get(k), obj):  # a relist (every 300 s) passes it by
+                                    upsert(obj)
+                                fresh[k] = _stub(obj)
+                        version = (page.get("metadata") or {}).get("resourceVersion") or version
+                    with self.inventory.applying():
+                        for k, gone in known.items():
+                            if k not in fresh:
+                                delete(gone)
                 known = fresh
                 self._mark_listed(kind)
-                version = (listing.get("metadata") or {}).get("resourceVersion")
                 stream = _watch.Watch().stream(
                     *self._lister(kind),
                     resource_version=version,
@@ -167,7 +187,7 @@ class KubeSync:
                     if not isinstance(obj, dict):  # the typed client's models (nodes): as plain dicts
                         obj = self.core.api_client.sanitize_for_serialization(obj)
                     if what in ("ADDED", "MODIFIED"):
-                        known[_key(obj)] = obj
+                        known[_key(obj)] = _stub(obj)
                         upsert(obj)
                     elif what == "DELETED":
                         known.pop(_key(obj), None)
@@ -184,12 +204,27 @@ class KubeSync:
             return (self.core.list_node,)
         return (self.objects.list_cluster_custom_object, kind.group, kind.version, kind.plural)
 
-    def _list(self, kind: _Kind) -> dict[str, Any]:
+    def _list(self, kind: _Kind, cont: str | None = None) -> dict[str, Any]:
+        """One page of a kind's list (`PAGE` objects at most), from the continue token of the previous."""
         call, *args = self._lister(kind)
-        answer = call(*args, _preload_content=False) if kind is NODES else call(*args)
+        paging: dict[str, Any] = {"limit": PAGE}
+        if cont:
+            paging["_continue"] = cont
+        answer = call(*args, _preload_content=False, **paging) if kind is NODES else call(*args, **paging)
         if kind is NODES:  # plain dicts, as the custom objects API answers, not the typed models
             return cast(dict[str, Any], json.loads(answer.data))
         return cast(dict[str, Any], answer)
+
+    def _pages(self, kind: _Kind) -> Iterator[dict[str, Any]]:
+        """A kind's list page by page (issue 29: claims, which namespace users write, were listed in one
+        answer and every one kept whole until the next relist; a page is let go once it is read)."""
+        cont: str | None = None
+        while True:
+            page = self._list(kind, cont)
+            yield page
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return
 
     def _mark_listed(self, kind: _Kind) -> None:
         self._listed.add(kind.plural)

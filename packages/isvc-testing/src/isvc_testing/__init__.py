@@ -1,4 +1,5 @@
-"""isvc test support: fleet builders for DRA objects; the stand-in Hub and the benchmark are submodules."""
+"""isvc test support: fleet builders for DRA objects, a NetworkPolicy judge; the stand-in Hub and the benchmark
+are submodules."""
 
 from isvc_testing._fleet import (
     DRIVER,
@@ -11,9 +12,12 @@ from isvc_testing._fleet import (
     fleet_service_class,
     fleet_slice,
 )
+from isvc_testing._netpol import Endpoint, admits
 
 __all__ = [
     "DRIVER",
+    "Endpoint",
+    "admits",
     "fleet_claim",
     "fleet_device_classes",
     "fleet_gpu",

@@ -2,13 +2,16 @@
 
 It answers the routes HubClient uses (model info with ?blobs=true, the tree API with paging,
 resolve with Range and HEAD), gates and private repositories like the Hub does (401/403 with
-X-Error-Code), and serves weight files as their real safetensors or GGUF header followed by zeros; a
-request reaching more than 1 MiB into the zeros gets 416, so nothing large is ever written or sent.
+X-Error-Code), and serves weight files as their real safetensors or GGUF header followed by zeros, a
+chunk at a time; a request reaching more than 64 MiB into the zeros (a whole weight file) gets 416, so
+nothing large is ever held, and nothing of a file's size is sent.
 
 Hostile repositories (issue 14) are fixtures too: `padded_files` make config.json or an index huge,
 `raw_files` malformed, `header_length` announces a safetensors header of any size without holding it,
-`drip` serves files slowly, and `shards` makes as many shards as wanted. `local_files` are served whole:
-a small real model a test made, which a real runtime then loads.
+`drip` serves files slowly, and `shards` makes as many shards as wanted. GGUF ones (issue 29): a variant
+of thousands of files, headers made as large as wanted by a string value (`gguf.padding`, generated as it
+is served, never held) or by many tensor records (`gguf.tensors`). `local_files` are served whole: a small
+real model a test made, which a real runtime then loads.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
 import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -38,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["FixtureModel", "StandinHub", "load_fixtures", "main", "packaged_fixtures"]
 
-_SERVE_LIMIT = 1024 * 1024
+_SERVE_LIMIT = 64 * 1024 * 1024  # bytes of zeros one answer may carry past a file's real content
 _LFS_POINTER = 135
 
 
@@ -56,6 +60,12 @@ class GgufSpec(BaseModel):
     feed_forward_length: int | None = None
     vocab_size: int | None = Field(default=None, description="Entries of tokenizer.ggml.tokens.")
     chat_template: str | None = None
+    padding: int = Field(
+        default=0,
+        description="Bytes of a string value (general.padding) in the header of every file: a header of any "
+        "size, generated as it is served.",
+    )
+    tensors: int = Field(default=1, description="Tensor records in the header of every file.")
 
 
 # The ggml type a variant's tensors are written as, by the variant's name (one type for the whole file).
@@ -82,6 +92,9 @@ class FixtureModel(BaseModel):
         default=None, description="Stored elements per safetensors dtype; default: all in dtype."
     )
     shards: int = 1
+    tensors_per_shard: int = Field(
+        default=1, description="Safetensors records per dtype in each shard: a header as large as wanted."
+    )
     info_safetensors: bool = Field(
         default=True, description="Whether model info carries the `safetensors` summary."
     )
@@ -109,15 +122,41 @@ class FixtureModel(BaseModel):
         return self.sha or hashlib.sha1(self.repo.encode()).hexdigest()
 
 
+_FILLER = b"a"  # what a file's filler reads as
+
+
 @dataclass
 class _File:
     size: int
     prefix: bytes = b""  # the real leading bytes; the rest of the file reads as zeros
     lfs: bool = False
+    filler_at: int = 0  # where in `prefix` `filler` bytes of _FILLER are served (a padded header), never held
+    filler: int = 0
 
     @property
     def oid(self) -> str:
-        return hashlib.sha1(self.prefix + str(self.size).encode()).hexdigest()
+        return hashlib.sha1(self.prefix + str(self.size + self.filler).encode()).hexdigest()
+
+    @property
+    def real(self) -> int:
+        """Bytes of real content (the prefix with its filler); the rest reads as zeros."""
+        return len(self.prefix) + self.filler
+
+    def chunks(self, start: int, end: int, size: int = 1 << 20) -> Iterator[bytes]:
+        """Bytes start..end (inclusive) of the file, a chunk at a time."""
+        at = start
+        while at <= end:
+            stop = min(end + 1, at + size)
+            if at < self.filler_at:
+                stop = min(stop, self.filler_at)
+                yield self.prefix[at:stop].ljust(stop - at, b"\0")
+            elif at < self.filler_at + self.filler:
+                stop = min(stop, self.filler_at + self.filler)
+                yield _FILLER * (stop - at)
+            else:
+                offset = at - self.filler
+                yield self.prefix[offset : offset + stop - at].ljust(stop - at, b"\0")
+            at = stop
 
 
 @dataclass
@@ -159,9 +198,10 @@ def build_repo(model: FixtureModel) -> _Repo:
         total = 0
         for i, name in enumerate(names):
             tensors = [
-                (f"model.layers.{i}.packed_{dtype.lower()}", dtype, [share[i]])
+                (f"model.layers.{i}.packed_{dtype.lower()}.{k}", dtype, [part])
                 for dtype, share in shares.items()
                 if share[i] > 0
+                for k, part in enumerate(_split(share[i], model.tensors_per_shard))
             ]
             header, data = build_header(tensors)
             files[name] = _File(len(header) + data, header, lfs=True)
@@ -182,7 +222,8 @@ def build_repo(model: FixtureModel) -> _Repo:
             files["pytorch_model.bin.index.json"] = _File(len(index), index)
     elif model.gguf is not None:
         for name, (size, header) in _gguf_files(model, model.gguf).items():
-            files[name] = _File(max(size, len(header)), header, lfs=True)
+            padded = _padded(header, model.gguf.padding)
+            files[name] = _File(max(size, padded.real), padded.prefix, True, padded.filler_at, padded.filler)
     for name, size in model.extra_files.items():
         files[name] = _File(size, lfs=size > 10 * 1024 * 1024)
     for name, text in model.texts.items():
@@ -213,53 +254,89 @@ def _gguf_files(model: FixtureModel, spec: GgufSpec) -> dict[str, tuple[int, byt
     for name in spec.files:
         variants.setdefault(_GGUF_SPLIT.sub("", name), []).append(name)
     out: dict[str, tuple[int, bytes]] = {}
-    for stem, names in variants.items():
-        names.sort()
-        key = next((k for k in _GGUF_TYPES if f"-{k}" in stem.lower()), "q4_k_m")
-        kind = GGMLQuantizationType[_GGUF_TYPES[key]]
-        block, type_size = GGML_QUANT_SIZES[kind]
-        total = sum(spec.files[n] for n in names)
-        left = model.parameters // block * block
-        for i, name in enumerate(names):
-            last = i == len(names) - 1
-            share = left if last else model.parameters * spec.files[name] // total // block * block
-            left -= share
-            header = _gguf_header(spec, kind, share * type_size // block, i, len(names))
-            out[name] = (spec.files[name], header)
+    # one scratch file, rewritten for each header: in memory where the machine offers it (a disk's create and
+    # remove take milliseconds, and a variant may have thousands of files)
+    memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="standin-gguf-", dir=memory) as scratch:
+        for stem, names in variants.items():
+            _gguf_variant(spec, model.parameters, stem, names, Path(scratch) / "header.gguf", out)
     return out
 
 
-def _gguf_header(spec: GgufSpec, kind: GGMLQuantizationType, nbytes: int, index: int, count: int) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="standin-gguf-") as scratch:
-        path = Path(scratch) / "header.gguf"
-        writer = GGUFWriter(path, spec.architecture)
-        if count > 1:
-            writer.add_uint16("split.no", index)
-            writer.add_uint16("split.count", count)
-            writer.add_int32("split.tensors.count", count)
-        if index == 0:
-            writer.add_context_length(spec.context_length)
-            for key, value in (
-                ("block_count", spec.block_count),
-                ("attention.head_count", spec.head_count),
-                ("attention.head_count_kv", spec.head_count_kv),
-                ("embedding_length", spec.embedding_length),
-                ("feed_forward_length", spec.feed_forward_length),
-            ):
-                if value is not None:
-                    writer.add_uint32(f"{spec.architecture}.{key}", value)
-            if spec.chat_template is not None:
-                writer.add_chat_template(spec.chat_template)
-            if spec.vocab_size:
-                # short stand-in tokens keep the header under 2 MiB, still past the reader's first MiB
-                writer.add_token_list([_token(i) for i in range(spec.vocab_size)])
-        # a quantized tensor's shape is given in bytes per row (gguf quant_shape_from_byte_shape)
-        writer.add_tensor_info(f"blk.{index}.weight", (nbytes,), np.dtype(np.uint8), nbytes, raw_dtype=kind)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_ti_data_to_file()
-        writer.close()
-        return path.read_bytes()
+def _gguf_variant(
+    spec: GgufSpec,
+    parameters: int,
+    stem: str,
+    names: list[str],
+    path: Path,
+    out: dict[str, tuple[int, bytes]],
+) -> None:
+    names.sort()
+    key = next((k for k in _GGUF_TYPES if f"-{k}" in stem.lower()), "q4_k_m")
+    kind = GGMLQuantizationType[_GGUF_TYPES[key]]
+    block, type_size = GGML_QUANT_SIZES[kind]
+    total = sum(spec.files[n] for n in names)
+    left = parameters // block * block
+    for i, name in enumerate(names):
+        last = i == len(names) - 1
+        share = left if last else parameters * spec.files[name] // total // block * block
+        left -= share
+        main = share - (spec.tensors - 1) * block  # the extra records hold one block each
+        header = _gguf_header(path, spec, kind, main * type_size // block, i, len(names))
+        out[name] = (spec.files[name], header)
+
+
+_PAD_MARK = b"isvc-standin-padding-mark-0000000"  # the padding value as written, then swapped for the filler
+
+
+def _padded(header: bytes, padding: int) -> _File:
+    """The header with its padding string value grown to `padding` bytes of filler (a multiple of the
+    32-byte alignment longer than the mark, so the tensor data stays aligned)."""
+    if not padding:
+        return _File(len(header), header)
+    length = struct.pack("<Q", len(_PAD_MARK))
+    at = header.index(length + _PAD_MARK)
+    grown = len(_PAD_MARK) + max(0, padding - len(_PAD_MARK)) // 32 * 32
+    prefix = header[:at] + struct.pack("<Q", grown) + header[at + 8 + len(_PAD_MARK) :]
+    return _File(len(prefix) + grown, prefix, filler_at=at + 8, filler=grown)
+
+
+def _gguf_header(
+    path: Path, spec: GgufSpec, kind: GGMLQuantizationType, nbytes: int, index: int, count: int
+) -> bytes:
+    writer = GGUFWriter(path, spec.architecture)
+    if spec.padding:
+        writer.add_string("general.padding", _PAD_MARK.decode())
+    if count > 1:
+        writer.add_uint16("split.no", index)
+        writer.add_uint16("split.count", count)
+        writer.add_int32("split.tensors.count", count)
+    if index == 0:
+        writer.add_context_length(spec.context_length)
+        for key, value in (
+            ("block_count", spec.block_count),
+            ("attention.head_count", spec.head_count),
+            ("attention.head_count_kv", spec.head_count_kv),
+            ("embedding_length", spec.embedding_length),
+            ("feed_forward_length", spec.feed_forward_length),
+        ):
+            if value is not None:
+                writer.add_uint32(f"{spec.architecture}.{key}", value)
+        if spec.chat_template is not None:
+            writer.add_chat_template(spec.chat_template)
+        if spec.vocab_size:
+            # short stand-in tokens keep the header under 2 MiB, still past the reader's first MiB
+            writer.add_token_list([_token(i) for i in range(spec.vocab_size)])
+    # a quantized tensor's shape is given in bytes per row (gguf quant_shape_from_byte_shape)
+    writer.add_tensor_info(f"blk.{index}.weight", (nbytes,), np.dtype(np.uint8), nbytes, raw_dtype=kind)
+    _, size = GGML_QUANT_SIZES[kind]
+    for extra in range(1, spec.tensors):  # one block each: the records, not the bytes, are the point
+        writer.add_tensor_info(f"blk.{index}.x{extra}", (size,), np.dtype(np.uint8), size, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    return path.read_bytes()
 
 
 def _token(index: int) -> str:
@@ -523,20 +600,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"", headers, head=True, length=f.size)
             return
         start, end = wanted if wanted else (0, f.size - 1)
-        if end + 1 - max(start, len(f.prefix)) > _SERVE_LIMIT:  # more than 1 MiB of the zeros
+        if end + 1 - max(start, f.real) > _SERVE_LIMIT:  # more than 64 MiB of the zeros
             self._send(
                 416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"}, head
             )
             return
-        body = (f.prefix[start : end + 1]).ljust(end - start + 1, b"\0") if f.size else b""
         if repo.model.drip and not head:
+            body = b"".join(f.chunks(start, end)) if f.size else b""
             self._drip(206 if wanted else 200, body, headers, repo.model.drip)
             return
         if wanted:
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
-            self._send(206, body, headers, head)
-        else:
-            self._send(200, body, headers, head)
+        self._stream(206 if wanted else 200, f, start, end if f.size else start - 1, headers, head)
+
+    def _stream(
+        self, status: int, f: _File, start: int, end: int, headers: dict[str, str], head: bool
+    ) -> None:
+        """Bytes start..end of `f`, written a chunk at a time (a padded header is never held whole)."""
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        if head:
+            return
+        try:
+            for chunk in f.chunks(start, end):
+                self.wfile.write(chunk)
+        except OSError:  # the client stopped reading (a capped read); nothing to tell it
+            self.close_connection = True
 
     def _drip(self, status: int, body: bytes, headers: dict[str, str], pause: float) -> None:
         """Send `body` 1 KiB at a time, `pause` seconds apart, until done or the client leaves."""
@@ -602,12 +694,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="another directory of YAML model descriptions served beside --models "
         "(repeatable), e.g. the test bed's hostile repositories",
     )
+    parser.add_argument(
+        "--hostile",
+        action="store_true",
+        help="also serve a repository just under and one just over each read limit of the platform "
+        "(isvc_testing.standin_hub.hostile_repositories)",
+    )
     args = parser.parse_args(argv)
-    hub = StandinHub([m for d in (args.models, *args.extra_models) for m in load_fixtures(d)])
+    models = [m for d in (args.models, *args.extra_models) for m in load_fixtures(d)]
+    if args.hostile:
+        from isvc_testing._hostile import hostile_repositories  # it builds on this module
+
+        models += hostile_repositories()
+    hub = StandinHub(models)
     server = hub.server(args.host, args.port)
     print(
-        f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving "
-        f"{', '.join(sorted(hub.repos))}",
+        f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving {len(hub.repos)} repositories",
         flush=True,
     )
     try:

@@ -44,6 +44,7 @@ from isvc_workload._judge import (
     workload_error,
 )
 from isvc_workload._kube import awaits_claim
+from isvc_workload._network import CONTROLLER_POD_LABELS, NAMESPACE_NAME_LABEL, network_policy
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
 from isvc_workload._rollout import recreates_pods, set_rolling
@@ -90,6 +91,7 @@ __all__ = [
     "AUTOSCALING_KINDS",
     "CLAIM_NAME",
     "CONTAINER_NAME",
+    "CONTROLLER_POD_LABELS",
     "CPU_TARGET_PERCENT",
     "CUSTOM_TARGET",
     "EVENT_GROWTH_CLAIM_UNPLACED",
@@ -102,6 +104,7 @@ __all__ = [
     "MAX_LOG_LINES",
     "METRICS_SERVICE_PORT",
     "MODEL_MOUNT_PATH",
+    "NAMESPACE_NAME_LABEL",
     "QUOTA_RETRY_ANNOTATION",
     "RUNTIME_HASH_ANNOTATION",
     "SCALE_DOWN_WINDOW_SECONDS",
@@ -149,6 +152,7 @@ __all__ = [
     "judge_workload",
     "load_metrics",
     "model_volume",
+    "network_policy",
     "overdue_message",
     "owner_reference",
     "permit_manifest",

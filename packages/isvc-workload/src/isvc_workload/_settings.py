@@ -61,3 +61,13 @@ class WorkloadSettings(BaseModel):
         description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
         "Hugging Face Hub.",
     )
+    controller_namespace: str = Field(
+        default="d8-isvc", description="The module's namespace, whose controller pods probe the runtimes."
+    )
+    ingress_controller_namespaces: tuple[str, ...] = Field(
+        default=("d8-ingress-nginx",),
+        description="Namespaces of the ingress controller, admitted to the API port of External endpoints.",
+    )
+    monitoring_namespaces: tuple[str, ...] = Field(
+        default=("d8-monitoring",), description="Namespaces admitted to the runtimes' metrics port."
+    )

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from datetime import datetime
 
+from cachetools import TTLCache
 from isvc_api import (
     ConditionType,
     EndpointStatus,
@@ -19,12 +21,23 @@ from isvc_api import (
 )
 
 from isvc_operator._ports import Deps, Obj, TemporaryError, WorkloadUnbuildable, namespace_terminating
-from isvc_operator._scope import RETRY_SOON, Children, OrderScope, take_down_workload
+from isvc_operator._scope import (
+    RETRY_CAPACITY,
+    RETRY_SOON,
+    Children,
+    OrderScope,
+    controlled_by,
+    made_for,
+    take_down_workload,
+)
+from isvc_operator._seal import SEAL, SEALED_KINDS, WRITTEN_APART
 from isvc_operator._steps.start_turn import take_turns
 
 __all__ = ["step"]
 
 log = logging.getLogger(__name__)
+RESTORES = 3  # restores of one child a window allows
+RESTORE_WINDOW = 300.0  # seconds
 
 
 def _take_down_unplaced(scope: OrderScope, deps: Deps) -> None:
@@ -129,25 +142,161 @@ def _settled(deps: Deps, manifest: Obj) -> Obj | Refusal:
     return deps.workload.settle(manifest, deps.cluster.cached("StatefulSet", meta["namespace"], meta["name"]))
 
 
+def _with_seal(manifest: Obj, seal: str) -> Obj:
+    meta = manifest["metadata"]
+    return {**manifest, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), SEAL: seal}}}
+
+
+def _sealed(deps: Deps, manifest: Obj) -> Obj:
+    """A child's manifest stamped with the seal of what the API server makes of it (asked by a dry run)."""
+    if manifest["kind"] not in SEALED_KINDS:
+        return manifest
+    return _with_seal(manifest, deps.sealer.seal(deps.cluster.apply(manifest, dry_run=True)))
+
+
+# The fields of a set's spec the API server lets change; the rest never differ from what the module wrote.
+_SET_MUTABLE = (
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+    "ordinals",
+)
+# What the API server allocated to a Service, which a restore keeps.
+_ALLOCATED = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")
+
+
+def _restore(held: Obj, manifest: Obj, max_replicas: int | None) -> list[Obj]:
+    """JSON patch operations that make a child what `manifest` says, whoever changed it: its labels,
+    annotations and owners replaced, finalizers of others removed, its spec replaced (a set's mutable fields;
+    a Service keeps its allocated addresses; an autoscaled set's replicas bounded by the class)."""
+    meta, spec = manifest["metadata"], manifest.get("spec") or {}
+    live = held.get("spec") or {}
+    apart = {k: v for k, v in (held["metadata"].get("annotations") or {}).items() if k in WRITTEN_APART}
+    ops: list[Obj] = [
+        {"op": "add", "path": "/metadata/labels", "value": meta.get("labels") or {}},
+        {"op": "add", "path": "/metadata/annotations", "value": {**apart, **(meta.get("annotations") or {})}},
+        {"op": "add", "path": "/metadata/ownerReferences", "value": meta.get("ownerReferences") or []},
+    ]
+    if held["metadata"].get("finalizers"):
+        ops.append({"op": "remove", "path": "/metadata/finalizers"})
+    if manifest["kind"] == "StatefulSet":
+        for key in _SET_MUTABLE:
+            if key in spec:
+                ops.append({"op": "add", "path": f"/spec/{key}", "value": spec[key]})
+            elif key in live:
+                ops.append({"op": "remove", "path": f"/spec/{key}"})
+        if "replicas" in spec:
+            ops.append({"op": "add", "path": "/spec/replicas", "value": spec["replicas"]})
+        elif max_replicas is not None and int(live.get("replicas") or 0) > max_replicas:
+            ops.append({"op": "add", "path": "/spec/replicas", "value": max_replicas})
+    else:
+        kept = {k: live[k] for k in _ALLOCATED if k in live} if manifest["kind"] == "Service" else {}
+        ops.append({"op": "add", "path": "/spec", "value": {**spec, **kept}})
+    return ops
+
+
+def _tampered(deps: Deps, held: Obj | None, manifest: Obj, max_replicas: int | None) -> bool:
+    """Whether someone other than the controller changed a child: its seal no longer holds, or its replica
+    count (an autoscaler's to change) went past the class's bound."""
+    if held is None or manifest["kind"] not in SEALED_KINDS or held["metadata"].get("deletionTimestamp"):
+        return False
+    if not deps.sealer.holds(held):
+        return True
+    replicas = (held.get("spec") or {}).get("replicas")
+    return (
+        max_replicas is not None and manifest["kind"] == "StatefulSet" and int(replicas or 0) > max_replicas
+    )
+
+
+def _squatted(scope: OrderScope, deps: Deps, manifest: Obj, held: Obj | None) -> str | None:
+    """Another object's claim on the host of the order's Ingress, when one came first: an Ingress the module
+    did not make for this order, made before the order's own (or while it has none). Hosts follow a template
+    anyone can read, so a user of another namespace could publish an order's host first and take its
+    traffic (issue 29); the module then does not publish it."""
+    if manifest["kind"] != "Ingress":
+        return None
+    mine = (held or {}).get("metadata", {}).get("creationTimestamp")
+    for host in [r.get("host") for r in manifest["spec"].get("rules") or []]:
+        for other in deps.cluster.ingresses_naming(str(host)):
+            meta = other["metadata"]
+            if (
+                meta.get("namespace") == scope.namespace
+                and meta.get("name") == scope.name
+                and made_for(other, scope)
+            ):
+                continue
+            if mine is None or str(meta.get("creationTimestamp") or "") <= str(mine):
+                return (
+                    f"host {host} is already published by Ingress {meta.get('namespace')}/{meta.get('name')}, "
+                    "which the module did not make for this order, so the endpoint is not published; ask the "
+                    "administrator to remove that Ingress (the endpoint is published once it is gone)."
+                )
+    return None
+
+
+# Children restored lately, by (namespace, kind, name): something of the cluster that changes a child again
+# and again (a mutating webhook, another controller) must not make the module rewrite it every pass.
+_RESTORED: TTLCache[tuple[str, str, str], int] = TTLCache(maxsize=10_000, ttl=RESTORE_WINDOW)
+_RESTORED_LOCK = threading.Lock()
+
+
+def _restores(key: tuple[str, str, str]) -> int:
+    """Count one more restore of a child in the window; the count so far."""
+    with _RESTORED_LOCK:
+        _RESTORED[key] = _RESTORED.get(key, 0) + 1
+        return _RESTORED[key]
+
+
 def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | None:
-    """Apply what changed. A set the order outgrew is not applied (the held one keeps serving): the pass
-    ends in SettledRegionTooSmall once the other children are applied."""
+    """Apply what changed; restore what someone else changed. A set the order outgrew is not applied (the
+    held one keeps serving): the pass ends in SettledRegionTooSmall once the other children are applied."""
     too_small: Verdict | None = None
+    squat: str | None = None
+    keeps: str | None = None
+    restored: list[str] = []
+    bound = next(
+        (m["spec"].get("maxReplicas") for m in manifests if m["kind"] == "HorizontalPodAutoscaler"), None
+    )
     for built in manifests:
         settled = _settled(deps, built)
         if isinstance(settled, Refusal):
             too_small = _settled_region_too_small(scope, settled.message)
             continue
         manifest = _stamped(settled)
-        if _unchanged(deps, manifest):
-            continue
-        if manifest["kind"] == "StatefulSet" and _waits_its_turn(
-            scope, deps, manifest, _templates(scope, deps, manifests)
-        ):
-            scope.roll_waits = True  # the set in place keeps serving; applied when the class's turn comes
+        meta = manifest["metadata"]
+        held = deps.cluster.cached(manifest["kind"], meta["namespace"], meta["name"])
+        squatted = _squatted(scope, deps, manifest, held)
+        if squatted is not None:
+            if held is not None and made_for(held, scope):  # ours came second: it goes
+                deps.cluster.delete(manifest["apiVersion"], "Ingress", meta["namespace"], meta["name"])
+            squat = squatted
             continue
         try:
-            deps.cluster.apply(manifest)
+            if _tampered(deps, held, manifest, bound):
+                assert held is not None
+                if _restores((meta["namespace"], manifest["kind"], meta["name"])) > RESTORES:
+                    keeps = (
+                        f"{manifest['kind']} {meta['name']} of the order keeps being changed by something other "
+                        f"than the module: restored {RESTORES} times in {RESTORE_WINDOW // 60:g} minutes, it is "
+                        "left as it is for now; a controller or admission webhook of the cluster changes it, "
+                        "which an administrator can tell from its managedFields."
+                    )
+                    continue
+                ops = _restore(held, manifest, bound)
+                seal = deps.sealer.seal(deps.cluster.patch(manifest, ops, dry_run=True))
+                ops[1] = {**ops[1], "value": {**ops[1]["value"], SEAL: seal}}
+                deps.cluster.patch(manifest, ops)
+                restored.append(f"{manifest['kind']} {meta['name']}")
+                continue
+            if _unchanged(deps, manifest):
+                continue
+            if manifest["kind"] == "StatefulSet" and _waits_its_turn(
+                scope, deps, manifest, _templates(scope, deps, manifests)
+            ):
+                scope.roll_waits = True  # the set in place keeps serving; applied when the class's turn comes
+                continue
+            deps.cluster.apply(_sealed(deps, manifest))
             scope.set_applied = scope.set_applied or manifest["kind"] == "StatefulSet"
         except Exception as exc:
             words = _refused_by_cluster(exc)
@@ -167,10 +316,28 @@ def _apply(scope: OrderScope, deps: Deps, manifests: list[Obj]) -> Verdict | Non
     if too_small is not None:
         return too_small
     for old in deps.cluster.owned("Deployment", scope.namespace, scope.name):  # an earlier version's workload
-        deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
+        if made_for(old, scope):
+            deps.cluster.delete("apps/v1", "Deployment", scope.namespace, old["metadata"]["name"])
     _prune_templates(
         scope, deps, {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     )
+    if keeps is not None:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, keeps)
+        scope.requeue(RETRY_CAPACITY)
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, keeps)
+    if squat is not None:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, squat)
+        scope.requeue(RETRY_CAPACITY)
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, squat)
+    if restored:
+        message = (
+            f"{', '.join(restored)} of the order had been changed by someone other than the module, and is "
+            "restored to what the module computes; the order is served again once its replicas are. An "
+            "order's children are the module's: change the order instead."
+        )
+        log.warning("%s/%s: %s", scope.namespace, scope.name, message)
+        scope.requeue(RETRY_SOON)
+        return Verdict.refuse(Reason.WORKLOAD_NOT_READY, message)
     return None
 
 
@@ -285,7 +452,7 @@ def _prune_templates(scope: OrderScope, deps: Deps, current: set[str]) -> None:
     }
     for template in deps.cluster.owned("ResourceClaimTemplate", scope.namespace, scope.name):
         name = template["metadata"]["name"]
-        if name not in current and name not in in_use:
+        if name not in current and name not in in_use and made_for(template, scope):
             deps.cluster.delete("resource.k8s.io/v1", "ResourceClaimTemplate", scope.namespace, name)
 
 
@@ -429,6 +596,8 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         return refused
     if scope.policy.exposure.type != ExposureType.EXTERNAL:  # an exposure changed: what was published goes
         for published in deps.cluster.owned("Ingress", scope.namespace, scope.name):
+            if not made_for(published, scope):
+                continue
             name = published["metadata"]["name"]
             deps.cluster.delete("networking.k8s.io/v1", "Ingress", scope.namespace, name)
     _prune_autoscaling(scope, deps, manifests)
@@ -448,10 +617,20 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         tool_call_parser=runtime.tool_call_parser if runtime else None,
         reasoning_parser=runtime.reasoning_parser if runtime else None,
     )
-    sets = deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
+    sets = [
+        s
+        for s in deps.cluster.owned("StatefulSet", scope.namespace, scope.name)
+        if made_for(s, scope) and s["metadata"].get("name") == scope.name
+    ]
     templates = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     every_pod = deps.cluster.owned("Pod", scope.namespace, scope.name)
-    pods = [p for p in every_pod if _of_plan(p, templates)]
+    # Only the set's own pods: a pod a user labels as the order's serves nothing of the module's (issue 29).
+    set_uid = sets[0]["metadata"].get("uid") if sets else None
+    pods = [
+        p
+        for p in every_pod
+        if _of_plan(p, templates) and (set_uid is None or controlled_by(p, "StatefulSet", set_uid))
+    ]
     names = {p["metadata"]["name"] for p in pods}
     claims = [
         c

@@ -1,0 +1,72 @@
+"""Issue 29: the planner listed ResourceClaims (which namespace users write, with 256 KiB of annotations each)
+in one answer and kept every one whole until the next relist. Lists are read page by page now, and of each
+object only its name, namespace and uid are kept, to tell what went at the next relist."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from isvc_planner import Inventory, _kube
+
+
+def _claim(i: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"c{i}",
+            "namespace": "team-a",
+            "uid": f"u{i}",
+            "annotations": {"pad": "x" * 1000},
+        },
+        "spec": {},
+    }
+
+
+class Objects:
+    """A CustomObjectsApi answering claims in pages of `limit`."""
+
+    def __init__(self, claims: list[dict[str, Any]]) -> None:
+        self.claims = claims
+        self.asked: list[tuple[int, str | None]] = []
+
+    def list_cluster_custom_object(
+        self, *args: Any, limit: int, _continue: str | None = None
+    ) -> dict[str, Any]:
+        self.asked.append((limit, _continue))
+        start = int(_continue or 0)
+        page = self.claims[start : start + limit]
+        more = start + limit < len(self.claims)
+        return {
+            "metadata": {"resourceVersion": "7", **({"continue": str(start + limit)} if more else {})},
+            "items": page,
+        }
+
+
+def test_claims_are_listed_page_by_page_and_kept_as_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = Objects([_claim(i) for i in range(1201)])
+    upserted: list[str] = []
+    deleted: list[Any] = []
+    lists = [0]
+
+    class Watch:
+        def stream(self, *args: Any, **kwargs: Any) -> Any:
+            lists[0] += 1
+            if lists[0] == 1:
+                objects.claims = objects.claims[1:]  # c0 goes while the watch is down
+                raise RuntimeError("watch broke")
+            sync.stop()
+            return iter(())
+
+    monkeypatch.setattr(_kube, "_watch", type("W", (), {"Watch": Watch}))
+    sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
+    sync.objects = objects  # type: ignore[assignment]
+    sync._handlers = {_kube.CLAIMS: (lambda o: upserted.append(o["metadata"]["name"]), deleted.append)}
+
+    thread = threading.Thread(target=sync._run, args=(_kube.CLAIMS,), daemon=True)
+    thread.start()
+    thread.join(10)
+
+    assert [a[0] for a in objects.asked] == [100] * 25  # 1,201 claims in 13 pages, then 1,200 in 12
+    assert deleted == [{"metadata": {"name": "c0", "namespace": "team-a", "uid": "u0"}}]
+    assert len(upserted) == 1201 + 1200
