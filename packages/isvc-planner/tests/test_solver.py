@@ -211,7 +211,7 @@ def test_the_solvers_packing_keeps_the_ledgers_rules_and_never_places_fewer_than
             assert again.placement is not None and again.placement.devices == answer.placement.devices
 
 
-def test_the_solver_places_more_than_the_search_on_a_large_instance_and_reserves_it() -> None:
+def test_the_solver_places_more_than_the_search_on_a_large_instance_within_the_rules() -> None:
     nodes, sizes = large_instance(random.Random(7))
     slices = [node.slice(f"n{i:02d}") for i, node in enumerate(nodes)]
     requests = [
