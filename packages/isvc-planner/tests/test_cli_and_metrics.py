@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from isvc_planner import SOLVER_SECONDS, CallerCheck, Inventory, Planner, create_app
 from isvc_planner._cli import parser
+from prometheus_client import CollectorRegistry
+
+CALLER = "system:serviceaccount:d8-isvc:controller"
 
 
 def test_serve_accepts_the_flags_the_chart_passes() -> None:
@@ -31,3 +35,24 @@ def test_log_level_takes_the_module_setting_in_any_case() -> None:
 def test_an_unknown_log_level_is_refused() -> None:
     with pytest.raises(SystemExit):
         parser().parse_args(["serve", "--log-level=trace", "--allowed-caller=system:serviceaccount:a:b"])
+
+
+def test_the_solvers_budget_is_a_flag_between_zero_and_a_minute() -> None:
+    args = parser().parse_args(["serve", "--allowed-caller", CALLER, "--solver-seconds", "0.5"])
+    assert args.solver_seconds == 0.5
+    assert parser().parse_args(["serve", "--allowed-caller", CALLER]).solver_seconds == SOLVER_SECONDS
+    for bad in ("-1", "61", "soon"):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["serve", "--allowed-caller", CALLER, "--solver-seconds", bad])
+
+
+def test_each_solver_run_is_counted_by_its_outcome() -> None:
+    registry = CollectorRegistry()
+    planner = Planner(Inventory())
+    create_app(planner, registry, caller=CallerCheck(lambda token: None, ()))
+    assert planner.on_solver is not None
+    planner.on_solver("limit")
+    planner.on_solver("limit")
+    planner.on_solver("optimal")
+    assert registry.get_sample_value("isvc_planner_solver_runs_total", {"outcome": "limit"}) == 2
+    assert registry.get_sample_value("isvc_planner_solver_runs_total", {"outcome": "optimal"}) == 1

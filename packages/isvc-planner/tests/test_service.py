@@ -19,7 +19,7 @@ from isvc_planner import (
     Planner,
     create_app,
 )
-from isvc_planner._auth import CallerCheck, ReviewFailed
+from isvc_planner._auth import CallerCheck, CallerVerdict, ReviewFailed
 from isvc_planner._cli import openapi_document, parser
 from isvc_planner_client import (
     OrderRef,
@@ -295,6 +295,29 @@ def test_reviews_are_cached_briefly_and_a_review_failure_is_temporary() -> None:
     now[0] = 31.0
     broken[0] = True
     assert check.verdict("controller-token").status == 503
+
+
+def test_a_token_reviewed_lately_is_answered_without_a_review_or_a_thread_issue_32() -> None:
+    """`known` answers from the reviews remembered, never asking the API server (the app calls it on the
+    event loop; only a review goes to a thread)."""
+    asked: list[str] = []
+    now = [0.0]
+
+    def review(token: str) -> str | None:
+        asked.append(token)
+        return TOKENS.get(token)
+
+    check = CallerCheck(review, [CONTROLLER], ttl=30, timer=lambda: now[0])
+    assert check.known(None) == CallerVerdict(401, "a bearer token is required")
+    assert check.known("controller-token") is None and asked == []
+    check.verdict("controller-token")
+    check.verdict("other-token")
+    assert check.known("controller-token") == CallerVerdict(200, "ok", CONTROLLER)
+    other = check.known("other-token")
+    assert other is not None and other.status == 403
+    assert asked == ["controller-token", "other-token"]
+    now[0] = 31.0
+    assert check.known("controller-token") is None
 
 
 def test_serve_takes_its_allowed_callers_and_refuses_anything_else() -> None:

@@ -106,6 +106,7 @@ def test_a_large_instance_is_scored_against_the_solver_and_never_beats_its_bound
 
     assert overcommits == 0
     assert packed.solved.best <= packed.solved.bound
-    for placed in (packed.joint, packed.arrival, packed.first_fit, packed.bfd):
+    for placed in (packed.shipped, packed.search, packed.floor, packed.arrival, packed.first_fit, packed.bfd):
         assert 0 < placed <= packed.solved.bound
+    assert packed.shipped >= packed.search >= packed.floor
     assert packed.search_nodes > 0  # the profile hook saw the joint search

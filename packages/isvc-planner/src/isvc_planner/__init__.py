@@ -4,14 +4,17 @@ The wire contract, the client and the selector language are in `isvc_planner_cli
 """
 
 from isvc_planner._app import PlannerMetrics, create_app
+from isvc_planner._auth import CallerCheck
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
-from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault
+from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault, loading
 from isvc_planner._kube import KubeSync, load_api
-from isvc_planner._planner import ClaimShape, Planner, judge_plan
+from isvc_planner._planner import SOLVER_SECONDS, ClaimShape, Planner, judge_plan
 
 __all__ = [
     "DEFAULT_CONTEXT",
+    "SOLVER_SECONDS",
     "UNITS",
+    "CallerCheck",
     "ClaimShape",
     "Device",
     "Holding",
@@ -25,5 +28,6 @@ __all__ = [
     "estimate",
     "judge_plan",
     "load_api",
+    "loading",
     "memory_need",
 ]

@@ -8,6 +8,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
@@ -23,6 +24,7 @@ from isvc_planner_client import (
     RoomChange,
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pydantic import BaseModel
 
 from isvc_planner._auth import CallerCheck
 from isvc_planner._inventory import Inventory
@@ -59,6 +61,14 @@ class PlannerMetrics:
             "learned (0 while the ledger counts as the scheduler does).",
             registry=registry,
         )
+        self.solver = Counter(
+            "isvc_planner_solver_runs",
+            "Solver runs for orders waiting together, by outcome: optimal (proven), better (more orders than "
+            "the search, not proven), limit (nothing better within the budget), failed, stale (the ledger "
+            "changed meanwhile); all but the first two answer with the search's packing.",
+            ["outcome"],
+            registry=registry,
+        )
         self.synced = Gauge(
             "isvc_planner_inventory_synced",
             "1 once the inventory has listed every kind it watches, else 0.",
@@ -74,6 +84,12 @@ class PlannerMetrics:
         else:
             reason = response.refusal.reason.value if response.refusal is not None else ""
             self.plans.labels(outcome="Refused", reason=reason, device_class="").inc()
+
+
+def _json(answer: BaseModel) -> Response:
+    """An answer serialized once, as its response model declares it (by alias, nulls left out): FastAPI
+    would validate the model it was just given again before serializing it."""
+    return Response(answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json")
 
 
 def create_app(
@@ -94,8 +110,14 @@ def create_app(
         openapi_url=None,
     )
 
-    def allowed_caller(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]) -> str:
-        verdict = caller.verdict(credentials.credentials if credentials is not None else None)
+    async def allowed_caller(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    ) -> str:
+        # A token reviewed lately is answered here; only a review (a call to the API server) takes a thread.
+        token = credentials.credentials if credentials is not None else None
+        verdict = caller.known(token)
+        if verdict is None:
+            verdict = await run_in_threadpool(caller.verdict, token)
         if verdict.status != 200:
             headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
             raise HTTPException(verdict.status, verdict.detail, headers=headers)
@@ -103,7 +125,7 @@ def create_app(
 
     inventory: Inventory = planner.inventory
 
-    def listed() -> None:
+    async def listed() -> None:  # no thread for a flag
         # A ledger that has not listed every kind (a restart) would place on what plans or claims hold.
         if not inventory.synced:
             raise HTTPException(503, "the inventory has not listed every kind yet")
@@ -112,18 +134,19 @@ def create_app(
     metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
     metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
     planner.on_disagreement = metrics.disagreements.inc
+    planner.on_solver = lambda outcome: metrics.solver.labels(outcome=outcome).inc()
     instance = uuid.uuid4().hex[:12]  # a restarted planner's tokens never match an older one's
 
     @v1.post(
         "/plan", response_model=PlanResponse, response_model_exclude_none=True, response_model_by_alias=True
     )
-    def plan(request: PlanRequest) -> PlanResponse:
+    def plan(request: PlanRequest) -> Response:
         """Plan one order: a placement with estimates, or a refusal; orders to release first."""
         started = time.monotonic()
         response = planner.plan(request)
         metrics.duration.labels(endpoint="plan").observe(time.monotonic() - started)
         metrics.answered(response)
-        return response
+        return _json(response)
 
     @v1.post(
         "/plans",
@@ -131,14 +154,14 @@ def create_app(
         response_model_exclude_none=True,
         response_model_by_alias=True,
     )
-    def plan_many(request: PlanManyRequest) -> PlanManyResponse:
+    def plan_many(request: PlanManyRequest) -> Response:
         """Plan orders that wait together: placed jointly so that the most of them fit."""
         started = time.monotonic()
         answers = planner.plan_many(request.orders)
         metrics.duration.labels(endpoint="plans").observe(time.monotonic() - started)
         for answer in answers:
             metrics.answered(answer)
-        return PlanManyResponse(answers=answers)
+        return _json(PlanManyResponse(answers=answers))
 
     @v1.post("/release", response_model=Released, response_model_by_alias=True)
     def release(order: OrderRef) -> Released:

@@ -116,6 +116,18 @@ class CallerCheck:
                 self._others[key] = user
         return user
 
+    def known(self, token: str | None) -> CallerVerdict | None:
+        """The answer when it needs no review (no token, or one reviewed lately), without blocking; None
+        when the API server must be asked (`verdict` asks)."""
+        if not token:
+            return CallerVerdict(401, "a bearer token is required")
+        key = hashlib.sha256(token.encode()).hexdigest()
+        with self._lock:
+            for cache in (self._callers, self._others):
+                if key in cache:
+                    return self._for(cache[key])
+        return None
+
     def verdict(self, token: str | None) -> CallerVerdict:
         """The answer for a request that carried `token` as its bearer token (None: it carried none)."""
         if not token:
@@ -126,6 +138,9 @@ class CallerCheck:
             return CallerVerdict(429, "too many tokens to review; ask again shortly")
         except ReviewFailed as error:
             return CallerVerdict(503, f"the token could not be reviewed: {error}")
+        return self._for(user)
+
+    def _for(self, user: str | None) -> CallerVerdict:
         if user is None:
             return CallerVerdict(401, "the token is not valid")
         if user not in self.allowed:

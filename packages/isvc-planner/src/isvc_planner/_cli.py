@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from isvc_planner._app import create_app
 from isvc_planner._auth import CallerCheck, service_account_name
 from isvc_planner._inventory import Inventory
-from isvc_planner._planner import Planner
+from isvc_planner._planner import SOLVER_SECONDS, Planner
 
 __all__ = ["main", "openapi_document", "parser"]
 
@@ -36,6 +36,18 @@ def _log_level(text: str) -> str:
     if level not in _LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(_LOG_LEVELS)}")
     return level
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from error
+    if not 0 <= value <= 60:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: between 0 and 60 (the controller waits 10 s for an answer)"
+        )
+    return value
 
 
 def _caller(text: str) -> str:
@@ -82,6 +94,12 @@ def parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds a plan holds its devices before a claim shows them",
     )
+    serve.add_argument(
+        "--solver-seconds",
+        type=_seconds,
+        default=SOLVER_SECONDS,
+        help="seconds the solver may take to place orders waiting together (0: the bounded search only)",
+    )
     sub.add_parser("openapi", help="print the OpenAPI description")
     return p
 
@@ -107,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     sync.start()
     caller = CallerCheck(token_reviewer(api), args.allowed_callers, ttl=args.token_review_ttl)
     app = create_app(
-        Planner(inventory, reservation_ttl=args.reservation_ttl), registry=registry, caller=caller
+        Planner(inventory, reservation_ttl=args.reservation_ttl, solver_seconds=args.solver_seconds),
+        registry=registry,
+        caller=caller,
     )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=level)

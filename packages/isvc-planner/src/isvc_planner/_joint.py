@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ["Joint", "Kind", "most_placed"]
+__all__ = ["Joint", "Kind", "loss", "most_placed"]
 
 UNITS = 100
 
@@ -41,6 +41,7 @@ class Joint:
 
     choices: list[Choice | None]
     order: list[int]
+    complete: bool = False  # the search ran to its end: no packing places more orders
 
     @property
     def placed(self) -> int:
@@ -106,8 +107,13 @@ def most_placed(
 
     floor = _smallest_first(needs, kinds, stock)
     best_count = floor.placed
+    if floor.placed == n:
+        return Joint(floor.choices, floor.order, complete=True)
     go(0, 0, free_bytes)
-    return Joint(best, seq) if best_count > floor.placed else floor
+    complete = nodes <= budget
+    if best_count > floor.placed:
+        return Joint(best, seq, complete)
+    return Joint(floor.choices, floor.order, complete)
 
 
 def _smallest_first(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence[dict[int, int]]) -> Joint:
@@ -137,10 +143,15 @@ def _bytes(kind: Kind, free: int) -> int:
     return kind.memory if free >= UNITS else 0
 
 
+def loss(kind: Kind, free: int, units: int) -> int:
+    """What taking `units` of a device of `kind` with `free` units free costs in squared free pieces."""
+    before, after = _bytes(kind, free), _bytes(kind, free - units)
+    return before * before - after * after
+
+
 def _rank(kind: Kind, class_rank: int, free: int, units: int) -> tuple[int, int, int, int]:
     """The one-order policy's order: class, loss in squared free pieces, used devices, smaller ones."""
-    before, after = _bytes(kind, free), _bytes(kind, free - units)
-    return class_rank, before * before - after * after, 0 if free < UNITS else 1, kind.memory
+    return class_rank, loss(kind, free, units), 0 if free < UNITS else 1, kind.memory
 
 
 def _move(stock: dict[int, int], old: int, new: int) -> None:

@@ -18,12 +18,15 @@ search of `_joint`, each on a device its class and policy admit (first classes t
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
+import attrs
 from isvc_api import (
     AcceleratorPolicy,
     Fit,
@@ -53,10 +56,11 @@ from isvc_planner_client import (
     parse_quantity,
 )
 
-from isvc_planner._capacity import quantity_text
+from isvc_planner._capacity import Capacity, fits, quantity_text
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, GroupKey, Inventory, OrderKey, _Group
-from isvc_planner._joint import Kind, most_placed
+from isvc_planner._joint import Joint, Kind, loss, most_placed
+from isvc_planner._solver import Bin, Option, Problem, Solution, solve
 
 __all__ = ["ClaimShape", "Planner", "judge_plan"]
 
@@ -115,9 +119,53 @@ PLAUSIBLE_GIB = 288
 # Room the ledger saw appear less than this long ago, after the refusal, is room the scheduler may not have
 # tried yet: its refusal predates it.
 SCHEDULER_RETRY = 10.0
-# The most orders of one priority placed by the joint search (its depth is the number of orders); more
-# waiting ones are answered one at a time after it, in the order they came.
+# The most orders of one priority placed together at once (the joint search's depth is the number of
+# orders); more waiting ones are placed together in further batches of this many, in the order they came.
 MAX_JOINT = 200
+# The most (order, device) pairs the solver is given: alike devices beyond that are left out of the program.
+MAX_OPTIONS = 50_000
+# Seconds the solver may take for one pass of orders waiting together (`plan_many`), every priority
+# together: the controller's client waits 10 s for an answer (isvc_planner_client.PlannerClient), and on
+# the large packing instances of `nox -s bench` this reaches the acceptance figures (packages/isvc-planner
+# README, "Packing quality").
+SOLVER_SECONDS = 2.0
+
+
+# Kinds, their devices (by name), each device's free units then, and how many devices have how many free.
+Kinds = tuple[list[Kind], list[list[Device]], list[list[int]], list[dict[int, int]]]
+
+
+class _Stock:
+    """Devices of each kind by the units they have free, the first by name first. A device found with
+    other room than it was filed under (taken meanwhile, or a partition whose counters a sibling took) is
+    filed again where it belongs."""
+
+    def __init__(
+        self,
+        devices: Sequence[Sequence[Device]],
+        frees: Sequence[Sequence[int]],
+        room: Callable[[Device], int],
+    ) -> None:
+        self.room = room
+        self._by: dict[tuple[int, int], list[tuple[tuple[str, str, str, str], Device]]] = {}
+        for kind, members in enumerate(devices):  # listed by name: each list is a heap already
+            for device, free in zip(members, frees[kind], strict=True):
+                self._by.setdefault((kind, free), []).append((device.sort_key(), device))
+
+    def take(self, kind: int, free: int) -> Device | None:
+        """The first device of `kind` with `free` units free, taken off the shelf; None when there is none."""
+        heap = self._by.get((kind, free))
+        while heap:
+            _, device = heapq.heappop(heap)
+            now = self.room(device)
+            if now == free:
+                return device
+            self.put(kind, device)
+        return None
+
+    def put(self, kind: int, device: Device) -> None:
+        """File a device again under the room it has now."""
+        heapq.heappush(self._by.setdefault((kind, self.room(device)), []), (device.sort_key(), device))
 
 
 @dataclass(frozen=True)
@@ -200,6 +248,28 @@ class _Findings:
     out_of_service: set[str] = field(default_factory=set)
 
 
+@dataclass
+class _Survey:
+    """What a refusal reads of one class's devices that an order's filters admit: the same for every order
+    holding nothing and refused nowhere there, for as long as the ledger does not change (`Inventory.version`).
+    Surveyed once per ledger, a batch of orders left out of a packing is refused at the cost of one
+    walk over the fleet, not one each."""
+
+    version: int
+    admitted: int = 0
+    unprofiled: list[str] = field(default_factory=list)
+    unprofiled_per_pool: dict[str, int] = field(default_factory=dict)
+    any_free: bool = False
+    largest: tuple[int, str] = (0, "")
+    largest_free: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)  # memory -> most devices of one pool and group
+    shared_sizes: set[int] = field(default_factory=set)  # memory of shareable devices
+    whole_sizes: set[int] = field(default_factory=set)  # memory of devices taken whole
+    holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
+    lowered: list[tuple[int, tuple[str, str, str, str], Device]] = field(default_factory=list)  # by lowest
+    closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
+
+
 def _semver(text: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in str(text).split(".")[:3])
 
@@ -215,12 +285,20 @@ class Planner:
         context: int | None = None,
         distrust_ttl: float = 600.0,
         on_disagreement: Callable[[], None] | None = None,
+        solver_seconds: float = SOLVER_SECONDS,
+        on_solver: Callable[[str], None] | None = None,
     ) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
         self.context = context
         self.distrust_ttl = distrust_ttl
         self.on_disagreement = on_disagreement
+        self.solver_seconds = solver_seconds  # 0: orders waiting together get the search's packing only
+        # Told each solver run's outcome: optimal (proven), better (more orders than the search, not proven),
+        # limit (no better packing within the budget), failed, or stale (the ledger changed meanwhile).
+        self.on_solver = on_solver
+        self._said: set[str] = set()  # solver outcomes logged already
+        self._surveys: dict[tuple[str, str | None, str | None], _Survey] = {}
         # order -> (devices refused, units asked (UNITS: whole), where, the scheduler's words): the last
         # refusal while it stands.
         self._refused: dict[OrderKey, tuple[list[DeviceKey], int, str, str]] = {}
@@ -239,15 +317,20 @@ class Planner:
         """Answers for orders that wait together, placed jointly so that the most of them fit.
 
         Higher priorities go first. Within one priority, orders holding devices are replanned one by one
-        (they keep what they hold), then orders that need several devices; the rest are placed together
-        by `most_placed`, and those it leaves out get the one-order answer (a refusal, or preemption).
+        (they keep what they hold), then orders that need several devices; the rest are placed together:
+        the greedy floor and the bounded search of `most_placed` (`budget` nodes), then, unless that
+        search proved its packing the best, the solver (`_solver`) within what is left of
+        `solver_seconds`, outside the ledger's lock. The solver's packing is taken only when it places
+        more orders and the ledger, as it is then, admits all of it; orders left out get the one-order
+        answer (a refusal, or preemption).
         """
         inv = self.inventory
         answers: list[PlanResponse | None] = [None] * len(requests)
+        ends = time.monotonic() + self.solver_seconds
+        prepared: dict[int, _Order] = {}
+        first: dict[OrderKey, int] = {}
         with inv.lock:
             inv.expire()
-            prepared: dict[int, _Order] = {}
-            first: dict[OrderKey, int] = {}
             for i, request in enumerate(requests):
                 if first.setdefault((request.order.namespace, request.order.name), i) != i:
                     continue  # an order named twice is planned once; later copies get the same answer
@@ -256,33 +339,288 @@ class Planner:
                     answers[i] = p
                 else:
                     prepared[i] = p
-            for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
-                level = [i for i, o in prepared.items() if o.priority == priority]
-                alone = [
-                    i
-                    for i in level
-                    if prepared[i].ask.prefer or prepared[i].ask.refused or self._undecidable_any(prepared[i])
-                ]
-                rest = [i for i in level if i not in alone]
-                kinds, devices, stock = self._kinds([prepared[i] for i in rest])
-                several = [i for j, i in enumerate(rest) if all(k.fits[j] is None for k in kinds)]
-                for i in alone + several:
-                    answers[i] = self._place(prepared[i])
-                joint = [i for i in rest if i not in several][:MAX_JOINT]  # the rest: one at a time
-                if len(joint) > 1:
-                    if alone or several:  # their placements changed the stock; else the kinds stand
-                        kinds, devices, stock = self._kinds([prepared[i] for i in joint])
-                    found = most_placed([prepared[i].need.required for i in joint], kinds, stock, budget)
-                    for j in found.order:
-                        choice = found.choices[j]
-                        if choice is not None:
-                            answers[joint[j]] = self._take(prepared[joint[j]], j, kinds, devices, choice)
-                for i in joint:
-                    if answers[i] is None:
-                        answers[i] = self._place(prepared[i])
+        for priority in sorted({o.priority for o in prepared.values()}, reverse=True):
+            level = [i for i, o in prepared.items() if o.priority == priority]
+            self._plan_level([prepared[i] for i in level], level, answers, budget, ends)
         for i, request in enumerate(requests):
             answers[i] = answers[first[(request.order.namespace, request.order.name)]]
         return [a if a is not None else PlanResponse() for a in answers]
+
+    def _plan_level(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        budget: int,
+        ends: float,
+    ) -> None:
+        """Place the orders of one priority together (`plan_many`); answers[where[j]] is orders[j]'s."""
+        inv = self.inventory
+        with inv.lock:
+            alone = [
+                j for j, o in enumerate(orders) if o.ask.prefer or o.ask.refused or self._undecidable_any(o)
+            ]
+            rest = [j for j in range(len(orders)) if j not in set(alone)]
+            several: list[int] = []
+            kinds: Kinds | None = None
+            if len(rest) > 1:  # one order alone keeps the one-order path
+                kinds = self._kinds([orders[j] for j in rest])
+                several = [j for n, j in enumerate(rest) if all(k.fits[n] is None for k in kinds[0])]
+            for j in alone + several:
+                answers[where[j]] = self._place(orders[j])
+        joint = [j for j in rest if j not in set(several)] if kinds is not None else []
+        if alone or several or len(joint) > MAX_JOINT:
+            kinds = None  # placements changed the stock, or the batches are not these orders
+        for at in range(0, len(joint), MAX_JOINT):  # batches as they came, each on what the last left
+            batch = joint[at : at + MAX_JOINT]
+            if len(batch) > 1:
+                self._place_together(
+                    [orders[j] for j in batch], [where[j] for j in batch], answers, budget, ends, kinds
+                )
+        with inv.lock:  # left out of every packing: the one-order answer (a refusal, or preemption)
+            for j in rest:
+                if answers[where[j]] is None:
+                    answers[where[j]] = self._place(orders[j])
+
+    def _place_together(
+        self,
+        batch: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        budget: int,
+        ends: float,
+        known: Kinds | None = None,
+    ) -> None:
+        """The most orders of a batch placed together: the search, then the solver if time is left and the
+        search did not prove its packing the best; answers[where[j]] is batch[j]'s, None if left out.
+        `known`: the batch's kinds, when the ledger has not changed since they were made."""
+        inv = self.inventory
+        needs = [o.need.required for o in batch]
+        with inv.lock:
+            kinds, devices, frees, stock = known or self._kinds(batch)
+            found = most_placed(needs, kinds, stock, budget)
+            seconds = ends - time.monotonic()
+            if found.complete or seconds <= 0:
+                self._take_found(batch, where, answers, kinds, devices, frees, found)
+                return
+            problem, slots, start = self._problem(batch, kinds, devices, frees, found)
+            version = inv.version
+        solution = solve(problem, seconds, start)
+        with inv.lock:
+            taken = solution.placed > found.placed and self._take_solved(
+                batch, where, answers, problem, slots, solution
+            )
+            if not taken:
+                if inv.version != version:  # the ledger moved while the solver ran: search it again
+                    kinds, devices, frees, stock = self._kinds(batch)
+                    found = most_placed(needs, kinds, stock, budget)
+                self._take_found(batch, where, answers, kinds, devices, frees, found)
+            self._solved(solution, found.placed, len(batch), taken)
+
+    def _solved(self, solution: Solution, floor: int, orders: int, taken: bool) -> None:
+        """Count the solver's outcome; a failure, a budget spent for nothing or a packing the ledger no
+        longer admits is logged the first time (then at debug level: the count says how often)."""
+        if taken:
+            outcome = "optimal" if solution.status == "optimal" else "better"
+        elif solution.status == "failed":
+            outcome = "failed"
+        elif solution.placed > floor:
+            outcome = "stale"  # more orders, but the ledger changed under it: the search's packing instead
+        else:
+            outcome = "optimal" if solution.status == "optimal" else "limit"
+        if self.on_solver is not None:
+            self.on_solver(outcome)
+        words = {
+            "failed": f"the solver failed ({solution.detail})",
+            "limit": f"the solver found no packing better than the search's within its {self.solver_seconds:g} s",
+            "stale": "the solver's packing no longer fitted the ledger when it was done (it changed meanwhile)",
+        }.get(outcome)
+        if words is None:
+            log.debug(
+                "the solver placed %d of %d orders (%s); the search %d",
+                solution.placed,
+                orders,
+                outcome,
+                floor,
+            )
+            return
+        level = logging.WARNING if outcome not in self._said else logging.DEBUG
+        self._said.add(outcome)
+        log.log(
+            level,
+            "%s: %d of %d waiting orders placed together by the search instead (bound %d, %.1f s); "
+            "logged once, counted in isvc_planner_solver_runs_total",
+            words,
+            floor,
+            orders,
+            solution.bound,
+            solution.seconds,
+        )
+
+    def _problem(
+        self,
+        orders: list[_Order],
+        kinds: list[Kind],
+        devices: list[list[Device]],
+        frees: list[list[int]],
+        found: Joint,
+    ) -> tuple[Problem, list[list[Device]], list[int | None]]:
+        """The batch as the solver's program, from the ledger as it stands: the bins (a shared device each,
+        or a stock of alike devices taken whole), what each order takes of each, the counters left; the
+        devices of each bin; and the search's packing as a first solution."""
+        inv = self.inventory
+        n = len(orders)
+        sim: dict[DeviceKey, int] = {}
+        shelf = _Stock(devices, frees, lambda d: sim.get(d.key, inv.room(d.key)))
+        chosen: dict[int, Device] = {}
+        for j in found.order:
+            choice = found.choices[j]
+            fit = kinds[choice[0]].fits[j] if choice is not None else None
+            if choice is None or fit is None:
+                continue
+            device = shelf.take(*choice)
+            if device is not None:
+                chosen[j] = device
+                sim[device.key] = choice[1] - fit[1] if kinds[choice[0]].shareable else 0
+                shelf.put(choice[0], device)
+        starting = {d.key for d in chosen.values()}
+        counters: dict[tuple[str, str, str, str], int] = {}  # (driver, pool, set, counter) -> index
+        left_of: list[int] = []
+
+        def draws(device: Device) -> tuple[tuple[int, int], ...]:
+            if not device.consumes or inv.holdings_on(device.key):
+                return ()
+            pool = (device.driver, device.pool)
+            out = []
+            for counter_set, counter, amount in device.consumes:
+                name = (*pool, counter_set, counter)
+                if name not in counters:
+                    counters[name] = len(left_of)
+                    left_of.append(inv.counters_left(pool).get((counter_set, counter), 0))
+                out.append((counters[name], amount))
+            return tuple(out)
+
+        fitting = [[j for j in range(n) if kind.fits[j] is not None] for kind in kinds]
+        units = [{j: fit[1] for j, fit in enumerate(kind.fits) if fit is not None} for kind in kinds]
+        # Per kind, devices by free units; of each, the search's first, then by name, at most as many as
+        # orders could go there (fewer if the program grows too large).
+        shelves: list[tuple[int, int, list[Device]]] = []  # (kind, free units, devices)
+        for k, kind in enumerate(kinds):
+            by_free: dict[int, list[Device]] = {}
+            for device, free in zip(devices[k], frees[k], strict=True):
+                if fitting[k] and free > 0 and (kind.shareable or free == UNITS):
+                    by_free.setdefault(free, []).append(device)
+            for free, members in sorted(by_free.items()):
+                members.sort(key=lambda d: (d.key not in starting, d.sort_key()))
+                shelves.append((k, free, members))
+
+        def room_for(k: int, free: int) -> int:
+            return sum(1 for u in units[k].values() if u <= free)
+
+        cap = n
+        while cap > 1 and (
+            sum(
+                min(len(m), cap, room_for(k, f)) * room_for(k, f) for k, f, m in shelves if kinds[k].shareable
+            )
+            > MAX_OPTIONS
+        ):
+            cap = max(1, cap // 2)
+        bins: list[Bin] = []
+        slots: list[list[Device]] = []
+        options: list[Option] = []
+        losses: list[tuple[int, int, float]] = []  # (option, class rank, loss)
+        for k, free, members in shelves:
+            kind = kinds[k]
+            fit_here = [j for j in fitting[k] if units[k][j] <= free]
+            if not fit_here:
+                continue
+            if not kind.shareable:  # whole devices: one stock, or one bin each when they draw on counters
+                groups = [[d] for d in members] if any(d.consumes for d in members) else [members[:n]]
+                for group in groups:
+                    b = len(bins)
+                    bins.append(Bin(count=len(group), draws=draws(group[0])))
+                    slots.append(group)
+                    for j in fit_here:
+                        fit = kind.fits[j]
+                        assert fit is not None
+                        losses.append((len(options), fit[0], float(loss(kind, UNITS, UNITS))))
+                        options.append(Option(j, b))
+                continue
+            for device in members[: min(len(members), cap, len(fit_here))]:
+                left = inv.left(device.key)
+                if left is None:
+                    continue
+                names = sorted(left)
+                b = len(bins)
+                bins.append(Bin(1, tuple(Fraction(left[c]) for c in names), draws(device)))
+                slots.append([device])
+                capacities = {c: Capacity(left[c]) for c in names}
+                for j in fit_here:
+                    fit = kind.fits[j]
+                    assert fit is not None
+                    take = inv.share_take(device, fit[1])
+                    if take is None or not fits({}, take, capacities):
+                        continue
+                    losses.append((len(options), fit[0], float(loss(kind, free, fit[1]))))
+                    options.append(Option(j, b, tuple(Fraction(take[c]) for c in names)))
+        top_rank = max((r for _, r, _ in losses), default=0) + 1
+        top_loss = max((x for _, _, x in losses), default=0.0) + 1.0
+        for c, rank, lost in losses:
+            options[c] = attrs.evolve(options[c], cost=(rank + lost / top_loss) / top_rank)
+        where = {d.key: b for b, group in enumerate(slots) for d in group}
+        start = [where.get(chosen[j].key) if j in chosen else None for j in range(n)]
+        return Problem(n, tuple(bins), tuple(options), tuple(left_of)), slots, start
+
+    def _take_solved(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        problem: Problem,
+        slots: list[list[Device]],
+        solution: Solution,
+    ) -> bool:
+        """Reserve the solver's packing if the ledger, as it is now, admits all of it; False if not."""
+        inv = self.inventory
+        stocks = {b: iter(group) for b, group in enumerate(slots)}
+        takes: list[tuple[int, Device, tuple[int, PlacementMode, SharingMode], int]] = []
+        for j, b in enumerate(solution.bins):
+            if b is None:
+                continue
+            # a device shared by capacity holds each order sent there; a stock gives one device to each
+            device = slots[b][0] if problem.bins[b].left else next(stocks[b], None)
+            found = self._fit(device, orders[j].ask) if device is not None else None
+            rank = next((r for r, c in enumerate(orders[j].classes) if device and c in device.classes), None)
+            if device is None or found is None or rank is None:
+                return False
+            takes.append((j, device, found, rank))
+        asked = [
+            (d.key, d.share_request(f[0]) if f[2] == SharingMode.SHARES else None) for _, d, f, _ in takes
+        ]
+        if not inv.admits(asked):
+            return False
+        for j, device, (units, mode, sharing), rank in takes:
+            o = orders[j]
+            candidate = _Candidate(o.classes[rank], (device,), units, mode, sharing, ())
+            answers[where[j]] = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        return True
+
+    def _take_found(
+        self,
+        orders: list[_Order],
+        where: list[int],
+        answers: list[PlanResponse | None],
+        kinds: list[Kind],
+        devices: list[list[Device]],
+        frees: list[list[int]],
+        found: Joint,
+    ) -> None:
+        """Reserve the search's packing, in its order."""
+        shelf = _Stock(devices, frees, lambda d: self.inventory.room(d.key))
+        for j in found.order:
+            choice = found.choices[j]
+            if choice is not None:
+                answers[where[j]] = self._take(orders[j], j, kinds, shelf, choice)
 
     def shapes(self, request: PlanRequest) -> list[ClaimShape]:
         """Every claim shape the order could take on an empty fleet: per allowed class and device profile,
@@ -470,49 +808,61 @@ class Planner:
     def _undecidable_any(self, o: _Order) -> bool:
         return any(self._undecidable(cls, o.ask) is not None for cls in o.classes)
 
-    def _kinds(self, orders: list[_Order]) -> tuple[list[Kind], list[list[Device]], list[dict[int, int]]]:
-        """The devices these orders could take one of, grouped into kinds, with free units per kind."""
+    def _kinds(self, orders: list[_Order]) -> Kinds:
+        """The devices with room these orders could take one of, grouped into kinds, with free units per
+        kind (the class index gives the devices with room; full ones could take none of them)."""
         inv = self.inventory
         index: dict[tuple[object, ...], int] = {}
         kinds: list[Kind] = []
         devices: list[list[Device]] = []
+        frees: list[list[int]] = []
         stock: list[dict[int, int]] = []
-        seen: set[DeviceKey] = set()
+        found: dict[DeviceKey, tuple[Device, int]] = {}
+        for cls in dict.fromkeys(c for o in orders for c in o.classes):
+            for gkey, group in inv.groups(cls).items():
+                if gkey[0] < 0:
+                    continue  # no memory published: never placed alone
+                entries = group.entries
+                for free, sk in entries[bisect.bisect_left(entries, (1,)) :]:
+                    device = group.devices[sk]
+                    found.setdefault(device.key, (device, free))
         selectors = sorted({o.ask.selector for o in orders if o.ask.selector})
         # Devices alike in every respect the orders' filters read give the same fits: computed once.
-        profiles: dict[tuple[object, ...], tuple[tuple[int, int] | None, ...]] = {}
+        profiles: dict[tuple[object, ...], int | None] = {}  # profile -> its kind (None: fits none)
         o_distrust = set().union(*(o.ask.distrust for o in orders)) if orders else set()
-        for cls in dict.fromkeys(c for o in orders for c in o.classes):
-            for device in inv.class_devices(cls):
-                if device.key in seen or device.tainted or device.memory is None:
-                    continue
-                seen.add(device.key)
-                profile = (
-                    device.memory,
-                    device.shareable,
-                    device.type,
-                    tuple(sorted(device.classes)),
-                    device.compute_capability,
-                    tuple(self._selector(device, e) is True for e in selectors),
-                    device.group[4],
-                    device.key in o_distrust,
-                )
-                fits = profiles.get(profile)
-                if fits is None:
-                    fits = profiles[profile] = tuple(self._fits_one(o, device) for o in orders)
-                if all(f is None for f in fits):
-                    continue
-                sig = (device.memory, device.shareable, device.type, device.group[4], fits)
-                k = index.get(sig)
-                if k is None:
-                    k = index[sig] = len(kinds)
-                    kinds.append(Kind(memory=device.memory, shareable=device.shareable, fits=fits))
-                    devices.append([])
-                    stock.append({})
-                devices[k].append(device)
-                free = inv.room(device.key)
-                stock[k][free] = stock[k].get(free, 0) + 1
-        return kinds, devices, stock
+        for device, free in sorted(found.values(), key=lambda pair: pair[0].sort_key()):
+            profile = (
+                device.memory,
+                device.shareable,
+                device.type,
+                device.classes,
+                device.compute_capability,
+                tuple(self._selector(device, e) is True for e in selectors) if selectors else (),
+                device.group[4],
+                device.key in o_distrust,
+            )
+            if profile in profiles:
+                k = profiles[profile]
+            else:
+                fits = tuple(self._fits_one(o, device) for o in orders)
+                k = None
+                if any(f is not None for f in fits):
+                    sig = (device.memory, device.shareable, device.type, device.group[4], fits)
+                    k = index.get(sig)
+                    if k is None:
+                        k = index[sig] = len(kinds)
+                        assert device.memory is not None
+                        kinds.append(Kind(memory=device.memory, shareable=device.shareable, fits=fits))
+                        devices.append([])
+                        frees.append([])
+                        stock.append({})
+                profiles[profile] = k
+            if k is None:
+                continue
+            devices[k].append(device)
+            frees[k].append(free)
+            stock[k][free] = stock[k].get(free, 0) + 1
+        return kinds, devices, frees, stock
 
     def _fits_one(self, o: _Order, device: Device) -> tuple[int, int] | None:
         """(index of the order's first class admitting the device, units it takes there), or None."""
@@ -525,7 +875,7 @@ class Planner:
         return None
 
     def _take(
-        self, o: _Order, j: int, kinds: list[Kind], devices: list[list[Device]], choice: tuple[int, int]
+        self, o: _Order, j: int, kinds: list[Kind], shelf: _Stock, choice: tuple[int, int]
     ) -> PlanResponse:
         """Reserve the device `most_placed` chose: the first of its kind with that many units free.
 
@@ -535,18 +885,16 @@ class Planner:
         k, free = choice
         fit = kinds[k].fits[j]
         assert fit is not None
-        device = min(
-            (d for d in devices[k] if self.inventory.room(d.key) == free),
-            key=lambda d: d.sort_key(),
-            default=None,
-        )
+        device = shelf.take(k, free)
         if device is None:
             return self._place(o)
         found = self._fit(device, o.ask)
         assert found is not None
         units, mode, sharing = found
         candidate = _Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
-        return self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        answer = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
+        shelf.put(k, device)
+        return answer
 
     def _ask(
         self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy, order: OrderKey
@@ -667,14 +1015,7 @@ class Planner:
         return units >= refused
 
     def _selector(self, device: Device, expression: str) -> bool | SelectorError:
-        cached = device.selector_cache.get(expression)
-        if cached is None:
-            try:
-                cached = self.inventory.judge.matches(expression, device.activation)
-            except SelectorError as error:
-                cached = error
-            device.selector_cache[expression] = cached
-        return cached
+        return self.inventory.selects(expression, device)
 
     def _undecidable(self, cls: str, ask: _Ask) -> Refusal | None:
         faults = self.inventory.class_faults.get(cls) or {}
@@ -873,6 +1214,60 @@ class Planner:
 
     # ------------------------------------------------------------------ refusals
 
+    def _surveyed(self, cls: str, ask: _Ask) -> _Survey | None:
+        """The class's survey for this order's filters, when it applies: the order holds nothing there and
+        no refusal by the scheduler stands on a device of the class."""
+        inv = self.inventory
+        if ask.own or any(cls in d.classes for k in ask.distrust if (d := inv.devices.get(k)) is not None):
+            return None
+        key = (cls, ask.selector, ask.min_cc)
+        survey = self._surveys.get(key)
+        if survey is not None and survey.version == inv.version:
+            return survey
+        if len(self._surveys) > 64:
+            self._surveys.clear()
+        survey = self._surveys[key] = _Survey(inv.version)
+        pools: dict[tuple[str, GroupKey], int] = {}
+        lowest: dict[OrderKey, int] = {}
+        for device in inv.class_devices(cls):
+            if device.tainted and device.memory is not None:
+                if self._passes(device, ask, refusals=False):
+                    state = inv.node_states.get(device.node or "") or "tainted by its driver"
+                    survey.closed.setdefault(device.memory, set()).add(
+                        f"{device.node or device.pool} ({state})"
+                    )
+                continue
+            if device.tainted or not self._passes(device, ask, refusals=False):
+                continue
+            survey.admitted += 1
+            free = inv.room(device.key)
+            under: int | None = None
+            for h in inv.holdings_on(device.key):
+                if h.order is not None:
+                    held_at = inv.priority_of_holding(h)
+                    lowest[h.order] = min(lowest.get(h.order, held_at), held_at)
+                    under = held_at if under is None else min(under, held_at)
+            survey.any_free = survey.any_free or free > 0
+            if device.memory is None:
+                survey.unprofiled.append(device.ident)
+                survey.unprofiled_per_pool[device.pool] = survey.unprofiled_per_pool.get(device.pool, 0) + 1
+                continue
+            if under is not None:
+                survey.lowered.append((under, device.sort_key(), device))
+            if device.memory > survey.largest[0]:
+                survey.largest = (device.memory, f"{device.product or device.ident}, class {cls}")
+            free_bytes = (
+                free * device.memory // UNITS if device.shareable else (device.memory if free == UNITS else 0)
+            )
+            survey.largest_free = max(survey.largest_free, free_bytes)
+            (survey.shared_sizes if device.shareable else survey.whole_sizes).add(device.memory)
+            pools[(device.pool, device.group)] = pools.get((device.pool, device.group), 0) + 1
+        for (_, gkey), n in pools.items():
+            survey.sizes[gkey[0]] = max(survey.sizes.get(gkey[0], 0), n)
+        survey.holders = sorted((p, o) for o, p in lowest.items())
+        survey.lowered.sort(key=lambda entry: entry[:2])
+        return survey
+
     def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
         inv = self.inventory
         pools: dict[tuple[str, GroupKey], int] = {}
@@ -884,6 +1279,10 @@ class Planner:
                 and self._passes(device, ask, refusals=False)
             ):
                 f.out_of_service.add(f"{node} (deleted)")
+        survey = self._surveyed(cls, ask)
+        if survey is not None:
+            self._observe_survey(survey, ask, f, priority, order)
+            return
         for device in inv.class_devices(cls):
             if device.tainted and device.memory is not None and ask.holds(device.memory):
                 if self._passes(device, ask, refusals=False):
@@ -926,6 +1325,37 @@ class Planner:
                     f.fits_by_size = True
                     break
                 count *= 2
+
+    @staticmethod
+    def _observe_survey(survey: _Survey, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+        """`_observe` from a survey: what it saw, and what this order's need makes of it."""
+        for memory, where in survey.closed.items():
+            if ask.holds(memory):
+                f.out_of_service |= where
+        f.admitted += survey.admitted
+        f.unprofiled.extend(survey.unprofiled)
+        for pool, n in survey.unprofiled_per_pool.items():
+            f.unprofiled_per_pool[pool] = f.unprofiled_per_pool.get(pool, 0) + n
+        f.any_free = f.any_free or survey.any_free
+        if survey.largest[0] > f.largest[0]:
+            f.largest = survey.largest
+        f.largest_free = max(f.largest_free, survey.largest_free)
+        if any(ask.holds(m) for m in survey.whole_sizes) or any(
+            ask.holds(m) and ask.share_for(ask.need.required, m) is not None for m in survey.shared_sizes
+        ):
+            f.fits_by_size = True
+        for memory, n in survey.sizes.items():
+            count = 2
+            while count <= ask.max_devices and count <= n:
+                if ask.need.per_device(count) <= ask.usable(memory):
+                    f.fits_by_size = True
+                    break
+                count *= 2
+        for held_at, who in survey.holders:
+            if held_at >= priority:
+                break
+            if who != order:
+                f.lower.add(who)
 
     @staticmethod
     def _plausible(need: MemoryNeed, f: _Findings, ask_max: int) -> bool:
@@ -1017,7 +1447,11 @@ class Planner:
         """The single-device placement that needs the fewest, lowest lower-priority orders released."""
         inv = self.inventory
         best: tuple[tuple[object, ...], _Candidate, list[OrderKey]] | None = None
-        for device in inv.class_devices(cls):
+        survey = self._surveyed(cls, ask)
+        devices: Iterable[Device] = inv.class_devices(cls)
+        if survey is not None:  # only devices someone of lower priority holds can be made room on
+            devices = (d for under, _, d in survey.lowered if under < priority)
+        for device in devices:
             if device.tainted or device.memory is None or not self._passes(device, ask):
                 continue
             fit = self._fit(device, ask)

@@ -1,0 +1,261 @@
+"""Benchmark at fleet scale: the ledger built and kept from watch events, waiting orders answered, and
+`POST /v1/plan` through the real app as the controller calls it (`nox -s bench`)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import inspect
+import math
+import multiprocessing
+import random
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from isvc_planner import CallerCheck, Inventory, Planner, create_app, loading
+from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
+
+from isvc_testing._bench import _facts
+from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
+
+__all__ = ["CONTROLLER_TIMEOUT", "build_and_events", "fleet", "http_plan", "isolated", "waiting_orders"]
+
+_T = TypeVar("_T")
+
+GIB = 1 << 30
+# What the controller waits for a planner answer: its PlannerClient is made with the client's default
+# timeout (isvc_operator `_main.py` passes none; there is no flag for it).
+CONTROLLER_TIMEOUT = float(inspect.signature(PlannerClient).parameters["timeout"].default)
+_PRODUCTS = {80: "NVIDIA H100 80GB HBM3", 40: "NVIDIA A100-SXM4-40GB", 141: "NVIDIA H200"}
+CALLER = "system:serviceaccount:d8-isvc:controller"
+TOKEN = "bench-controller-token"
+
+
+def fleet(nodes: int, fill: float, rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Slices of `nodes` × 8 GPUs (H100/A100/H200; 75 % of nodes shareable) and the allocated claims that
+    take about `fill` of them: shares of 5–40 % until a shareable card is that full, whole cards with that
+    probability (claims of orders, as kube-scheduler records them)."""
+    slices: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    for n in range(nodes):
+        node = f"node-{n:05d}"
+        memory = rng.choice([80, 80, 40, 141])
+        shares = rng.random() < 0.75
+        devices = [
+            fleet_gpu(node, i, memory_gi=memory, product=_PRODUCTS[memory], shares=shares) for i in range(8)
+        ]
+        slices.append(fleet_slice(node, devices))
+        for device in devices:
+            if shares:
+                used = 0
+                while True:
+                    share = rng.randint(5, 40)
+                    if used + share > fill * 100:
+                        break
+                    used += share
+                    name = f"c{len(claims)}"
+                    claims.append(fleet_claim("fill", name, name, [(node, device["name"], share)]))
+            elif rng.random() < fill:
+                name = f"c{len(claims)}"
+                claims.append(fleet_claim("fill", name, name, [(node, device["name"], None)]))
+    return slices, claims
+
+
+def _rss() -> int:
+    """Resident bytes of this process."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(len(ordered) * q) - 1)]
+
+
+def _applied(
+    inv: Inventory, slices: list[dict[str, Any]], claims: list[dict[str, Any]]
+) -> tuple[float, float]:
+    """Apply listings as the planner's watches do (`KubeSync`: one kind after another, each at once under
+    `loading` and `Inventory.applying`): seconds for the device classes and slices, then for the claims."""
+    started = time.perf_counter()
+    with loading(), inv.applying():
+        for dc in fleet_device_classes():
+            inv.upsert_device_class(dc)
+    with loading(), inv.applying():
+        for sl in slices:
+            inv.upsert_slice(sl)
+    listed = time.perf_counter()
+    with loading(), inv.applying():
+        for claim in claims:
+            inv.upsert_claim(claim)
+    inv.synced = True
+    return listed - started, time.perf_counter() - listed
+
+
+def isolated(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a fresh process, as the planner runs: no heap of the benchmark's earlier parts."""
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(call, *args).result()
+
+
+def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, float]:
+    """The ledger of `nodes` × 8 GPUs, half of it held: built from listings as the watches deliver them,
+    then single slice and claim events applied to it; a full pass of the collector over it; its size."""
+    rng = random.Random(seed)
+    slices, claims = fleet(nodes, 0.5, rng)
+    gc.collect()
+    before = _rss()
+    inv = Inventory()
+    slices_s, claims_s = _applied(inv, slices, claims)
+    grown = _rss() - before
+    started = time.perf_counter()
+    gc.collect()
+    full_gc = time.perf_counter() - started
+    gc.freeze()  # as the planner does once every kind is listed
+    claim_ms: list[float] = []
+    for _ in range(events):
+        claim = claims[rng.randrange(len(claims))]
+        for apply in (inv.delete_claim, inv.upsert_claim):
+            started = time.perf_counter()
+            apply(claim)
+            claim_ms.append((time.perf_counter() - started) * 1000)
+    slice_ms: list[float] = []
+    for _ in range(events):
+        at = rng.randrange(len(slices))
+        old = slices[at]
+        spec = {
+            **old["spec"],
+            "pool": {**old["spec"]["pool"], "generation": old["spec"]["pool"]["generation"] + 1},
+        }
+        slices[at] = {**old, "spec": spec}  # the driver publishes its pool again
+        started = time.perf_counter()
+        inv.upsert_slice(slices[at])
+        slice_ms.append((time.perf_counter() - started) * 1000)
+    gc.unfreeze()
+    return {
+        "devices": float(len(inv.devices)),
+        "claims": float(len(claims)),
+        "slices_s": slices_s,
+        "claims_s": claims_s,
+        "build_s": slices_s + claims_s,
+        "rss_mib": grown / (1 << 20),
+        "full_gc_s": full_gc,
+        "claim_event_ms_p50": statistics.median(claim_ms),
+        "claim_event_ms_p99": _pct(claim_ms, 0.99),
+        "claim_event_ms_max": max(claim_ms),
+        "slice_event_ms_p50": statistics.median(slice_ms),
+        "slice_event_ms_p99": _pct(slice_ms, 0.99),
+        "slice_event_ms_max": max(slice_ms),
+    }
+
+
+def waiting_orders(
+    nodes: int, fill: float, counts: tuple[int, ...], seed: int
+) -> dict[int, tuple[float, int, list[str]]]:
+    """Seconds for the planner as shipped to answer `count` orders waiting together (one `plan_many`) on a
+    fleet of `nodes` × 8 GPUs that far held; orders placed; the solver's outcomes. Each count on the same
+    ledger: what one pass reserved is released before the next."""
+    rng = random.Random(seed)
+    slices, claims = fleet(nodes, fill, rng)
+    inv = Inventory.from_objects(fleet_device_classes(), slices, claims)
+    gc.collect()
+    gc.freeze()
+    outcomes: list[str] = []
+    planner = Planner(inv, on_solver=outcomes.append)
+    out: dict[int, tuple[float, int, list[str]]] = {}
+    for count in counts:
+        requests = [
+            PlanRequest(
+                order=OrderRef(namespace="wait", name=f"w{count}-{i}"), facts=_facts(rng.uniform(5, 120), rng)
+            )
+            for i in range(count)
+        ]
+        outcomes.clear()
+        started = time.perf_counter()
+        answers = planner.plan_many(requests)
+        took = time.perf_counter() - started
+        out[count] = (took, sum(a.placement is not None for a in answers), list(outcomes))
+        for r in requests:
+            planner.release(r.order.namespace, r.order.name)
+    gc.unfreeze()
+    return out
+
+
+def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any) -> None:
+    """The planner's app on 127.0.0.1:`port` over a half-held fleet, authentication on: a TokenReview
+    stand-in that knows one token, behind the production cache (`CallerCheck`, 60 s)."""
+    import uvicorn
+
+    slices, claims = fleet(nodes, 0.5, random.Random(seed))
+    inv = Inventory()
+    _applied(inv, slices, claims)
+    gc.collect()
+    gc.freeze()
+
+    def review(token: str) -> str | None:
+        with reviews.get_lock():
+            reviews.value += 1
+        return CALLER if token == TOKEN else None
+
+    app = create_app(Planner(inv), caller=CallerCheck(review, [CALLER]))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    ready.set()
+    thread.join()
+
+
+@contextmanager
+def _served(nodes: int, seed: int) -> Iterator[tuple[str, Any]]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    context = multiprocessing.get_context("spawn")  # a process of its own, as the planner runs
+    ready = context.Event()
+    reviews = context.Value("i", 0)
+    process = context.Process(target=_serve, args=(port, nodes, seed, ready, reviews), daemon=True)
+    process.start()
+    try:
+        if not ready.wait(600):
+            raise RuntimeError("the planner did not start")
+        yield f"http://127.0.0.1:{port}", reviews
+    finally:
+        process.terminate()
+        process.join(10)
+
+
+def http_plan(nodes: int, rng: random.Random, samples: int = 1000) -> dict[str, float]:
+    """`POST /v1/plan` as the controller calls it (`PlannerClient`, its token from a file) against the real
+    app on loopback over `nodes` × 8 half held: p50/p99/max ms of 100 warm-up calls then `samples`; each
+    plan is released after (not timed), so the ledger stays as it was."""
+    with _served(nodes, rng.randrange(10**6)) as (url, reviews), tempfile.TemporaryDirectory() as tmp:
+        token = Path(tmp) / "token"
+        token.write_text(TOKEN + "\n")
+        times: list[float] = []
+        with PlannerClient(url, token_file=token) as client:
+            for i in range(100 + samples):
+                order = OrderRef(namespace="bench", name=f"h{i}")
+                request = PlanRequest(order=order, facts=_facts(rng.uniform(5, 120), rng))
+                started = time.perf_counter()
+                client.plan(request)
+                times.append((time.perf_counter() - started) * 1000)
+                client.release(order)
+        measured = times[100:]
+        return {
+            "p50_ms": statistics.median(measured),
+            "p99_ms": _pct(measured, 0.99),
+            "max_ms": max(measured),
+            "token_reviews": float(reviews.value),
+            "calls": float(len(times) * 2),
+        }
