@@ -196,6 +196,11 @@ class ModelRef(Wire):
         pattern=_DNS_LABEL,
     )
 
+    @property
+    def served_name(self) -> str:
+        """The name the model is served and asked for by: the reference without a pinned @revision."""
+        return self.name.split("@", 1)[0]
+
 
 class AuthSecretRef(Wire):
     """A Secret in the order's namespace holding a token for the model source."""
@@ -475,6 +480,12 @@ class InferenceServiceStatus(Wire):
     scaling: ScalingStatus | None = Field(
         default=None,
         description="What the autoscaler follows; absent when no autoscaler drives the replicas.",
+    )
+    unplaced_replicas: list[str] | None = Field(
+        default=None,
+        description="Replica pods whose device claim the scheduler could not place, as ScalingHealthy last "
+        "named them; a GrowthClaimUnplaced event reported each once.",
+        max_length=1000,
     )
 
 

@@ -16,8 +16,8 @@ from isvc_api import (
     set_condition,
 )
 
+from isvc_operator._api import Cluster
 from isvc_operator._policy import judge_class
-from isvc_operator._ports import Cluster
 
 __all__ = ["ClassReconciler"]
 

@@ -149,7 +149,7 @@ class Estimator:
             )
         steps = ((ConditionType.CLASS_RESOLVED, klass.step), (ConditionType.MODEL_RESOLVED, model.step))
         for type_, step in steps:
-            verdict = step(scope, self.d)
+            verdict = step(scope, self.d).verdict
             scope.verdicts[type_] = verdict
             if not verdict.holds:
                 return head + self._refused(type_, verdict, scope)
@@ -233,7 +233,7 @@ class Estimator:
                     reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement"
                 ),
             )
-        served = scope.order.spec.model.ref.name.split("@", 1)[0]
+        served = scope.order.spec.model.ref.served_name
         compiled = self.d.recipes.compile(
             scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates, served
         )

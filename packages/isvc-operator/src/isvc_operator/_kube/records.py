@@ -11,8 +11,8 @@ from isvc_api import MANAGER, Obj
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from isvc_operator._api import namespace_terminating
 from isvc_operator._kube.discovery import REQUEST_TIMEOUT
-from isvc_operator._ports import namespace_terminating
 
 __all__ = ["LOG_GONE_NOTICES", "Records"]
 
