@@ -258,7 +258,7 @@ class _TLSThreadingServer(ThreadingHTTPServer):
     accept loop: a client that connects and never speaks stalls every other request. Here the listening
     socket is wrapped with `do_handshake_on_connect=False` and `finish_request` (run in the per-request
     thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only, for
-    the handshake deadline at most. Issue 29: a thousand silent connections held a thousand threads; past
+    the handshake deadline at most. A thousand silent connections would hold a thousand threads, so past
     `max_connections` a connection is closed as soon as it is accepted, before any thread is started.
     """
 

@@ -318,7 +318,7 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
-    # seals the children the controller writes (issue 29); the default key is this process's own
+    # seals the children the controller writes; the default key is this process's own
     sealer: Sealer = attrs.field(factory=lambda: Sealer.from_file(None))
     namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting

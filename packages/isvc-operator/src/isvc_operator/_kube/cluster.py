@@ -124,7 +124,7 @@ class KubeCluster(Caches, Records):
         return out
 
     def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
-        """A JSON patch of the object `manifest` names (a child restored whole, issue 29)."""
+        """A JSON patch of the object `manifest` names (a child restored whole)."""
         resource = self.discovery.resource(manifest["apiVersion"], manifest["kind"])
         meta = manifest["metadata"]
         namespace = meta.get("namespace") if resource.namespaced else None
