@@ -99,6 +99,11 @@ def _workload(p: argparse.ArgumentParser) -> None:
         "changed by someone else and is restored; absent: a key of this process, so a restart writes "
         "every child again once",
     )
+
+
+def _network(p: argparse.ArgumentParser) -> None:
+    """Who may reach a runtime's ports besides the controller (its NetworkPolicy)."""
+    g = p.add_argument_group("network")
     g.add_argument(
         "--ingress-controller-namespace",
         action="append",
@@ -112,6 +117,11 @@ def _workload(p: argparse.ArgumentParser) -> None:
         default=None,
         help="namespace admitted to every runtime's metrics port (repeatable); default: d8-monitoring",
     )
+
+
+def _shared_cards(p: argparse.ArgumentParser) -> None:
+    """One start at a time on a shared card."""
+    g = p.add_argument_group("shared cards")
     g.add_argument(
         "--start-turn-seconds",
         type=int,
@@ -234,6 +244,8 @@ def parser() -> argparse.ArgumentParser:
     _cluster(p)
     _models(p)
     _workload(p)
+    _network(p)
+    _shared_cards(p)
     _health(p)
     _serving(p)
     _pace(p)

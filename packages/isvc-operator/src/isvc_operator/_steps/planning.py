@@ -236,17 +236,22 @@ def compute(
         model_files=scope.facts.gguf_files,
         model_repo=scope.facts.download_repo,
     )
+    d.wake.extend(outcome.preempt)  # each finds out in its own pass that it was displaced
+    return _store(scope, deps, d, stored, plan)
+
+
+def _store(scope: OrderScope, deps: Deps, d: Decisions, stored: Stored, plan: LaunchPlanSpec) -> Verdict:
+    """The new plan written as the order's LaunchPlan and adopted, counted as a replan when it replaces one."""
     try:
         scope.launch_plan_obj = deps.cluster.apply(_launch_plan(scope, plan))
     except Exception:
         deps.planner.release(scope.namespace, scope.name)  # the room is not held by a plan never stored
         raise
-    d.wake.extend(outcome.preempt)  # each finds out in its own pass that it was displaced
     d.decide(launch_plan_name=scope.name)
     previous = scope.previous.resolved
     replans = previous.replan_count if previous else 0
     recomputed = stored.spec is not None or (previous is not None and previous.device_class is not None)
-    adopt(scope, d, plan, replans + (1 if recomputed else 0), inputs)
+    adopt(scope, d, plan, replans + (1 if recomputed else 0), plan.inputs_hash)
     return Verdict.ok(StatusReason.PLANNED, plan_message(plan))
 
 
