@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from isvc_api import ConditionType, Reason, StatusReason
+from isvc_api import CONDITION_ORDER, READINESS, ConditionType, Reason, StatusReason
 from pydantic import Field
 
 from kubectl_isvc._common import Exit, Out, Unread, unread
@@ -28,7 +28,6 @@ from kubectl_isvc._read import (
 
 __all__ = [
     "NAMESPACE_HINT",
-    "READINESS",
     "ClaimEvidence",
     "ConditionRow",
     "ContainerEvidence",
@@ -43,14 +42,6 @@ __all__ = [
     "why",
 ]
 
-# The five conditions that answer in order; the first that is not True is where to look.
-READINESS = (
-    ConditionType.CLASS_RESOLVED,
-    ConditionType.MODEL_RESOLVED,
-    ConditionType.PLANNED,
-    ConditionType.WORKLOAD_READY,
-    ConditionType.READY,
-)
 LOG_LINES = 12
 
 
@@ -166,7 +157,7 @@ class Diagnosis(Out):
 def _rows(status: Obj) -> list[ConditionRow]:
     by_type = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     rows = []
-    for t in (*READINESS, ConditionType.SCALING_HEALTHY):
+    for t in CONDITION_ORDER:
         c = by_type.get(t.value)
         if c is not None:
             rows.append(
