@@ -173,7 +173,9 @@ def test_capacity_is_the_ledger_read_by_the_view_that_kubectl_uses(
         placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="c"), facts=models["qwen7b"]))
         held = client.capacity()
     assert placed.placement is not None and placed.placement.share_percent is not None
-    assert [(d.device, d.free_units, d.held_units, d.holders) for d in empty.devices] == [("gpu-0", 100, 0, [])]
+    assert [(d.device, d.free_units, d.held_units, d.holders) for d in empty.devices] == [
+        ("gpu-0", 100, 0, [])
+    ]
     (device,) = held.devices
     assert device == capacity_view(inv).devices[0]  # one function answers the endpoint and kubectl
     assert (device.held_units, device.free_units) == (
@@ -183,7 +185,8 @@ def test_capacity_is_the_ledger_read_by_the_view_that_kubectl_uses(
     assert [(h.kind, h.order, h.units) for h in device.holders] == [
         ("reservation", OrderRef(namespace="ns", name="c"), placed.placement.share_percent)
     ]
-    assert (device.card, device.device_classes, device.shareable) == (inv.devices[("gpu.nvidia.com", "n1", "gpu-0")].uuid, ["gpu.nvidia.com"], True)
+    uuid = inv.devices[("gpu.nvidia.com", "n1", "gpu-0")].uuid
+    assert (device.card, device.device_classes, device.shareable) == (uuid, ["gpu.nvidia.com"], True)
 
 
 def test_client_judges_over_http(base_url: str, token_file: Path) -> None:

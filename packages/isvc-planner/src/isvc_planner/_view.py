@@ -59,4 +59,6 @@ def capacity_view(inv: Inventory) -> CapacityView:
     """Every published device of the ledger, sorted by node, pool, device and driver (read under its lock)."""
     with inv.lock:
         inv.expire()
-        return CapacityView(devices=[_room(inv, d) for d in sorted(inv.devices.values(), key=Device.sort_key)])
+        return CapacityView(
+            devices=[_room(inv, d) for d in sorted(inv.devices.values(), key=Device.sort_key)]
+        )

@@ -1,15 +1,6 @@
 """kubectl isvc: why an order is not serving, what a model would get, and where the GPU has gone."""
 
-from kubectl_isvc._capacity import (
-    Capacity,
-    Card,
-    ClassSummary,
-    Holder,
-    Waiting,
-    capacity,
-    compute,
-    parse_quantity,
-)
+from kubectl_isvc._capacity import Capacity, Waiting, capacity, compute
 from kubectl_isvc._cli import locale_lang, main, run
 from kubectl_isvc._common import Exit, Out, Unread
 from kubectl_isvc._errors import Forbidden, KubectlIsvcError, NotFound, ReadFailed, Unreachable
@@ -24,15 +15,12 @@ __all__ = [
     "PREFIX",
     "Advice",
     "Capacity",
-    "Card",
-    "ClassSummary",
     "Diagnosis",
     "Estimate",
     "Exit",
     "Faq",
     "FaqEntry",
     "Forbidden",
-    "Holder",
     "KubectlIsvcError",
     "Lang",
     "NotFound",
@@ -57,7 +45,6 @@ __all__ = [
     "locale_lang",
     "main",
     "order_body",
-    "parse_quantity",
     "parse_warnings",
     "read_warnings",
     "run",

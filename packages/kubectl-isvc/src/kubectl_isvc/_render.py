@@ -9,14 +9,13 @@ from datetime import datetime
 
 import yaml
 
-from kubectl_isvc._capacity import Capacity, Card
 from kubectl_isvc._common import Out, Unread
 from kubectl_isvc._estimate import Estimate
 from kubectl_isvc._faq import Lang
 from kubectl_isvc._plan import PlanSummary
 from kubectl_isvc._why import Diagnosis, FaqAdvice, Verdict, age
 
-__all__ = ["Style", "machine", "render_capacity", "render_estimate", "render_why", "table"]
+__all__ = ["Style", "gib", "machine", "render_estimate", "render_unread", "render_why", "table"]
 
 
 class Style:
@@ -237,7 +236,10 @@ def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style
         lines.append("")
 
 
-def _unread(lines: list[str], unread: list[Unread], t: dict[str, str], style: Style, width: int) -> None:
+def render_unread(
+    lines: list[str], unread: list[Unread], t: dict[str, str], style: Style, width: int
+) -> None:
+    """What could not be read, and the API server's reason, appended to `lines`."""
     if not unread:
         return
     lines.append(style.yellow(style.bold(t["unread"])))
@@ -245,7 +247,8 @@ def _unread(lines: list[str], unread: list[Unread], t: dict[str, str], style: St
         lines += _wrap(f"- {u.what}: {u.why}", width, "  ")
 
 
-def _gib(value: float | None) -> str:
+def gib(value: float | None) -> str:
+    """GiB to one decimal; `-` for none."""
     return "-" if value is None else f"{value:.1f}"
 
 
@@ -265,17 +268,17 @@ def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
         out.append(f"{t['accelerator']}: {where or '-'}, {share}{node}{devices}")
     if plan.required_memory_gi_b is not None:
         parts = [
-            f"needs {_gib(plan.required_memory_gi_b)} GiB per card",
-            f"weights {_gib(plan.weights_gi_b)}",
-            f"KV cache {_gib(plan.kv_cache_gi_b)}",
-            f"overhead {_gib(plan.overhead_gi_b)}",
+            f"needs {gib(plan.required_memory_gi_b)} GiB per card",
+            f"weights {gib(plan.weights_gi_b)}",
+            f"KV cache {gib(plan.kv_cache_gi_b)}",
+            f"overhead {gib(plan.overhead_gi_b)}",
         ]
         if plan.context_length is not None:
             parts.append(f"context {plan.context_length} tokens")
         if plan.kv_bytes_per_token is not None:
             parts.append(f"{plan.kv_bytes_per_token} B/token")
         if plan.accelerator_memory_gi_b is not None:
-            parts.append(f"card {_gib(plan.accelerator_memory_gi_b)} GiB")
+            parts.append(f"card {gib(plan.accelerator_memory_gi_b)} GiB")
         out.append(f"{t['memory']}: " + ", ".join(parts))
     if plan.cpu or plan.memory or plan.model_volume:
         out.append(
@@ -371,7 +374,7 @@ def render_why(d: Diagnosis, style: Style, width: int, now: datetime) -> str:
             lines.append(f"  {t['startup']}:")
             lines += [style.dim("    | " + line) for line in d.startup_output]
         lines.append("")
-    _unread(lines, d.unread, t, style, width)
+    render_unread(lines, d.unread, t, style, width)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -408,105 +411,5 @@ def render_estimate(e: Estimate, style: Style, width: int) -> str:
         lines.append(style.bold(t["warnings"]))
         lines += [f"  {w}" for w in e.warnings]
         lines.append("")
-    _unread(lines, e.unread, t, style, width)
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _holders(card: Card) -> str:
-    parts = []
-    for h in card.holders:
-        share = f" {h.share_percent:.0f}%" if h.share_percent is not None and card.shares_total else ""
-        device = f" {h.device.split('/', 1)[1]}" if h.device.split("/", 1)[1] != card.card else ""
-        planned = " (planned)" if h.state == "Planned" else ""
-        parts.append(
-            f"{h.namespace}/{h.order} p{h.priority if h.priority is not None else '?'}{share}"
-            f"{device}{planned}"
-        )
-    return ", ".join(parts) or "-"
-
-
-def render_capacity(c: Capacity, style: Style, width: int, now: datetime) -> str:
-    """The administrator's picture of `capacity`."""
-    lines: list[str] = []
-    headers = [
-        "NODE",
-        "CARD",
-        "PRODUCT",
-        "SHARES",
-        "HELD GiB",
-        "FREE GiB",
-        "HELD BY (namespace/order priority)",
-    ]
-    for summary in c.device_classes:
-        lines.append(
-            style.bold(
-                f"{summary.name}: {summary.cards} card(s), {_gib(summary.held_gi_b)} of "
-                f"{_gib(summary.memory_gi_b)} GiB held, {_gib(summary.free_gi_b)} GiB free, "
-                f"{summary.free_cards} card(s) untouched"
-            )
-        )
-        rows = []
-        for card in (x for x in c.cards if summary.name in x.device_classes):
-            shares = (
-                f"{card.shares_used:.0f}/{card.shares_total}"
-                if card.shares_total is not None and card.shares_used is not None
-                else "-"
-            )
-            rows.append(
-                (
-                    card.node or "-",
-                    card.card,
-                    card.product or "-",
-                    shares,
-                    f"{_gib(card.held_gi_b)}/{_gib(card.memory_gi_b)}",
-                    _gib(card.free_gi_b),
-                    _holders(card),
-                )
-            )
-        lines += table(headers, rows, width, style, indent="  ")
-        lines.append("")
-    unclassed = [x for x in c.cards if not x.device_classes]
-    if unclassed:
-        lines.append(style.bold("devices no DeviceClass selects"))
-        lines += table(
-            headers,
-            [
-                (
-                    x.node or "-",
-                    x.card,
-                    x.product or "-",
-                    "-",
-                    f"{_gib(x.held_gi_b)}/{_gib(x.memory_gi_b)}",
-                    _gib(x.free_gi_b),
-                    _holders(x),
-                )
-                for x in unclassed
-            ],
-            width,
-            style,
-            indent="  ",
-        )
-        lines.append("")
-    if not c.cards and not c.unread:
-        lines += ["No ResourceSlice publishes a device.", ""]
-    lines.append(style.bold(f"Orders waiting for room: {len(c.waiting)}"))
-    if c.waiting:
-        lines += table(
-            ["ORDER", "PRIORITY", "REASON", "AGE", "MESSAGE"],
-            [
-                (
-                    f"{w.namespace}/{w.name}",
-                    "-" if w.priority is None else str(w.priority),
-                    w.reason,
-                    age(w.since, now),
-                    w.message,
-                )
-                for w in c.waiting
-            ],
-            width,
-            style,
-            indent="  ",
-        )
-    lines.append("")
-    _unread(lines, c.unread, _L[Lang.EN], style, width)
+    render_unread(lines, e.unread, t, style, width)
     return "\n".join(lines).rstrip() + "\n"
