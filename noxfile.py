@@ -88,7 +88,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
     session.run("isvc-crdgen", "module/crds", "--check")
     session.run("python", "tools/crd_reference.py", "--check")
-    session.run("python", "-m", "kubectl_isvc._faqgen", "--check")
+    session.run("python", "tools/faqgen.py", "--check")
     session.run("pytest", "tests/docs", "-q")
 
 

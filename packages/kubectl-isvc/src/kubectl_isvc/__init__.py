@@ -5,7 +5,7 @@ from kubectl_isvc._cli import locale_lang, main, run
 from kubectl_isvc._common import Exit, Out, Unread
 from kubectl_isvc._errors import Forbidden, KubectlIsvcError, NotFound, ReadFailed, Unreachable
 from kubectl_isvc._estimate import PREFIX, Estimate, estimate, order_body, read_warnings
-from kubectl_isvc._faq import Advice, Faq, FaqEntry, Lang, StatusEntry, Who, build_faq, load_faq
+from kubectl_isvc._faq import Advice, Faq, FaqEntry, Lang, StatusEntry, Who, load_faq
 from kubectl_isvc._plan import KEY_FLAGS, PlanSummary, key_flags, summarize_plan
 from kubectl_isvc._read import Obj, Reader, parse_warnings
 from kubectl_isvc._why import Diagnosis, Verdict, diagnose, why
@@ -35,7 +35,6 @@ __all__ = [
     "Verdict",
     "Waiting",
     "Who",
-    "build_faq",
     "capacity",
     "compute",
     "diagnose",
