@@ -295,6 +295,54 @@ def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
     return out
 
 
+def _claim_and_pod_lines(d: Diagnosis, t: dict[str, str], style: Style, width: int) -> list[str]:
+    lines = [f"  {t['claims']}:" + ("" if d.claims else f" {t['none']}")]
+    for c in d.claims:
+        state = t["allocated"] if c.allocated else t["pending"]
+        lines.append(
+            f"    {c.name} ({c.device_class or '-'}): {state}"
+            + (f" {', '.join(c.devices)}" if c.devices else "")
+            + (f" → {', '.join(c.reserved_for)}" if c.reserved_for else "")
+        )
+    lines.append(f"  {t['pods']}:" + ("" if d.pods else f" {t['none']}"))
+    for p in d.pods:
+        lines.append(f"    {p.name}: {p.phase}" + (f" on {p.node}" if p.node else ""))
+        if p.scheduler_message:
+            lines += _wrap(f"{t['scheduler']}: {p.scheduler_message}", width, "      ")
+        for k in p.containers:
+            detail = " ".join(
+                x for x in (k.reason or "", f"restarts {k.restart_count}" if k.restart_count else "") if x
+            )
+            lines.append(f"      {k.name}: {k.state}" + (f" ({detail})" if detail else ""))
+            if k.message:
+                lines += _wrap(k.message, width, "        ")
+            if k.output:
+                lines.append(f"        {t['output']}:")
+                lines += [style.dim("        | " + line) for line in k.output]
+    return lines
+
+
+def _evidence(d: Diagnosis, t: dict[str, str], style: Style, width: int, now: datetime) -> list[str]:
+    """The evidence section of `why`: events, the plan, claims, pods and their output."""
+    lines = [f"  {t['events']}:" + ("" if d.events else f" {t['none']}")]
+    if d.events:
+        lines += table(
+            t["events_h"].split(","),
+            [(e.type, e.reason, str(e.count), age(e.last_seen, now), e.message) for e in d.events[-8:]],
+            width,
+            style,
+            indent="    ",
+        )
+    if d.plan is not None:
+        lines.append(f"  {t['plan']} {d.plan.name}:")
+        lines += ["    " + line for line in _plan_lines(d.plan, t, width - 4)]
+    lines += _claim_and_pod_lines(d, t, style, width)
+    if d.startup_output:
+        lines.append(f"  {t['startup']}:")
+        lines += [style.dim("    | " + line) for line in d.startup_output]
+    return lines
+
+
 def render_why(d: Diagnosis, style: Style, width: int, now: datetime) -> str:
     """The one screen of `why`."""
     t = _L[d.lang]
@@ -335,44 +383,7 @@ def render_why(d: Diagnosis, style: Style, width: int, now: datetime) -> str:
         lines.append("")
     if d.conditions or d.events or d.plan or d.claims or d.pods:
         lines.append(style.bold(t["evidence"]))
-        lines.append(f"  {t['events']}:" + ("" if d.events else f" {t['none']}"))
-        if d.events:
-            lines += table(
-                t["events_h"].split(","),
-                [(e.type, e.reason, str(e.count), age(e.last_seen, now), e.message) for e in d.events[-8:]],
-                width,
-                style,
-                indent="    ",
-            )
-        if d.plan is not None:
-            lines.append(f"  {t['plan']} {d.plan.name}:")
-            lines += ["    " + line for line in _plan_lines(d.plan, t, width - 4)]
-        lines.append(f"  {t['claims']}:" + ("" if d.claims else f" {t['none']}"))
-        for c in d.claims:
-            state = t["allocated"] if c.allocated else t["pending"]
-            lines.append(
-                f"    {c.name} ({c.device_class or '-'}): {state}"
-                + (f" {', '.join(c.devices)}" if c.devices else "")
-                + (f" → {', '.join(c.reserved_for)}" if c.reserved_for else "")
-            )
-        lines.append(f"  {t['pods']}:" + ("" if d.pods else f" {t['none']}"))
-        for p in d.pods:
-            lines.append(f"    {p.name}: {p.phase}" + (f" on {p.node}" if p.node else ""))
-            if p.scheduler_message:
-                lines += _wrap(f"{t['scheduler']}: {p.scheduler_message}", width, "      ")
-            for k in p.containers:
-                detail = " ".join(
-                    x for x in (k.reason or "", f"restarts {k.restart_count}" if k.restart_count else "") if x
-                )
-                lines.append(f"      {k.name}: {k.state}" + (f" ({detail})" if detail else ""))
-                if k.message:
-                    lines += _wrap(k.message, width, "        ")
-                if k.output:
-                    lines.append(f"        {t['output']}:")
-                    lines += [style.dim("        | " + line) for line in k.output]
-        if d.startup_output:
-            lines.append(f"  {t['startup']}:")
-            lines += [style.dim("    | " + line) for line in d.startup_output]
+        lines += _evidence(d, t, style, width, now)
         lines.append("")
     render_unread(lines, d.unread, t, style, width)
     return "\n".join(lines).rstrip() + "\n"
