@@ -245,13 +245,22 @@ def test_capacity_gives_the_planners_free_and_held_figures_on_both_fleets_issue_
     def same(pools: set[str]) -> bool:
         code, c = plugin_json(cluster.admin_kubeconfig, "capacity")
         seen.update(kubectl=c["devices"], planner=_planner_capacity(bed.module, cluster))
+        seen["differ"] = [(a, b) for a, b in zip(c["devices"], seen["planner"], strict=False) if a != b][:2]
+        seen["counts"] = (len(c["devices"]), len(seen["planner"]), code)
         return code == 0 and {d["pool"] for d in c["devices"]} >= pools and c["devices"] == seen["planner"]
 
     for name in ("default", "partitioned"):
         fleet = Fleet.load(FLEETS[name])
         fleet.publish(admin_api)
         try:
-            wait_for(lambda f=fleet: same({n.name for n in f.nodes}), 60, what=f"the same figures on {name}")
+            try:
+                wait_for(
+                    lambda f=fleet: same({n.name for n in f.nodes if n.gpus}),
+                    60,
+                    what=f"the same figures on {name}",
+                )
+            except TimeoutError as e:
+                raise AssertionError(f"{seen['counts']} {seen['differ']}") from e
         finally:
             if name != "default":  # the other tests of the session see the default fleet only
                 fleet.unpublish(admin_api)

@@ -10,10 +10,9 @@ What only the running planner knows (reservations of plans not stored yet) is no
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isvc_api import GIB, WAITING_FOR_ROOM
-from isvc_planner import Inventory, capacity_view
 from isvc_planner_client import DeviceRoom
 from pydantic import Field
 
@@ -33,6 +32,9 @@ from kubectl_isvc._read import (
 )
 from kubectl_isvc._render import Style, gib, render_unread, table
 from kubectl_isvc._why import age
+
+if TYPE_CHECKING:
+    from isvc_planner import Inventory
 
 __all__ = ["ADMIN_HINT", "Capacity", "Waiting", "capacity", "compute", "render_capacity"]
 
@@ -93,6 +95,11 @@ def _waiting(orders: list[Obj], inventory: Inventory) -> list[Waiting]:
 
 def compute(objects: dict[str, list[Obj]], unread: list[Unread] | None = None) -> Capacity:
     """The capacity picture from the objects read, by kind (pure: no cluster)."""
+    from isvc_planner import (
+        Inventory,
+        capacity_view,
+    )  # the planner's service code: only this command loads it
+
     inventory = Inventory.from_objects(
         device_classes=objects.get("deviceclasses", []),
         slices=objects.get("resourceslices", []),
