@@ -21,4 +21,4 @@ def test_readiness_is_the_condition_order_without_growth() -> None:
 def test_an_order_without_room_waits_and_passes_on_its_own() -> None:
     assert NO_ROOM < WAITING_FOR_ROOM
     assert all(r.retried for r in WAITING_FOR_ROOM)
-    assert WAITING_FOR_ROOM - NO_ROOM == {Reason.RESOURCE_CLAIM_PENDING, Reason.SCALE_UP_BLOCKED}
+    assert {Reason.RESOURCE_CLAIM_PENDING, Reason.SCALE_UP_BLOCKED} == WAITING_FOR_ROOM - NO_ROOM
