@@ -11,9 +11,9 @@ import yaml
 
 from kubectl_isvc._common import Out, Unread
 from kubectl_isvc._estimate import Estimate
-from kubectl_isvc._faq import Lang
 from kubectl_isvc._plan import PlanSummary
 from kubectl_isvc._why import Diagnosis, FaqAdvice, Verdict, age
+from kubectl_isvc._words import WORDS as _L
 
 __all__ = ["Style", "gib", "machine", "render_estimate", "render_unread", "render_why", "table"]
 
@@ -141,88 +141,6 @@ def _wrap(text: str, width: int, indent: str) -> list[str]:
         else:
             lines += textwrap.wrap(block, width, initial_indent=indent, subsequent_indent=indent) or [""]
     return lines
-
-
-_L: dict[Lang, dict[str, str]] = {
-    Lang.EN: {
-        "order": "Order",
-        "phase": "phase",
-        "serving": "serving",
-        "not_serving": "not serving",
-        "unknown": "could not tell",
-        "conditions": "CONDITION,STATUS,REASON,AGE,MESSAGE",
-        "is": "is",
-        "whose": "Whose fix",
-        "passes": "Passes on its own",
-        "todo": "What to do",
-        "meaning": "What it means",
-        "notes": "Notes",
-        "evidence": "Evidence read",
-        "events": "Events",
-        "none": "none",
-        "plan": "LaunchPlan",
-        "claims": "ResourceClaims",
-        "pods": "Pods",
-        "output": "Last output",
-        "unread": "Could not read",
-        "events_h": "TYPE,REASON,COUNT,AGE,MESSAGE",
-        "allocated": "allocated",
-        "pending": "not allocated",
-        "scheduler": "scheduler",
-        "startup": "Container output kept in status.startupFailure",
-        "estimate": "Estimate",
-        "would_plan": "would be planned",
-        "would_refuse": "would be refused",
-        "class": "class",
-        "default_class": "no class (the platform's defaults)",
-        "endpoint": "Endpoint type",
-        "accelerator": "Accelerator",
-        "memory": "Memory",
-        "runtime": "Runtime",
-        "flags": "Key flags",
-        "resources": "Pod requests",
-        "warnings": "Other warnings",
-    },
-    Lang.RU: {
-        "order": "Заказ",
-        "phase": "состояние",
-        "serving": "обслуживает",
-        "not_serving": "не обслуживает",
-        "unknown": "не удалось понять",
-        "conditions": "УСЛОВИЕ,СТАТУС,ПРИЧИНА,ДАВНОСТЬ,СООБЩЕНИЕ",
-        "is": "—",
-        "whose": "Чья забота",
-        "passes": "Проходит само",
-        "todo": "Что делать",
-        "meaning": "Что это значит",
-        "notes": "Заметки",
-        "evidence": "Что прочитано",
-        "events": "События",
-        "none": "нет",
-        "plan": "LaunchPlan",
-        "claims": "ResourceClaims",
-        "pods": "Поды",
-        "output": "Последний вывод",
-        "unread": "Не удалось прочитать",
-        "events_h": "ТИП,ПРИЧИНА,РАЗ,ДАВНОСТЬ,СООБЩЕНИЕ",
-        "allocated": "выделен",
-        "pending": "не выделен",
-        "scheduler": "планировщик",
-        "startup": "Вывод контейнера из status.startupFailure",
-        "estimate": "Оценка",
-        "would_plan": "получит план",
-        "would_refuse": "получит отказ",
-        "class": "класс",
-        "default_class": "без класса (умолчания платформы)",
-        "endpoint": "Тип точки доступа",
-        "accelerator": "Ускоритель",
-        "memory": "Память",
-        "runtime": "Среда исполнения",
-        "flags": "Ключевые флаги",
-        "resources": "Запросы пода",
-        "warnings": "Другие предупреждения",
-    },
-}
 
 
 def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style, width: int) -> None:
