@@ -3,6 +3,7 @@ its LaunchPlan, its ResourceClaims and Pods, and the last lines of a container t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubectl_isvc._common import Out, Unread, unread
@@ -210,7 +211,7 @@ def read_evidence(
     failed: list[Unread] = []
     found: dict[str, Any] = {"pods": []}
     selector = selector_of_order(name)
-    reads = {
+    reads: dict[str, Callable[[], object]] = {
         "events": lambda: _events(
             reader.items(
                 events_path(namespace),
