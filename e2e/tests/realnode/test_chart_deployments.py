@@ -183,7 +183,9 @@ def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(
     pod = chart_on_node.planner
     assert pod.spec.service_account_name == "planner"
     body = k8s.CoreV1Api(admin_api).connect_get_namespaced_pod_proxy_with_path(
-        f"https:{pod.metadata.name}:8080", NAMESPACE, "readyz"  # HTTPS alone (issue 29)
+        f"https:{pod.metadata.name}:8080",
+        NAMESPACE,
+        "readyz",  # HTTPS alone (issue 29)
     )
     assert "ok" in str(body)
 
