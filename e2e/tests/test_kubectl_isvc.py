@@ -229,7 +229,9 @@ def test_why_a_failing_probe_then_serving_as_alice_and_as_the_administrator(
 def _planner_capacity(module: Any, cluster: Cluster) -> list[dict[str, Any]]:
     """The running planner's `GET /v1/capacity`, asked as the controller (the planner answers no one else)."""
     token = token_file(cluster.service_account_kubeconfig(NAMESPACE, "controller"))
-    with PlannerClient(module.planner_url, timeout=10, token_file=token) as planner:
+    with PlannerClient(
+        module.planner_url, timeout=10, token_file=token, ca_file=module.planner_ca
+    ) as planner:
         return [
             d.model_dump(mode="json", by_alias=True, exclude_none=True) for d in planner.capacity().devices
         ]
