@@ -23,7 +23,18 @@ from isvc_api._memory import (
     visible_bytes,
     vllm_margin,
 )
-from isvc_api._reasons import ClassReason, ConditionType, LaunchPlanConditionType, Phase, Reason, StatusReason
+from isvc_api._reasons import (
+    CONDITION_ORDER,
+    NO_ROOM,
+    READINESS,
+    WAITING_FOR_ROOM,
+    ClassReason,
+    ConditionType,
+    LaunchPlanConditionType,
+    Phase,
+    Reason,
+    StatusReason,
+)
 from isvc_api._types import (
     GROUP,
     LABEL_MANAGED_BY,
@@ -83,6 +94,7 @@ from isvc_api._types import (
 from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
+    "CONDITION_ORDER",
     "GIB",
     "GROUP",
     "LABEL_MANAGED_BY",
@@ -91,11 +103,14 @@ __all__ = [
     "MANAGER",
     "MIN_CONTEXT",
     "MIN_REPLICAS_ZERO",
+    "NO_ROOM",
     "PLANNING_BATCH",
+    "READINESS",
     "SHARE_RANGE",
     "TLS",
     "VERSION",
     "VLLM_LADDER",
+    "WAITING_FOR_ROOM",
     "AcceleratorPolicy",
     "AdmissionPolicy",
     "AuthSecretRef",

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import attrs
 from isvc_api import (
+    NO_ROOM,
     CompiledRuntime,
     EndpointType,
     Estimates,
@@ -22,7 +23,6 @@ from isvc_api import (
     ModelFacts,
     ModelSpec,
     Placement,
-    Reason,
     Refusal,
     RuntimeRequirements,
     ScalingStatus,
@@ -58,19 +58,6 @@ __all__ = [
 Obj = dict[str, Any]
 OrderKey = tuple[str, str]  # (namespace, name)
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-# The planner's answers that there is no room for the order now: it waits for room, passed again when the
-# planner's ledger may have made some (or the scheduler's refusal of its claim, kept until then).
-NO_ROOM = frozenset(
-    {
-        Reason.NO_CAPACITY,
-        Reason.NO_COMPATIBLE_PLACEMENT,
-        Reason.PLANNING_PREEMPTION_FAILED,
-        Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-        Reason.RESOURCE_CLAIM_EXHAUSTED,
-    }
-)
-
-
 # The API server's cause of a refused create in a namespace being deleted (k8s.io/api v0.36.3, core/v1
 # NamespaceTerminatingCause; the NamespaceLifecycle admission plugin of k8s.io/apiserver adds it to its 403).
 NAMESPACE_TERMINATING = "NamespaceTerminating"

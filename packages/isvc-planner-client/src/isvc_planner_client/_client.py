@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from isvc_planner_client._errors import PlannerProtocolError, PlannerUnavailableError
 from isvc_planner_client._models import (
+    CapacityView,
     HoldRequest,
     HoldVerdict,
     OrderRef,
@@ -161,6 +162,14 @@ class PlannerClient:
             return Reservations.model_validate(body).reservations
         except ValidationError as error:
             raise PlannerProtocolError(f"planner answered no reservations: {error}") from error
+
+    def capacity(self) -> CapacityView:
+        """Every published device as the ledger counts it: free and held units, holders (read only)."""
+        body = self._call("GET", "/v1/capacity", None)
+        try:
+            return CapacityView.model_validate(body)
+        except ValidationError as error:
+            raise PlannerProtocolError(f"planner answered no capacity: {error}") from error
 
     def _post(self, path: str, payload: object) -> object:
         return self._call("POST", path, payload)
