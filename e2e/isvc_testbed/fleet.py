@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
+from isvc_testing import fleet_consumable, fleet_device_classes
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -236,18 +237,12 @@ class Fleet:
 
     @staticmethod
     def render_device_classes() -> list[dict[str, Any]]:
-        """DeviceClasses as the NVIDIA driver's chart ships them: whole GPUs and MIG devices."""
-
-        def cls(name: str, kind: str) -> dict[str, Any]:
-            expr = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{kind}'"
-            return {
-                "apiVersion": f"{_GROUP}/{_VERSION}",
-                "kind": "DeviceClass",
-                "metadata": {"name": name, "labels": {FLEET_NODE_LABEL: "true"}},
-                "spec": {"selectors": [{"cel": {"expression": expr}}]},
-            }
-
-        return [cls("gpu.nvidia.com", "gpu"), cls("mig.nvidia.com", "mig")]
+        """DeviceClasses as the NVIDIA driver's chart ships them (whole GPUs and MIG devices), labelled as the
+        fleet's."""
+        return [
+            {**dc, "metadata": {**dc["metadata"], "labels": {FLEET_NODE_LABEL: "true"}}}
+            for dc in fleet_device_classes()
+        ]
 
     def _uuid(self, prefix: str, *parts: object) -> str:
         return f"{prefix}-{uuid.uuid5(_UUID_NS, '/'.join(map(str, parts)))}"
@@ -308,24 +303,12 @@ class Fleet:
                             )
                     minor += 1
                     continue
-                capacity: dict[str, Any] = {}
-                if g.memory is not None:
-                    capacity["memory"] = {"value": g.memory}
+                capacity: dict[str, Any] = {} if g.memory is None else {"memory": {"value": g.memory}}
+                if g.shares is not None:
+                    capacity = fleet_consumable(g.memory, g.shares)
                 dev: dict[str, Any] = {"name": gpu_name, "attributes": attrs, "capacity": capacity}
                 if g.shares is not None:
                     dev["allowMultipleAllocations"] = True
-                    capacity["shares"] = {
-                        "value": str(g.shares),
-                        "requestPolicy": {
-                            "default": "1",
-                            "validRange": {"min": "1", "max": str(g.shares), "step": "1"},
-                        },
-                    }
-                    if g.memory is not None:
-                        capacity["memory"]["requestPolicy"] = {
-                            "default": "0",
-                            "validRange": {"min": "0", "step": "1Mi"},
-                        }
                 if g.partitions:
                     set_name = f"gpu-{minor}-counter-set"
                     sms = g.multiprocessors or max(p.multiprocessors * p.count for p in g.partitions)

@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from isvc_planner_client import PlannerClient
 from isvc_testbed import bin_dir
+from isvc_testbed.agreement import FLEETS
 from isvc_testbed.cluster import Cluster
+from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
+from isvc_testbed.module import NAMESPACE, token_file
 from isvc_testbed.orders import Orders, hf
 from isvc_testbed.standin import StandIn
 from kubernetes import client as k8s
@@ -135,10 +139,10 @@ def test_why_a_planned_refusal_for_an_administrator_and_capacity_lists_it_as_wai
     assert code == 0 and c.get("unread", []) == []
     waiting = [(w["namespace"], w["name"], w["reason"]) for w in c["waiting"]]
     assert (bed.ns, "why-no-profile", "NoCompatiblePlacement") in waiting
-    gh200 = next(x for x in c["cards"] if x["pool"] == "gpu-nomem-0")
-    assert ("memoryGiB" not in gh200, gh200["sharesTotal"], gh200["product"]) == (
+    gh200 = next(x for x in c["devices"] if x["pool"] == "gpu-nomem-0")
+    assert ("memoryBytes" not in gh200, gh200["shareable"], gh200["product"]) == (
         True,
-        100,
+        True,
         "NVIDIA GH200 480GB",
     )
 
@@ -212,10 +216,61 @@ def test_why_a_failing_probe_then_serving_as_alice_and_as_the_administrator(
     assert d["plan"]["accelerator"] == "NVIDIA H100 80GB HBM3" and d["plan"]["runtime"]
     # capacity: the administrator sees the share it holds, on which card, by whom
     code, c = plugin_json(cluster.admin_kubeconfig, "capacity")
-    holders = [(h["namespace"], h["order"], h["state"], x["pool"]) for x in c["cards"] for h in x["holders"]]
-    assert code == 0 and (bed.ns, "why-probe", "Allocated", "gpu-h100-0") in holders
+    holders = [
+        (h.get("order", {}).get("namespace"), h.get("order", {}).get("name"), h["kind"], x["pool"])
+        for x in c["devices"]
+        for h in x["holders"]
+    ]
+    assert code == 0 and (bed.ns, "why-probe", "claim", "gpu-h100-0") in holders
     code, text = plugin(cluster.admin_kubeconfig, "capacity")
     assert code == 0 and f"{bed.ns}/why-probe p0" in text and "gpu.nvidia.com:" in text
+
+
+def _planner_capacity(module: Any, cluster: Cluster) -> list[dict[str, Any]]:
+    """The running planner's `GET /v1/capacity`, asked as the controller (the planner answers no one else)."""
+    token = token_file(cluster.service_account_kubeconfig(NAMESPACE, "controller"))
+    with PlannerClient(
+        module.planner_url, timeout=10, token_file=token, ca_file=module.planner_ca
+    ) as planner:
+        return [
+            d.model_dump(mode="json", by_alias=True, exclude_none=True) for d in planner.capacity().devices
+        ]
+
+
+def test_capacity_gives_the_planners_free_and_held_figures_on_both_fleets_issue_30(
+    bed: Bed, cluster: Cluster, admin_api: k8s.ApiClient
+) -> None:
+    bed.create("cap-held", hf(QWEN), bed.klass("kis-h100-cap", H100_ONLY))
+    bed.wait_reason("cap-held", "Planned", "Planned")
+    seen: dict[str, Any] = {}
+
+    def same(pools: set[str]) -> bool:
+        code, c = plugin_json(cluster.admin_kubeconfig, "capacity")
+        seen.update(kubectl=c["devices"], planner=_planner_capacity(bed.module, cluster))
+        seen["differ"] = [(a, b) for a, b in zip(c["devices"], seen["planner"], strict=False) if a != b][:2]
+        seen["counts"] = (len(c["devices"]), len(seen["planner"]), code)
+        return code == 0 and {d["pool"] for d in c["devices"]} >= pools and c["devices"] == seen["planner"]
+
+    for name in ("default", "partitioned"):
+        fleet = Fleet.load(FLEETS[name])
+        fleet.publish(admin_api)
+        try:
+            try:
+                wait_for(
+                    lambda f=fleet: same({n.name for n in f.nodes if n.gpus}),
+                    60,
+                    what=f"the same figures on {name}",
+                )
+            except TimeoutError as e:
+                raise AssertionError(f"{seen['counts']} {seen['differ']}") from e
+        finally:
+            if name != "default":  # the other tests of the session see the default fleet only
+                fleet.unpublish(admin_api)
+    # the order's share, on the default fleet: the last comparison saw both fleets
+    (device,) = [
+        d for d in seen["kubectl"] if any(h.get("order", {}).get("name") == "cap-held" for h in d["holders"])
+    ]
+    assert device["heldUnits"] > 0 and device["freeUnits"] == 100 - device["heldUnits"]
 
 
 def test_why_an_order_that_is_not_there_cannot_be_told(module: Any, cluster: Cluster, team_a: str) -> None:

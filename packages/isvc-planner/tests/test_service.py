@@ -17,6 +17,7 @@ from isvc_api import ModelFacts, Placement, PlacementMode, Reason
 from isvc_planner import (
     Inventory,
     Planner,
+    capacity_view,
     create_app,
 )
 from isvc_planner._auth import CallerCheck, CallerVerdict, ReviewFailed
@@ -163,6 +164,31 @@ def test_reservations_are_camel_case_and_lapse_by_themselves(models: dict[str, M
     assert lapsed == {"reservations": []}
 
 
+def test_capacity_is_the_ledger_read_by_the_view_that_kubectl_uses(
+    token_file: Path, models: dict[str, ModelFacts]
+) -> None:
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    with serve(inv) as url, PlannerClient(url, timeout=5, token_file=token_file) as client:
+        empty = client.capacity()
+        placed = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="c"), facts=models["qwen7b"]))
+        held = client.capacity()
+    assert placed.placement is not None and placed.placement.share_percent is not None
+    assert [(d.device, d.free_units, d.held_units, d.holders) for d in empty.devices] == [
+        ("gpu-0", 100, 0, [])
+    ]
+    (device,) = held.devices
+    assert device == capacity_view(inv).devices[0]  # one function answers the endpoint and kubectl
+    assert (device.held_units, device.free_units) == (
+        placed.placement.share_percent,
+        100 - placed.placement.share_percent,
+    )
+    assert [(h.kind, h.order, h.units) for h in device.holders] == [
+        ("reservation", OrderRef(namespace="ns", name="c"), placed.placement.share_percent)
+    ]
+    uuid = inv.devices[("gpu.nvidia.com", "n1", "gpu-0")].uuid
+    assert (device.card, device.device_classes, device.shareable) == (uuid, ["gpu.nvidia.com"], True)
+
+
 def test_client_judges_over_http(base_url: str, token_file: Path) -> None:
     bad = Placement(
         device_class_name="gpu.nvidia.com", placement_mode=PlacementMode.SHARED, share_percent=150
@@ -242,7 +268,8 @@ def test_plans_are_counted_by_outcome_reason_and_device_class(
     ],
 )
 @pytest.mark.parametrize(
-    "path", ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge", "GET /v1/reservations"]
+    "path",
+    ["/v1/plan", "/v1/plans", "/v1/release", "/v1/judge", "GET /v1/reservations", "GET /v1/capacity"],
 )
 def test_only_the_allowed_caller_may_call_the_api(
     base_url: str, path: str, headers: dict[str, str], status: int

@@ -1,5 +1,6 @@
 """`capacity` over the test bed's fleet as its fake DRA driver publishes it, with recorded claims, plans and
-orders: shares and memory held per card and by whom, the room left, and who waits."""
+orders: the planner's own ledger read by its own view (free and held units per device, holders), and who
+waits for room."""
 
 from __future__ import annotations
 
@@ -7,37 +8,34 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kubectl_isvc import Card, Exit, capacity, compute, parse_quantity
-from kubectl_isvc._render import Style, render_capacity
+from isvc_planner import Inventory, capacity_view
+from isvc_planner_client import DeviceRoom
+from kubectl_isvc import Exit, capacity, compute
+from kubectl_isvc._capacity import render_capacity
+from kubectl_isvc._render import Style
 from kubectl_isvc._why import age
 
 NOW = datetime(2026, 5, 1, 10, 5, tzinfo=UTC)
-ORDER, PRIORITY = "ai.deckhouse.io/inference-service", "ai.deckhouse.io/priority"
+ORDER = "ai.deckhouse.io/inference-service"
+GPU = "gpu.nvidia.com"
 
 
-def _claim(
-    ns: str,
-    order: str,
-    priority: str | None,
-    device_class: str,
-    pool: str,
-    device: str,
-    consumed: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    labels = {ORDER: order} | ({PRIORITY: priority} if priority is not None else {})
-    result: dict[str, Any] = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}
-    if consumed:
-        result["consumedCapacity"] = consumed
+def _claim(ns: str, order: str, pool: str, device: str, shares: str | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"request": "gpu", "driver": GPU, "pool": pool, "device": device}
+    if shares is not None:  # a shared allocation, as kube-scheduler records it
+        result |= {"shareID": f"{order}-share", "consumedCapacity": {"shares": shares}}
     return {
-        "metadata": {"name": f"{order}-gpu", "namespace": ns, "labels": labels},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}},
+        "metadata": {
+            "name": f"{order}-gpu",
+            "namespace": ns,
+            "uid": f"uid-{order}",
+            "labels": {ORDER: order},
+        },
         "status": {"allocation": {"devices": {"results": [result]}}},
     }
 
 
-def _order(
-    ns: str, name: str, reason: str, priority_class: str | None = None, since: str = ""
-) -> dict[str, Any]:
+def _order(ns: str, name: str, reason: str, klass: str | None = None, since: str = "") -> dict[str, Any]:
     cond = {
         "type": "Planned",
         "status": "False",
@@ -46,137 +44,96 @@ def _order(
         "lastTransitionTime": since or "2026-05-01T10:00:00Z",
     }
     status: dict[str, Any] = {"phase": "Pending", "reason": reason, "conditions": [cond]}
-    if priority_class:
-        status["constraints"] = {"minReplicas": 1, "maxReplicas": 1, "priorityClassName": priority_class}
-    return {"metadata": {"name": name, "namespace": ns}, "status": status}
+    spec = {"inferenceServiceClassName": klass} if klass else {}
+    return {"metadata": {"name": name, "namespace": ns}, "spec": spec, "status": status}
 
 
 @pytest.fixture
 def objects(fleet: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return {
-        "slices": [o for o in fleet if o["kind"] == "ResourceSlice"],
-        "device_classes": [o for o in fleet if o["kind"] == "DeviceClass"],
-        "claims": [
-            _claim("team-a", "half-1", "0", "gpu.nvidia.com", "gpu-h100-0", "gpu-0", {"shares": "30"}),
-            _claim(
-                "team-b",
-                "half-2",
-                "1000",
-                "gpu.nvidia.com",
-                "gpu-h100-0",
-                "gpu-0",
-                {"shares": "40", "memory": "30Gi"},
-            ),
-            _claim("team-b", "small", None, "mig.nvidia.com", "gpu-a100-0", "gpu-0-mig-3g20gb-0"),
-            _claim("team-a", "static", "0", "mig.nvidia.com", "gpu-a100-0", "gpu-2-mig-3g20gb-1"),
-            _claim("team-a", "whole", "0", "gpu.nvidia.com", "gpu-l4-0", "gpu-1", {"shares": "100"}),
+        "resourceslices": [o for o in fleet if o["kind"] == "ResourceSlice"],
+        "deviceclasses": [o for o in fleet if o["kind"] == "DeviceClass"],
+        "resourceclaims": [
+            _claim("team-a", "half-1", "gpu-h100-0", "gpu-0", "30"),
+            _claim("team-b", "half-2", "gpu-h100-0", "gpu-0", "40"),
+            _claim("team-b", "small", "gpu-a100-0", "gpu-0-mig-3g20gb-0"),
+            _claim("team-a", "whole", "gpu-l4-0", "gpu-1"),
         ],
-        "plans": [
+        "launchplans": [
             {
-                "metadata": {
-                    "name": "next",
-                    "namespace": "team-a",
-                    "ownerReferences": [{"kind": "InferenceService", "name": "next"}],
-                },
+                "metadata": {"name": "next", "namespace": "team-a"},
                 "spec": {
                     "placement": {
-                        "deviceClassName": "gpu.nvidia.com",
-                        "driver": "gpu.nvidia.com",
+                        "deviceClassName": GPU,
+                        "driver": GPU,
                         "pool": "gpu-h100-0",
                         "devices": ["gpu-1"],
                         "placementMode": "Shared",
                         "sharingMode": "Shares",
                         "sharePercent": 50,
-                    }
-                },
-            },
-            # a plan whose claim is allocated already is not counted twice
-            {
-                "metadata": {"name": "half-1", "namespace": "team-a"},
-                "spec": {
-                    "placement": {
-                        "pool": "gpu-h100-0",
-                        "devices": ["gpu-0"],
-                        "placementMode": "Shared",
-                        "sharePercent": 30,
+                        "capacityRequests": {"shares": "50"},
                     }
                 },
             },
         ],
-        "orders": [
+        "inferenceservices": [
             _order("team-a", "nocap", "NoCapacity", since="2026-05-01T10:01:00Z"),
-            _order("team-b", "urgent", "NoAcceleratorWithEnoughMemory", "high", "2026-05-01T10:03:00Z"),
+            _order("team-b", "urgent", "NoAcceleratorWithEnoughMemory", "urgent-llm", "2026-05-01T10:03:00Z"),
             _order("team-a", "typo", "ClassNotFound"),
-            _order("team-b", "small", "Serving", "low"),
+            _order("team-b", "half-2", "Serving", "urgent-llm"),
         ],
-        "priority_classes": [
-            {"metadata": {"name": "high"}, "value": 1000},
-            {"metadata": {"name": "low"}, "value": 10},
+        "inferenceserviceclasses": [
+            {"metadata": {"name": "urgent-llm"}, "spec": {"priorityClassName": "high"}}
         ],
+        "priorityclasses": [{"metadata": {"name": "high"}, "value": 1000}],
     }
 
 
-def _card(cards: list[Card], pool: str, card: str) -> Card:
-    return next(c for c in cards if c.pool == pool and c.card == card)
+def _device(devices: list[DeviceRoom], pool: str, name: str) -> DeviceRoom:
+    return next(d for d in devices if d.pool == pool and d.device == name)
 
 
-def test_shares_and_memory_held_on_a_shared_h100_name_their_orders(objects: dict[str, Any]) -> None:
-    c = compute(**objects)
-    h100 = _card(c.cards, "gpu-h100-0", "gpu-0")
-    assert (h100.product, h100.device_classes, h100.memory_gi_b) == (
-        "NVIDIA H100 80GB HBM3",
-        ["gpu.nvidia.com"],
-        80,
+def test_the_figures_are_the_planners_own_ledger_read_by_its_own_view(objects: dict[str, Any]) -> None:
+    planner = Inventory.from_objects(
+        objects["deviceclasses"],
+        objects["resourceslices"],
+        objects["resourceclaims"],
+        objects["priorityclasses"],
+        objects["inferenceservices"],
+        objects["inferenceserviceclasses"],
+        plans=objects["launchplans"],
     )
-    assert (h100.shares_total, h100.shares_used) == (100, 70)
-    # a share without a memory request holds its share of the card; one with a memory request holds that
-    assert [(h.namespace, h.order, h.priority, h.share_percent, h.memory_gi_b) for h in h100.holders] == [
-        ("team-a", "half-1", 0, 30.0, 24.0),
-        ("team-b", "half-2", 1000, 40.0, 30.0),
+    assert compute(objects).devices == capacity_view(planner).devices
+
+
+def test_shares_held_on_a_shared_h100_name_their_orders_and_priorities(objects: dict[str, Any]) -> None:
+    h100 = _device(compute(objects).devices, "gpu-h100-0", "gpu-0")
+    assert (h100.product, h100.device_classes, h100.shareable) == ("NVIDIA H100 80GB HBM3", [GPU], True)
+    assert (h100.held_units, h100.free_units) == (70, 30)
+    # priority is the order's class's PriorityClass, never a label a namespace user writes
+    assert [(h.order and h.order.name, h.kind, h.units, h.priority) for h in h100.holders] == [
+        ("half-1", "claim", 30, 0),
+        ("half-2", "claim", 40, 1000),
     ]
-    assert (h100.held_gi_b, h100.free_gi_b) == (54.0, 26.0)
 
 
-def test_a_plan_not_yet_allocated_is_shown_as_planned_room(objects: dict[str, Any]) -> None:
-    c = compute(**objects)
-    card = _card(c.cards, "gpu-h100-0", "gpu-1")
-    assert [(h.order, h.state, h.share_percent, h.memory_gi_b) for h in card.holders] == [
-        ("next", "Planned", 50.0, 40.0)
-    ]
-    assert card.free_gi_b == 40.0
+def test_a_plan_not_yet_allocated_holds_its_room(objects: dict[str, Any]) -> None:
+    planned = _device(compute(objects).devices, "gpu-h100-0", "gpu-1")
+    assert [(h.order and h.order.name, h.kind, h.units) for h in planned.holders] == [("next", "plan", 50)]
+    assert (planned.held_units, planned.free_units) == (50, 50)
 
 
-def test_a_partition_holds_its_memory_of_the_card_and_its_priority_comes_from_the_order(
-    objects: dict[str, Any],
-) -> None:
-    c = compute(**objects)
-    a100 = _card(c.cards, "gpu-a100-0", "gpu-0")
-    assert a100.device_classes == ["gpu.nvidia.com", "mig.nvidia.com"]
-    assert (a100.memory_gi_b, a100.held_gi_b, a100.free_gi_b, a100.shares_total) == (40, 20, 20, None)
-    assert [(h.order, h.priority, h.device) for h in a100.holders] == [
-        ("small", 10, "gpu-a100-0/gpu-0-mig-3g20gb-0")
-    ]
-    static = _card(c.cards, "gpu-a100-0", "gpu-2")  # static MIG: only the partitions are published
-    assert (static.device_classes, static.memory_gi_b, static.held_gi_b) == (["mig.nvidia.com"], 40, 20)
-
-
-def test_a_card_without_a_memory_figure_says_so_rather_than_guessing(objects: dict[str, Any]) -> None:
-    card = _card(compute(**objects).cards, "gpu-nomem-0", "gpu-0")
-    assert (card.memory_gi_b, card.free_gi_b, card.shares_total) == (None, None, 100)
-
-
-def test_device_classes_sum_their_cards(objects: dict[str, Any]) -> None:
-    summaries = {s.name: s for s in compute(**objects).device_classes}
-    assert set(summaries) == {"gpu.nvidia.com", "mig.nvidia.com"}
-    gpu = summaries["gpu.nvidia.com"]
-    assert gpu.cards == 8 + 2 + 2 + 1  # H100s, partitionable A100s, L4s, the GH200
-    assert (
-        gpu.held_gi_b == 54 + 40 + 20 + 24
-    )  # the h100 pair, the planned one, the A100 partition, a whole L4
+def test_a_partition_taken_leaves_its_whole_card_blocked_and_names_the_card(objects: dict[str, Any]) -> None:
+    devices = compute(objects).devices
+    mig = _device(devices, "gpu-a100-0", "gpu-0-mig-3g20gb-0")
+    whole = _device(devices, "gpu-a100-0", "gpu-0")
+    assert (mig.held_units, mig.device_classes, mig.card) == (100, ["mig.nvidia.com"], whole.card)
+    assert (whole.blocked, whole.free_units, whole.holders) == (True, 0, [])
+    assert _device(devices, "gpu-l4-0", "gpu-1").holders[0].units is None  # an unshared allocation: whole
 
 
 def test_orders_waiting_for_room_come_highest_priority_first(objects: dict[str, Any]) -> None:
-    waiting = compute(**objects).waiting
+    waiting = compute(objects).waiting
     assert [(w.namespace, w.name, w.priority, w.reason) for w in waiting] == [
         ("team-b", "urgent", 1000, "NoAcceleratorWithEnoughMemory"),
         ("team-a", "nocap", 0, "NoCapacity"),
@@ -187,35 +144,39 @@ def test_orders_waiting_for_room_come_highest_priority_first(objects: dict[str, 
 
 
 def test_the_text_is_a_table_per_device_class(objects: dict[str, Any]) -> None:
-    text = render_capacity(compute(**objects), Style(False), 160, NOW)
-    assert "gpu.nvidia.com: 13 card(s), 138.0 of 768.0 GiB held, 630.0 GiB free" in text
-    assert (
-        "  gpu-h100-0   gpu-0  NVIDIA H100 80GB HBM3  70/100   54.0/80.0  26.0      "
-        "team-a/half-1 p0 30%, team-b/half-2 p1000 40%\n"
-    ) in text
-    assert (
-        "  gpu-h100-0   gpu-1  NVIDIA H100 80GB HBM3  50/100   40.0/80.0  40.0      "
-        "team-a/next p? 50% (planned)" in text
-    )
-    assert "  gpu-nomem-0  gpu-0  NVIDIA GH200 480GB     0/100    0.0/-      -         -" in text
+    text = render_capacity(compute(objects), Style(False), 200, NOW)
+    assert "mig.nvidia.com: " in text and "gpu.nvidia.com: " in text
+    h100 = next(line for line in text.splitlines() if line.split()[:2] == ["gpu-h100-0", "gpu-0"])
+    assert h100.split()[-9:] == [
+        "80.0",
+        "70%",
+        "30%",
+        "team-a/half-1",
+        "p0",
+        "30%,",
+        "team-b/half-2",
+        "p1000",
+        "40%",
+    ]
+    assert "team-a/next p0 50% (plan)" in text
+    assert "blocked by its card's partitions" in text
     assert "team-b/urgent  1000      NoAcceleratorWithEnoughMemory" in text
     assert age("2026-05-01T10:03:00Z", NOW) == "2m"
 
 
 def test_capacity_as_a_namespace_user_reads_nothing_and_says_it_is_for_administrators(recorded: Any) -> None:
-    denied = {
-        p: f'{p} is forbidden: User "alice" cannot list'
-        for p in (
-            "/apis/resource.k8s.io/v1/resourceslices",
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            "/apis/resource.k8s.io/v1/resourceclaims",
-            "/apis/ai.deckhouse.io/v1alpha1/launchplans",
-            "/apis/ai.deckhouse.io/v1alpha1/inferenceservices",
-            "/apis/scheduling.k8s.io/v1/priorityclasses",
-        )
-    }
-    c = capacity(recorded({}, denied=denied))
-    assert c.exit_code == Exit.UNKNOWN and len(c.unread) == 6
+    paths = (
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "/apis/ai.deckhouse.io/v1alpha1/launchplans",
+        "/apis/ai.deckhouse.io/v1alpha1/inferenceservices",
+        "/apis/ai.deckhouse.io/v1alpha1/inferenceserviceclasses",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/api/v1/nodes",
+    )
+    c = capacity(recorded({}, denied={p: f'{p} is forbidden: User "alice" cannot list' for p in paths}))
+    assert c.exit_code == Exit.UNKNOWN and len(c.unread) == len(paths)
     assert "it is a command for administrators" in c.unread[0].why
     assert "Could not read" in render_capacity(c, Style(False), 110, NOW)
 
@@ -223,27 +184,11 @@ def test_capacity_as_a_namespace_user_reads_nothing_and_says_it_is_for_administr
 def test_capacity_with_everything_read_exits_0(recorded: Any, objects: dict[str, Any]) -> None:
     reader = recorded(
         {
-            "/apis/resource.k8s.io/v1/resourceslices": objects["slices"],
-            "/apis/resource.k8s.io/v1/deviceclasses": objects["device_classes"],
+            "/apis/resource.k8s.io/v1/resourceslices": objects["resourceslices"],
+            "/apis/resource.k8s.io/v1/deviceclasses": objects["deviceclasses"],
         }
     )
     c = capacity(reader)
-    assert (c.exit_code, len(c.cards), c.unread) == (Exit.SERVING, 8 + 4 + 2 + 1, [])
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("80Gi", 80 * 2**30),
-        ("81559Mi", 81559 * 2**20),
-        ("100", 100.0),
-        ("1.5", 1.5),
-        ("500m", 0.5),
-        ("2G", 2e9),
-        (42, 42.0),
-        ("ten", None),
-        ("10Qi", None),
-    ],
-)
-def test_quantities(text: Any, value: float | None) -> None:
-    assert parse_quantity(text) == value
+    assert (c.exit_code, c.unread) == (Exit.SERVING, [])
+    assert len(c.devices) == sum(len(s["spec"].get("devices", [])) for s in objects["resourceslices"])
+    assert all(d.free_units == 100 for d in c.devices if not d.blocked)

@@ -24,7 +24,18 @@ from isvc_api._memory import (
     visible_bytes,
     vllm_margin,
 )
-from isvc_api._reasons import ClassReason, ConditionType, LaunchPlanConditionType, Phase, Reason, StatusReason
+from isvc_api._reasons import (
+    CONDITION_ORDER,
+    NO_ROOM,
+    READINESS,
+    WAITING_FOR_ROOM,
+    ClassReason,
+    ConditionType,
+    LaunchPlanConditionType,
+    Phase,
+    Reason,
+    StatusReason,
+)
 from isvc_api._types import (
     API_VERSION,
     GROUP,
@@ -86,6 +97,7 @@ from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
     "API_VERSION",
+    "CONDITION_ORDER",
     "GIB",
     "GROUP",
     "LABEL_MANAGED_BY",
@@ -94,11 +106,14 @@ __all__ = [
     "MANAGER",
     "MIN_CONTEXT",
     "MIN_REPLICAS_ZERO",
+    "NO_ROOM",
     "PLANNING_BATCH",
+    "READINESS",
     "SHARE_RANGE",
     "TLS",
     "VERSION",
     "VLLM_LADDER",
+    "WAITING_FOR_ROOM",
     "AcceleratorPolicy",
     "AdmissionPolicy",
     "AuthSecretRef",

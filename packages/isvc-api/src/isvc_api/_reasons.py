@@ -5,6 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "CONDITION_ORDER",
+    "NO_ROOM",
+    "READINESS",
+    "WAITING_FOR_ROOM",
     "ClassReason",
     "ConditionType",
     "LaunchPlanConditionType",
@@ -112,6 +116,27 @@ _PASSES_ON_ITS_OWN = frozenset(
         Reason.LAUNCH_PLAN_IN_FORCE,
     }
 )
+
+
+# The canonical order of an order's conditions: status writes them so, and a reader checks the first five in
+# turn (the first that is not True is where to look); ScalingHealthy is growth, not readiness.
+CONDITION_ORDER = tuple(ConditionType)
+READINESS = CONDITION_ORDER[:-1]
+
+# The planner's answers that there is no room for the order now: it waits for room and is passed again when
+# the planner's ledger may have made some (or the scheduler's refusal of its claim, kept until then).
+NO_ROOM = frozenset(
+    {
+        Reason.NO_CAPACITY,
+        Reason.NO_COMPATIBLE_PLACEMENT,
+        Reason.PLANNING_PREEMPTION_FAILED,
+        Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
+        Reason.RESOURCE_CLAIM_EXHAUSTED,
+    }
+)
+# Orders waiting for room as an administrator sees them (`kubectl isvc capacity`): no room from the planner,
+# a claim the scheduler has not allocated yet, or room to grow blocked.
+WAITING_FOR_ROOM = NO_ROOM | {Reason.RESOURCE_CLAIM_PENDING, Reason.SCALE_UP_BLOCKED}
 
 
 class StatusReason(StrEnum):

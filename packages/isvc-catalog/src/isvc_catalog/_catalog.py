@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import enum
 import re
-from decimal import Decimal
 from typing import Any, Protocol
 
 from isvc_api import (
@@ -21,6 +20,7 @@ from isvc_api import (
     Reason,
     Refusal,
 )
+from isvc_planner_client import QuantityError, quantity_bytes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
@@ -82,31 +82,15 @@ class _Source(_Shape):
 
 _HF_URL = "hf://"
 _HUB_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_SUFFIX = {
-    None: 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
 
 
 def _bytes(value: object) -> object:
     """A size as an integer of bytes, from an integer or a Kubernetes quantity like 15Gi."""
     if isinstance(value, str):
-        match = _QUANTITY.match(value.strip())
-        if match is None:
-            raise ValueError(f"{value!r} is not a quantity of bytes such as 15Gi")
-        return int(Decimal(match.group(1)) * _SUFFIX[match.group(2)])
+        try:
+            return quantity_bytes(value)
+        except QuantityError as error:
+            raise ValueError(f"{value!r} is not a quantity of bytes such as 15Gi") from error
     return value
 
 

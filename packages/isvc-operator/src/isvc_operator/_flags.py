@@ -28,7 +28,14 @@ def _cluster(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--kubeconfig", help="out-of-cluster credentials; absent: the pod's service account")
     g.add_argument("--namespace", default="d8-isvc", help="the module's own namespace")
-    g.add_argument("--planner-url", default="http://isvc-planner.d8-isvc.svc:8080")
+    g.add_argument("--planner-url", default="https://isvc-planner.d8-isvc.svc:8080")
+    g.add_argument(
+        "--planner-ca-file",
+        type=Path,
+        default=None,
+        help="the authority the planner's serving certificate is checked against (the chart's Secret "
+        "isvc-planner-tls, ca.crt); default: the system's trust store",
+    )
     g.add_argument(
         "--planner-token-file",
         type=Path,

@@ -177,7 +177,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     """Wire the controller from flags; the dependencies are shared with the estimate webhook."""
     kube = _kube(args)
     recipes = _recipes(args.runtime_recipes)
-    client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
+    client = isvc_planner_client.PlannerClient(
+        args.planner_url, token_file=args.planner_token_file, ca_file=args.planner_ca_file
+    )
     room = WaitingRoom(client, still_waiting=_still_waiting(kube), period=args.waiting_room_seconds)
     health = _health(args)
     deps = Deps(

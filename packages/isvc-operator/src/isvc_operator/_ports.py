@@ -12,6 +12,7 @@ from typing import Protocol
 
 import attrs
 from isvc_api import (
+    NO_ROOM,
     CompiledRuntime,
     DeviceKey,
     EndpointType,
@@ -24,7 +25,6 @@ from isvc_api import (
     Obj,
     OrderKey,
     Placement,
-    Reason,
     Refusal,
     RuntimeRequirements,
     ScalingStatus,
@@ -55,18 +55,6 @@ __all__ = [
     "WorkloadPort",
     "WorkloadUnbuildable",
 ]
-
-# The planner's answers that there is no room for the order now: it waits for room, passed again when the
-# planner's ledger may have made some (or the scheduler's refusal of its claim, kept until then).
-NO_ROOM = frozenset(
-    {
-        Reason.NO_CAPACITY,
-        Reason.NO_COMPATIBLE_PLACEMENT,
-        Reason.PLANNING_PREEMPTION_FAILED,
-        Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-        Reason.RESOURCE_CLAIM_EXHAUSTED,
-    }
-)
 
 
 class TemporaryError(Exception):

@@ -9,6 +9,7 @@ from typing import Any
 
 from isvc_api import (
     API_VERSION,
+    CONDITION_ORDER,
     Condition,
     ConditionType,
     InferenceServiceStatus,
@@ -38,14 +39,7 @@ __all__ = [
     "write_plan",
 ]
 
-ORDERED = [
-    ConditionType.CLASS_RESOLVED,
-    ConditionType.MODEL_RESOLVED,
-    ConditionType.PLANNED,
-    ConditionType.WORKLOAD_READY,
-    ConditionType.READY,
-    ConditionType.SCALING_HEALTHY,
-]
+ORDERED = CONDITION_ORDER
 
 
 def phase(verdicts: Mapping[ConditionType, Verdict]) -> Phase:

@@ -10,6 +10,9 @@ from isvc_planner_client._errors import (
     QuantityError,
 )
 from isvc_planner_client._models import (
+    CapacityView,
+    DeviceHolder,
+    DeviceRoom,
     HoldRequest,
     HoldVerdict,
     OrderRef,
@@ -30,7 +33,10 @@ from isvc_planner_client._quantity import GIB, format_gib, gib, parse_quantity, 
 __all__ = [
     "GIB",
     "SERVICE_ACCOUNT_TOKEN",
+    "CapacityView",
     "CelJudge",
+    "DeviceHolder",
+    "DeviceRoom",
     "HoldRequest",
     "HoldVerdict",
     "OrderRef",

@@ -16,6 +16,9 @@ from isvc_api import (
 from pydantic import Field
 
 __all__ = [
+    "CapacityView",
+    "DeviceHolder",
+    "DeviceRoom",
     "HoldRequest",
     "HoldVerdict",
     "OrderRef",
@@ -131,6 +134,40 @@ class Reservations(Wire):
     """Every reservation the planner holds now, by order namespace and name."""
 
     reservations: list[Reservation] = Field(description="One per order holding a reservation.")
+
+
+class DeviceHolder(Wire):
+    """One holding of a device in the ledger: a claim's allocation, a LaunchPlan, or a reservation."""
+
+    order: OrderRef | None = Field(default=None, description="The order it is for; null: none of ours.")
+    kind: str = Field(description="claim, plan or reservation.")
+    units: int | None = Field(default=None, description="Share units held (of 100); null: the whole device.")
+    priority: int = Field(description="The priority it stands with (its order's class's PriorityClass).")
+
+
+class DeviceRoom(Wire):
+    """One published device as the ledger counts it: what is free, what is held and by whom."""
+
+    driver: str = Field(description="DRA driver publishing the device.")
+    pool: str = Field(description="Resource pool of the device.")
+    device: str = Field(description="Name of the device in its ResourceSlice.")
+    node: str | None = Field(default=None, description="Node of a node-local device.")
+    card: str = Field(description="The physical card: parentUUID of a partition, else uuid, else the name.")
+    product: str | None = Field(default=None, description="productName attribute.")
+    memory_bytes: int | None = Field(default=None, description="Published memory; null: none published.")
+    shareable: bool = Field(description="Claims share it by consumable capacity (shares).")
+    device_classes: list[str] = Field(description="DeviceClasses whose selectors take it.")
+    free_units: int = Field(description="Units (of 100) a new claim could take now.")
+    held_units: int = Field(description="100 − free_units: held, or blocked by its partitions' counters.")
+    blocked: bool = Field(default=False, description="Nobody holds it, its pool's counters leave it no room.")
+    out_of_service: str | None = Field(default=None, description="Why its node takes no new pods.")
+    holders: list[DeviceHolder] = Field(description="Who holds it, claims first.")
+
+
+class CapacityView(Wire):
+    """Every published device of the ledger, as `GET /v1/capacity` answers and `kubectl isvc capacity` shows."""
+
+    devices: list[DeviceRoom] = Field(description="Sorted by node, pool, device, driver.")
 
 
 class HoldRequest(Wire):

@@ -9,6 +9,7 @@ from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault, loading
 from isvc_planner._kube import KubeSync, load_api
 from isvc_planner._planner import SOLVER_SECONDS, ClaimShape, Planner, judge_plan
+from isvc_planner._view import capacity_view
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -24,6 +25,7 @@ __all__ = [
     "Planner",
     "PlannerMetrics",
     "SelectorFault",
+    "capacity_view",
     "create_app",
     "estimate",
     "judge_plan",

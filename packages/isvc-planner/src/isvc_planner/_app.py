@@ -12,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from isvc_api import Placement, Refusal
 from isvc_planner_client import (
+    CapacityView,
     HoldRequest,
     HoldVerdict,
     OrderRef,
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 from isvc_planner._auth import CallerCheck
 from isvc_planner._inventory import Inventory
 from isvc_planner._planner import Planner, judge_plan
+from isvc_planner._view import capacity_view
 
 __all__ = ["PlannerMetrics", "create_app"]
 
@@ -219,6 +221,11 @@ def create_app(
     def reservations() -> Reservations:
         """What is held for plans no claim shows yet, per order: devices, age, time left (read only)."""
         return planner.reservations()
+
+    @v1.get("/capacity", response_model=CapacityView, response_model_by_alias=True)
+    def capacity() -> Response:
+        """Every published device as the ledger counts it: free and held units, holders (read only)."""
+        return _json(capacity_view(inventory))
 
     @v1.post("/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:

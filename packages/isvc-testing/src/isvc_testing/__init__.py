@@ -4,6 +4,7 @@ are submodules."""
 from isvc_testing._fleet import (
     DRIVER,
     fleet_claim,
+    fleet_consumable,
     fleet_device_classes,
     fleet_gpu,
     fleet_mig,
@@ -19,6 +20,7 @@ __all__ = [
     "Endpoint",
     "admits",
     "fleet_claim",
+    "fleet_consumable",
     "fleet_device_classes",
     "fleet_gpu",
     "fleet_mig",

@@ -12,6 +12,7 @@ from isvc_api import LABEL_ORDER
 
 __all__ = [
     "fleet_claim",
+    "fleet_consumable",
     "fleet_device_classes",
     "fleet_gpu",
     "fleet_mig",
@@ -71,23 +72,31 @@ def fleet_gpu(
         },
         "capacity": {},
     }
-    if memory_gi is not None:
-        value = memory_gi if isinstance(memory_gi, str) else f"{memory_gi}Gi"
-        device["capacity"]["memory"] = {"value": value}
+    memory = None if memory_gi is None else memory_gi if isinstance(memory_gi, str) else f"{memory_gi}Gi"
     if shares:
         device["allowMultipleAllocations"] = True
-        if memory_gi is not None:
-            device["capacity"]["memory"]["requestPolicy"] = {
-                "default": "0",
-                "validRange": {"min": "0", "step": "1Mi"},
-            }
-        device["capacity"]["shares"] = {
-            "value": "100",
-            "requestPolicy": {"default": "1", "validRange": {"min": "1", "max": "100", "step": "1"}},
-        }
+        device["capacity"] = fleet_consumable(memory, 100)
+    elif memory is not None:
+        device["capacity"]["memory"] = {"value": memory}
     if taint:
         device["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule"}]
     return device
+
+
+def fleet_consumable(memory: str | None, shares: int) -> dict[str, Any]:
+    """The capacity of a shareable GPU as the driver publishes it with ConsumableShares: `shares` shares
+    (a claim asks 1 by default) and, when published, its memory (a claim asks 0 by default, in 1Mi steps)."""
+    capacity: dict[str, Any] = {}
+    if memory is not None:
+        capacity["memory"] = {
+            "value": memory,
+            "requestPolicy": {"default": "0", "validRange": {"min": "0", "step": "1Mi"}},
+        }
+    capacity["shares"] = {
+        "value": str(shares),
+        "requestPolicy": {"default": "1", "validRange": {"min": "1", "max": str(shares), "step": "1"}},
+    }
+    return capacity
 
 
 def fleet_mig(node: str, parent: int, profile: str, slot: int, memory_gi: int) -> dict[str, Any]:

@@ -1,20 +1,11 @@
 """kubectl isvc: why an order is not serving, what a model would get, and where the GPU has gone."""
 
-from kubectl_isvc._capacity import (
-    Capacity,
-    Card,
-    ClassSummary,
-    Holder,
-    Waiting,
-    capacity,
-    compute,
-    parse_quantity,
-)
+from kubectl_isvc._capacity import Capacity, Waiting, capacity, compute
 from kubectl_isvc._cli import locale_lang, main, run
 from kubectl_isvc._common import Exit, Out, Unread
 from kubectl_isvc._errors import Forbidden, KubectlIsvcError, NotFound, ReadFailed, Unreachable
 from kubectl_isvc._estimate import PREFIX, Estimate, estimate, order_body, read_warnings
-from kubectl_isvc._faq import Advice, Faq, FaqEntry, Lang, StatusEntry, Who, build_faq, load_faq
+from kubectl_isvc._faq import Advice, Faq, FaqEntry, Lang, StatusEntry, Who, load_faq
 from kubectl_isvc._plan import KEY_FLAGS, PlanSummary, key_flags, summarize_plan
 from kubectl_isvc._read import Obj, Reader, parse_warnings
 from kubectl_isvc._why import Diagnosis, Verdict, diagnose, why
@@ -24,15 +15,12 @@ __all__ = [
     "PREFIX",
     "Advice",
     "Capacity",
-    "Card",
-    "ClassSummary",
     "Diagnosis",
     "Estimate",
     "Exit",
     "Faq",
     "FaqEntry",
     "Forbidden",
-    "Holder",
     "KubectlIsvcError",
     "Lang",
     "NotFound",
@@ -47,7 +35,6 @@ __all__ = [
     "Verdict",
     "Waiting",
     "Who",
-    "build_faq",
     "capacity",
     "compute",
     "diagnose",
@@ -57,7 +44,6 @@ __all__ = [
     "locale_lang",
     "main",
     "order_body",
-    "parse_quantity",
     "parse_warnings",
     "read_warnings",
     "run",

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from isvc_api import CatalogKind
 
-from kubectl_isvc._capacity import Capacity, capacity
+from kubectl_isvc._capacity import Capacity, capacity, render_capacity
 from kubectl_isvc._common import Exit
 from kubectl_isvc._errors import ReadFailed
 from kubectl_isvc._estimate import Estimate, estimate
@@ -26,7 +26,6 @@ from kubectl_isvc._render import (
     Style,
     holds,
     machine,
-    render_capacity,
     render_estimate,
     render_why,
     shown,

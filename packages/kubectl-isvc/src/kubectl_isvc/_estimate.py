@@ -169,6 +169,74 @@ _HINT = (
 )
 
 
+_KNOWN = frozenset(
+    {
+        "version",
+        "verdict",
+        "condition",
+        "reason",
+        "message",
+        "endpointType",
+        "class",
+        *_PLACEMENT,
+        *_ESTIMATES,
+        *_RUNTIME,
+    }
+)
+
+
+def _not_admitted(e: ReadFailed, base: dict[str, Any]) -> Estimate:
+    """The API server did not take the dry run: the caller may not, it did not answer, or the schema refuses
+    the order itself (400/422)."""
+    if isinstance(e, Forbidden | Unreachable) or e.status not in (400, 422):
+        return Estimate(**base, verdict="Unknown", exit_code=Exit.UNKNOWN, unread=[unread(e, _HINT)])
+    return Estimate(
+        **base,
+        verdict="Refused",
+        exit_code=Exit.REFUSED,
+        condition="APIServer",
+        reason="Invalid",
+        message=e.why,
+        notes=[
+            "The API server refuses the order itself: the schema of an order does not admit "
+            "it (see the FAQ, Which layer answers what)."
+        ],
+    )
+
+
+def _answer(warnings: list[str], base: dict[str, Any], faq: Faq, lang: Lang) -> Estimate:
+    """The estimate the webhook's warnings carry (none: no webhook answered)."""
+    keys, args, others = read_warnings(warnings)
+    if not keys:
+        return Estimate(
+            **base, verdict="Unknown", exit_code=Exit.UNKNOWN, warnings=others, notes=[NO_WEBHOOK]
+        )
+    notes = []
+    if keys.get("version", CONTRACT_VERSION) != CONTRACT_VERSION:
+        notes.append(
+            f"The webhook speaks estimate contract version {keys['version']}; this plugin reads "
+            f"version {CONTRACT_VERSION}. Fields it does not know are kept under facts."
+        )
+    verdict = keys.get("verdict", "Unknown")
+    refused = verdict == "Refused"
+    code = Exit.REFUSED if refused else Exit.SERVING if verdict == "Planned" else Exit.UNKNOWN
+    reason = keys.get("reason")
+    return Estimate(
+        **{**base, "class_name": keys.get("class", base["class_name"]) or base["class_name"]},
+        verdict=verdict,
+        exit_code=code,
+        condition=keys.get("condition"),
+        reason=reason,
+        message=keys.get("message"),
+        endpoint_type=keys.get("endpointType"),
+        facts={k: v for k, v in keys.items() if k not in _KNOWN},
+        plan=_plan(keys, args),
+        faq=advice_for(faq, reason, lang) if refused and reason else None,
+        warnings=others,
+        notes=notes,
+    )
+
+
 def estimate(
     reader: Reader,
     namespace: str,
@@ -190,59 +258,5 @@ def estimate(
             {"dryRun": "All", "fieldValidation": "Strict"},
         )
     except ReadFailed as e:
-        if isinstance(e, Forbidden | Unreachable) or e.status not in (400, 422):
-            return Estimate(**base, verdict="Unknown", exit_code=Exit.UNKNOWN, unread=[unread(e, _HINT)])
-        return Estimate(
-            **base,
-            verdict="Refused",
-            exit_code=Exit.REFUSED,
-            condition="APIServer",
-            reason="Invalid",
-            message=e.why,
-            notes=[
-                "The API server refuses the order itself: the schema of an order does not admit "
-                "it (see the FAQ, Which layer answers what)."
-            ],
-        )
-    keys, args, others = read_warnings(warnings)
-    if not keys:
-        return Estimate(
-            **base, verdict="Unknown", exit_code=Exit.UNKNOWN, warnings=others, notes=[NO_WEBHOOK]
-        )
-    notes = []
-    if keys.get("version", CONTRACT_VERSION) != CONTRACT_VERSION:
-        notes.append(
-            f"The webhook speaks estimate contract version {keys['version']}; this plugin reads "
-            f"version {CONTRACT_VERSION}. Fields it does not know are kept under facts."
-        )
-    known = {
-        "version",
-        "verdict",
-        "condition",
-        "reason",
-        "message",
-        "endpointType",
-        "class",
-        *_PLACEMENT,
-        *_ESTIMATES,
-        *_RUNTIME,
-    }
-    facts = {k: v for k, v in keys.items() if k not in known}
-    verdict = keys.get("verdict", "Unknown")
-    refused = verdict == "Refused"
-    code = Exit.REFUSED if refused else Exit.SERVING if verdict == "Planned" else Exit.UNKNOWN
-    reason = keys.get("reason")
-    return Estimate(
-        **{**base, "class_name": keys.get("class", class_name) or class_name},
-        verdict=verdict,
-        exit_code=code,
-        condition=keys.get("condition"),
-        reason=reason,
-        message=keys.get("message"),
-        endpoint_type=keys.get("endpointType"),
-        facts=facts,
-        plan=_plan(keys, args),
-        faq=advice_for(faq, reason, lang) if refused and reason else None,
-        warnings=others,
-        notes=notes,
-    )
+        return _not_admitted(e, base)
+    return _answer(warnings, base, faq, lang)

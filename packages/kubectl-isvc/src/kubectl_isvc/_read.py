@@ -21,6 +21,7 @@ __all__ = [
     "device_classes_path",
     "events_path",
     "log_path",
+    "nodes_path",
     "order_path",
     "orders_path",
     "parse_warnings",
@@ -125,6 +126,11 @@ def slices_path() -> str:
 def device_classes_path() -> str:
     """Every DeviceClass."""
     return f"{_DRA}/deviceclasses"
+
+
+def nodes_path() -> str:
+    """Every Node."""
+    return "/api/v1/nodes"
 
 
 def priority_classes_path() -> str:

@@ -9,14 +9,13 @@ from datetime import datetime
 
 import yaml
 
-from kubectl_isvc._capacity import Capacity, Card
 from kubectl_isvc._common import Out, Unread
 from kubectl_isvc._estimate import Estimate
-from kubectl_isvc._faq import Lang
 from kubectl_isvc._plan import PlanSummary
 from kubectl_isvc._why import Diagnosis, FaqAdvice, Verdict, age
+from kubectl_isvc._words import WORDS as _L
 
-__all__ = ["Style", "machine", "render_capacity", "render_estimate", "render_why", "table"]
+__all__ = ["Style", "gib", "machine", "render_estimate", "render_unread", "render_why", "table"]
 
 
 class Style:
@@ -144,88 +143,6 @@ def _wrap(text: str, width: int, indent: str) -> list[str]:
     return lines
 
 
-_L: dict[Lang, dict[str, str]] = {
-    Lang.EN: {
-        "order": "Order",
-        "phase": "phase",
-        "serving": "serving",
-        "not_serving": "not serving",
-        "unknown": "could not tell",
-        "conditions": "CONDITION,STATUS,REASON,AGE,MESSAGE",
-        "is": "is",
-        "whose": "Whose fix",
-        "passes": "Passes on its own",
-        "todo": "What to do",
-        "meaning": "What it means",
-        "notes": "Notes",
-        "evidence": "Evidence read",
-        "events": "Events",
-        "none": "none",
-        "plan": "LaunchPlan",
-        "claims": "ResourceClaims",
-        "pods": "Pods",
-        "output": "Last output",
-        "unread": "Could not read",
-        "events_h": "TYPE,REASON,COUNT,AGE,MESSAGE",
-        "allocated": "allocated",
-        "pending": "not allocated",
-        "scheduler": "scheduler",
-        "startup": "Container output kept in status.startupFailure",
-        "estimate": "Estimate",
-        "would_plan": "would be planned",
-        "would_refuse": "would be refused",
-        "class": "class",
-        "default_class": "no class (the platform's defaults)",
-        "endpoint": "Endpoint type",
-        "accelerator": "Accelerator",
-        "memory": "Memory",
-        "runtime": "Runtime",
-        "flags": "Key flags",
-        "resources": "Pod requests",
-        "warnings": "Other warnings",
-    },
-    Lang.RU: {
-        "order": "Заказ",
-        "phase": "состояние",
-        "serving": "обслуживает",
-        "not_serving": "не обслуживает",
-        "unknown": "не удалось понять",
-        "conditions": "УСЛОВИЕ,СТАТУС,ПРИЧИНА,ДАВНОСТЬ,СООБЩЕНИЕ",
-        "is": "—",
-        "whose": "Чья забота",
-        "passes": "Проходит само",
-        "todo": "Что делать",
-        "meaning": "Что это значит",
-        "notes": "Заметки",
-        "evidence": "Что прочитано",
-        "events": "События",
-        "none": "нет",
-        "plan": "LaunchPlan",
-        "claims": "ResourceClaims",
-        "pods": "Поды",
-        "output": "Последний вывод",
-        "unread": "Не удалось прочитать",
-        "events_h": "ТИП,ПРИЧИНА,РАЗ,ДАВНОСТЬ,СООБЩЕНИЕ",
-        "allocated": "выделен",
-        "pending": "не выделен",
-        "scheduler": "планировщик",
-        "startup": "Вывод контейнера из status.startupFailure",
-        "estimate": "Оценка",
-        "would_plan": "получит план",
-        "would_refuse": "получит отказ",
-        "class": "класс",
-        "default_class": "без класса (умолчания платформы)",
-        "endpoint": "Тип точки доступа",
-        "accelerator": "Ускоритель",
-        "memory": "Память",
-        "runtime": "Среда исполнения",
-        "flags": "Ключевые флаги",
-        "resources": "Запросы пода",
-        "warnings": "Другие предупреждения",
-    },
-}
-
-
 def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style, width: int) -> None:
     lines.append(
         f"{style.bold(t['whose'] + ':')} {advice.whose}"
@@ -237,7 +154,10 @@ def _advice(lines: list[str], advice: FaqAdvice, t: dict[str, str], style: Style
         lines.append("")
 
 
-def _unread(lines: list[str], unread: list[Unread], t: dict[str, str], style: Style, width: int) -> None:
+def render_unread(
+    lines: list[str], unread: list[Unread], t: dict[str, str], style: Style, width: int
+) -> None:
+    """What could not be read, and the API server's reason, appended to `lines`."""
     if not unread:
         return
     lines.append(style.yellow(style.bold(t["unread"])))
@@ -245,7 +165,8 @@ def _unread(lines: list[str], unread: list[Unread], t: dict[str, str], style: St
         lines += _wrap(f"- {u.what}: {u.why}", width, "  ")
 
 
-def _gib(value: float | None) -> str:
+def gib(value: float | None) -> str:
+    """GiB to one decimal; `-` for none."""
     return "-" if value is None else f"{value:.1f}"
 
 
@@ -265,17 +186,17 @@ def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
         out.append(f"{t['accelerator']}: {where or '-'}, {share}{node}{devices}")
     if plan.required_memory_gi_b is not None:
         parts = [
-            f"needs {_gib(plan.required_memory_gi_b)} GiB per card",
-            f"weights {_gib(plan.weights_gi_b)}",
-            f"KV cache {_gib(plan.kv_cache_gi_b)}",
-            f"overhead {_gib(plan.overhead_gi_b)}",
+            f"needs {gib(plan.required_memory_gi_b)} GiB per card",
+            f"weights {gib(plan.weights_gi_b)}",
+            f"KV cache {gib(plan.kv_cache_gi_b)}",
+            f"overhead {gib(plan.overhead_gi_b)}",
         ]
         if plan.context_length is not None:
             parts.append(f"context {plan.context_length} tokens")
         if plan.kv_bytes_per_token is not None:
             parts.append(f"{plan.kv_bytes_per_token} B/token")
         if plan.accelerator_memory_gi_b is not None:
-            parts.append(f"card {_gib(plan.accelerator_memory_gi_b)} GiB")
+            parts.append(f"card {gib(plan.accelerator_memory_gi_b)} GiB")
         out.append(f"{t['memory']}: " + ", ".join(parts))
     if plan.cpu or plan.memory or plan.model_volume:
         out.append(
@@ -290,6 +211,54 @@ def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
     if plan.explanation:
         out += _wrap(plan.explanation, width, "  ")
     return out
+
+
+def _claim_and_pod_lines(d: Diagnosis, t: dict[str, str], style: Style, width: int) -> list[str]:
+    lines = [f"  {t['claims']}:" + ("" if d.claims else f" {t['none']}")]
+    for c in d.claims:
+        state = t["allocated"] if c.allocated else t["pending"]
+        lines.append(
+            f"    {c.name} ({c.device_class or '-'}): {state}"
+            + (f" {', '.join(c.devices)}" if c.devices else "")
+            + (f" → {', '.join(c.reserved_for)}" if c.reserved_for else "")
+        )
+    lines.append(f"  {t['pods']}:" + ("" if d.pods else f" {t['none']}"))
+    for p in d.pods:
+        lines.append(f"    {p.name}: {p.phase}" + (f" on {p.node}" if p.node else ""))
+        if p.scheduler_message:
+            lines += _wrap(f"{t['scheduler']}: {p.scheduler_message}", width, "      ")
+        for k in p.containers:
+            detail = " ".join(
+                x for x in (k.reason or "", f"restarts {k.restart_count}" if k.restart_count else "") if x
+            )
+            lines.append(f"      {k.name}: {k.state}" + (f" ({detail})" if detail else ""))
+            if k.message:
+                lines += _wrap(k.message, width, "        ")
+            if k.output:
+                lines.append(f"        {t['output']}:")
+                lines += [style.dim("        | " + line) for line in k.output]
+    return lines
+
+
+def _evidence(d: Diagnosis, t: dict[str, str], style: Style, width: int, now: datetime) -> list[str]:
+    """The evidence section of `why`: events, the plan, claims, pods and their output."""
+    lines = [f"  {t['events']}:" + ("" if d.events else f" {t['none']}")]
+    if d.events:
+        lines += table(
+            t["events_h"].split(","),
+            [(e.type, e.reason, str(e.count), age(e.last_seen, now), e.message) for e in d.events[-8:]],
+            width,
+            style,
+            indent="    ",
+        )
+    if d.plan is not None:
+        lines.append(f"  {t['plan']} {d.plan.name}:")
+        lines += ["    " + line for line in _plan_lines(d.plan, t, width - 4)]
+    lines += _claim_and_pod_lines(d, t, style, width)
+    if d.startup_output:
+        lines.append(f"  {t['startup']}:")
+        lines += [style.dim("    | " + line) for line in d.startup_output]
+    return lines
 
 
 def render_why(d: Diagnosis, style: Style, width: int, now: datetime) -> str:
@@ -332,46 +301,9 @@ def render_why(d: Diagnosis, style: Style, width: int, now: datetime) -> str:
         lines.append("")
     if d.conditions or d.events or d.plan or d.claims or d.pods:
         lines.append(style.bold(t["evidence"]))
-        lines.append(f"  {t['events']}:" + ("" if d.events else f" {t['none']}"))
-        if d.events:
-            lines += table(
-                t["events_h"].split(","),
-                [(e.type, e.reason, str(e.count), age(e.last_seen, now), e.message) for e in d.events[-8:]],
-                width,
-                style,
-                indent="    ",
-            )
-        if d.plan is not None:
-            lines.append(f"  {t['plan']} {d.plan.name}:")
-            lines += ["    " + line for line in _plan_lines(d.plan, t, width - 4)]
-        lines.append(f"  {t['claims']}:" + ("" if d.claims else f" {t['none']}"))
-        for c in d.claims:
-            state = t["allocated"] if c.allocated else t["pending"]
-            lines.append(
-                f"    {c.name} ({c.device_class or '-'}): {state}"
-                + (f" {', '.join(c.devices)}" if c.devices else "")
-                + (f" → {', '.join(c.reserved_for)}" if c.reserved_for else "")
-            )
-        lines.append(f"  {t['pods']}:" + ("" if d.pods else f" {t['none']}"))
-        for p in d.pods:
-            lines.append(f"    {p.name}: {p.phase}" + (f" on {p.node}" if p.node else ""))
-            if p.scheduler_message:
-                lines += _wrap(f"{t['scheduler']}: {p.scheduler_message}", width, "      ")
-            for k in p.containers:
-                detail = " ".join(
-                    x for x in (k.reason or "", f"restarts {k.restart_count}" if k.restart_count else "") if x
-                )
-                lines.append(f"      {k.name}: {k.state}" + (f" ({detail})" if detail else ""))
-                if k.message:
-                    lines += _wrap(k.message, width, "        ")
-                if k.output:
-                    lines.append(f"        {t['output']}:")
-                    lines += [style.dim("        | " + line) for line in k.output]
-        if d.startup_output:
-            lines.append(f"  {t['startup']}:")
-            lines += [style.dim("    | " + line) for line in d.startup_output]
+        lines += _evidence(d, t, style, width, now)
         lines.append("")
-    _unread(lines, d.unread, t, style, width)
+    render_unread(lines, d.unread, t, style, width)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -408,105 +340,5 @@ def render_estimate(e: Estimate, style: Style, width: int) -> str:
         lines.append(style.bold(t["warnings"]))
         lines += [f"  {w}" for w in e.warnings]
         lines.append("")
-    _unread(lines, e.unread, t, style, width)
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _holders(card: Card) -> str:
-    parts = []
-    for h in card.holders:
-        share = f" {h.share_percent:.0f}%" if h.share_percent is not None and card.shares_total else ""
-        device = f" {h.device.split('/', 1)[1]}" if h.device.split("/", 1)[1] != card.card else ""
-        planned = " (planned)" if h.state == "Planned" else ""
-        parts.append(
-            f"{h.namespace}/{h.order} p{h.priority if h.priority is not None else '?'}{share}"
-            f"{device}{planned}"
-        )
-    return ", ".join(parts) or "-"
-
-
-def render_capacity(c: Capacity, style: Style, width: int, now: datetime) -> str:
-    """The administrator's picture of `capacity`."""
-    lines: list[str] = []
-    headers = [
-        "NODE",
-        "CARD",
-        "PRODUCT",
-        "SHARES",
-        "HELD GiB",
-        "FREE GiB",
-        "HELD BY (namespace/order priority)",
-    ]
-    for summary in c.device_classes:
-        lines.append(
-            style.bold(
-                f"{summary.name}: {summary.cards} card(s), {_gib(summary.held_gi_b)} of "
-                f"{_gib(summary.memory_gi_b)} GiB held, {_gib(summary.free_gi_b)} GiB free, "
-                f"{summary.free_cards} card(s) untouched"
-            )
-        )
-        rows = []
-        for card in (x for x in c.cards if summary.name in x.device_classes):
-            shares = (
-                f"{card.shares_used:.0f}/{card.shares_total}"
-                if card.shares_total is not None and card.shares_used is not None
-                else "-"
-            )
-            rows.append(
-                (
-                    card.node or "-",
-                    card.card,
-                    card.product or "-",
-                    shares,
-                    f"{_gib(card.held_gi_b)}/{_gib(card.memory_gi_b)}",
-                    _gib(card.free_gi_b),
-                    _holders(card),
-                )
-            )
-        lines += table(headers, rows, width, style, indent="  ")
-        lines.append("")
-    unclassed = [x for x in c.cards if not x.device_classes]
-    if unclassed:
-        lines.append(style.bold("devices no DeviceClass selects"))
-        lines += table(
-            headers,
-            [
-                (
-                    x.node or "-",
-                    x.card,
-                    x.product or "-",
-                    "-",
-                    f"{_gib(x.held_gi_b)}/{_gib(x.memory_gi_b)}",
-                    _gib(x.free_gi_b),
-                    _holders(x),
-                )
-                for x in unclassed
-            ],
-            width,
-            style,
-            indent="  ",
-        )
-        lines.append("")
-    if not c.cards and not c.unread:
-        lines += ["No ResourceSlice publishes a device.", ""]
-    lines.append(style.bold(f"Orders waiting for room: {len(c.waiting)}"))
-    if c.waiting:
-        lines += table(
-            ["ORDER", "PRIORITY", "REASON", "AGE", "MESSAGE"],
-            [
-                (
-                    f"{w.namespace}/{w.name}",
-                    "-" if w.priority is None else str(w.priority),
-                    w.reason,
-                    age(w.since, now),
-                    w.message,
-                )
-                for w in c.waiting
-            ],
-            width,
-            style,
-            indent="  ",
-        )
-    lines.append("")
-    _unread(lines, c.unread, _L[Lang.EN], style, width)
+    render_unread(lines, e.unread, t, style, width)
     return "\n".join(lines).rstrip() + "\n"

@@ -7,51 +7,32 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from isvc_api import ConditionType, Reason, StatusReason
+from isvc_api import CONDITION_ORDER, READINESS, ConditionType, Reason, StatusReason
 from pydantic import Field
 
-from kubectl_isvc._common import Exit, Out, Unread, unread
+from kubectl_isvc._common import Exit, Out, Unread
 from kubectl_isvc._errors import NotFound, ReadFailed
-from kubectl_isvc._faq import Advice, Faq, Lang, Who
-from kubectl_isvc._plan import PlanSummary, summarize_plan
-from kubectl_isvc._read import (
-    Obj,
-    Reader,
-    claims_path,
-    events_path,
-    log_path,
-    order_path,
-    plan_path,
-    pods_path,
-    selector_of_order,
+from kubectl_isvc._evidence import (
+    ClaimEvidence,
+    EventRow,
+    PodEvidence,
+    read_evidence,
+    unread_in_namespace,
 )
+from kubectl_isvc._faq import Advice, Faq, Lang, Who
+from kubectl_isvc._plan import PlanSummary
+from kubectl_isvc._read import Obj, Reader, order_path
 
 __all__ = [
-    "NAMESPACE_HINT",
-    "READINESS",
-    "ClaimEvidence",
     "ConditionRow",
-    "ContainerEvidence",
     "Diagnosis",
-    "EventRow",
     "FaqAdvice",
-    "PodEvidence",
     "Verdict",
     "advice_for",
     "age",
     "diagnose",
     "why",
 ]
-
-# The five conditions that answer in order; the first that is not True is where to look.
-READINESS = (
-    ConditionType.CLASS_RESOLVED,
-    ConditionType.MODEL_RESOLVED,
-    ConditionType.PLANNED,
-    ConditionType.WORKLOAD_READY,
-    ConditionType.READY,
-)
-LOG_LINES = 12
 
 
 class Verdict(StrEnum):
@@ -91,48 +72,6 @@ class StatusMeaning(Out):
     link: str
 
 
-class EventRow(Out):
-    """An event on the order."""
-
-    type: str
-    reason: str
-    count: int
-    last_seen: str | None
-    message: str
-
-
-class ClaimEvidence(Out):
-    """A ResourceClaim of the order: what the scheduler allocated, and to which pods."""
-
-    name: str
-    device_class: str | None
-    allocated: bool
-    devices: list[str]
-    reserved_for: list[str]
-
-
-class ContainerEvidence(Out):
-    """A container of a pod, as the node reports it."""
-
-    name: str
-    state: str
-    reason: str | None = None
-    message: str | None = None
-    restart_count: int = 0
-    output: list[str] | None = None  # its last lines (of the previous run after a restart), when read
-
-
-class PodEvidence(Out):
-    """A pod of the order."""
-
-    name: str
-    phase: str
-    node: str | None
-    scheduled: bool
-    scheduler_message: str | None  # the scheduler's own words while the pod is not scheduled
-    containers: list[ContainerEvidence]
-
-
 class Diagnosis(Out):
     """Everything `why` found about one order."""
 
@@ -166,7 +105,7 @@ class Diagnosis(Out):
 def _rows(status: Obj) -> list[ConditionRow]:
     by_type = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     rows = []
-    for t in (*READINESS, ConditionType.SCALING_HEALTHY):
+    for t in CONDITION_ORDER:
         c = by_type.get(t.value)
         if c is not None:
             rows.append(
@@ -209,6 +148,66 @@ def _meaning(faq: Faq, reason: str, lang: Lang) -> StatusMeaning | None:
     return StatusMeaning(meaning=entry.meaning[lang], link=f"{faq.docs[lang]}#{anchor}")
 
 
+def _notes_on_generation(meta: Obj, status: Obj) -> list[str]:
+    generation, observed = meta.get("generation"), status.get("observedGeneration")
+    if isinstance(generation, int) and isinstance(observed, int) and observed < generation:
+        return [
+            f"The status describes generation {observed}; the order is at {generation}: the controller has "
+            "not judged the latest edit yet."
+        ]
+    return []
+
+
+def _on(row: ConditionRow, faq: Faq, lang: Lang, meaning: bool = False) -> dict[str, Any]:
+    """The Diagnosis fields naming one condition, with the FAQ's advice (and meaning) for its reason."""
+    return {
+        "condition": row.type,
+        "status": row.status,
+        "reason": row.reason,
+        "message": row.message,
+        "faq": advice_for(faq, row.reason, lang),
+        "meaning": _meaning(faq, row.reason, lang) if meaning else None,
+    }
+
+
+def _all_true(by_type: dict[str, ConditionRow], faq: Faq, lang: Lang, notes: list[str]) -> dict[str, Any]:
+    """Every condition of readiness holds: serving; ScalingHealthy False names what blocks growth."""
+    planned = by_type[ConditionType.PLANNED.value]
+    if planned.reason == Reason.LAUNCH_PLAN_IN_FORCE:
+        notes.append(
+            f"Planned says {planned.reason}: the order serves on the plan it holds. {planned.message}"
+        )
+    scaling = by_type.get(ConditionType.SCALING_HEALTHY.value)
+    if scaling is not None and scaling.status == "False":
+        return _on(scaling, faq, lang)
+    ready = by_type[ConditionType.READY.value]
+    return {"condition": ready.type, "status": "True", "reason": ready.reason, "message": ready.message}
+
+
+def _first_not_true(
+    first: ConditionRow, by_type: dict[str, ConditionRow], faq: Faq, lang: Lang, notes: list[str]
+) -> tuple[Verdict, dict[str, Any]]:
+    """The verdict when `first` is the first condition of readiness that is not True."""
+    ready = by_type.get(ConditionType.READY.value)
+    if ready is not None and ready.status == "True":  # Degraded: it serves, and an earlier condition refuses
+        notes.append(
+            f"The endpoint answers (Ready is True): the order serves on the workload it had, while {first.type} "
+            "says what does not hold."
+        )
+        return Verdict.SERVING, _on(first, faq, lang, meaning=first.status != "False")
+    if first.status == "False":
+        return Verdict.NOT_SERVING, _on(first, faq, lang)
+    if first.reason == StatusReason.WAITING:
+        notes.append(
+            f"{first.type} waits for an earlier condition that is True: the status is inconsistent, "
+            "or being written."
+        )
+    return Verdict.UNKNOWN, _on(first, faq, lang, meaning=True)
+
+
+_EXIT = {Verdict.SERVING: Exit.SERVING, Verdict.NOT_SERVING: Exit.REFUSED, Verdict.UNKNOWN: Exit.UNKNOWN}
+
+
 def diagnose(order: Obj, faq: Faq, lang: Lang) -> Diagnosis:
     """The verdict on an order from its status alone: the first of the five conditions that is not True,
     else ScalingHealthy; the FAQ's answer for its reason. Ready True is serving, whatever refuses before it
@@ -223,209 +222,29 @@ def diagnose(order: Obj, faq: Faq, lang: Lang) -> Diagnosis:
         "conditions": rows,
         "generation": meta.get("generation"),
         "observed_generation": status.get("observedGeneration"),
+        "notes": _notes_on_generation(meta, status),
     }
-    notes: list[str] = []
-    if (
-        isinstance(base["generation"], int)
-        and isinstance(base["observed_generation"], int)
-        and base["observed_generation"] < base["generation"]
-    ):
-        notes.append(
-            f"The status describes generation {base['observed_generation']}; the order is at "
-            f"{base['generation']}: the controller has not judged the latest edit yet."
-        )
     by_type = {r.type: r for r in rows}
-    first = next(
-        (
-            by_type.get(t.value)
-            for t in READINESS
-            if t.value not in by_type or by_type[t.value].status != "True"
-        ),
-        None,
+    # the first condition of readiness that is missing or not True; a missing one: not judged yet
+    gap = next(
+        (t.value for t in READINESS if t.value not in by_type or by_type[t.value].status != "True"), None
     )
-    missing = next((t.value for t in READINESS if t.value not in by_type), None)
-    if not rows or (first is None and missing is not None):
-        notes.append(
+    first = by_type.get(gap) if gap is not None else None
+    if gap is not None and first is None:
+        base["notes"].append(
             "The order has no conditions yet: the controller has not judged it (is the module's "
             "controller running?)."
         )
-        return Diagnosis(**base, verdict=Verdict.UNKNOWN, exit_code=Exit.UNKNOWN, notes=notes)
+        return Diagnosis(**base, verdict=Verdict.UNKNOWN, exit_code=Exit.UNKNOWN)
     if first is None:
-        scaling = by_type.get(ConditionType.SCALING_HEALTHY.value)
-        planned = by_type[ConditionType.PLANNED.value]
-        if planned.reason == Reason.LAUNCH_PLAN_IN_FORCE:
-            notes.append(
-                f"Planned says {planned.reason}: the order serves on the plan it holds. {planned.message}"
-            )
-        if scaling is not None and scaling.status == "False":
-            return Diagnosis(
-                **base,
-                verdict=Verdict.SERVING,
-                exit_code=Exit.SERVING,
-                notes=notes,
-                condition=scaling.type,
-                status=scaling.status,
-                reason=scaling.reason,
-                message=scaling.message,
-                faq=advice_for(faq, scaling.reason, lang),
-            )
         return Diagnosis(
             **base,
             verdict=Verdict.SERVING,
             exit_code=Exit.SERVING,
-            notes=notes,
-            condition=ConditionType.READY.value,
-            status="True",
-            reason=by_type[ConditionType.READY.value].reason,
-            message=by_type[ConditionType.READY.value].message,
+            **_all_true(by_type, faq, lang, base["notes"]),
         )
-    ready = by_type.get(ConditionType.READY.value)
-    if ready is not None and ready.status == "True":  # Degraded: it serves, and an earlier condition refuses
-        notes.append(
-            f"The endpoint answers (Ready is True): the order serves on the workload it had, while {first.type} "
-            "says what does not hold."
-        )
-        return Diagnosis(
-            **base,
-            verdict=Verdict.SERVING,
-            exit_code=Exit.SERVING,
-            notes=notes,
-            condition=first.type,
-            status=first.status,
-            reason=first.reason,
-            message=first.message,
-            faq=advice_for(faq, first.reason, lang),
-            meaning=None if first.status == "False" else _meaning(faq, first.reason, lang),
-        )
-    if first.status == "False":
-        return Diagnosis(
-            **base,
-            verdict=Verdict.NOT_SERVING,
-            exit_code=Exit.REFUSED,
-            notes=notes,
-            condition=first.type,
-            status=first.status,
-            reason=first.reason,
-            message=first.message,
-            faq=advice_for(faq, first.reason, lang),
-        )
-    if first.reason == StatusReason.WAITING:
-        notes.append(
-            f"{first.type} waits for an earlier condition that is True: the status is inconsistent, "
-            "or being written."
-        )
-    return Diagnosis(
-        **base,
-        verdict=Verdict.UNKNOWN,
-        exit_code=Exit.UNKNOWN,
-        notes=notes,
-        condition=first.type,
-        status=first.status,
-        reason=first.reason,
-        message=first.message,
-        faq=advice_for(faq, first.reason, lang),
-        meaning=_meaning(faq, first.reason, lang),
-    )
-
-
-# ---------------------------------------------------------------- the evidence
-
-
-def _events(items: list[Obj]) -> list[EventRow]:
-    def seen(e: Obj) -> str:
-        return str(
-            e.get("lastTimestamp")
-            or e.get("eventTime")
-            or (e.get("metadata") or {}).get("creationTimestamp")
-            or ""
-        )
-
-    return [
-        EventRow(
-            type=str(e.get("type", "")),
-            reason=str(e.get("reason", "")),
-            count=int(e.get("count") or 1),
-            last_seen=seen(e) or None,
-            message=str(e.get("message", "")).strip(),
-        )
-        for e in sorted(items, key=seen)
-    ]
-
-
-def _claim(claim: Obj) -> ClaimEvidence:
-    spec, status = claim.get("spec") or {}, claim.get("status") or {}
-    requests = (spec.get("devices") or {}).get("requests") or []
-    device_class = next(
-        (
-            (r.get("exactly") or {}).get("deviceClassName")
-            for r in requests
-            if (r.get("exactly") or {}).get("deviceClassName")
-        ),
-        None,
-    )
-    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-    devices = []
-    for r in results:
-        consumed = r.get("consumedCapacity") or {}
-        extra = " ".join(f"{k}={v}" for k, v in sorted(consumed.items()))
-        devices.append(f"{r.get('pool')}/{r.get('device')}" + (f" ({extra})" if extra else ""))
-    reserved = [str(r.get("name")) for r in status.get("reservedFor") or []]
-    return ClaimEvidence(
-        name=str((claim.get("metadata") or {}).get("name", "")),
-        device_class=device_class,
-        allocated=bool(status.get("allocation")),
-        devices=devices,
-        reserved_for=reserved,
-    )
-
-
-def _container(status: Obj) -> ContainerEvidence:
-    state = status.get("state") or {}
-    kind = next(iter(state), "unknown")
-    detail = state.get(kind) or {}
-    return ContainerEvidence(
-        name=str(status.get("name", "")),
-        state=kind,
-        reason=detail.get("reason"),
-        message=detail.get("message"),
-        restart_count=int(status.get("restartCount") or 0),
-    )
-
-
-def _pod(pod: Obj) -> PodEvidence:
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    scheduled_cond = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
-    )
-    scheduled = bool(spec.get("nodeName")) or (scheduled_cond or {}).get("status") == "True"
-    message = None if scheduled or scheduled_cond is None else scheduled_cond.get("message")
-    containers = [
-        _container(c)
-        for c in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
-    ]
-    return PodEvidence(
-        name=str(meta.get("name", "")),
-        phase=str(status.get("phase", "Unknown")),
-        node=spec.get("nodeName"),
-        scheduled=scheduled,
-        scheduler_message=message,
-        containers=containers,
-    )
-
-
-def _failing(container: ContainerEvidence) -> bool:
-    """Worth reading the output of: restarted, or stopped."""
-    return container.restart_count > 0 or container.state == "terminated"
-
-
-NAMESPACE_HINT = (
-    "your role in the namespace does not grant this read; the namespace's view (or edit) role "
-    "does, the module's d8:user-authz:isvc:editor role alone does not"
-)
-
-
-def _unread(e: ReadFailed) -> Unread:
-    return unread(e, NAMESPACE_HINT)
+    verdict, fields = _first_not_true(first, by_type, faq, lang, base["notes"])
+    return Diagnosis(**base, verdict=verdict, exit_code=_EXIT[verdict], **fields)
 
 
 def why(reader: Reader, namespace: str, name: str, faq: Faq, lang: Lang) -> Diagnosis:
@@ -445,74 +264,10 @@ def why(reader: Reader, namespace: str, name: str, faq: Faq, lang: Lang) -> Diag
             verdict=Verdict.UNKNOWN,
             exit_code=Exit.UNKNOWN,
             notes=[note],
-            unread=[_unread(e)],
+            unread=[unread_in_namespace(e)],
         )
     diagnosis = diagnose(order, faq, lang)
-    failed: list[Unread] = []
-    found: dict[str, Any] = {}
-    status = order.get("status") or {}
-    try:
-        found["events"] = _events(
-            reader.items(
-                events_path(namespace),
-                f"events of InferenceService {namespace}/{name}",
-                fields=f"involvedObject.kind=InferenceService,involvedObject.name={name}",
-            )
-        )
-    except ReadFailed as e:
-        failed.append(_unread(e))
-    plan_name = status.get("launchPlanName")
-    if plan_name:
-        try:
-            found["plan"] = summarize_plan(
-                reader.get(plan_path(namespace, plan_name), f"LaunchPlan {namespace}/{plan_name}")
-            )
-        except NotFound:
-            diagnosis.notes.append(
-                f"status.launchPlanName names {plan_name}, which is gone: it is recomputed."
-            )
-        except ReadFailed as e:
-            failed.append(_unread(e))
-    selector = selector_of_order(name)
-    try:
-        found["claims"] = [
-            _claim(c)
-            for c in reader.items(
-                claims_path(namespace), f"ResourceClaims of {namespace}/{name}", labels=selector
-            )
-        ]
-    except ReadFailed as e:
-        failed.append(_unread(e))
-    try:
-        pods = [
-            _pod(p)
-            for p in reader.items(pods_path(namespace), f"Pods of {namespace}/{name}", labels=selector)
-        ]
-    except ReadFailed as e:
-        failed.append(_unread(e))
-        pods = []
-    for pod in pods:
-        for container in pod.containers:
-            if not _failing(container):
-                continue
-            query = {"container": container.name, "tailLines": str(LOG_LINES)}
-            if container.restart_count > 0 and container.state != "terminated":
-                query["previous"] = "true"
-            try:
-                text = reader.text(
-                    log_path(namespace, pod.name),
-                    query=query,
-                    what=f"the output of container {container.name} of pod {namespace}/{pod.name}",
-                )
-                lines = text.splitlines()[-LOG_LINES:]
-                pod.containers[pod.containers.index(container)] = container.model_copy(
-                    update={"output": lines}
-                )
-            except ReadFailed as e:
-                failed.append(_unread(e))
-    found["pods"] = pods
-    startup = status.get("startupFailure") or {}
-    found["startup_output"] = [str(line) for line in startup.get("output") or []]
+    found, failed = read_evidence(reader, namespace, name, order.get("status") or {}, diagnosis.notes)
     return diagnosis.model_copy(update={**found, "unread": failed})
 
 
