@@ -26,9 +26,9 @@ def _workload(status: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def _no_restores_remembered() -> None:
-    from isvc_operator._steps import workload
+    from isvc_operator._steps import children
 
-    workload._RESTORED.clear()
+    children._RESTORED.clear()
 
 
 @pytest.fixture

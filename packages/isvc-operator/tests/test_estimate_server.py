@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from isvc_operator import Estimator
-from isvc_operator._main import _serve_estimates
+from isvc_operator._webhook import serve_estimates
 
 from .fakes import World, order
 from .test_estimate import review
@@ -63,7 +63,7 @@ def _certificate(directory: Path) -> Path:
 @pytest.fixture
 def webhook(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     ca = _certificate(tmp_path)
-    server = _serve_estimates(
+    server = serve_estimates(
         "127.0.0.1", 0, tmp_path, Estimator(World().reconciler().d), handshake_timeout=HANDSHAKE_SECONDS
     )
     try:
@@ -183,7 +183,7 @@ def mtls(tmp_path: Path, world: World) -> Iterator[tuple[int, Path, Path]]:
     clients = tmp_path / "clients"
     clients.mkdir()
     _client(clients, API_SERVER)
-    server = _serve_estimates(
+    server = serve_estimates(
         "127.0.0.1",
         0,
         serving,
@@ -239,7 +239,7 @@ def test_the_api_servers_review_is_vouched_for_issue_29(mtls: tuple[int, Path, P
 
 def test_a_flood_of_silent_connections_holds_a_bounded_number_of_threads_issue_29(tmp_path: Path) -> None:
     ca = _certificate(tmp_path)
-    server = _serve_estimates(
+    server = serve_estimates(
         "127.0.0.1",
         0,
         tmp_path,

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from isvc_operator._kube import Informer
+from isvc_operator._kube.discovery import Discovery
+from isvc_operator._kube.informer import Informer
 from kubernetes.client.exceptions import ApiException
 
 
@@ -64,7 +65,7 @@ class FakeDynamic:
 def run(informer: Informer, dyn: FakeDynamic) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
     informer.add_handler(lambda kind, obj: seen.append((kind, obj["metadata"]["name"])))
-    informer._dyn = dyn  # type: ignore[assignment]
+    informer._discovery = Discovery(dyn)  # type: ignore[arg-type]
     informer._run()
     return seen
 
@@ -164,7 +165,6 @@ def test_an_orders_children_are_found_by_its_label_through_an_index_kept_with_th
 def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pass() -> None:
     """Issue 15: each pass asked whether cert-manager is served; every miss rebuilt the dynamic client's
     discovery cache while other threads searched it (KeyError 'resources') — a full rediscovery per pass."""
-    from isvc_operator._kube import resource_of
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     class Resources:
@@ -179,10 +179,11 @@ def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pas
 
     dyn = type("Dyn", (), {})()
     dyn.resources = Resources()
+    discovery = Discovery(dyn)
     for _ in range(5):
-        assert resource_of(dyn, "v1", "Pod") == "resource Pod"
+        assert discovery.resource("v1", "Pod") == "resource Pod"
         try:
-            resource_of(dyn, "cert-manager.io/v1", "Certificate")
+            discovery.resource("cert-manager.io/v1", "Certificate")
             raise AssertionError("a kind not served was found")
         except ResourceNotFoundError:
             pass
@@ -191,7 +192,6 @@ def test_discovery_is_asked_once_per_kind_and_a_kind_not_served_not_on_every_pas
 
 def test_a_kind_not_served_is_asked_again_by_its_group_version_alone_until_listed() -> None:
     """At 2,000 orders, the catalog's two kinds (not installed) cost a full rediscovery every ten seconds."""
-    from isvc_operator import _kube
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
     class Resources:
@@ -217,25 +217,25 @@ def test_a_kind_not_served_is_asked_again_by_its_group_version_alone_until_liste
             return type("Answer", (), {"data": json.dumps({"resources": kinds}).encode()})()
 
     dyn = Dyn()
+    discovery = Discovery(dyn)  # type: ignore[arg-type]
     gv = "ai.deckhouse.io/v1alpha1"
     with pytest.raises(ResourceNotFoundError):
-        _kube.resource_of(dyn, gv, "Model")  # type: ignore[arg-type]
-    key = (id(dyn), gv, "Model")
+        discovery.resource(gv, "Model")
     for served in (False, True):
         dyn.resources.served = served
-        _kube._MISSING.pop(key, None)  # ten seconds later
+        discovery._missing.pop((gv, "Model"), None)  # ten seconds later
         if served:
-            assert _kube.resource_of(dyn, gv, "Model") == "resource Model"  # type: ignore[arg-type]
+            assert discovery.resource(gv, "Model") == "resource Model"
         else:
             with pytest.raises(ResourceNotFoundError):
-                _kube.resource_of(dyn, gv, "Model")  # type: ignore[arg-type]
+                discovery.resource(gv, "Model")
     assert dyn.paths == ["/apis/ai.deckhouse.io/v1alpha1"] * 2
     assert dyn.resources.asked == 2  # the first miss, then once listed: never a rediscovery meanwhile
 
 
 def test_cached_objects_share_their_keys_and_short_strings() -> None:
     """At 2,000 orders the cache's own copies of "metadata", "Ready", label values… were half its size."""
-    from isvc_operator._kube import compact
+    from isvc_operator._kube.compact import compact
 
     first = compact(json.loads(json.dumps(_pod("a", "1") | {"status": {"phase": "Running"}})))
     second = compact(json.loads(json.dumps(_pod("b", "2") | {"status": {"phase": "Running"}})))
@@ -249,7 +249,7 @@ def test_cached_objects_share_their_keys_and_short_strings() -> None:
 
 
 def test_a_cached_pod_keeps_of_its_spec_only_what_passes_read() -> None:
-    from isvc_operator._kube import POD_SPEC_READ, compact_pod
+    from isvc_operator._kube.compact import POD_SPEC_READ, compact_pod
 
     pod = _pod("a", "1") | {
         "spec": {
@@ -283,7 +283,7 @@ class MetadataDynamic(FakeDynamic):
 
 
 def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
-    from isvc_operator._kube import METADATA_LIST, METADATA_WATCH
+    from isvc_operator._kube.informer import METADATA_LIST, METADATA_WATCH
 
     informer = Informer(None, "v1", "Secret", metadata_only=True, store=False)  # type: ignore[arg-type]
     informer._stop.wait = lambda timeout=None: informer._stop.is_set()  # type: ignore[method-assign]
@@ -310,7 +310,7 @@ def test_a_metadata_informer_asks_for_metadata_only_and_keeps_nothing() -> None:
 
 def test_a_child_is_cached_small_and_its_seal_still_judged_against_the_whole_object_issue_29() -> None:
     from isvc_operator import SEAL, Sealer
-    from isvc_operator._kube import compact_child
+    from isvc_operator._kube.compact import compact_child
 
     sealer = Sealer(b"0123456789abcdef")
     owner = {"kind": "InferenceService", "name": "o", "uid": "u", "controller": True}
@@ -332,7 +332,7 @@ def test_a_child_is_cached_small_and_its_seal_still_judged_against_the_whole_obj
 
 
 def test_an_object_labelled_as_an_orders_that_no_order_controls_keeps_its_metadata_only_issue_29() -> None:
-    from isvc_operator._kube import compact_child
+    from isvc_operator._kube.compact import compact_child
 
     users = {
         "apiVersion": "apps/v1",
@@ -349,7 +349,7 @@ def test_an_object_labelled_as_an_orders_that_no_order_controls_keeps_its_metada
 
 
 def test_a_claim_keeps_its_status_and_the_device_class_of_each_request_issue_29() -> None:
-    from isvc_operator._kube import compact_claim
+    from isvc_operator._kube.compact import compact_claim
 
     request = {
         "name": "gpu",
@@ -400,7 +400,6 @@ def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
 ) -> None:
     """Issue 31: after the catalog's CRDs were removed, every informer of theirs logged "watch of Model broke
     (404 ...)" with the API server's headers and body every 30 s, for ever."""
-    from isvc_operator import _kube
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
     informer = Informer(None, "ai.deckhouse.io/v1alpha1", "Model")  # type: ignore[arg-type]
@@ -441,7 +440,7 @@ def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
         dyn.absent_waits += 1
         if dyn.absent_waits == 5:  # the CRD is back; discovery's memory of the miss has expired
             dyn.served = True
-            _kube._MISSING.clear()
+            informer._discovery._missing.clear()
         if dyn.absent_waits > 20:  # whatever happens, the test ends
             informer._stop.set()
         return informer._stop.is_set()
@@ -471,7 +470,7 @@ def test_events_are_named_so_that_listing_them_by_name_keeps_the_order_they_were
     `kubectl describe` when both fell in one second (it sorts the server's by-name list by lastTimestamp)."""
     import time as clock
 
-    from isvc_operator._kube import KubeCluster
+    from isvc_operator._kube.records import Records
 
     made: list[Any] = []
 
@@ -479,10 +478,7 @@ def test_events_are_named_so_that_listing_them_by_name_keeps_the_order_they_were
         def create_namespaced_event(self, namespace: str, body: Any, **kwargs: Any) -> None:
             made.append(body)
 
-    cluster = KubeCluster.__new__(KubeCluster)
-    cluster.core = Core()  # type: ignore[assignment]
-    cluster._event_lock = threading.Lock()
-    cluster._last_event = 0
+    cluster = Records(Core())  # type: ignore[arg-type]
     stamps = iter([1_764_590_400_000_000_000] * 3 + [1_764_590_400_000_000_900] * 3)
     monkeypatch.setattr(clock, "time_ns", lambda: next(stamps))
     order = {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService"}
@@ -501,7 +497,7 @@ def test_a_listed_child_is_digested_as_a_watched_one_so_its_seal_holds_after_a_r
     controller started, or after a watch expired, was digested without its kind, its seal read as broken, and
     each relist restored every child; under the chaos suite's restarts three restores in five minutes read as
     a child someone keeps changing (WorkloadError)."""
-    from isvc_operator._kube import compact_child
+    from isvc_operator._kube.compact import compact_child
     from isvc_operator._seal import DIGEST, view_digest
 
     ingress = {
@@ -528,3 +524,31 @@ def test_a_listed_child_is_digested_as_a_watched_one_so_its_seal_holds_after_a_r
     listed = informer.get("team-a", "chat")
     assert listed is not None
     assert listed["metadata"][DIGEST] == view_digest(copy.deepcopy(watched))
+
+
+def test_every_request_is_counted_by_verb_and_answer_and_given_a_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The counted client is the one way to the API server: a watch, a read and a refused write each counted,
+    each with its timeout."""
+    from isvc_operator._kube.discovery import REQUEST_TIMEOUT, WATCH_TIMEOUT, CountedClient
+    from kubernetes.dynamic import DynamicClient
+
+    timeouts: list[Any] = []
+
+    def request(self: Any, method: str, path: str, **kwargs: Any) -> str:
+        timeouts.append(kwargs["_request_timeout"])
+        if method == "patch":
+            raise ApiException(status=422)
+        return "answer"
+
+    monkeypatch.setattr(DynamicClient, "__init__", lambda self, api: None)
+    monkeypatch.setattr(DynamicClient, "request", request)
+    counted: list[tuple[str, str]] = []
+    client = CountedClient(None, lambda verb, code: counted.append((verb, code)))
+    assert client.request("get", "/api/v1/pods", watch=True) == "answer"
+    assert client.request("GET", "/api/v1/pods") == "answer"
+    with pytest.raises(ApiException):
+        client.request("patch", "/api/v1/pods/p")
+    assert counted == [("watch", "2xx"), ("get", "2xx"), ("patch", "422")]
+    assert timeouts == [WATCH_TIMEOUT, REQUEST_TIMEOUT, REQUEST_TIMEOUT]

@@ -1,10 +1,10 @@
-"""KubeCluster.read_log: the output a WorkloadStartupFailed message quotes, from the right instance."""
+"""Records.read_log: the output a WorkloadStartupFailed message quotes, from the right instance."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from isvc_operator._kube import KubeCluster
+from isvc_operator._kube.records import Records
 
 
 class _Core:
@@ -19,10 +19,8 @@ class _Core:
         return self.answers[kw["previous"]]
 
 
-def _cluster(core: _Core) -> KubeCluster:
-    cluster = KubeCluster.__new__(KubeCluster)  # only the log reader: no informers, no API server
-    cluster.core = core  # type: ignore[assignment]
-    return cluster
+def _cluster(core: _Core) -> Records:
+    return Records(core)  # type: ignore[arg-type]
 
 
 def test_the_previous_instance_is_read_first() -> None:

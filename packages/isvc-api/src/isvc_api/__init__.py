@@ -5,6 +5,7 @@ from isvc_api._conditions import Condition, find_condition, now, set_condition
 from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
+from isvc_api._keys import DeviceKey, Obj, OrderKey
 from isvc_api._memory import (
     GIB,
     MIN_CONTEXT,
@@ -36,6 +37,7 @@ from isvc_api._reasons import (
     StatusReason,
 )
 from isvc_api._types import (
+    API_VERSION,
     GROUP,
     LABEL_MANAGED_BY,
     LABEL_ORDER,
@@ -94,6 +96,7 @@ from isvc_api._types import (
 from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
+    "API_VERSION",
     "CONDITION_ORDER",
     "GIB",
     "GROUP",
@@ -122,6 +125,7 @@ __all__ = [
     "Condition",
     "ConditionType",
     "Constraints",
+    "DeviceKey",
     "EndpointStatus",
     "EndpointType",
     "Estimates",
@@ -151,7 +155,9 @@ __all__ = [
     "ModelSource",
     "ModelSpec",
     "ModelStatus",
+    "Obj",
     "ObjectMeta",
+    "OrderKey",
     "Phase",
     "Placement",
     "PlacementMode",

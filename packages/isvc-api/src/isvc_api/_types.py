@@ -13,6 +13,7 @@ from isvc_api._base import Wire
 from isvc_api._conditions import Condition
 
 __all__ = [
+    "API_VERSION",
     "GROUP",
     "LABEL_MANAGED_BY",
     "LABEL_ORDER",
@@ -70,6 +71,7 @@ __all__ = [
 
 GROUP = "ai.deckhouse.io"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"  # of every kind the module defines
 LABEL_ORDER = "ai.deckhouse.io/inference-service"  # on every object made for an order: its name
 LABEL_PRIORITY = "ai.deckhouse.io/priority"  # on claims, for people: the planner never reads it (issue 14)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -193,6 +195,11 @@ class ModelRef(Wire):
         max_length=63,
         pattern=_DNS_LABEL,
     )
+
+    @property
+    def served_name(self) -> str:
+        """The name the model is served and asked for by: the reference without a pinned @revision."""
+        return self.name.split("@", 1)[0]
 
 
 class AuthSecretRef(Wire):
@@ -474,6 +481,12 @@ class InferenceServiceStatus(Wire):
         default=None,
         description="What the autoscaler follows; absent when no autoscaler drives the replicas.",
     )
+    unplaced_replicas: list[str] | None = Field(
+        default=None,
+        description="Replica pods whose device claim the scheduler could not place, as ScalingHealthy last "
+        "named them; a GrowthClaimUnplaced event reported each once.",
+        max_length=1000,
+    )
 
 
 class InferenceService(Wire):
@@ -483,7 +496,7 @@ class InferenceService(Wire):
     KIND: ClassVar[str] = "InferenceService"
     PLURAL: ClassVar[str] = "inferenceservices"
 
-    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    api_version: str = Field(default=API_VERSION, description="API version.")
     kind: str = Field(default="InferenceService", description="Kind.")
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: InferenceServiceSpec = Field(description="The order.")
@@ -492,7 +505,7 @@ class InferenceService(Wire):
     def owner_reference(self) -> dict[str, Any]:
         """The controller reference that makes an object of the order's go when the order goes."""
         return {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": API_VERSION,
             "kind": "InferenceService",
             "name": self.metadata.name,
             "uid": self.metadata.uid,
@@ -671,7 +684,7 @@ class InferenceServiceClass(Wire):
     KIND: ClassVar[str] = "InferenceServiceClass"
     PLURAL: ClassVar[str] = "inferenceserviceclasses"
 
-    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    api_version: str = Field(default=API_VERSION, description="API version.")
     kind: str = Field(default="InferenceServiceClass", description="Kind.")
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: InferenceServiceClassSpec = Field(description="The policy.")
@@ -873,7 +886,7 @@ class LaunchPlan(Wire):
     KIND: ClassVar[str] = "LaunchPlan"
     PLURAL: ClassVar[str] = "launchplans"
 
-    api_version: str = Field(default=f"{GROUP}/{VERSION}", description="API version.")
+    api_version: str = Field(default=API_VERSION, description="API version.")
     kind: str = Field(default="LaunchPlan", description="Kind.")
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Object metadata.")
     spec: LaunchPlanSpec = Field(description="The plan.")

@@ -24,12 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from isvc_api import OrderKey
+
 from isvc_health._probe import Prober, ProbeResult
 
 __all__ = ["ProbeSchedule", "ProbeTarget"]
 
 log = logging.getLogger(__name__)
-Key = tuple[str, str]
 
 
 class ProbeTarget(NamedTuple):
@@ -43,7 +44,7 @@ class ProbeTarget(NamedTuple):
     model: str | None
 
     @property
-    def key(self) -> Key:
+    def key(self) -> OrderKey:
         return self.namespace, self.name
 
 
@@ -70,8 +71,8 @@ class ProbeSchedule:
         self._clock = clock
         self._wake: Callable[[str, str], None] = lambda namespace, name: None
         self._lock = threading.Condition()
-        self._entries: dict[Key, _Entry] = {}
-        self._due: list[tuple[float, int, Key]] = []
+        self._entries: dict[OrderKey, _Entry] = {}
+        self._due: list[tuple[float, int, OrderKey]] = []
         self._generations = itertools.count()
         self._workers = workers
         self._pool: ThreadPoolExecutor | None = None

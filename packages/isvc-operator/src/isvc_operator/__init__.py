@@ -1,6 +1,7 @@
 """isvc controller: reconciles orders (InferenceService) and classes (InferenceServiceClass)."""
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._api import Cluster
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller, OrdersByPhase, order_of_plan
 from isvc_operator._estimate import Caller, Estimator
@@ -9,7 +10,6 @@ from isvc_operator._main import build, main, parser
 from isvc_operator._order import OrderReconciler, PassResult
 from isvc_operator._policy import BUILTIN_EXPOSURE, EffectivePolicy, judge_class
 from isvc_operator._ports import (
-    Cluster,
     Deps,
     HealthPort,
     Judgement,

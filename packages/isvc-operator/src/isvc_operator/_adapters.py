@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import isvc_catalog
 import isvc_health
@@ -24,6 +23,7 @@ from isvc_api import (
     LoadMetrics,
     ModelFacts,
     ModelSpec,
+    Obj,
     Placement,
     Refusal,
     RuntimeRequirements,
@@ -37,8 +37,6 @@ from isvc_operator._ports import Judgement, PlanOutcome, TemporaryError, Workloa
 from isvc_operator._waiting import WaitingRoom
 
 __all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
-
-Obj = dict[str, Any]
 
 
 class CatalogModels:

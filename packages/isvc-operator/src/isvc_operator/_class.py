@@ -7,8 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from isvc_api import (
-    GROUP,
-    VERSION,
+    API_VERSION,
     ClassReason,
     Condition,
     InferenceServiceClass,
@@ -17,13 +16,12 @@ from isvc_api import (
     set_condition,
 )
 
+from isvc_operator._api import Cluster
 from isvc_operator._policy import judge_class
-from isvc_operator._ports import Cluster
 
 __all__ = ["ClassReconciler"]
 
 log = logging.getLogger(__name__)
-GV = f"{GROUP}/{VERSION}"
 
 
 class ClassReconciler:
@@ -69,7 +67,7 @@ class ClassReconciler:
             return
         self.cluster.apply_status(
             {
-                "apiVersion": GV,
+                "apiVersion": API_VERSION,
                 "kind": "InferenceServiceClass",
                 "metadata": {"name": name},
                 "status": status.to_wire(),

@@ -6,9 +6,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from isvc_api import LABEL_ORDER, ConditionType
+from isvc_api import LABEL_ORDER, ConditionType, Obj, OrderKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -25,8 +25,6 @@ __all__ = ["Controller", "OrdersByPhase", "order_of_plan"]
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-OrderKey = tuple[str, str]
 K = TypeVar("K", bound=Hashable)
 # How often, and how long, a new leader asks a planner that does not answer which orders it holds room for.
 SWEEP_RETRY, SWEEP_TRIES = 10.0, 30
@@ -100,99 +98,96 @@ class Controller:
         self._wire()
 
     def _wire(self) -> None:
-        k, orders = self.kube, self.order_queue
-
-        def by_label(_: str, obj: Obj) -> None:
-            meta = obj["metadata"]
-            name = (meta.get("labels") or {}).get(LABEL_ORDER)
-            if name:
-                orders.add((meta.get("namespace", ""), name))
-
-        def on_class(_: str, obj: Obj) -> None:
-            name = obj["metadata"]["name"]
-            self.class_queue.add(name)
-            for order in k.orders.list():
-                if (order.get("spec") or {}).get("inferenceServiceClassName") == name:
-                    orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
-
-        def on_catalog(_: str, obj: Obj) -> None:
-            meta = obj["metadata"]
-            kind, name, home = obj.get("kind"), meta["name"], meta.get("namespace")
-            for order in k.orders.list():
-                model = (order.get("spec") or {}).get("model") or {}
-                ref = model.get("ref") or {}
-                here = order["metadata"].get("namespace")
-                where = (ref.get("namespace") or here) if kind == "Model" else None
-                if (
-                    model.get("src") == "AIModels"
-                    and ref.get("kind") == kind
-                    and ref.get("name") == name
-                    and where == home
-                ):
-                    orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
-
-        def on_priority(_: str, obj: Obj) -> None:
-            for klass in k.classes.list():
-                if (klass.get("spec") or {}).get("priorityClassName") == obj["metadata"]["name"]:
-                    on_class("SYNC", klass)
-
-        def on_secret(_: str, obj: Obj) -> None:
-            meta = obj["metadata"]
-            for key in self.secret_refs.orders(meta.get("namespace", ""), meta["name"]):
-                orders.add(key)
-
-        def on_secrets_relisted() -> None:
-            # A broken watch of Secrets may have missed a change: every order naming one is passed again.
-            for key in self.secret_refs.all():
-                orders.add(key)
-
-        def on_quota(_: str, obj: Obj) -> None:
-            # A namespace's quota changed: its orders whose workload is not up are judged again (a refusal by
-            # the quota stands or lifts on that pass; nothing else waits on a timer for it).
-            namespace = obj["metadata"].get("namespace", "")
-            for order in k.orders.list(namespace):
-                if not _workload_up(order):
-                    orders.add((namespace, order["metadata"]["name"]))
-
-        def on_order(_: str, obj: Obj) -> None:
-            meta, status = obj["metadata"], obj.get("status") or {}
-            # A new or edited order goes before the timed retries of orders waiting for room.
-            urgent = status.get("observedGeneration") != meta.get("generation")
-            orders.add((meta.get("namespace", ""), meta["name"]), urgent=urgent)
-
+        """Which changes pass which orders: each informer's handler."""
+        k = self.kube
         # The index first: an order is in it before its first pass reads the Secrets it names.
         k.orders.add_handler(self.secret_refs.on_order)
-        k.orders.add_handler(on_order)
+        k.orders.add_handler(self._on_order)
         secrets = getattr(k, "secrets", None)
         if secrets is not None:
-            secrets.add_handler(on_secret)
-            secrets.add_relist_handler(on_secrets_relisted)
-        k.classes.add_handler(on_class)
-        k.plans.add_handler(lambda _, obj: orders.add(order_of_plan(obj)))
-        children = (k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers)
-        for informer in (*children, *([k.network_policies] if hasattr(k, "network_policies") else [])):
-            informer.add_handler(by_label)
-        budgets = getattr(k, "budgets", None)
-        if budgets is not None:
-            budgets.add_handler(by_label)
-        k.claims.add_handler(by_label)
-        k.priority_classes.add_handler(on_priority)
+            secrets.add_handler(self._on_secret)
+            secrets.add_relist_handler(self._on_secrets_relisted)
+        k.classes.add_handler(self._on_class)
+        k.plans.add_handler(lambda _, obj: self.order_queue.add(order_of_plan(obj)))
+        children = [k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers, k.claims]
+        unless_off = (getattr(k, "network_policies", None), getattr(k, "budgets", None))
+        children += [informer for informer in unless_off if informer is not None]
+        for informer in children:
+            informer.add_handler(self._by_label)
+        k.priority_classes.add_handler(self._on_priority)
         quotas = getattr(k, "quotas", None)
         if quotas is not None:
-            quotas.add_handler(on_quota)
+            quotas.add_handler(self._on_quota)
         for informer in getattr(k, "catalog", []):
-            informer.add_handler(on_catalog)
-
-        def on_metrics_path_served() -> None:
-            # The cluster now serves a kind the autoscaler is built from (its adapter installed after the
-            # module): every order is passed, so one scaling on CPU moves to the runtime's own signal.
-            for order in k.orders.list():
-                orders.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
-
+            informer.add_handler(self._on_catalog)
         for name in ("pod_metrics", "scaled_objects", "pod_monitors"):
             optional = getattr(k, name, None)
             if optional is not None:
-                optional.add_served_handler(on_metrics_path_served)
+                optional.add_served_handler(self._on_metrics_path_served)
+
+    def _pass(self, order: Obj) -> None:
+        self.order_queue.add((order["metadata"].get("namespace", ""), order["metadata"]["name"]))
+
+    def _on_order(self, _: str, obj: Obj) -> None:
+        meta, status = obj["metadata"], obj.get("status") or {}
+        # A new or edited order goes before the timed retries of orders waiting for room.
+        urgent = status.get("observedGeneration") != meta.get("generation")
+        self.order_queue.add((meta.get("namespace", ""), meta["name"]), urgent=urgent)
+
+    def _by_label(self, _: str, obj: Obj) -> None:
+        """A child: the order its label names."""
+        meta = obj["metadata"]
+        name = (meta.get("labels") or {}).get(LABEL_ORDER)
+        if name:
+            self.order_queue.add((meta.get("namespace", ""), name))
+
+    def _on_class(self, _: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        self.class_queue.add(name)
+        for order in self.kube.orders.list():
+            if (order.get("spec") or {}).get("inferenceServiceClassName") == name:
+                self._pass(order)
+
+    def _on_catalog(self, _: str, obj: Obj) -> None:
+        """A catalog Model or ClusterModel: the orders that name it."""
+        meta = obj["metadata"]
+        kind, name, home = obj.get("kind"), meta["name"], meta.get("namespace")
+        for order in self.kube.orders.list():
+            model = (order.get("spec") or {}).get("model") or {}
+            ref = model.get("ref") or {}
+            here = order["metadata"].get("namespace")
+            where = (ref.get("namespace") or here) if kind == "Model" else None
+            named = model.get("src") == "AIModels" and (ref.get("kind"), ref.get("name")) == (kind, name)
+            if named and where == home:
+                self._pass(order)
+
+    def _on_priority(self, _: str, obj: Obj) -> None:
+        for klass in self.kube.classes.list():
+            if (klass.get("spec") or {}).get("priorityClassName") == obj["metadata"]["name"]:
+                self._on_class("SYNC", klass)
+
+    def _on_secret(self, _: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        for key in self.secret_refs.orders(meta.get("namespace", ""), meta["name"]):
+            self.order_queue.add(key)
+
+    def _on_secrets_relisted(self) -> None:
+        # A broken watch of Secrets may have missed a change: every order naming one is passed again.
+        for key in self.secret_refs.all():
+            self.order_queue.add(key)
+
+    def _on_quota(self, _: str, obj: Obj) -> None:
+        # A namespace's quota changed: its orders whose workload is not up are judged again (a refusal by
+        # the quota stands or lifts on that pass; nothing else waits on a timer for it).
+        for order in self.kube.orders.list(obj["metadata"].get("namespace", "")):
+            if not _workload_up(order):
+                self._pass(order)
+
+    def _on_metrics_path_served(self) -> None:
+        # The cluster now serves a kind the autoscaler is built from (its adapter installed after the
+        # module): every order is passed, so one scaling on CPU moves to the runtime's own signal.
+        for order in self.kube.orders.list():
+            self._pass(order)
 
     def start(self) -> None:
         """Start the informers, then the workers: `workers` for orders, one for classes."""

@@ -6,8 +6,8 @@ dry runs only. The answer is always `allowed` and carries warnings `isvc-estimat
 ClassResolved and ModelResolved steps as a pass runs them, the planner asked with `dryRun` (nothing is
 reserved), the recipe compiled for its placement. Nothing is written: no status, plan, event or Secret.
 
-Issue 29: anyone who could reach the webhook could post a review naming another team's Secret, in any
-namespace, and the controller read it with its own rights. A review is now *vouched for* only when the API
+Anyone who can reach the webhook can post a review naming another team's Secret, in any namespace, which the
+controller would read with its own rights. So a review is *vouched for* only when the API
 server presented its client certificate (`Caller.vouched`, checked by the HTTPS server); only then are its
 namespace and user believed. The token Secret an order names is read only for a vouched review, and only when
 the API server answers that the asking user may `get` that Secret herself (SubjectAccessReview): the estimate
@@ -27,12 +27,13 @@ from isvc_api import (
     InferenceService,
     LaunchPlanSpec,
     ModelSource,
+    Obj,
     Reason,
     Refusal,
     Verdict,
 )
 
-from isvc_operator._ports import Deps, Obj, TemporaryError
+from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import OrderScope
 from isvc_operator._steps import klass, model
 
@@ -148,7 +149,7 @@ class Estimator:
             )
         steps = ((ConditionType.CLASS_RESOLVED, klass.step), (ConditionType.MODEL_RESOLVED, model.step))
         for type_, step in steps:
-            verdict = step(scope, self.d)
+            verdict = step(scope, self.d).verdict
             scope.verdicts[type_] = verdict
             if not verdict.holds:
                 return head + self._refused(type_, verdict, scope)
@@ -232,7 +233,7 @@ class Estimator:
                     reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement"
                 ),
             )
-        served = scope.order.spec.model.ref.name.split("@", 1)[0]
+        served = scope.order.spec.model.ref.served_name
         compiled = self.d.recipes.compile(
             scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates, served
         )

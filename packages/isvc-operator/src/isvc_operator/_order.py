@@ -8,24 +8,24 @@ from typing import Any
 import attrs
 from cachetools import TTLCache
 from isvc_api import (
-    GROUP,
-    VERSION,
     ConditionType,
     InferenceService,
+    OrderKey,
     Reason,
     StatusReason,
     Verdict,
 )
 
 from isvc_operator import _status
-from isvc_operator._ports import Deps, OrderKey, TemporaryError, WorkloadUnbuildable, namespace_terminating
+from isvc_operator._api import namespace_terminating
+from isvc_operator._outcome import Outcome
+from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_SOON, OrderScope
 from isvc_operator._steps import STEPS, Step
 
 __all__ = ["OrderReconciler", "PassResult"]
 
 log = logging.getLogger(__name__)
-GV = f"{GROUP}/{VERSION}"
 
 
 @attrs.frozen
@@ -58,7 +58,7 @@ class OrderReconciler:
         scope = OrderScope(order=InferenceService.model_validate(raw), raw=raw, now=self.d.clock())
         try:
             for type_, step in STEPS:
-                scope.verdicts[type_] = self._run(type_, step, scope)
+                self._take(scope, type_, self._run(type_, step, scope))
                 if scope.terminating:
                     break
         finally:
@@ -93,8 +93,8 @@ class OrderReconciler:
             )
             scope.requeue(RETRY_SOON)
         changes = _status.changes(scope) if wait is None else []
-        for type_event, reason, message in changes + scope.events:
-            self.d.cluster.event(raw, type_event, reason, message)
+        for event in changes + scope.events:
+            self.d.cluster.event(raw, event.type, event.reason, event.message)
 
     def _going(self, namespace: str, name: str) -> None:
         """An order whose namespace is being deleted: one line, once; the namespace takes the order and all it
@@ -104,34 +104,43 @@ class OrderReconciler:
         self._said_going[(namespace, name)] = True
         log.info("%s/%s: its namespace is being deleted; the order goes with it", namespace, name)
 
-    def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Verdict:
-        """One step; one that raises leaves its condition Unknown with where to look, and later steps wait."""
+    def _run(self, type_: ConditionType, step: Step, scope: OrderScope) -> Outcome:
+        """One step, and the writes it intends; one that raises leaves its condition Unknown with where to look,
+        and later steps wait."""
         try:
-            return step(scope, self.d)
+            outcome = step(scope, self.d)
+            for write in outcome.writes:
+                write.to(self.d.cluster, scope.namespace)
+            return outcome
         except WorkloadUnbuildable as exc:
-            return Verdict.refuse(Reason.WORKLOAD_ERROR, f"the workload cannot be built: {exc}")
+            return Outcome(Verdict.refuse(Reason.WORKLOAD_ERROR, f"the workload cannot be built: {exc}"))
         except TemporaryError as exc:
-            scope.requeue(RETRY_SOON)
-            return Verdict(
-                status="Unknown",
-                reason=StatusReason.NOT_JUDGED.value,
-                message=(f"a dependency did not answer while judging {type_.value} ({exc}); retried."),
-            )
+            message = f"a dependency did not answer while judging {type_.value} ({exc}); retried."
+            return Outcome(_not_judged(message), requeue_after=RETRY_SOON)
         except Exception as exc:
             if namespace_terminating(exc):  # nothing can be made there any more: not a failure of the pass
                 scope.terminating = True
-                return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=str(exc)[:300])
+                return Outcome(_not_judged(str(exc)[:300]))
             log.exception("%s/%s: judging %s failed", scope.namespace, scope.name, type_.value)
             scope.failed.append(type_)
-            return Verdict(
-                status="Unknown",
-                reason=StatusReason.NOT_JUDGED.value,
-                message=(
+            return Outcome(
+                _not_judged(
                     f"the controller failed judging {type_.value}: {type(exc).__name__}: {str(exc)[:300]}; "
                     "its log (deployment isvc-controller in the module's namespace) has the details; "
                     "retried with backoff."
-                ),
+                )
             )
+
+    @staticmethod
+    def _take(scope: OrderScope, type_: ConditionType, outcome: Outcome) -> None:
+        """A step's outcome, its writes made: its verdict, the status fields it decided, what it asks."""
+        scope.verdicts[type_] = outcome.verdict
+        if outcome.fields:
+            scope.status = scope.status.model_copy(update=outcome.fields)
+        scope.events.extend(outcome.events)
+        scope.wake.extend(outcome.wake)
+        if outcome.requeue_after is not None:
+            scope.requeue(outcome.requeue_after)
 
     def _gone(self, namespace: str, name: str) -> list[OrderKey]:
         """A deleted order: what the planner may still reserve for it is released, on every pass of it.
@@ -145,3 +154,7 @@ class OrderReconciler:
         self.d.planner.release(namespace, name)
         # A roll it was making holds its class's turn no longer: the orders waiting for it go on.
         return self.d.rolls.forget((namespace, name)) if self.d.rolls is not None else []
+
+
+def _not_judged(message: str) -> Verdict:
+    return Verdict(status="Unknown", reason=StatusReason.NOT_JUDGED.value, message=message)

@@ -57,7 +57,7 @@ class EffectivePolicy:
             class_name=None,
             spec=None,
             exposure=BUILTIN_EXPOSURE,
-            constraints=Constraints(min_replicas=1, max_replicas=1, autoscaler=False),
+            constraints=Constraints.of_class(None),
             accelerator=None,
             priority_class_name=None,
             update_strategy=UpdateStrategy(),
@@ -67,17 +67,11 @@ class EffectivePolicy:
     def of(cls, klass: InferenceServiceClass) -> EffectivePolicy:
         """The policy a class sets; blocks it leaves out behave as absent."""
         spec = klass.spec
-        scaling = spec.scaling_policy
         return cls(
             class_name=klass.metadata.name,
             spec=spec,
             exposure=spec.exposure or Exposure(),
-            constraints=Constraints(
-                min_replicas=scaling.min_replicas if scaling else 1,
-                max_replicas=scaling.max_replicas if scaling else 1,
-                autoscaler=scaling.autoscaler if scaling else False,
-                priority_class_name=spec.priority_class_name,
-            ),
+            constraints=Constraints.of_class(spec),
             accelerator=spec.accelerator_policy,
             priority_class_name=spec.priority_class_name,
             update_strategy=spec.update_strategy or UpdateStrategy(),

@@ -1,4 +1,4 @@
-"""What a reconcile pass talks to, as protocols: the cluster, and each sibling package behind a port.
+"""What a reconcile pass talks to, as protocols: each sibling package behind a port, and the cluster (`_api`).
 
 Production binds them in `_adapters` (sibling packages) and `_kube` (the API server); unit tests bind
 in-memory fakes. Nothing here imports a client library.
@@ -6,15 +6,15 @@ in-memory fakes. Nothing here imports a client library.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 from isvc_api import (
     NO_ROOM,
     CompiledRuntime,
+    DeviceKey,
     EndpointType,
     Estimates,
     HealthStatus,
@@ -22,6 +22,8 @@ from isvc_api import (
     LaunchPlanSpec,
     ModelFacts,
     ModelSpec,
+    Obj,
+    OrderKey,
     Placement,
     Refusal,
     RuntimeRequirements,
@@ -31,12 +33,12 @@ from isvc_api import (
     now,
 )
 
+from isvc_operator._api import Cluster
 from isvc_operator._policy import EffectivePolicy
 from isvc_operator._seal import Sealer
 
 __all__ = [
     "NO_ROOM",
-    "Cluster",
     "Deps",
     "DeviceKey",
     "HealthPort",
@@ -52,27 +54,7 @@ __all__ = [
     "TemporaryError",
     "WorkloadPort",
     "WorkloadUnbuildable",
-    "namespace_terminating",
 ]
-
-Obj = dict[str, Any]
-OrderKey = tuple[str, str]  # (namespace, name)
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-# The API server's cause of a refused create in a namespace being deleted (k8s.io/api v0.36.3, core/v1
-# NamespaceTerminatingCause; the NamespaceLifecycle admission plugin of k8s.io/apiserver adds it to its 403).
-NAMESPACE_TERMINATING = "NamespaceTerminating"
-
-
-def namespace_terminating(exc: BaseException) -> bool:
-    """Whether an API error is the refusal to create anything in a namespace that is being deleted."""
-    if getattr(exc, "status", None) != 403:
-        return False
-    try:
-        said = json.loads(str(getattr(exc, "body", "") or ""))
-    except ValueError:
-        return False
-    causes = (said.get("details") or {}).get("causes") or [] if isinstance(said, dict) else []
-    return any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
 
 
 class TemporaryError(Exception):
@@ -81,80 +63,6 @@ class TemporaryError(Exception):
 
 class WorkloadUnbuildable(Exception):
     """The plan cannot be written as manifests (permanent until the plan or the settings change)."""
-
-
-class Cluster(Protocol):
-    """What a pass needs of the API server (KubeCluster in production, a fake in unit tests)."""
-
-    def order(self, namespace: str, name: str) -> Obj | None: ...
-    def klass(self, name: str) -> Obj | None: ...
-    def priority_class_exists(self, name: str) -> bool: ...
-    def priority_value(self, name: str | None) -> int: ...
-    def get_secret(self, namespace: str, name: str) -> Obj | None: ...
-    def launch_plan(self, namespace: str, name: str) -> Obj | None: ...
-    def ingresses_naming(self, host: str) -> list[Obj]:
-        """Every Ingress of the cluster that publishes `host` (from the cache)."""
-        ...
-
-    def owned(self, kind: str, namespace: str, order: str) -> list[Obj]: ...
-    def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
-        """A child as the cache holds it; None when the kind is not watched or the object is absent."""
-        ...
-
-    def apply(self, manifest: Obj, dry_run: bool = False) -> Obj:
-        """Server-side apply; `dry_run`: what the object would be, nothing written."""
-        ...
-
-    def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
-        """A JSON patch (RFC 6902) of the object `manifest` names; `dry_run`: nothing written."""
-        ...
-
-    def apply_status(self, manifest: Obj) -> Obj: ...
-    def lease(self, namespace: str, name: str) -> Obj | None:
-        """A coordination Lease, read live (a device's start turn)."""
-        ...
-
-    def take_lease(self, manifest: Obj) -> bool:
-        """Write a Lease only if nobody changed it since it was read (its resourceVersion; none: create it);
-        False when someone did."""
-        ...
-
-    def create(self, manifest: Obj) -> Obj: ...
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None: ...
-    def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None: ...
-    def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
-        """The workload controller's last word on a pod of that object the cluster refused to create."""
-        ...
-
-    def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
-        """The message of the newest event `reason` a controller recorded on that object, or None."""
-        ...
-
-    def quotas_in(self, namespace: str) -> list[Obj]:
-        """The ResourceQuotas of a namespace (from the cache)."""
-        ...
-
-    def annotate(
-        self, api_version: str, kind: str, namespace: str, name: str, annotations: dict[str, str]
-    ) -> None:
-        """Set annotations on an object (a metadata merge patch)."""
-        ...
-
-    def event(self, involved: Obj, type_: str, reason: str, message: str) -> None: ...
-    def user_may(
-        self,
-        username: str,
-        uid: str,
-        groups: tuple[str, ...],
-        extra: Mapping[str, tuple[str, ...]],
-        verb: str,
-        resource: str,
-        namespace: str,
-        name: str,
-    ) -> bool:
-        """Whether the API server lets that user `verb` the core `resource` namespace/name
-        (SubjectAccessReview); False when it cannot be asked."""
-        ...
 
 
 class ModelPort(Protocol):
@@ -398,7 +306,7 @@ class Deps:
     health: HealthPort
     catalog_enabled: bool = True
     clock: Callable[[], datetime] = now
-    # seals the children the controller writes (issue 29); the default key is this process's own
+    # seals the children the controller writes; the default key is this process's own
     sealer: Sealer = attrs.field(factory=lambda: Sealer.from_file(None))
     namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting

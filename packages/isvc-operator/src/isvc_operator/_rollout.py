@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 
 import attrs
-
-from isvc_operator._ports import OrderKey
+from isvc_api import OrderKey
 
 __all__ = ["ROLL_DEADLINE", "RollPacer"]
 

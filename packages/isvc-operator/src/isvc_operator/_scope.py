@@ -1,63 +1,42 @@
-"""The scope of one reconcile pass: what the steps found, each field saying which step sets it."""
+"""The scope of one reconcile pass: the order as read, what the steps found for the later ones, and the status
+as the steps so far decided it (kept by the reconciler, which applies each step's outcome)."""
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 from isvc_api import (
     ConditionType,
-    Constraints,
-    EndpointStatus,
     EndpointType,
-    HealthStatus,
     InferenceService,
     InferenceServiceStatus,
     LaunchPlanSpec,
     ModelFacts,
-    ModelStatus,
-    Resolved,
-    ScalingStatus,
-    StartupFailure,
+    Obj,
+    OrderKey,
     Verdict,
+    find_condition,
 )
 
+from isvc_operator._api import Cluster
+from isvc_operator._outcome import Delete, Event
 from isvc_operator._policy import EffectivePolicy
-from isvc_operator._ports import Deps, OrderKey
 
 __all__ = [
-    "KEEP",
     "RETRY_CAPACITY",
     "RETRY_SOON",
     "WORKLOAD_KINDS",
     "Children",
-    "Keep",
     "OrderScope",
     "controlled_by",
-    "kept",
     "made_for",
-    "take_down_workload",
+    "workload_deletes",
 ]
 
 RETRY_SOON = 5.0  # a dependency that should answer in a moment
 RETRY_CAPACITY = 15.0  # room that may free up
-
-
-class Keep(enum.Enum):
-    """A status field no step decided on this pass: what the previous status said still holds."""
-
-    KEEP = "keep"
-
-
-KEEP = Keep.KEEP
-T = TypeVar("T")
-
-
-def kept(decided: T | Keep, previous: T) -> T:
-    """The value a step decided, or the previous one when no step decided."""
-    return previous if isinstance(decided, Keep) else decided
 
 
 @attrs.frozen
@@ -71,42 +50,33 @@ class Children:
 
 @attrs.define
 class OrderScope:
-    """One pass over one order. Fields are None (or KEEP) until the step named beside them sets them."""
+    """One pass over one order. What the steps found is None until the step named beside it finds it."""
 
     order: InferenceService
     raw: dict[str, Any]
     now: datetime
+    # Kept by the reconciler: each step's verdict, and the status with the fields the steps decided so far.
     verdicts: dict[ConditionType, Verdict] = attrs.field(factory=dict)
+    status: InferenceServiceStatus = attrs.field(
+        default=attrs.Factory(lambda self: self.previous, takes_self=True)
+    )
     # ClassResolved: the policy in force, when the class holds (or the built-in one without a class).
     policy: EffectivePolicy | None = None
-    constraints: Constraints | Keep | None = KEEP
-    # ModelResolved: the model's facts and contract, when it resolves; the model status when decided.
+    # ModelResolved: the model's facts and contract, when it resolves.
     facts: ModelFacts | None = None
     endpoint_type: EndpointType | None = None
-    model: ModelStatus | Keep | None = KEEP
-    # Planned: the plan in force, what it resolved to, the LaunchPlan's name while one exists.
+    # Planned: the plan in force; the LaunchPlan as read or stored in this pass.
     plan: LaunchPlanSpec | None = None
-    resolved: Resolved | Keep | None = KEEP
-    launch_plan_name: str | Keep | None = KEEP
-    launch_plan_obj: dict[str, Any] | None = None  # the LaunchPlan as read or applied in this pass
-    unplaced: bool = False  # no plan, and the planner found no room: a workload left behind must go
+    launch_plan_obj: Obj | None = None
     # the planner's ResourceClaimExhausted: the scheduler refused the plan's claim and no other device has room
     claim_exhausted: str | None = None
-    # WorkloadReady: the endpoint, its token, the children read, a failing container.
-    endpoint: EndpointStatus | Keep | None = KEEP
-    auth_secret_name: str | Keep | None = KEEP
+    # WorkloadReady: the endpoint's token, the children read.
     token: str | None = None
     children: Children | None = None
-    startup_failure: StartupFailure | Keep | None = KEEP
-    roll_waits: bool = False  # a roll of its pods nobody asked for waits for its class's turn
-    set_applied: bool = False  # the set was written on this pass (its roll, if any, begins now)
-    scaling: ScalingStatus | Keep | None = KEEP  # what the autoscaler follows
-    # Ready: the probe's record.
-    health: HealthStatus | Keep | None = KEEP
-    # What the pass asks of the controller and the API.
+    # What the pass asks of the controller and the API, gathered by the reconciler.
     requeue_after: float | None = None
     wake: list[OrderKey] = attrs.field(factory=list)
-    events: list[tuple[str, str, str]] = attrs.field(factory=list)
+    events: list[Event] = attrs.field(factory=list)
     failed: list[ConditionType] = attrs.field(factory=list)  # steps that raised
     terminating: bool = False  # its namespace is being deleted: the pass ends, writing nothing
 
@@ -141,9 +111,14 @@ class OrderScope:
         """Ask for another pass no later than `seconds` from now."""
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
-    def event(self, type_: str, reason: str, message: str) -> None:
-        """Record an event on the order, emitted once the status is written."""
-        self.events.append((type_, reason, message))
+    def repeats(self, type_: ConditionType, verdict: Verdict) -> bool:
+        """Whether `verdict` is what the condition already said (status, reason and message): nothing new."""
+        last = find_condition(self.previous.conditions, type_.value)
+        return last is not None and (last.status, last.reason, last.message) == (
+            verdict.status,
+            verdict.reason,
+            verdict.message,
+        )
 
 
 # The order's workload: its StatefulSet, and the Deployment an earlier version made (removed once found).
@@ -160,13 +135,16 @@ def controlled_by(obj: dict[str, Any], kind: str, uid: str | None) -> bool:
 
 def made_for(obj: dict[str, Any], scope: OrderScope) -> bool:
     """Whether the order controls `obj` (its controller reference): an object a user merely labels as the
-    order's is not the order's, to judge or to delete (issue 29)."""
+    order's is not the order's, to judge or to delete."""
     return controlled_by(obj, "InferenceService", scope.order.metadata.uid)
 
 
-def take_down_workload(scope: OrderScope, deps: Deps) -> None:
-    """Delete the order's workload: its set (its model volumes go with it) and any older Deployment."""
-    for kind in WORKLOAD_KINDS:
-        for obj in deps.cluster.owned(kind, scope.namespace, scope.name):
-            if made_for(obj, scope):
-                deps.cluster.delete("apps/v1", kind, scope.namespace, obj["metadata"]["name"])
+def workload_deletes(scope: OrderScope, cluster: Cluster) -> list[Delete]:
+    """The deletions that take the order's workload down: its set (its model volumes go with it) and any older
+    Deployment, of those the order controls."""
+    return [
+        Delete("apps/v1", kind, obj["metadata"]["name"])
+        for kind in WORKLOAD_KINDS
+        for obj in cluster.owned(kind, scope.namespace, scope.name)
+        if made_for(obj, scope)
+    ]

@@ -1,9 +1,9 @@
 """The seal on an order's children: proof that a child is what the controller wrote, which a user cannot forge.
 
-Issue 29: a namespace user (Kubernetes' `edit` role) can edit the children of her order — the StatefulSet's
-image, its service-account token, the Service's selector, the Ingress's paths, the set's replicas — and the
-controller, which compared only its own hash annotation, never noticed. Field managers do not tell who wrote
-what either: a client names its own field manager, so a user can write as `isvc-controller`.
+Why: a namespace user (Kubernetes' `edit` role) can edit the children of her order — the StatefulSet's
+image, its service-account token, the Service's selector, the Ingress's paths, the set's replicas — and a hash
+annotation of the controller's own does not show it. Field managers do not tell who wrote what either: a
+client names its own field manager, so a user can write as `isvc-controller`.
 
 When the controller writes a child it asks the API server first what the object would then be (a dry run of
 the same write) and stamps the real write with a seal: an HMAC, under a key only the controller holds, of the

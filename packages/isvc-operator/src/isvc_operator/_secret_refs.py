@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from isvc_api import Obj, OrderKey
 from isvc_workload import auth_secret_name
-
-from isvc_operator._ports import Obj, OrderKey
 
 __all__ = ["SecretRefs", "secrets_named"]
 

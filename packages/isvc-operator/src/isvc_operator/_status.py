@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from isvc_api import (
+    API_VERSION,
     CONDITION_ORDER,
-    GROUP,
-    VERSION,
     Condition,
     ConditionType,
     InferenceServiceStatus,
@@ -24,8 +23,9 @@ from isvc_api import (
     set_condition,
 )
 
-from isvc_operator._ports import Cluster
-from isvc_operator._scope import OrderScope, kept
+from isvc_operator._api import Cluster
+from isvc_operator._outcome import Event
+from isvc_operator._scope import OrderScope
 
 __all__ = [
     "ORDERED",
@@ -79,27 +79,16 @@ def _conditions(scope: OrderScope, generation: int | None) -> list[Condition]:
 
 
 def build(scope: OrderScope) -> InferenceServiceStatus:
-    """The status a pass decided; fields no step decided keep what the previous status said.
-
-    observedGeneration moves only when every step ran to its end.
-    """
-    previous = scope.previous
+    """The status a pass decided: the fields the steps decided over the previous status, the conditions, the
+    phase and the reason. observedGeneration moves only when every step ran to its end."""
     generation = scope.order.metadata.generation
-    decided = previous.observed_generation if scope.failed else generation
-    return InferenceServiceStatus(
-        observed_generation=decided,
-        phase=phase(scope.verdicts).value,
-        reason=first_not_true(scope.verdicts),
-        conditions=_conditions(scope, generation),
-        endpoint=kept(scope.endpoint, previous.endpoint),
-        auth_secret_name=kept(scope.auth_secret_name, previous.auth_secret_name),
-        model=kept(scope.model, previous.model),
-        constraints=kept(scope.constraints, previous.constraints),
-        resolved=kept(scope.resolved, previous.resolved),
-        launch_plan_name=kept(scope.launch_plan_name, previous.launch_plan_name),
-        startup_failure=kept(scope.startup_failure, previous.startup_failure),
-        health=kept(scope.health, previous.health),
-        scaling=kept(scope.scaling, previous.scaling),
+    return scope.status.model_copy(
+        update={
+            "observed_generation": scope.previous.observed_generation if scope.failed else generation,
+            "phase": phase(scope.verdicts).value,
+            "reason": first_not_true(scope.verdicts),
+            "conditions": _conditions(scope, generation),
+        }
     )
 
 
@@ -174,7 +163,7 @@ def write(scope: OrderScope, cluster: Cluster, built: InferenceServiceStatus) ->
         return False
     cluster.apply_status(
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": API_VERSION,
             "kind": "InferenceService",
             "metadata": {"name": scope.name, "namespace": scope.namespace},
             "status": status,
@@ -187,7 +176,7 @@ def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
     """Mirror the order's Planned onto its LaunchPlan as InForce, written only when it changed (a write
     wakes the order again through the LaunchPlan watch); True when it was written."""
     obj, verdict = scope.launch_plan_obj, scope.verdicts.get(ConditionType.PLANNED)
-    if obj is None or scope.launch_plan_name is None or verdict is None:
+    if obj is None or scope.status.launch_plan_name is None or verdict is None:
         return False
     generation = obj["metadata"].get("generation")
     previous = LaunchPlanStatus.model_validate(obj.get("status") or {})
@@ -199,7 +188,7 @@ def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
         return False
     cluster.apply_status(
         {
-            "apiVersion": f"{GROUP}/{VERSION}",
+            "apiVersion": API_VERSION,
             "kind": "LaunchPlan",
             "metadata": {"name": obj["metadata"]["name"], "namespace": scope.namespace},
             "status": status.to_wire(),
@@ -208,7 +197,7 @@ def write_plan(scope: OrderScope, cluster: Cluster) -> bool:
     return True
 
 
-def changes(scope: OrderScope) -> list[tuple[str, str, str]]:
+def changes(scope: OrderScope) -> list[Event]:
     """An event for each condition whose status or reason moved on this pass (not for every pass): Normal
     when it holds, Warning otherwise; a condition merely waiting on an earlier one says nothing new."""
     events = []
@@ -220,5 +209,5 @@ def changes(scope: OrderScope) -> list[tuple[str, str, str]]:
         if last is not None and (last.status, last.reason) == (verdict.status, verdict.reason):
             continue
         kind = "Normal" if verdict.holds else "Warning"
-        events.append((kind, verdict.reason, f"{type_.value}: {verdict.message}"))
+        events.append(Event(kind, verdict.reason, f"{type_.value}: {verdict.message}"))
     return events

@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from isvc_api import OrderKey
 from isvc_planner_client import PlannerError, PlanRequest, PlanResponse, RoomChange
 
-from isvc_operator._ports import NO_ROOM, OrderKey
+from isvc_operator._ports import NO_ROOM
 
 __all__ = ["PlanningClient", "WaitingRoom"]
 

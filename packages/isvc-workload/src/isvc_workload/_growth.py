@@ -91,16 +91,7 @@ def judge_growth(
             message="Growth is judged once a replica serves.",
         ), ()
     device_class = claim_device_class(claims)
-    unplaced = tuple(
-        UnplacedReplica(
-            pod=name_of(p),
-            claim=pod_claim_name(p, CLAIM_NAME),
-            scheduler_message=s[1],
-            device_class=device_class,
-        )
-        for p in live
-        if (s := unscheduled(p)) is not None and claims_exhausted(*s)
-    )
+    unplaced = _unplaced(live, device_class)
     desired = (deployment.get("spec") or {}).get("replicas")
     desired_count = int(desired) if desired is not None else len(live)
     if not unplaced:
@@ -132,6 +123,20 @@ def judge_growth(
             f"room they need ({'; '.join(above)}); it frees when they release it."
         ),
     ), unplaced
+
+
+def _unplaced(live: list[dict[str, Any]], device_class: str | None) -> tuple[UnplacedReplica, ...]:
+    """The replicas whose device search failed (not those merely starting)."""
+    return tuple(
+        UnplacedReplica(
+            pod=name_of(p),
+            claim=pod_claim_name(p, CLAIM_NAME),
+            scheduler_message=s[1],
+            device_class=device_class,
+        )
+        for p in live
+        if (s := unscheduled(p)) is not None and claims_exhausted(*s)
+    )
 
 
 _parse_quantity = cast(Callable[[str], Decimal], parse_quantity)

@@ -244,21 +244,46 @@ def judge_workload(
             StatusReason.WORKLOAD_AVAILABLE, f"{len(ready)} of {_desired(deployment)} replicas ready."
         ), None
     # Checked after readiness: a replica the quota refuses does not stop the ones that serve.
+    refused = _refused_by_cluster(deployment, live, claim_refusals or {}, quotas)
+    if refused is not None:
+        return refused, previous
+    scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
+    undecidable = _undecidable(scheduling)
+    if undecidable is not None:
+        return undecidable, previous
+    failures = [f for p in live if (f := _pod_failure(p, previous)) is not None]
+    if live and len(failures) == len(live):
+        return _startup_failed(failures, previous, read_log)
+    return _not_up_yet(deployment, scheduling, claims), previous
+
+
+def _refused_by_cluster(
+    deployment: dict[str, Any],
+    live: list[dict[str, Any]],
+    claim_refusals: Mapping[str, str],
+    quotas: Sequence[Mapping[str, Any]] | None,
+) -> Verdict | None:
+    """What the cluster refused to make: the set's pods (or their model volumes), or a pod's device claim;
+    a quota's refusal judged against the namespace's quotas as they are now."""
     namespace = str((deployment.get("metadata") or {}).get("namespace") or "")
     failed_create = condition(deployment, "ReplicaFailure")
     if failed_create is not None and failed_create.get("status") == "True":
         quota = quota_refusal(str(failed_create.get("message") or ""))
         if quota is not None:
-            return quota.verdict(namespace, quotas), previous
+            return quota.verdict(namespace, quotas)
         return workload_error(
             f"The cluster refuses to create the pods of the workload ({failed_create.get('reason')}): "
             f"{failed_create.get('message')}"
-        ), previous
+        )
     for pod in live:
-        quota = quota_refusal((claim_refusals or {}).get(name_of(pod)) or "")
+        quota = quota_refusal(claim_refusals.get(name_of(pod)) or "")
         if quota is not None:
-            return quota.verdict(namespace, quotas), previous
-    scheduling = [(p, s) for p in live if (s := unscheduled(p)) is not None]
+            return quota.verdict(namespace, quotas)
+    return None
+
+
+def _undecidable(scheduling: list[tuple[dict[str, Any], tuple[str, str]]]) -> Verdict | None:
+    """A device selector the scheduler cannot judge: the search for a device never started."""
     for pod, (reason, message) in scheduling:
         if cel_undecidable(reason, message):
             return Verdict.refuse(
@@ -268,11 +293,8 @@ def judge_workload(
                     f"started (pod {name_of(pod)}): {message}. The selector of the class needs an "
                     f"administrator; waiting will not clear this."
                 ),
-            ), previous
-    failures = [f for p in live if (f := _pod_failure(p, previous)) is not None]
-    if live and len(failures) == len(live):
-        return _startup_failed(failures, previous, read_log)
-    return _not_up_yet(deployment, scheduling, claims), previous
+            )
+    return None
 
 
 def _not_up_yet(

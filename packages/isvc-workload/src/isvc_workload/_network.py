@@ -1,4 +1,4 @@
-"""NetworkPolicy `{order}`: who may connect to the order's runtime pods (issue 29).
+"""NetworkPolicy `{order}`: who may connect to the order's runtime pods.
 
 A runtime answers more than the API its token guards: /metrics, /tokenize, /invocations and its native
 paths take no token, so any pod of the cluster that reached the runtime's port could use them. The policy

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from isvc_api import LABEL_MANAGED_BY
+from isvc_api import LABEL_MANAGED_BY, DeviceKey
 
 __all__ = [
     "START_COUNT_PATH",
@@ -32,7 +32,6 @@ __all__ = [
     "START_PERMITTED_AT_ANNOTATION",
     "START_PERMIT_ANNOTATION",
     "START_TURN_LABEL",
-    "DeviceKey",
     "Turn",
     "device_of",
     "gate_pod_spec",
@@ -59,7 +58,6 @@ _GATE_VOLUME = "start-gate"
 _COUNT_VOLUME = "start-count"
 _FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
 
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 
 # $0 names the gate; "$@" is the runtime's command and arguments. `read` and the arithmetic are built into
 # every POSIX sh (dash, bash, busybox ash); `sleep` runs in the background so a TERM ends the wait at once.

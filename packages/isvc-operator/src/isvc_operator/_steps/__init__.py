@@ -1,16 +1,18 @@
-"""The steps of an order's pass, in order: each owns one condition and returns its verdict."""
+"""The steps of an order's pass, in order: each owns one condition and returns its outcome (the verdict, the
+status fields it decided, the writes it intends), which the reconciler applies."""
 
 from collections.abc import Callable
 
-from isvc_api import ConditionType, Verdict
+from isvc_api import ConditionType
 
+from isvc_operator._outcome import Outcome
 from isvc_operator._ports import Deps
 from isvc_operator._scope import OrderScope
 from isvc_operator._steps import health, klass, model, plan, scaling, workload
 
 __all__ = ["STEPS", "Step"]
 
-Step = Callable[[OrderScope, Deps], Verdict]
+Step = Callable[[OrderScope, Deps], Outcome]
 
 STEPS: tuple[tuple[ConditionType, Step], ...] = (
     (ConditionType.CLASS_RESOLVED, klass.step),

@@ -7,10 +7,11 @@ it had still stands, so its phase can tell that it serves (Degraded) from that i
 
 from __future__ import annotations
 
-from isvc_api import ConditionType, HealthStatus, Verdict, find_condition
+from isvc_api import ConditionType, HealthStatus, find_condition
 
+from isvc_operator._outcome import Outcome
 from isvc_operator._ports import Deps
-from isvc_operator._scope import WORKLOAD_KINDS, OrderScope, kept
+from isvc_operator._scope import WORKLOAD_KINDS, OrderScope
 
 __all__ = ["step"]
 
@@ -47,7 +48,7 @@ def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
     record = _record(scope)
     if scope.children is not None or not record.ever_ready:
         return None
-    if scope.launch_plan_name is None or scope.endpoint is None:  # taken down on this pass
+    if scope.status.launch_plan_name is None or scope.status.endpoint is None:  # taken down
         return None
     standing = [
         obj
@@ -60,17 +61,16 @@ def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
 
 def _probe(
     scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus
-) -> Verdict:
+) -> Outcome:
     record, verdict = deps.health.check(
         scope.namespace, scope.name, deps.workload.service_port, token, served, record, scope.now
     )
-    scope.health = record
-    if not deps.health.watched:
-        scope.requeue(deps.health.period)
-    return verdict
+    return Outcome(
+        verdict, {"health": record}, requeue_after=None if deps.health.watched else deps.health.period
+    )
 
 
-def step(scope: OrderScope, deps: Deps) -> Verdict:
+def step(scope: OrderScope, deps: Deps) -> Outcome:
     """Judge the latest probe with the record of the run of failures (status.health).
 
     A served order is probed between passes and woken when the result changes; without such probing
@@ -79,21 +79,19 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
     if not scope.holds(ConditionType.WORKLOAD_READY):
         held = _still_serving(scope, deps)
         if held is not None:  # what serves is what status.resolved describes (the plan before a refused one)
-            resolved = kept(scope.resolved, scope.previous.resolved)
+            resolved = scope.status.resolved
             served = resolved.served_model if resolved is not None else None
             return _probe(scope, deps, _held_token(scope, deps), served, held)
         deps.health.forget(scope.namespace, scope.name)
         workload = scope.verdicts.get(ConditionType.WORKLOAD_READY)
         record = _record(scope)
         if scope.children is None or workload is None or not record.ever_ready:
-            return scope.waits_for(ConditionType.WORKLOAD_READY)
+            return Outcome(scope.waits_for(ConditionType.WORKLOAD_READY))
         # It served, and no replica does now: a blip while one comes back (a rollout), then a failure.
         record, verdict = deps.health.without_replica(
             f"no replica is ready ({workload.reason})", record, scope.now
         )
-        scope.health = record
-        scope.requeue(deps.health.period)
-        return verdict
+        return Outcome(verdict, {"health": record}, requeue_after=deps.health.period)
     # The name the plan in force serves: while an edit waits for a new plan it is still the old model's.
     served = scope.plan.runtime.served_name if scope.plan is not None and scope.plan.runtime else None
     return _probe(scope, deps, scope.token, served, _record(scope))

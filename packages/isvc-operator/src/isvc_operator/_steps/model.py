@@ -16,6 +16,7 @@ from isvc_api import (
     Verdict,
 )
 
+from isvc_operator._outcome import Outcome
 from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, OrderScope
 
@@ -58,7 +59,7 @@ def _token(scope: OrderScope, deps: Deps) -> str | None:
         ) from None
 
 
-def _resolved(scope: OrderScope, deps: Deps, token: str | None) -> Verdict:
+def _resolved(scope: OrderScope, deps: Deps, token: str | None) -> Outcome:
     spec = scope.order.spec.model
     try:
         resolved = deps.models.resolve(spec, scope.namespace, token)
@@ -66,48 +67,49 @@ def _resolved(scope: OrderScope, deps: Deps, token: str | None) -> Verdict:
         catalog = spec.src == ModelSource.AI_MODELS
         reason = Reason.CATALOG_LOOKUP_FAILED if catalog else Reason.MODEL_NOT_READY
         # The sources word their failure as a sentence: what failed, and that it is retried.
-        scope.requeue(RETRY_SOON)
         said = str(exc).strip() or "the model source did not answer; asked again shortly."
-        return Verdict.refuse(reason, said)
+        return Outcome(Verdict.refuse(reason, said), requeue_after=RETRY_SOON)
     if isinstance(resolved, Refusal):
-        if resolved.reason.retried:
-            scope.requeue(RETRY_CAPACITY)
-        else:
-            scope.model = None
-        return Verdict.refuse(resolved.reason, resolved.message)
+        verdict = Verdict.refuse(resolved.reason, resolved.message)
+        if resolved.reason.retried:  # the model status stands meanwhile
+            return Outcome(verdict, requeue_after=RETRY_CAPACITY)
+        return Outcome(verdict, {"model": None})
     assert scope.policy is not None
     admitted = deps.models.admit(resolved, scope.policy)
     if isinstance(admitted, Refusal):
-        scope.model = None
-        return Verdict.refuse(admitted.reason, admitted.message)
+        return Outcome(Verdict.refuse(admitted.reason, admitted.message), {"model": None})
     scope.facts, scope.endpoint_type = resolved, admitted
-    scope.model = ModelStatus(
+    model = ModelStatus(
         endpoint_type=admitted,
         format=resolved.format,
         parameter_count=resolved.parameter_count,
         quantization=resolved.quantization,
     )
     what = f" as {admitted.value}" if admitted else ""
-    return Verdict.ok(StatusReason.RESOLVED, f"model {spec.ref.name!r} resolved{what}.")
+    return Outcome(
+        Verdict.ok(StatusReason.RESOLVED, f"model {spec.ref.name!r} resolved{what}."), {"model": model}
+    )
 
 
-def step(scope: OrderScope, deps: Deps) -> Verdict:
+def step(scope: OrderScope, deps: Deps) -> Outcome:
     """Resolve the model through its source with the order's token, then judge it by the class."""
     if scope.policy is None:
-        return scope.waits_for(ConditionType.CLASS_RESOLVED)
+        return Outcome(scope.waits_for(ConditionType.CLASS_RESOLVED))
     spec = scope.order.spec.model
     if spec.src == ModelSource.AI_MODELS and not deps.catalog_enabled:
-        scope.model = None
-        return Verdict.refuse(
-            Reason.CATALOG_DISABLED,
-            (
-                f"the order names catalog {spec.ref.kind or CatalogKind.MODEL} {spec.ref.name!r}, and "
-                "catalog integration is off (catalog.mode: None); name a HuggingFace source, or ask "
-                "for the setting to be changed."
+        return Outcome(
+            Verdict.refuse(
+                Reason.CATALOG_DISABLED,
+                (
+                    f"the order names catalog {spec.ref.kind or CatalogKind.MODEL} {spec.ref.name!r}, and "
+                    "catalog integration is off (catalog.mode: None); name a HuggingFace source, or ask "
+                    "for the setting to be changed."
+                ),
             ),
+            {"model": None},
         )
     try:
         token = _token(scope, deps)
     except _Refused as refused:
-        return refused.verdict
+        return Outcome(refused.verdict)
     return _resolved(scope, deps, token)

@@ -3,8 +3,9 @@ Degraded)."""
 
 from __future__ import annotations
 
-from isvc_api import ConditionType, Reason, Verdict, find_condition
+from isvc_api import ConditionType, Reason, find_condition
 
+from isvc_operator._outcome import Event, Outcome
 from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import RETRY_CAPACITY, OrderScope
 
@@ -25,10 +26,10 @@ def _outranked(scope: OrderScope, deps: Deps) -> tuple[str, ...]:
         return ("the planner did not answer; as the last pass found",) if blocked else ()
 
 
-def step(scope: OrderScope, deps: Deps) -> Verdict:
+def step(scope: OrderScope, deps: Deps) -> Outcome:
     """Judge growth; one GrowthClaimUnplaced event per replica pod the last status did not name yet."""
     if scope.children is None or scope.policy is None or not scope.holds(ConditionType.WORKLOAD_READY):
-        return scope.waits_for(ConditionType.WORKLOAD_READY)
+        return Outcome(scope.waits_for(ConditionType.WORKLOAD_READY), {"unplaced_replicas": None})
     children = scope.children
     verdict, unplaced = deps.workload.growth(
         children.deployment,
@@ -37,11 +38,13 @@ def step(scope: OrderScope, deps: Deps) -> Verdict:
         scope.policy,
         lambda: _outranked(scope, deps) if scope.plan is not None else (),
     )
-    if not verdict.holds:
-        scope.requeue(RETRY_CAPACITY)
-    last = find_condition(scope.previous.conditions, ConditionType.SCALING_HEALTHY.value)
-    said = last.message if last is not None else ""
-    for pod, message in unplaced:
-        if pod not in said:  # the last verdict named every pod it reported on, blocked or waiting
-            scope.event("Warning", "GrowthClaimUnplaced", message)
-    return verdict
+    reported = set(scope.previous.unplaced_replicas or ())
+    events = tuple(
+        Event("Warning", "GrowthClaimUnplaced", message) for pod, message in unplaced if pod not in reported
+    )
+    return Outcome(
+        verdict,
+        {"unplaced_replicas": [pod for pod, _ in unplaced] or None},
+        events=events,
+        requeue_after=None if verdict.holds else RETRY_CAPACITY,
+    )

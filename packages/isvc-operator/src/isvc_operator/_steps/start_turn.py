@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from isvc_api import Reason, Verdict
+from isvc_api import Obj, Reason, Verdict
 from isvc_workload import (
     CONTAINER_NAME,
     START_PERMIT_ANNOTATION,
@@ -27,8 +27,9 @@ from isvc_workload import (
     waiting_message,
 )
 
-from isvc_operator._ports import Deps, Obj
-from isvc_operator._scope import RETRY_SOON, OrderScope
+from isvc_operator._outcome import Apply, Decisions
+from isvc_operator._ports import Deps
+from isvc_operator._scope import RETRY_SOON, OrderScope, controlled_by
 
 __all__ = ["take_turns"]
 
@@ -39,18 +40,17 @@ _LOST_RACE = 1.0  # another pass took the turn between read and write: look agai
 def _of_set(pod: Obj, workload: Obj | None) -> bool:
     """Whether the set of the order made the pod (a namespace user can make pods with the order's label)."""
     uid = ((workload or {}).get("metadata") or {}).get("uid")
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return bool(uid) and any(o.get("uid") == uid and o.get("controller") for o in owners)
+    return bool(uid) and controlled_by(pod, "StatefulSet", uid)
 
 
-def _permit(scope: OrderScope, deps: Deps, pod: Obj, start: int) -> None:
-    deps.cluster.apply(permit_manifest(pod, start, scope.now))
+def _permit(scope: OrderScope, d: Decisions, pod: Obj, start: int) -> None:
+    d.write(Apply(permit_manifest(pod, start, scope.now)))
     log.info(
         "%s/%s: pod %s may start (start %d)", scope.namespace, scope.name, pod["metadata"]["name"], start
     )
 
 
-def _overdue(scope: OrderScope, deps: Deps, pod: Obj) -> str | None:
+def _overdue(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj) -> str | None:
     """The message of a permitted start that outlasted its turn; asks for a pass when it would."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     permit = str(annotations.get(START_PERMIT_ANNOTATION) or "0")
@@ -61,12 +61,12 @@ def _overdue(scope: OrderScope, deps: Deps, pod: Obj) -> str | None:
         return None
     elapsed = (scope.now - since).total_seconds()
     if elapsed < deps.start_turn_seconds:
-        scope.requeue(deps.start_turn_seconds - elapsed + 1)
+        d.requeue(deps.start_turn_seconds - elapsed + 1)
         return None
     return overdue_message(pod["metadata"]["name"], since, deps.start_turn_seconds)
 
 
-def _take(scope: OrderScope, deps: Deps, pod: Obj, start: int, claims: list[Obj]) -> str | None:
+def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, claims: list[Obj]) -> str | None:
     """Take the device's turn for this start if nobody holds it; the wait's message when someone does."""
     device = device_of(pod, claims)
     if device is None:
@@ -74,27 +74,33 @@ def _take(scope: OrderScope, deps: Deps, pod: Obj, start: int, claims: list[Obj]
     lease = deps.cluster.lease(deps.namespace, turn_lease_name(device))
     turn = turn_of(lease)
     if turn is not None and turn.of(pod, start):  # taken on an earlier pass; its permit may not be written
-        _permit(scope, deps, pod, start)
+        _permit(scope, d, pod, start)
         return None
     if turn is not None and scope.now < turn.until and turn.uid != pod["metadata"].get("uid"):
         holder = deps.cluster.cached("Pod", turn.namespace, turn.pod)
         same = holder is not None and (holder.get("metadata") or {}).get("uid") == turn.uid
         if same and start_state(holder, CONTAINER_NAME, turn.start) == "starting":
-            scope.requeue(min(RETRY_SOON, (turn.until - scope.now).total_seconds() + 1))
+            d.requeue(min(RETRY_SOON, (turn.until - scope.now).total_seconds() + 1))
             return waiting_message(pod["metadata"]["name"], scope.namespace, device, turn)
     version = ((lease or {}).get("metadata") or {}).get("resourceVersion")
     wanted = turn_lease(
         deps.namespace, device, pod, start, scope.name, scope.now, deps.start_turn_seconds, version
     )
     if not deps.cluster.take_lease(wanted):
-        scope.requeue(_LOST_RACE)
+        d.requeue(_LOST_RACE)
         return None
-    _permit(scope, deps, pod, start)
+    _permit(scope, d, pod, start)
     return None
 
 
 def take_turns(
-    scope: OrderScope, deps: Deps, workload: Obj | None, pods: list[Obj], claims: list[Obj], verdict: Verdict
+    scope: OrderScope,
+    deps: Deps,
+    d: Decisions,
+    workload: Obj | None,
+    pods: list[Obj],
+    claims: list[Obj],
+    verdict: Verdict,
 ) -> Verdict:
     """Hand the order's waiting replicas their device's turn, and say why one waits or outlasts its turn.
 
@@ -105,7 +111,9 @@ def take_turns(
         if not _of_set(pod, workload):
             continue
         start = start_asked(pod, CONTAINER_NAME)
-        words = _take(scope, deps, pod, start, claims) if start is not None else _overdue(scope, deps, pod)
+        words = (
+            _take(scope, deps, d, pod, start, claims) if start is not None else _overdue(scope, deps, d, pod)
+        )
         if words is not None:
             (waits if start is not None else overdue).append(words)
     said = waits + overdue
