@@ -566,6 +566,23 @@ class HubClient:
                 "model. Name a repository that holds one model in spec.model.ref.name.",
             )
 
+    def _small_file(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None], name: str
+    ) -> bytes | None:
+        """A metadata file of the revision (config, index, template) read whole within the JSON limit; None
+        when the listing does not hold it or the Hub says it is missing."""
+        if name not in root:
+            return None
+        answer = self._request(
+            self._file(ref, commit, name),
+            ref,
+            token,
+            missing_ok=True,
+            what=name,
+            limit=self.limits.json_bytes,
+        )
+        return None if answer is None else answer[1]
+
     def _config(
         self,
         ref: RepoRef,
@@ -575,27 +592,19 @@ class HubClient:
         info: Mapping[str, Any],
     ) -> dict[str, Any]:
         """config.json of the revision; the Hub's summary of it when the file is absent."""
-        if "config.json" in root:
-            answer = self._request(
-                self._file(ref, commit, "config.json"),
-                ref,
-                token,
-                missing_ok=True,
-                what="config.json",
-                limit=self.limits.json_bytes,
-            )
-            if answer is not None:
-                try:
-                    config = self._parsed(answer[1], ref, "config.json")
-                except ValueError:
-                    config = None
-                if not isinstance(config, dict):
-                    raise _refuse(
-                        Reason.INVALID_MODEL_SOURCE,
-                        f"config.json of {ref} is not a JSON object, so no runtime can load the "
-                        "model. Name another repository or revision in spec.model.ref.name.",
-                    )
-                return config
+        body = self._small_file(ref, token, commit, root, "config.json")
+        if body is not None:
+            try:
+                config = self._parsed(body, ref, "config.json")
+            except ValueError:
+                config = None
+            if not isinstance(config, dict):
+                raise _refuse(
+                    Reason.INVALID_MODEL_SOURCE,
+                    f"config.json of {ref} is not a JSON object, so no runtime can load the "
+                    "model. Name another repository or revision in spec.model.ref.name.",
+                )
+            return config
         summary = info.get("config")
         return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
 
@@ -639,31 +648,14 @@ class HubClient:
     ) -> str | None:
         """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
         or a list of named templates, the `default` one or the first); None when neither holds one."""
-        if "chat_template.jinja" in root:
-            got = self._request(
-                self._file(ref, commit, "chat_template.jinja"),
-                ref,
-                token,
-                what="chat_template.jinja",
-                limit=self.limits.json_bytes,
-                missing_ok=True,
-            )
-            if got is not None:
-                return got[1].decode("utf-8", errors="replace")
-        if "tokenizer_config.json" not in root:
-            return None
-        got = self._request(
-            self._file(ref, commit, "tokenizer_config.json"),
-            ref,
-            token,
-            what="tokenizer_config.json",
-            limit=self.limits.json_bytes,
-            missing_ok=True,
-        )
+        jinja = self._small_file(ref, token, commit, root, "chat_template.jinja")
+        if jinja is not None:
+            return jinja.decode("utf-8", errors="replace")
+        body = self._small_file(ref, token, commit, root, "tokenizer_config.json")
         try:
             template = (
-                self._parsed(got[1], ref, "tokenizer_config.json").get("chat_template")
-                if got is not None
+                self._parsed(body, ref, "tokenizer_config.json").get("chat_template")
+                if body is not None
                 else None
             )
         except (ValueError, AttributeError):
@@ -707,20 +699,11 @@ class HubClient:
         self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None], name: str
     ) -> list[str]:
         """Shard files named by a sharded checkpoint's index, or [] without an index."""
-        if name not in root:
-            return []
-        answer = self._request(
-            self._file(ref, commit, name),
-            ref,
-            token,
-            missing_ok=True,
-            what=name,
-            limit=self.limits.json_bytes,
-        )
-        if answer is None:
+        body = self._small_file(ref, token, commit, root, name)
+        if body is None:
             return []
         try:
-            weight_map = self._parsed(answer[1], ref, name)["weight_map"]
+            weight_map = self._parsed(body, ref, name)["weight_map"]
             shards = sorted({str(v) for v in weight_map.values()})
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _refuse(
