@@ -75,6 +75,13 @@ def _facts(need_gib: float, rng: random.Random) -> ModelFacts:
     return _model(weights, f"bench/{rng.randrange(10**6)}")
 
 
+def _required(facts: ModelFacts) -> int:
+    """Bytes the planner's memory model asks for the model on one device."""
+    need = memory_need(facts)
+    assert need is not None
+    return need.required
+
+
 def _fleet(nodes: int, rng: random.Random) -> list[dict[str, Any]]:
     slices = []
     for n in range(nodes):
@@ -198,9 +205,7 @@ def instance(rng: random.Random) -> tuple[list[Layout], list[float]]:
 
 def need_of(size: float) -> int:
     """The memory need in bytes the planner computes for an order of `size` GiB."""
-    need = memory_need(_facts(size, random.Random(0)))
-    assert need is not None
-    return need.required
+    return _required(_facts(size, random.Random(0)))
 
 
 def in_support(layout: list[Layout], sizes: list[float]) -> bool:
@@ -319,11 +324,7 @@ def _where(response: PlanResponse) -> str | None:
 def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[Packed, int, float]:
     """Plan one instance on an empty fleet, jointly and one at a time; over-commits; joint seconds."""
     facts = [_facts(size, rng) for size in sizes]
-    needs = []
-    for f in facts:
-        need = memory_need(f)
-        assert need is not None
-        needs.append(need.required)
+    needs = [_required(f) for f in facts]
     slices = [
         fleet_slice(
             f"n{n}",
@@ -541,11 +542,7 @@ def pack_large(
 ) -> tuple[LargePacked, int]:
     """Plan one large instance every way, score it against the solver; over-commits."""
     facts = [_facts(size, rng) for size in sizes]
-    needs = []
-    for f in facts:
-        need = memory_need(f)
-        assert need is not None
-        needs.append(need.required)
+    needs = [_required(f) for f in facts]
     slices = [node.slice(f"n{n:02d}") for n, node in enumerate(nodes)]
     requests = [
         PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f) for i, f in enumerate(facts)
