@@ -125,7 +125,9 @@ def _children(b: Bed) -> dict[str, Counter[str]]:
 def _reserved(b: Bed, token: Path) -> list[tuple[str, str]]:
     """(namespace, name) of every order the planner holds a reservation for, asked with the controller's
     ServiceAccount token (file `token`): the planner answers no one else."""
-    with PlannerClient(b.module.planner_url, timeout=10, token_file=token) as planner:
+    with PlannerClient(
+        b.module.planner_url, timeout=10, token_file=token, ca_file=b.module.planner_ca
+    ) as planner:
         return [(r.order.namespace, r.order.name) for r in planner.reservations()]
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -96,6 +97,20 @@ def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
         (directory / "ca.crt").write_bytes(pki.ca_pem)
         port_file.write_text(str(_free_port()))
     return int(port_file.read_text()), directory
+
+
+def planner_tls(cluster: Cluster) -> Path:
+    """The directory of the bed's planner certificate (tls.crt, tls.key, ca.crt), made once per cluster: as
+    in the chart, the planner serves HTTPS alone and the controller checks it against ca.crt."""
+    directory = cluster.workdir / "planner-tls"
+    if not (directory / "ca.crt").exists():
+        pki = Pki(directory / "pki")  # an authority of its own, as the chart's planner/tls.yaml makes
+        files = pki.serving("planner", names=(f"isvc-planner.{NAMESPACE}.svc",), cn="isvc-planner")
+        (directory / "tls.crt").write_bytes(files.cert.read_bytes())
+        (directory / "tls.key").write_bytes(files.key.read_bytes())
+        (directory / "tls.key").chmod(0o600)
+        (directory / "ca.crt").write_bytes(pki.ca_pem)
+    return directory
 
 
 def seal_key(cluster: Cluster) -> Path:
@@ -197,7 +212,16 @@ class ModuleProcesses:
 
     @property
     def planner_url(self) -> str:
-        return f"http://127.0.0.1:{self.planner_port}"
+        return f"https://127.0.0.1:{self.planner_port}"
+
+    @property
+    def planner_ca(self) -> Path:
+        """The authority of the planner's serving certificate (the controller's --planner-ca-file)."""
+        return planner_tls(self.cluster) / "ca.crt"
+
+    def planner_verify(self) -> ssl.SSLContext:
+        """What an HTTP client of the planner verifies its certificate with (httpx's `verify`)."""
+        return ssl.create_default_context(cafile=str(self.planner_ca))
 
     @property
     def metrics_url(self) -> str:
@@ -218,11 +242,13 @@ class ModuleProcesses:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
 
-    def _wait_http(self, name: str, url: str, timeout: float = 60.0) -> None:
+    def _wait_http(
+        self, name: str, url: str, timeout: float = 60.0, verify: ssl.SSLContext | bool = True
+    ) -> None:
         def up() -> bool:
             self.check(name)
             try:
-                return httpx.get(url, timeout=2).status_code == 200
+                return httpx.get(url, timeout=2, verify=verify).status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -291,6 +317,8 @@ class ModuleProcesses:
                 "127.0.0.1",
                 "--port",
                 str(self.planner_port),
+                "--tls-cert-dir",
+                str(planner_tls(self.cluster)),
                 "--kubeconfig",
                 str(kubeconfig),
                 "--metrics-port",
@@ -300,7 +328,7 @@ class ModuleProcesses:
                 *self.planner_args,
             ],
         )
-        self._wait_http("planner", f"{self.planner_url}/readyz")
+        self._wait_http("planner", f"{self.planner_url}/readyz", verify=self.planner_verify())
 
     def stop_planner(self) -> None:
         """Kill the planner (a crash, not a shutdown)."""
@@ -324,6 +352,8 @@ class ModuleProcesses:
                 NAMESPACE,
                 "--planner-url",
                 self.planner_url,
+                "--planner-ca-file",
+                str(self.planner_ca),
                 "--planner-token-file",
                 str(token_file(kubeconfig)),
                 "--huggingface-endpoint",

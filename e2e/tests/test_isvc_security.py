@@ -19,7 +19,13 @@ RES = "resource.k8s.io"
 
 
 def _release(module: ModuleProcesses, headers: dict[str, str]) -> httpx.Response:
-    return httpx.post(f"{module.planner_url}/v1/release", json=RELEASE, headers=headers, timeout=10)
+    return httpx.post(
+        f"{module.planner_url}/v1/release",
+        json=RELEASE,
+        headers=headers,
+        timeout=10,
+        verify=module.planner_verify(),
+    )
 
 
 def _bearer(cluster: Cluster, ns: str, name: str) -> dict[str, str]:
@@ -54,18 +60,36 @@ def test_only_the_controllers_token_lists_the_planners_reservations(
     namespace(admin_api, "team-b")
     url = f"{module.planner_url}/v1/reservations"
     codes = [
-        httpx.get(url, headers=h, timeout=10).status_code
+        httpx.get(url, headers=h, timeout=10, verify=module.planner_verify()).status_code
         for h in ({}, _bearer(cluster, "team-b", "default"), _bearer(cluster, NAMESPACE, "planner"))
     ]
-    answer = httpx.get(url, headers=_bearer(cluster, NAMESPACE, "controller"), timeout=10)
+    answer = httpx.get(
+        url, headers=_bearer(cluster, NAMESPACE, "controller"), timeout=10, verify=module.planner_verify()
+    )
 
     assert codes == [401, 403, 403]
     assert answer.status_code == 200 and isinstance(answer.json()["reservations"], list)
 
 
+def test_the_planner_speaks_https_alone_with_a_certificate_of_its_own_authority_issue_29(
+    module: ModuleProcesses,
+) -> None:
+    """The controller's token goes with every call: plain HTTP gets no answer, and a client that does not
+    trust the planner's authority (the chart's isvc-planner-tls) does not get through the handshake."""
+    plain = module.planner_url.replace("https://", "http://", 1)
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{plain}/readyz", timeout=5)
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(f"{module.planner_url}/readyz", timeout=5)
+    assert (
+        httpx.get(f"{module.planner_url}/readyz", timeout=5, verify=module.planner_verify()).status_code
+        == 200
+    )
+
+
 def test_health_and_readiness_stay_open_and_docs_are_gone(module: ModuleProcesses) -> None:
     codes: dict[str, Any] = {
-        p: httpx.get(f"{module.planner_url}{p}", timeout=5).status_code
+        p: httpx.get(f"{module.planner_url}{p}", timeout=5, verify=module.planner_verify()).status_code
         for p in ("/healthz", "/readyz", "/docs", "/openapi.json")
     }
     assert codes == {"/healthz": 200, "/readyz": 200, "/docs": 404, "/openapi.json": 404}

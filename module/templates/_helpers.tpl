@@ -19,7 +19,7 @@ labels:
 
 {{- /* Usage: {{ include "isvc_planner_url" . }} — the in-cluster URL the controller calls the planner at. */ -}}
 {{- define "isvc_planner_url" -}}
-http://isvc-planner.{{ include "isvc_namespace" . }}.svc:8080
+https://isvc-planner.{{ include "isvc_namespace" . }}.svc:8080
 {{- end }}
 
 {{- /* Usage: {{ if include "isvc_catalog_enabled" . }} — non-empty unless catalog.mode is None. */ -}}

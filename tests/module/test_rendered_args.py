@@ -76,7 +76,7 @@ def test_the_planner_serves_on_the_ports_its_service_and_probes_name(render: Any
     args = _parse("planner", planner["args"])
     ports = {p["name"]: p["containerPort"] for p in planner["ports"]}
 
-    assert (args.command, args.port, args.metrics_host) == ("serve", ports["http"], "127.0.0.1")
+    assert (args.command, args.port, args.metrics_host) == ("serve", ports["https"], "127.0.0.1")
     proxy = next(
         c
         for d in docs
@@ -86,6 +86,38 @@ def test_the_planner_serves_on_the_ports_its_service_and_probes_name(render: Any
     )
     upstream = next(e["value"] for e in proxy["env"] if e["name"] == "KUBE_RBAC_PROXY_CONFIG")
     assert f"http://127.0.0.1:{args.metrics_port}/metrics" in upstream
+
+
+def _mounted_secret(docs: list[Any], name: str, component: str, path: Path) -> str:
+    """The Secret mounted at the directory of `path` in Deployment `name`'s container `component`."""
+    [spec] = [
+        d["spec"]["template"]["spec"]
+        for d in docs
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == name
+    ]
+    [container] = [c for c in spec["containers"] if c["name"] == component]
+    [volume] = [m["name"] for m in container["volumeMounts"] if Path(m["mountPath"]) == path]
+    [secret] = [v["secret"]["secretName"] for v in spec["volumes"] if v["name"] == volume]
+    return str(secret)
+
+
+def test_the_controller_calls_the_planner_over_https_checked_against_the_planners_own_secret(
+    render: Any,
+) -> None:
+    """Issue 29: the controller's token went to the planner over plain HTTP."""
+    docs = render(values=DECKHOUSE)
+    containers = _containers(docs)
+    planner = _parse("planner", containers["planner"]["args"])
+    controller = _parse("controller", containers["controller"]["args"])
+    [secret] = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == "isvc-planner-tls"]
+
+    assert controller.planner_url == "https://isvc-planner.d8-isvc.svc:8080"
+    assert _mounted_secret(docs, "isvc-planner", "planner", planner.tls_cert_dir) == "isvc-planner-tls"
+    assert (
+        _mounted_secret(docs, "isvc-controller", "controller", controller.planner_ca_file.parent)
+        == "isvc-planner-tls"
+    )
+    assert {"tls.crt", "tls.key", "ca.crt"} <= set(secret["data"])
 
 
 def test_the_controller_gets_the_settings_it_is_rendered_with(render: Any) -> None:

@@ -10,8 +10,9 @@ What the controller's arguments dial, and where the test bed sends it (never by 
 machine):
 - the API server: the kubelet's KUBERNETES_SERVICE_HOST (the `kubernetes` Service IP), DNAT'ed inside the
   node's namespace to the relay to the host's 127.0.0.1 (realnode.py);
-- the planner, `http://isvc-planner.d8-isvc.svc:8080` (the chart's --planner-url): a host alias naming the
-  planner pod's IP, the pod on the same node's bridge;
+- the planner, `https://isvc-planner.d8-isvc.svc:8080` (the chart's --planner-url, its certificate checked
+  against the chart's isvc-planner-tls authority): a host alias naming the planner pod's IP, the pod on the
+  same node's bridge;
 - the Hugging Face endpoint (a chart setting): the stand-in hub on the host's loopback, relayed at the node's
   address;
 - an order's inference API, `http://{order}.{namespace}.svc:8000` (the in-cluster prober): a host alias naming
@@ -182,7 +183,9 @@ def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(
     pod = chart_on_node.planner
     assert pod.spec.service_account_name == "planner"
     body = k8s.CoreV1Api(admin_api).connect_get_namespaced_pod_proxy_with_path(
-        f"{pod.metadata.name}:8080", NAMESPACE, "readyz"
+        f"https:{pod.metadata.name}:8080",
+        NAMESPACE,
+        "readyz",  # HTTPS alone (issue 29)
     )
     assert "ok" in str(body)
 
@@ -193,7 +196,8 @@ def test_the_charts_controller_deployment_runs_ready_and_holds_the_lease(
     pod = chart_on_node.controller
     core = k8s.CoreV1Api(admin_api)
     container = pod.spec.containers[0]
-    assert "--planner-url=http://isvc-planner.d8-isvc.svc:8080" in container.args
+    assert "--planner-url=https://isvc-planner.d8-isvc.svc:8080" in container.args
+    assert "--planner-ca-file=/etc/isvc/planner-ca/ca.crt" in container.args
     assert "--leader-elect=true" in container.args
     assert pod.spec.service_account_name == "controller"
     assert container.security_context.read_only_root_filesystem is True

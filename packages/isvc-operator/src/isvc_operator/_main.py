@@ -56,7 +56,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="isvc-controller", description=__doc__)
     p.add_argument("--kubeconfig", help="out-of-cluster credentials; absent: the pod's service account")
     p.add_argument("--namespace", default="d8-isvc", help="the module's own namespace")
-    p.add_argument("--planner-url", default="http://isvc-planner.d8-isvc.svc:8080")
+    p.add_argument("--planner-url", default="https://isvc-planner.d8-isvc.svc:8080")
+    p.add_argument(
+        "--planner-ca-file",
+        type=Path,
+        default=None,
+        help="the authority the planner's serving certificate is checked against (the chart's Secret "
+        "isvc-planner-tls, ca.crt); default: the system's trust store",
+    )
     p.add_argument(
         "--planner-token-file",
         type=Path,
@@ -481,7 +488,9 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
             or said.get(ConditionType.PLANNED.value) == Reason.LAUNCH_PLAN_IN_FORCE.value
         )
 
-    client = isvc_planner_client.PlannerClient(args.planner_url, token_file=args.planner_token_file)
+    client = isvc_planner_client.PlannerClient(
+        args.planner_url, token_file=args.planner_token_file, ca_file=args.planner_ca_file
+    )
     room = WaitingRoom(client, still_waiting=still_waiting, period=args.waiting_room_seconds)
     health = _health(args)
     deps = Deps(

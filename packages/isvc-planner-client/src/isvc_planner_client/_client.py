@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
@@ -64,7 +65,9 @@ class PlannerClient:
 
     The planner answers only its allowed caller (issue 14): each request carries the bearer token read
     from `token_file` (the controller passes its ServiceAccount token, `SERVICE_ACCOUNT_TOKEN` in a pod);
-    None sends no token. A refusal of the token (401, 403) is permanent until the token changes.
+    None sends no token. A refusal of the token (401, 403) is permanent until the token changes. Over
+    HTTPS the planner's certificate is checked against `ca_file` (the chart's authority), else the
+    system's trust store.
     """
 
     def __init__(
@@ -73,9 +76,15 @@ class PlannerClient:
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
         token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         auth = TokenFileAuth(token_file) if token_file is not None else None
-        self._http = httpx.Client(base_url=base_url, timeout=timeout, transport=transport, auth=auth)
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=ca_file) if ca_file is not None else True
+        )
+        self._http = httpx.Client(
+            base_url=base_url, timeout=timeout, transport=transport, auth=auth, verify=verify
+        )
 
     def plan(self, request: PlanRequest) -> PlanResponse:
         """Plan one order."""

@@ -1,16 +1,19 @@
-"""Command line: `isvc-planner serve --allowed-caller SA [--host H] [--port P] [--metrics-port M]`, `openapi`.
+"""Command line: `isvc-planner serve --allowed-caller SA [--host H] [--port P] [--tls-cert-dir D]
+[--metrics-port M]`, `openapi`.
 
-The module chart starts `isvc-planner serve --host=0.0.0.0 --port=8080 --metrics-port=9090
---allowed-caller=system:serviceaccount:d8-isvc:controller --log-level=info`
+The module chart starts `isvc-planner serve --host=0.0.0.0 --port=8080 --tls-cert-dir=/etc/isvc/planner-tls
+--metrics-port=9090 --allowed-caller=system:serviceaccount:d8-isvc:controller --log-level=info`
 (module/templates/planner/deployment.yaml); a test parses the rendered arguments with `parser()`.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import sys
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -57,6 +60,30 @@ def _caller(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _tls_files(args: argparse.Namespace) -> tuple[str, str] | tuple[None, None]:
+    """The serving certificate and key of `--tls-cert-dir`; plain HTTP only on a loopback address, since the
+    controller's bearer token travels in every request."""
+    if args.tls_cert_dir is None:
+        if not _loopback(args.host):
+            raise SystemExit(
+                f"isvc-planner: serving on {args.host} needs --tls-cert-dir (tls.crt and tls.key): the "
+                "controller's token must not cross the network in plain HTTP"
+            )
+        return None, None
+    cert, key = args.tls_cert_dir / "tls.crt", args.tls_cert_dir / "tls.key"
+    for path in (cert, key):
+        if not path.is_file():
+            raise SystemExit(f"isvc-planner: {path} is missing (--tls-cert-dir holds tls.crt and tls.key)")
+    return str(cert), str(key)
+
+
 def parser() -> argparse.ArgumentParser:
     """The command line; the module chart passes `serve` and its flags."""
     p = argparse.ArgumentParser(prog="isvc-planner", description="isvc resource planner")
@@ -65,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="planner API, /healthz and /readyz")
     serve.add_argument(
         "--host", default="127.0.0.1", help="address of the planner API; the chart binds the pod's (0.0.0.0)"
+    )
+    serve.add_argument(
+        "--tls-cert-dir",
+        type=Path,
+        default=None,
+        help="directory with tls.crt and tls.key: the API over HTTPS (the chart's Secret isvc-planner-tls); "
+        "required unless --host is a loopback address",
     )
     serve.add_argument(
         "--allowed-caller",
@@ -110,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "openapi":
         sys.stdout.write(openapi_document())
         return 0
+    certfile, keyfile = _tls_files(args)
     import uvicorn
 
     from isvc_planner._kube import KubeSync, load_api, token_reviewer
@@ -130,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         caller=caller,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=level)
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level=level, ssl_certfile=certfile, ssl_keyfile=keyfile
+        )
     finally:
         sync.stop()
     return 0
