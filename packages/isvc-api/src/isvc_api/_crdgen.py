@@ -147,12 +147,17 @@ def _crd(
     }
 
 
-_AGE = {
-    "name": "Age",
-    "type": "date",
-    "jsonPath": ".metadata.creationTimestamp",
-    "description": "When the object was created.",
-}
+def _column(name: str, kind: str, path: str, description: str) -> dict[str, str]:
+    """One additionalPrinterColumn of `kubectl get`."""
+    return {"name": name, "type": kind, "jsonPath": path, "description": description}
+
+
+def _condition(kind: str) -> str:
+    """The JSONPath of one condition in status.conditions."""
+    return f'.status.conditions[?(@.type=="{kind}")]'
+
+
+_AGE = _column("Age", "date", ".metadata.creationTimestamp", "When the object was created.")
 # Deckhouse backs up the cluster's configuration objects labelled so (its own CRDs of cluster-wide policy).
 BACKUP_LABEL = {"backup.deckhouse.io/cluster-config": "true"}
 # Every object of an order is named after it, and its name is a label value and part of a host name:
@@ -173,6 +178,64 @@ ORDER_NAME_RULES = [
 ]
 
 
+_ORDER_COLUMNS = [
+    _column("Phase", "string", ".status.phase", "Pending, Ready, Degraded or Failed."),
+    _column(
+        "Type",
+        "string",
+        ".status.model.endpointType",
+        "The API contract the endpoint serves: Chat, Embeddings or Rerank.",
+    ),
+    _column("URL", "string", ".status.endpoint.url", "Where to call the model."),
+    _column(
+        "Reason",
+        "string",
+        ".status.reason",
+        "Why the order is not Ready: the reason of its first condition that does "
+        "not hold (kubectl isvc why explains it).",
+    ),
+    _AGE,
+]
+_CLASS_COLUMNS = [
+    _column(
+        "Ready",
+        "string",
+        _condition("Ready") + ".status",
+        "Whether orders may use the class: True, False or Unknown.",
+    ),
+    _column("Reason", "string", _condition("Ready") + ".reason", "Why the class holds or does not."),
+    _AGE,
+]
+_PLAN_COLUMNS = [
+    _column(
+        "Class",
+        "string",
+        ".spec.placement.deviceClassName",
+        "The DRA DeviceClass of the devices the order runs on.",
+    ),
+    _column(
+        "Mode",
+        "string",
+        ".spec.placement.placementMode",
+        "How the order holds its devices: a whole device, a share, a partition.",
+    ),
+    _column(
+        "Share",
+        "integer",
+        ".spec.placement.sharePercent",
+        "Percent of the device held, when it is shared.",
+    ),
+    _column("Runtime", "string", ".spec.runtime.recipe", "The runtime recipe compiled for the placement."),
+    _column(
+        "InForce",
+        "string",
+        _condition("InForce") + ".status",
+        "Whether the order runs on this plan: True, False or Unknown.",
+    ),
+    _AGE,
+]
+
+
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name → CRD, for every kind the module owns."""
     return {
@@ -183,34 +246,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
             ["infsvc"],
             InferenceServiceSpec,
             InferenceServiceStatus,
-            [
-                {
-                    "name": "Phase",
-                    "type": "string",
-                    "jsonPath": ".status.phase",
-                    "description": "Pending, Ready, Degraded or Failed.",
-                },
-                {
-                    "name": "Type",
-                    "type": "string",
-                    "jsonPath": ".status.model.endpointType",
-                    "description": "The API contract the endpoint serves: Chat, Embeddings or Rerank.",
-                },
-                {
-                    "name": "URL",
-                    "type": "string",
-                    "jsonPath": ".status.endpoint.url",
-                    "description": "Where to call the model.",
-                },
-                {
-                    "name": "Reason",
-                    "type": "string",
-                    "jsonPath": ".status.reason",
-                    "description": "Why the order is not Ready: the reason of its first condition that does "
-                    "not hold (kubectl isvc why explains it).",
-                },
-                _AGE,
-            ],
+            _ORDER_COLUMNS,
             "An order for LLM inference: a model and, optionally, a class.",
             ORDER_NAME_RULES,
         ),
@@ -221,21 +257,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
             ["infsvcclass"],
             InferenceServiceClassSpec,
             InferenceServiceClassStatus,
-            [
-                {
-                    "name": "Ready",
-                    "type": "string",
-                    "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                    "description": "Whether orders may use the class: True, False or Unknown.",
-                },
-                {
-                    "name": "Reason",
-                    "type": "string",
-                    "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                    "description": "Why the class holds or does not.",
-                },
-                _AGE,
-            ],
+            _CLASS_COLUMNS,
             "Policy for orders, published by a cluster administrator.",
             labels=BACKUP_LABEL,
         ),
@@ -246,39 +268,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
             ["lplan"],
             LaunchPlanSpec,
             LaunchPlanStatus,
-            [
-                {
-                    "name": "Class",
-                    "type": "string",
-                    "jsonPath": ".spec.placement.deviceClassName",
-                    "description": "The DRA DeviceClass of the devices the order runs on.",
-                },
-                {
-                    "name": "Mode",
-                    "type": "string",
-                    "jsonPath": ".spec.placement.placementMode",
-                    "description": "How the order holds its devices: a whole device, a share, a partition.",
-                },
-                {
-                    "name": "Share",
-                    "type": "integer",
-                    "jsonPath": ".spec.placement.sharePercent",
-                    "description": "Percent of the device held, when it is shared.",
-                },
-                {
-                    "name": "Runtime",
-                    "type": "string",
-                    "jsonPath": ".spec.runtime.recipe",
-                    "description": "The runtime recipe compiled for the placement.",
-                },
-                {
-                    "name": "InForce",
-                    "type": "string",
-                    "jsonPath": '.status.conditions[?(@.type=="InForce")].status',
-                    "description": "Whether the order runs on this plan: True, False or Unknown.",
-                },
-                _AGE,
-            ],
+            _PLAN_COLUMNS,
             "The launch configuration of one order: placement and compiled runtime.",
         ),
     }

@@ -517,32 +517,15 @@ def fit_launch(
     last = ""
     for batch in options:
         inside, outside = _overhead(facts, runtime, tp, batch)
-        util: Decimal | None = None
-        reserve = 0
-        if runtime == MemoryRuntime.VLLM:
-            util = _utilization(share_bytes, visible, outside, margin)
-            budget = int(util * visible) if util > 0 else 0
-            reserve = vllm_margin(inside)
-        else:
-            budget = share_bytes - outside
+        util, budget, reserve = _budget(runtime, share_bytes, visible, inside, outside, margin)
         room = budget - per_weights - inside - reserve
         batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
-        if kv is None or not layout.per_token:
-            context = cap if room >= 0 else 0
-        else:
-            # llama.cpp's compute buffer grows with the context too: the two share the room per token
-            sized = KvLayout(layout.full + scores, layout.window_layers, layout.window)
-            held = _KV_BLOCKS_HELD * layout.per_token if runtime == MemoryRuntime.VLLM else 0
-            context = min(sized.tokens_in(room - held, batched), cap)
-            if context >= granularity:
-                context -= context % granularity
+        known = kv is not None and bool(layout.per_token)
+        context = _context_in(room, layout, known, runtime, scores, batched, cap, granularity)
         if scores and context:
             outside += scores * context
             room -= scores * context
-        if runtime == MemoryRuntime.VLLM:
-            kv_bytes = max(room, 0) if layout.per_token or kv is None else 0  # encoder-only: no KV cache
-        else:
-            kv_bytes = layout.bytes_for(context, batched) if layout.per_token else 0
+        kv_bytes = _kv_bytes(runtime, layout, kv is None, room, context, batched)
         left = share_bytes - outside - per_weights - inside - kv_bytes
         if room >= 0 and context >= floor:
             return Fit(
@@ -557,3 +540,44 @@ def fit_launch(
             f"fewer than {floor:,}"
         )
     return last
+
+
+def _budget(
+    runtime: MemoryRuntime, share_bytes: int, visible: int, inside: int, outside: int, margin: Decimal
+) -> tuple[Decimal | None, int, int]:
+    """vLLM's utilization (None for the others), the bytes the runtime may fill, and vLLM's own margin."""
+    if runtime != MemoryRuntime.VLLM:
+        return None, share_bytes - outside, 0
+    util = _utilization(share_bytes, visible, outside, margin)
+    return util, int(util * visible) if util > 0 else 0, vllm_margin(inside)
+
+
+def _kv_bytes(
+    runtime: MemoryRuntime, layout: KvLayout, unknown: bool, room: int, context: int, batched: int
+) -> int:
+    """What the KV cache takes: all the room left for vLLM, the context's own cache for the others."""
+    if runtime == MemoryRuntime.VLLM:
+        return max(room, 0) if layout.per_token or unknown else 0  # encoder-only: no KV cache
+    return layout.bytes_for(context, batched) if layout.per_token else 0
+
+
+def _context_in(
+    room: int,
+    layout: KvLayout,
+    known: bool,
+    runtime: MemoryRuntime,
+    scores: int,
+    batched: int,
+    cap: int,
+    granularity: int,
+) -> int:
+    """The tokens of context `room` bytes hold (at most `cap`), rounded down to `granularity`."""
+    if not known:
+        return cap if room >= 0 else 0
+    # llama.cpp's compute buffer grows with the context too: the two share the room per token
+    sized = KvLayout(layout.full + scores, layout.window_layers, layout.window)
+    held = _KV_BLOCKS_HELD * layout.per_token if runtime == MemoryRuntime.VLLM else 0
+    context = min(sized.tokens_in(room - held, batched), cap)
+    if context >= granularity:
+        context -= context % granularity
+    return context

@@ -160,23 +160,8 @@ def parse_catalog_object(
     title = _title(kind, name, namespace)
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
-    phase = status.get("phase")
-    if phase != "Ready":
-        why = ""
-        conditions = status.get("conditions")
-        for cond in conditions if isinstance(conditions, list) else []:
-            if isinstance(cond, dict) and cond.get("status") != "True" and cond.get("message"):
-                why = f" ({cond.get('reason', '')}: {cond['message']})"
-                break
-        wait = (
-            "It failed in the catalog: ask the catalog's owner, or name another model."
-            if phase == "Failed"
-            else "Wait: this passes on its own once the catalog has the model ready."
-        )
-        return Refusal(
-            reason=Reason.MODEL_NOT_READY,
-            message=f"{title} is not ready in the ai-models catalog (phase {phase or 'unset'}{why}). {wait}",
-        )
+    if status.get("phase") != "Ready":
+        return _not_ready(title, status)
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         problem = "it has no spec"
@@ -186,32 +171,7 @@ def parse_catalog_object(
         except ValidationError as exc:
             problem = _first_error(exc)
         else:
-            revision = parsed.source.revision if parsed.source else None
-            repo = parsed.source.hub_repo() if parsed.source else None
-            return ModelFacts(
-                source=ModelSource.AI_MODELS,
-                name=name,
-                revision=revision,
-                # The revision the catalog object pins is what the workload downloads from its repository.
-                commit=revision if repo else None,
-                download_repo=repo,
-                ready=True,
-                format=parsed.format,
-                architecture=parsed.architecture,
-                family=parsed.family,
-                parameter_count=parsed.parameter_count,
-                dtype=parsed.dtype,
-                quantization=parsed.quantization,
-                quantization_bits=parsed.quantization_bits,
-                context_length=parsed.context_length,
-                num_layers=parsed.num_layers,
-                num_attention_heads=parsed.num_attention_heads,
-                num_kv_heads=parsed.num_kv_heads,
-                head_dim=parsed.head_dim,
-                hidden_size=parsed.hidden_size,
-                weight_bytes=parsed.size if parsed.size is not None else parsed.size_bytes,
-                endpoint_types=list(dict.fromkeys(parsed.endpoint_types)),
-            )
+            return _facts(name, parsed)
     return Refusal(
         reason=Reason.INVALID_MODEL_SOURCE,
         message=(
@@ -219,6 +179,56 @@ def parse_catalog_object(
             "Name another catalog model or a Hugging Face source in spec.model; the catalog's owner "
             "can correct the object."
         ),
+    )
+
+
+def _not_ready(title: str, status: dict[str, Any]) -> Refusal:
+    """ModelNotReady, with the first condition that does not hold and whether waiting helps."""
+    phase = status.get("phase")
+    why = ""
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else []:
+        if isinstance(cond, dict) and cond.get("status") != "True" and cond.get("message"):
+            why = f" ({cond.get('reason', '')}: {cond['message']})"
+            break
+    wait = (
+        "It failed in the catalog: ask the catalog's owner, or name another model."
+        if phase == "Failed"
+        else "Wait: this passes on its own once the catalog has the model ready."
+    )
+    return Refusal(
+        reason=Reason.MODEL_NOT_READY,
+        message=f"{title} is not ready in the ai-models catalog (phase {phase or 'unset'}{why}). {wait}",
+    )
+
+
+def _facts(name: str, parsed: _Spec) -> ModelFacts:
+    """The facts of a Ready catalog object whose spec validated."""
+    revision = parsed.source.revision if parsed.source else None
+    repo = parsed.source.hub_repo() if parsed.source else None
+    return ModelFacts(
+        source=ModelSource.AI_MODELS,
+        name=name,
+        revision=revision,
+        # The revision the catalog object pins is what the workload downloads from its repository.
+        commit=revision if repo else None,
+        download_repo=repo,
+        ready=True,
+        format=parsed.format,
+        architecture=parsed.architecture,
+        family=parsed.family,
+        parameter_count=parsed.parameter_count,
+        dtype=parsed.dtype,
+        quantization=parsed.quantization,
+        quantization_bits=parsed.quantization_bits,
+        context_length=parsed.context_length,
+        num_layers=parsed.num_layers,
+        num_attention_heads=parsed.num_attention_heads,
+        num_kv_heads=parsed.num_kv_heads,
+        head_dim=parsed.head_dim,
+        hidden_size=parsed.hidden_size,
+        weight_bytes=parsed.size if parsed.size is not None else parsed.size_bytes,
+        endpoint_types=list(dict.fromkeys(parsed.endpoint_types)),
     )
 
 

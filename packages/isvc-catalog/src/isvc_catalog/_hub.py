@@ -38,18 +38,30 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 from cachetools import TTLCache
-from isvc_api import ModelFacts, ModelFormat, ModelSource, Quantization, Reason, Refusal
+from isvc_api import ModelFacts, ModelFormat, Reason, Refusal
 
 from isvc_catalog._errors import SettingsError, SourceUnavailableError
 from isvc_catalog._gguf import GgufHeader, GgufHeaderError, TruncatedHeader, read_gguf_header_file
+from isvc_catalog._hubfacts import (
+    Weights,
+    _gguf_variant,
+    _info_counts,
+    _quantization,
+    _refuse,
+    _Refused,
+    _shown,
+    _size,
+    _str,
+    gguf_weights,
+    model_facts,
+    safetensors_weights,
+    sized_weights,
+)
 from isvc_catalog._refs import RepoRef, parse_repo_ref
 from isvc_catalog._safetensors import (
-    DTYPE_BYTES,
-    TORCH_DTYPES,
     SafetensorsHeaderError,
     count_elements,
     header_length,
-    logical_parameters,
 )
 
 __all__ = ["DEFAULT_ENDPOINT", "HubClient", "HubLimits"]
@@ -64,28 +76,9 @@ _FIRST_READ = 64 * 1024  # one Range request covers the header of a typical shar
 _GGUF_FIRST_READ = 1024 * 1024
 _MAX_TREE_PAGES = 100
 _MAX_REDIRECTS = 5
-_SHOWN = 80  # characters of a repository's own text shown in a status message
 # huggingface.co answers the files it keeps in LFS or Xet storage with a redirect to these hosts
 # (https://huggingface.co/.well-known/meta.json: lfsDomains, cdnDomains); a mirror, to its own subdomains.
 _HF_HOSTS = ("huggingface.co", "hf.co")
-_GGUF_SHARD = re.compile(r"-\d{5}-of-\d{5}(?=\.gguf$)")
-_GGUF_BITS = re.compile(r"(?:^|[-_.])(?:i?q(\d)|f(16|32)|bf(16))", re.IGNORECASE)
-_PREFERRED_GGUF = "q4_k_m"  # the variant llama.cpp-based runtimes are usually handed
-_NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
-# A chat template that renders tools names the `tools` variable the chat API passes it (Jinja).
-_TEMPLATE_TOOLS = re.compile(r"\btools\b")
-
-
-class _Refused(Exception):
-    """Internal: a refusal found deep in the fetch; caught by `resolve`."""
-
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
-
-
-def _refuse(reason: Reason, message: str) -> _Refused:
-    return _Refused(Refusal(reason=reason, message=message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,20 +101,6 @@ def _amount(size: int) -> str:
     return f"{size / _MIB:g} MiB" if size >= _MIB else f"{size} bytes"
 
 
-def _shown(text: object) -> str:
-    """A repository's own text as a status message quotes it: as it is when short and printable, else its
-    repr cut to _SHOWN characters."""
-    if isinstance(text, str) and len(text) <= _SHOWN and text.isprintable():
-        return text
-    return _quoted(text)
-
-
-def _quoted(text: object) -> str:
-    """The repr of a repository's own text, cut to _SHOWN characters."""
-    said = repr(text)
-    return said if len(said) <= _SHOWN else said[: _SHOWN - 1] + "…"
-
-
 def _redirect_hosts(endpoint: str) -> tuple[str, ...]:
     """Hosts a redirect of the Hub may lead to: the endpoint's host and its subdomains; for huggingface.co
     also hf.co and its subdomains (its LFS, Xet and CDN hosts)."""
@@ -142,13 +121,6 @@ class _Budget(threading.local):
 
     at: float | None = None
     header_bytes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Quant:
-    scheme: Quantization
-    bits: int | None = None
-    group_size: int | None = None
 
 
 class HubClient:
@@ -474,6 +446,41 @@ class HubClient:
         return f"{self.endpoint}/{ref.repo}/resolve/{quote(commit, safe='')}/{quote(path)}"
 
     def _fetch(self, ref: RepoRef, token: str | None) -> ModelFacts:
+        info = self._info(ref, token)
+        sha = info.get("sha")
+        pinned = sha if isinstance(sha, str) and sha else None
+        commit = pinned or ref.revision or "main"
+        files = self._files(info, ref, token, commit)
+        root = {name: size for name, size in files.items() if "/" not in name}
+        if "adapter_config.json" in root and "config.json" not in root:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref} is a LoRA adapter, which needs its base model and cannot be served alone. "
+                "Name the base model repository in spec.model.ref.name.",
+            )
+        config = self._config(ref, token, commit, root, info)
+        quant = _quantization(ref, config.get("quantization_config"))
+        fmt, weights = self._weights(ref, token, commit, root)
+        if fmt != ModelFormat.GGUF and not config:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref.repo} has no config.json, so no runtime can load it as a model. "
+                "Name a transformers model repository in spec.model.ref.name.",
+            )
+        if fmt == ModelFormat.SAFETENSORS:
+            counts = _info_counts(info) or self._header_counts(ref, token, commit, weights)
+            counted = safetensors_weights(config, root, weights, counts, quant)
+        elif fmt == ModelFormat.GGUF:
+            counted = self._gguf_weights(ref, token, commit, info, config, root, weights)
+        else:
+            counted = sized_weights(config, root, weights, quant)
+        template = self._chat_template(ref, token, commit, root)
+        if template is None and counted.header is not None:
+            template = _str(counted.header.values.get("tokenizer.chat_template"))
+        return model_facts(ref, pinned, fmt, config, info, root, weights, counted, template)
+
+    def _info(self, ref: RepoRef, token: str | None) -> dict[str, Any]:
+        """The model info of the revision; a gated repository without a token is refused."""
         suffix = f"/revision/{quote(ref.revision, safe='')}" if ref.revision else ""
         answer = self._request(
             self._api(ref, suffix),
@@ -494,112 +501,27 @@ class HubClient:
                 "Accept the model's licence on the Hub, put that account's token in a Secret and "
                 "name it in spec.model.authSecretRef.",
             )
-        sha = info.get("sha")
-        commit = sha if isinstance(sha, str) and sha else (ref.revision or "main")
-        gguf_info: dict[str, Any] = info["gguf"] if isinstance(info.get("gguf"), dict) else {}
-        files = self._files(info, ref, token, commit)
-        root = {name: size for name, size in files.items() if "/" not in name}
+        return info
 
-        if "adapter_config.json" in root and "config.json" not in root:
-            raise _refuse(
-                Reason.INVALID_MODEL_SOURCE,
-                f"{ref} is a LoRA adapter, which needs its base model and cannot be served alone. "
-                "Name the base model repository in spec.model.ref.name.",
-            )
-        config = self._config(ref, token, commit, root, info)
-        quant = _quantization(ref, config.get("quantization_config"))
-        fmt, weights = self._weights(ref, token, commit, root)
-        if fmt != ModelFormat.GGUF and not config:
-            raise _refuse(
-                Reason.INVALID_MODEL_SOURCE,
-                f"{ref.repo} has no config.json, so no runtime can load it as a model. "
-                "Name a transformers model repository in spec.model.ref.name.",
-            )
-        sizes = [root.get(name) for name in weights]
-        weight_bytes = sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
-
-        dtype = _str(config.get("torch_dtype")) or _str(config.get("dtype"))
-        params: int | None = None
+    def _gguf_weights(
+        self,
+        ref: RepoRef,
+        token: str | None,
+        commit: str,
+        info: Mapping[str, Any],
+        config: Mapping[str, Any],
+        root: Mapping[str, int | None],
+        weights: list[str],
+    ) -> Weights:
+        """What the headers of a GGUF variant's files count (the first file's key/values kept)."""
+        self._count_shards(ref, weights, "GGUF")
         header: GgufHeader | None = None
-        bits = quant.bits
-        dtype_counts: dict[str, int] | None = None
-        if fmt == ModelFormat.SAFETENSORS:
-            counts = _info_counts(info) or self._header_counts(ref, token, commit, weights)
-            dtype_counts = dict(sorted(counts.items()))
-            params = logical_parameters(counts, quant.scheme, quant.bits, quant.group_size)
-            dtype = dtype or _dominant_float(counts)
-        elif fmt == ModelFormat.GGUF:
-            self._count_shards(ref, weights, "GGUF")
-            counted = stored = 0
-            for i, name in enumerate(weights):  # only the first file's key/values are kept
-                read = self._gguf_header(ref, token, commit, name, root.get(name), values=i == 0)
-                header = header or read
-                counted, stored = counted + read.parameters, stored + read.tensor_bytes
-            params = counted or _int(gguf_info.get("total"))
-            weight_bytes = stored or weight_bytes
-            quant = _Quant(Quantization.GGUF)
-            bits = _gguf_bits(weights[0]) if weights else None
-            if bits is None and params and weight_bytes:
-                bits = max(1, weight_bytes * 8 // params)
-        elif weight_bytes is not None and dtype:
-            per = DTYPE_BYTES.get(_safetensors_code(dtype) or "", 0)
-            params = int(weight_bytes / per) if per else None
-
-        heads = _pick(config, "num_attention_heads", "n_head", "num_heads")
-        hidden = _pick(config, "hidden_size", "n_embd", "d_model")
-        head_dim = _pick(config, "head_dim") or (hidden // heads if hidden and heads else None)
-        kv_heads = _pick(config, "num_key_value_heads", "n_head_kv", "num_kv_heads")
-        if kv_heads is None and heads is not None:
-            kv_heads = 1 if config.get("multi_query") is True else heads
-        architectures = config.get("architectures")
-        template = self._chat_template(ref, token, commit, root)
-        if template is None and header is not None:
-            template = _str(header.values.get("tokenizer.chat_template"))
-        window, window_layers = _sliding_window(config, _pick(config, "num_hidden_layers", "n_layer"))
-        facts = ModelFacts(
-            source=ModelSource.HUGGING_FACE,
-            name=ref.repo,
-            revision=ref.revision,
-            commit=commit if isinstance(sha, str) and sha else None,
-            ready=True,
-            format=fmt,
-            architecture=architectures[0]
-            if isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
-            else None,
-            family=_str(config.get("model_type")) or _str(gguf_info.get("architecture")),
-            parameter_count=params,
-            dtype=dtype,
-            quantization=quant.scheme,
-            quantization_bits=bits,
-            context_length=_usable_positions(config)
-            or _pick(config, "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
-            or _int(gguf_info.get("context_length")),
-            num_layers=_pick(config, "num_hidden_layers", "n_layer", "num_layers"),
-            num_attention_heads=heads,
-            num_kv_heads=kv_heads,
-            head_dim=head_dim,
-            hidden_size=hidden,
-            weight_bytes=weight_bytes,
-            gguf_files=weights if fmt == ModelFormat.GGUF else None,
-            dtype_counts=dtype_counts,
-            intermediate_size=_pick(config, "intermediate_size", "n_inner", "ffn_dim"),
-            vocab_size=_pick(config, "vocab_size"),
-            tie_word_embeddings=_bool(config, "tie_word_embeddings"),
-            num_experts=_pick(config, "num_experts", "n_routed_experts", "num_local_experts"),
-            sliding_window=window,
-            sliding_window_layers=window_layers,
-            kv_lora_rank=_pick(config, "kv_lora_rank"),
-            qk_rope_head_dim=_pick(config, "qk_rope_head_dim"),
-            chat_template_tools=None if template is None else bool(_TEMPLATE_TOOLS.search(template)),
-            mistral_format="params.json" in root
-            and any(n.startswith("consolidated") and n.endswith(".safetensors") for n in root),
-            endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
-        )
-        if header is None:
-            return facts
-        # config.json, when a GGUF repository has one, speaks first; the header fills what it left out
-        geometry = {k: v for k, v in _gguf_geometry(header).items() if getattr(facts, k) is None}
-        return facts.model_copy(update=geometry)
+        counted = stored = 0
+        for i, name in enumerate(weights):
+            read = self._gguf_header(ref, token, commit, name, root.get(name), values=i == 0)
+            header = header or read
+            counted, stored = counted + read.parameters, stored + read.tensor_bytes
+        return gguf_weights(config, info, root, weights, header, counted, stored)
 
     def _files(
         self, info: Mapping[str, Any], ref: RepoRef, token: str | None, commit: str
@@ -644,6 +566,23 @@ class HubClient:
                 "model. Name a repository that holds one model in spec.model.ref.name.",
             )
 
+    def _small_file(
+        self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None], name: str
+    ) -> bytes | None:
+        """A metadata file of the revision (config, index, template) read whole within the JSON limit; None
+        when the listing does not hold it or the Hub says it is missing."""
+        if name not in root:
+            return None
+        answer = self._request(
+            self._file(ref, commit, name),
+            ref,
+            token,
+            missing_ok=True,
+            what=name,
+            limit=self.limits.json_bytes,
+        )
+        return None if answer is None else answer[1]
+
     def _config(
         self,
         ref: RepoRef,
@@ -653,27 +592,19 @@ class HubClient:
         info: Mapping[str, Any],
     ) -> dict[str, Any]:
         """config.json of the revision; the Hub's summary of it when the file is absent."""
-        if "config.json" in root:
-            answer = self._request(
-                self._file(ref, commit, "config.json"),
-                ref,
-                token,
-                missing_ok=True,
-                what="config.json",
-                limit=self.limits.json_bytes,
-            )
-            if answer is not None:
-                try:
-                    config = self._parsed(answer[1], ref, "config.json")
-                except ValueError:
-                    config = None
-                if not isinstance(config, dict):
-                    raise _refuse(
-                        Reason.INVALID_MODEL_SOURCE,
-                        f"config.json of {ref} is not a JSON object, so no runtime can load the "
-                        "model. Name another repository or revision in spec.model.ref.name.",
-                    )
-                return config
+        body = self._small_file(ref, token, commit, root, "config.json")
+        if body is not None:
+            try:
+                config = self._parsed(body, ref, "config.json")
+            except ValueError:
+                config = None
+            if not isinstance(config, dict):
+                raise _refuse(
+                    Reason.INVALID_MODEL_SOURCE,
+                    f"config.json of {ref} is not a JSON object, so no runtime can load the "
+                    "model. Name another repository or revision in spec.model.ref.name.",
+                )
+            return config
         summary = info.get("config")
         return dict(summary) if isinstance(summary, dict) and summary.get("architectures") else {}
 
@@ -717,31 +648,14 @@ class HubClient:
     ) -> str | None:
         """The chat template: chat_template.jinja, else tokenizer_config.json's `chat_template` (a string,
         or a list of named templates, the `default` one or the first); None when neither holds one."""
-        if "chat_template.jinja" in root:
-            got = self._request(
-                self._file(ref, commit, "chat_template.jinja"),
-                ref,
-                token,
-                what="chat_template.jinja",
-                limit=self.limits.json_bytes,
-                missing_ok=True,
-            )
-            if got is not None:
-                return got[1].decode("utf-8", errors="replace")
-        if "tokenizer_config.json" not in root:
-            return None
-        got = self._request(
-            self._file(ref, commit, "tokenizer_config.json"),
-            ref,
-            token,
-            what="tokenizer_config.json",
-            limit=self.limits.json_bytes,
-            missing_ok=True,
-        )
+        jinja = self._small_file(ref, token, commit, root, "chat_template.jinja")
+        if jinja is not None:
+            return jinja.decode("utf-8", errors="replace")
+        body = self._small_file(ref, token, commit, root, "tokenizer_config.json")
         try:
             template = (
-                self._parsed(got[1], ref, "tokenizer_config.json").get("chat_template")
-                if got is not None
+                self._parsed(body, ref, "tokenizer_config.json").get("chat_template")
+                if body is not None
                 else None
             )
         except (ValueError, AttributeError):
@@ -785,20 +699,11 @@ class HubClient:
         self, ref: RepoRef, token: str | None, commit: str, root: Mapping[str, int | None], name: str
     ) -> list[str]:
         """Shard files named by a sharded checkpoint's index, or [] without an index."""
-        if name not in root:
-            return []
-        answer = self._request(
-            self._file(ref, commit, name),
-            ref,
-            token,
-            missing_ok=True,
-            what=name,
-            limit=self.limits.json_bytes,
-        )
-        if answer is None:
+        body = self._small_file(ref, token, commit, root, name)
+        if body is None:
             return []
         try:
-            weight_map = self._parsed(answer[1], ref, name)["weight_map"]
+            weight_map = self._parsed(body, ref, name)["weight_map"]
             shards = sorted({str(v) for v in weight_map.values()})
         except (ValueError, KeyError, TypeError, AttributeError):
             raise _refuse(
@@ -854,174 +759,5 @@ class HubClient:
         return counts
 
 
-# ---------------------------------------------------------------------- helpers
-
-
 def _writer(sink: IO[bytes]) -> Callable[[bytes], Any]:
     return sink.write
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _size(entry: Mapping[str, Any]) -> int | None:
-    lfs = entry.get("lfs")
-    return _int(entry.get("size")) or (_int(lfs.get("size")) if isinstance(lfs, dict) else None)
-
-
-def _pick(config: Mapping[str, Any], *keys: str) -> int | None:
-    """The first integer under one of `keys`, at the top or in a nested text config."""
-    scopes = [config, *(config[n] for n in _NESTED_CONFIGS if isinstance(config.get(n), dict))]
-    for scope in scopes:
-        for key in keys:
-            value = _int(scope.get(key))
-            if value is not None:
-                return value
-    return None
-
-
-# Models whose learned position table starts after the padding index: position ids begin at
-# pad_token_id + 1 (transformers, models/roberta and models/xlm_roberta, create_position_ids_from_input_ids),
-# so bge-m3's 8194 positions hold 8192 tokens.
-_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert"})
-
-
-def _usable_positions(config: Mapping[str, Any]) -> int | None:
-    """The tokens a model's position table holds: max_position_embeddings, less the padding offset of the
-    RoBERTa family."""
-    positions = _pick(config, "max_position_embeddings")
-    if positions is None or config.get("model_type") not in _OFFSET_POSITIONS:
-        return positions
-    pad = _int(config.get("pad_token_id"))
-    return positions - (1 if pad is None else pad) - 1
-
-
-def _bool(config: Mapping[str, Any], key: str) -> bool | None:
-    scopes = [config, *(config[n] for n in _NESTED_CONFIGS if isinstance(config.get(n), dict))]
-    return next((scope[key] for scope in scopes if isinstance(scope.get(key), bool)), None)
-
-
-def _sliding_window(config: Mapping[str, Any], layers: int | None) -> tuple[int | None, int | None]:
-    """The window and how many layers use it: `layer_types` when given (Gemma 2/3, gpt-oss), every
-    other layer for Gemma 2, none when `use_sliding_window` is false (Qwen2)."""
-    window = _pick(config, "sliding_window")
-    if window is None or config.get("use_sliding_window") is False:
-        return None, None
-    types = config.get("layer_types")
-    if isinstance(types, list):
-        count = sum(1 for t in types if t == "sliding_attention")
-        return (window, count) if count else (None, None)
-    if config.get("model_type") == "gemma2" and layers:
-        return window, layers // 2
-    return None, None  # a window stated without a layout: counted as full attention, the safe side
-
-
-def _info_counts(info: Mapping[str, Any]) -> Counter[str] | None:
-    """Element counts per dtype the Hub computed (the `safetensors` field of model info)."""
-    st = info.get("safetensors")
-    params = st.get("parameters") if isinstance(st, dict) else None
-    if not isinstance(params, dict) or not params:
-        return None
-    counts: Counter[str] = Counter()
-    for dtype, count in params.items():
-        if _int(count) is None:
-            return None
-        counts[str(dtype)] = count
-    return counts
-
-
-def _dominant_float(counts: Mapping[str, int]) -> str | None:
-    floats = {d: c for d, c in counts.items() if d in TORCH_DTYPES}
-    return TORCH_DTYPES[max(floats, key=lambda d: floats[d])] if floats else None
-
-
-def _safetensors_code(torch_dtype: str) -> str | None:
-    return next((code for code, name in TORCH_DTYPES.items() if name == torch_dtype), None)
-
-
-def _gguf_variant(files: list[str], root: Mapping[str, int | None]) -> list[str]:
-    """The files of one GGUF variant: Q4_K_M when offered, else the largest."""
-    variants: dict[str, list[str]] = {}
-    for name in files:
-        variants.setdefault(_GGUF_SHARD.sub("", name).lower(), []).append(name)
-    preferred = [v for v in variants if _PREFERRED_GGUF in v]
-    if preferred:
-        return variants[preferred[0]]
-    return max(variants.values(), key=lambda group: sum(root.get(n) or 0 for n in group))
-
-
-def _gguf_geometry(header: GgufHeader) -> dict[str, Any]:
-    """ModelFacts fields from the standardized keys of a GGUF header (ggml docs/gguf.md)."""
-    heads = header.arch_int("attention.head_count")
-    hidden = header.arch_int("embedding_length")
-    layers = header.arch_int("block_count")
-    vocab = header.arch_int("vocab_size") or header.array_lengths.get("tokenizer.ggml.tokens")
-    window = header.arch_int("attention.sliding_window")
-    window_layers = layers // 2 if window and layers and header.architecture == "gemma2" else None
-    geometry: dict[str, Any] = {
-        "family": header.architecture,
-        "context_length": header.arch_int("context_length"),
-        "num_layers": layers,
-        "num_attention_heads": heads,
-        # absent: no grouped-query attention (as many KV heads as heads)
-        "num_kv_heads": header.arch_int("attention.head_count_kv") or heads,
-        "head_dim": header.arch_int("attention.key_length")
-        or (hidden // heads if hidden and heads else None),
-        "hidden_size": hidden,
-        "intermediate_size": header.arch_int("feed_forward_length"),
-        "vocab_size": vocab,
-        "num_experts": header.arch_int("expert_count"),
-        "sliding_window": window if window_layers else None,
-        "sliding_window_layers": window_layers,
-        "kv_lora_rank": header.arch_int("attention.kv_lora_rank"),
-        "qk_rope_head_dim": header.arch_int("rope.dimension_count")
-        if header.arch_int("attention.kv_lora_rank")
-        else None,
-    }
-    return {k: v for k, v in geometry.items() if v is not None}
-
-
-def _gguf_bits(name: str) -> int | None:
-    match = _GGUF_BITS.search(name.rsplit("/", 1)[-1])
-    if not match:
-        return None
-    return int(next(g for g in match.groups() if g))
-
-
-def _quantization(ref: RepoRef, qc: object) -> _Quant:
-    """The scheme of config.json's quantization_config; an unknown one is refused."""
-    if not isinstance(qc, dict):
-        return _Quant(Quantization.NONE)
-    method = str(qc.get("quant_method", "")).lower().replace("_", "-")
-    bits = _int(qc.get("bits")) or _int(qc.get("w_bit"))
-    group = _int(qc.get("group_size")) or _int(qc.get("q_group_size"))
-    if method == "awq":
-        return _Quant(Quantization.AWQ, bits or 4, group)
-    if method in ("gptq", "gptq-marlin"):
-        return _Quant(Quantization.GPTQ, bits or 4, group if group and group > 0 else None)
-    if method in ("fp8", "fbgemm-fp8"):
-        return _Quant(Quantization.FP8, 8)
-    if method == "bitsandbytes":
-        four = qc.get("load_in_4bit") or qc.get("_load_in_4bit")
-        return _Quant(Quantization.BITSANDBYTES, 4 if four else 8)
-    if method == "compressed-tensors":
-        for group_cfg in (qc.get("config_groups") or {}).values():
-            weights = group_cfg.get("weights") if isinstance(group_cfg, dict) else None
-            if isinstance(weights, dict):
-                wbits = _int(weights.get("num_bits"))
-                if weights.get("type") == "float" and wbits == 8:
-                    return _Quant(Quantization.FP8, 8)
-                if weights.get("type") == "int" and wbits:
-                    return _Quant(Quantization.GPTQ, wbits, _int(weights.get("group_size")))
-    if not method:
-        return _Quant(Quantization.NONE)
-    raise _refuse(
-        Reason.INVALID_MODEL_SOURCE,
-        f"{ref} is quantized with {_quoted(method)}, which the platform cannot serve. Name a variant "
-        "quantized with AWQ, GPTQ, FP8 or bitsandbytes, or the unquantized model.",
-    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Response
 from fastapi.concurrency import run_in_threadpool
@@ -112,6 +112,22 @@ def create_app(
         openapi_url=None,
     )
 
+    inventory: Inventory = planner.inventory
+    v1 = APIRouter(prefix="/v1", dependencies=_guards(caller, inventory))
+    metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
+    metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
+    planner.on_disagreement = metrics.disagreements.inc
+    planner.on_solver = lambda outcome: metrics.solver.labels(outcome=outcome).inc()
+    _plan_routes(v1, planner, metrics)
+    _ledger_routes(v1, planner, metrics)
+    app.include_router(v1)
+    _probes(app, inventory)
+    return app
+
+
+def _guards(caller: CallerCheck, inventory: Inventory) -> list[Any]:
+    """What every `/v1` call passes first: a caller `caller` lets through, then a ledger that has listed."""
+
     async def allowed_caller(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> str:
@@ -125,19 +141,17 @@ def create_app(
             raise HTTPException(verdict.status, verdict.detail, headers=headers)
         return verdict.username or ""
 
-    inventory: Inventory = planner.inventory
-
     async def listed() -> None:  # no thread for a flag
         # A ledger that has not listed every kind (a restart) would place on what plans or claims hold.
         if not inventory.synced:
             raise HTTPException(503, "the inventory has not listed every kind yet")
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(allowed_caller), Depends(listed)])
-    metrics = PlannerMetrics(registry if registry is not None else CollectorRegistry())
-    metrics.synced.set_function(lambda: 1.0 if inventory.synced else 0.0)
-    planner.on_disagreement = metrics.disagreements.inc
-    planner.on_solver = lambda outcome: metrics.solver.labels(outcome=outcome).inc()
-    instance = uuid.uuid4().hex[:12]  # a restarted planner's tokens never match an older one's
+    return [Depends(allowed_caller), Depends(listed)]
+
+
+def _plan_routes(v1: APIRouter, planner: Planner, metrics: PlannerMetrics) -> None:
+    """Plan one order or several, release a reservation, judge a held plan."""
+    inventory = planner.inventory
 
     @v1.post(
         "/plan", response_model=PlanResponse, response_model_exclude_none=True, response_model_by_alias=True
@@ -193,6 +207,12 @@ def create_app(
         metrics.duration.labels(endpoint="hold").observe(time.monotonic() - started)
         return verdict
 
+
+def _ledger_routes(v1: APIRouter, planner: Planner, metrics: PlannerMetrics) -> None:
+    """What the ledger tells: room that appeared, reservations, whether a placement is one."""
+    inventory = planner.inventory
+    instance = uuid.uuid4().hex[:12]  # a restarted planner's tokens never match an older one's
+
     @v1.get("/room", response_model=RoomChange, response_model_by_alias=True)
     def room(
         after: Annotated[str | None, Query(description="The token of the last answer.")] = None,
@@ -232,7 +252,9 @@ def create_app(
         """LaunchPlanNotAPlacement when a stored placement is not a placement, else null."""
         return judge_plan(placement, inventory)
 
-    app.include_router(v1)
+
+def _probes(app: FastAPI, inventory: Inventory) -> None:
+    """`/healthz` and `/readyz`, open to anyone."""
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -246,5 +268,3 @@ def create_app(
             response.status_code = 503
             return {"status": "inventory not synced"}
         return {"status": "ok"}
-
-    return app

@@ -84,17 +84,7 @@ def most_placed(
         if pos == n or nodes > budget or placed + bound(pos, room) <= best_count:
             return
         i = seq[pos]
-        options = []
-        for k, kind in enumerate(kinds):
-            fit = kind.fits[i]
-            if fit is None:
-                continue
-            rank, units = fit
-            for f, count in stock[k].items():
-                if count and f >= units:
-                    options.append((_rank(kind, rank, f, units), k, f, units))
-        options.sort()
-        for _, k, f, units in options:
+        for _, k, f, units in sorted(_options(kinds, stock, i)):
             taken = _bytes(kinds[k], f) - _bytes(kinds[k], f - units)
             _move(stock[k], f, f - units)
             current[i] = (k, f)
@@ -122,18 +112,25 @@ def _smallest_first(needs: Sequence[int], kinds: Sequence[Kind], stock: Sequence
     chosen: list[Choice | None] = [None] * len(needs)
     order = sorted(range(len(needs)), key=lambda i: (needs[i], i))
     for i in order:
-        options = [
-            (_rank(kind, fit[0], f, fit[1]), k, f, fit[1])
-            for k, kind in enumerate(kinds)
-            if (fit := kind.fits[i]) is not None
-            for f, count in stock[k].items()
-            if count and f >= fit[1]
-        ]
+        options = _options(kinds, stock, i)
         if options:
             _, k, f, units = min(options)
             _move(stock[k], f, f - units)
             chosen[i] = (k, f)
     return Joint(chosen, order)
+
+
+def _options(
+    kinds: Sequence[Kind], stock: Sequence[dict[int, int]], i: int
+) -> list[tuple[tuple[int, int, int, int], int, int, int]]:
+    """Where order `i` could go now: (its rank there, kind, free units of the device, units it takes)."""
+    return [
+        (_rank(kind, fit[0], f, fit[1]), k, f, fit[1])
+        for k, kind in enumerate(kinds)
+        if (fit := kind.fits[i]) is not None
+        for f, count in stock[k].items()
+        if count and f >= fit[1]
+    ]
 
 
 def _bytes(kind: Kind, free: int) -> int:

@@ -18,15 +18,11 @@ search of `_joint`, each on a device its class and policy admit (first classes t
 from __future__ import annotations
 
 import bisect
-import heapq
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import dataclass
 
-import attrs
 from isvc_api import (
     AcceleratorPolicy,
     Fit,
@@ -38,7 +34,6 @@ from isvc_api import (
     RuntimeRequirements,
     SharingMode,
     share_in_range,
-    visible_bytes,
 )
 from isvc_planner_client import (
     GIB,
@@ -56,11 +51,15 @@ from isvc_planner_client import (
     parse_quantity,
 )
 
-from isvc_planner._capacity import Capacity, fits, quantity_text
+from isvc_planner._capacity import quantity_text
 from isvc_planner._estimate import MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, DeviceKey, GroupKey, Inventory, OrderKey, _Group
-from isvc_planner._joint import Joint, Kind, loss, most_placed
-from isvc_planner._solver import Bin, Option, Problem, Solution, solve
+from isvc_planner._joint import Joint, Kind, most_placed
+from isvc_planner._order import Ask, Candidate, Order
+from isvc_planner._program import program
+from isvc_planner._refusals import Findings, Survey, observe_survey, refusal_for
+from isvc_planner._solver import Problem, Solution, solve
+from isvc_planner._stock import Kinds, Stock
 
 __all__ = ["ClaimShape", "Planner", "judge_plan"]
 
@@ -111,9 +110,6 @@ def _profile_selector(device: Device) -> str:
     return " && ".join(parts)
 
 
-# The most memory one accelerator carries today (AMD MI355X and NVIDIA B300: 288 GB HBM3e per device,
-# vendors' data sheets). A device publishing no memory is assumed at most this large.
-PLAUSIBLE_GIB = 288
 # The longest kube-scheduler leaves an unschedulable pod before trying it again after a change that may make
 # room (its podMaxBackoffSeconds, 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go).
 # Room the ledger saw appear less than this long ago, after the refusal, is room the scheduler may not have
@@ -122,152 +118,11 @@ SCHEDULER_RETRY = 10.0
 # The most orders of one priority placed together at once (the joint search's depth is the number of
 # orders); more waiting ones are placed together in further batches of this many, in the order they came.
 MAX_JOINT = 200
-# The most (order, device) pairs the solver is given: alike devices beyond that are left out of the program.
-MAX_OPTIONS = 50_000
 # Seconds the solver may take for one pass of orders waiting together (`plan_many`), every priority
 # together: the controller's client waits 10 s for an answer (isvc_planner_client.PlannerClient), and on
 # the large packing instances of `nox -s bench` this reaches the acceptance figures (packages/isvc-planner
 # README, "Packing quality").
 SOLVER_SECONDS = 2.0
-
-
-# Kinds, their devices (by name), each device's free units then, and how many devices have how many free.
-Kinds = tuple[list[Kind], list[list[Device]], list[list[int]], list[dict[int, int]]]
-
-
-class _Stock:
-    """Devices of each kind by the units they have free, the first by name first. A device found with
-    other room than it was filed under (taken meanwhile, or a partition whose counters a sibling took) is
-    filed again where it belongs."""
-
-    def __init__(
-        self,
-        devices: Sequence[Sequence[Device]],
-        frees: Sequence[Sequence[int]],
-        room: Callable[[Device], int],
-    ) -> None:
-        self.room = room
-        self._by: dict[tuple[int, int], list[tuple[tuple[str, str, str, str], Device]]] = {}
-        for kind, members in enumerate(devices):  # listed by name: each list is a heap already
-            for device, free in zip(members, frees[kind], strict=True):
-                self._by.setdefault((kind, free), []).append((device.sort_key(), device))
-
-    def take(self, kind: int, free: int) -> Device | None:
-        """The first device of `kind` with `free` units free, taken off the shelf; None when there is none."""
-        heap = self._by.get((kind, free))
-        while heap:
-            _, device = heapq.heappop(heap)
-            now = self.room(device)
-            if now == free:
-                return device
-            self.put(kind, device)
-        return None
-
-    def put(self, kind: int, device: Device) -> None:
-        """File a device again under the room it has now."""
-        heapq.heappush(self._by.setdefault((kind, self.room(device)), []), (device.sort_key(), device))
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    device_class: str
-    devices: tuple[Device, ...]
-    units: int  # per device
-    mode: PlacementMode
-    sharing: SharingMode
-    rank: tuple[object, ...]
-
-
-@dataclass
-class _Ask:
-    need: MemoryNeed
-    shares: list[int]
-    modes: set[tuple[PlacementMode, SharingMode]]
-    max_devices: int
-    selector: str | None
-    min_cc: str | None
-    own: set[DeviceKey]  # devices the order holds: counted as free for it
-    prefer: set[DeviceKey]
-    order: OrderKey = ("", "")
-    margin: int = 0
-    # Refused by the scheduler although the ledger saw room: device -> smallest share refused (None: whole).
-    distrust: dict[DeviceKey, int | None] = field(default_factory=dict)
-    refused: tuple[str, str] | None = None  # (devices, the scheduler's words) of the last refusal
-
-    def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
-        return (mode, sharing) in self.modes
-
-    def usable(self, memory: int) -> int:
-        """Bytes of a whole device publishing `memory` the order may count on: what the runtime sees,
-        less the margin (which covers the percent the runtime's utilization is floored by)."""
-        return visible_bytes(memory) * (UNITS - self.margin) // UNITS
-
-    def holds(self, memory: int) -> bool:
-        """Whether a whole device of `memory` bytes holds the order, margin included."""
-        return self.usable(memory) >= self.need.required
-
-    def share_for(self, amount: int, memory: int) -> int | None:
-        """The permitted share of a device of `memory` bytes that holds `amount`, or None.
-
-        Shares are of the memory the runtime sees; the runtime leaves `margin` percent of what it is
-        given unclaimed (its utilization floored to a percent), so that much is added.
-        """
-        seen = visible_bytes(memory)
-        if seen <= 0:
-            return None
-        raw = max(1, math.ceil(amount * UNITS / seen) + self.margin)
-        i = bisect.bisect_left(self.shares, raw)
-        return self.shares[i] if i < len(self.shares) else None
-
-
-@dataclass(frozen=True)
-class _Order:
-    """One order as the ledger sees it: its need, priority and what it asks for."""
-
-    request: PlanRequest
-    key: OrderKey
-    need: MemoryNeed
-    priority: int
-    ask: _Ask
-    classes: list[str]
-
-
-@dataclass
-class _Findings:
-    """What the search saw, to choose the refusal that tells the truth."""
-
-    admitted: int = 0
-    unprofiled: list[str] = field(default_factory=list)
-    unprofiled_per_pool: dict[str, int] = field(default_factory=dict)  # devices of one node: a TP group
-    fits_by_size: bool = False
-    any_free: bool = False
-    largest: tuple[int, str] = (0, "")
-    largest_free: int = 0
-    lower: set[OrderKey] = field(default_factory=set)
-    # Nodes out of service whose devices would hold the order (what they would free): "gpu-h100-0 (cordoned)".
-    out_of_service: set[str] = field(default_factory=set)
-
-
-@dataclass
-class _Survey:
-    """What a refusal reads of one class's devices that an order's filters admit: the same for every order
-    holding nothing and refused nowhere there, for as long as the ledger does not change (`Inventory.version`).
-    Surveyed once per ledger, a batch of orders left out of a packing is refused at the cost of one
-    walk over the fleet, not one each."""
-
-    version: int
-    admitted: int = 0
-    unprofiled: list[str] = field(default_factory=list)
-    unprofiled_per_pool: dict[str, int] = field(default_factory=dict)
-    any_free: bool = False
-    largest: tuple[int, str] = (0, "")
-    largest_free: int = 0
-    sizes: dict[int, int] = field(default_factory=dict)  # memory -> most devices of one pool and group
-    shared_sizes: set[int] = field(default_factory=set)  # memory of shareable devices
-    whole_sizes: set[int] = field(default_factory=set)  # memory of devices taken whole
-    holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
-    lowered: list[tuple[int, tuple[str, str, str, str], Device]] = field(default_factory=list)  # by lowest
-    closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
 
 
 def _semver(text: str) -> tuple[int, ...]:
@@ -298,7 +153,7 @@ class Planner:
         # limit (no better packing within the budget), failed, or stale (the ledger changed meanwhile).
         self.on_solver = on_solver
         self._said: set[str] = set()  # solver outcomes logged already
-        self._surveys: dict[tuple[str, str | None, str | None], _Survey] = {}
+        self._surveys: dict[tuple[str, str | None, str | None], Survey] = {}
         # order -> (devices refused, units asked (UNITS: whole), where, the scheduler's words): the last
         # refusal while it stands.
         self._refused: dict[OrderKey, tuple[list[DeviceKey], int, str, str]] = {}
@@ -327,7 +182,7 @@ class Planner:
         inv = self.inventory
         answers: list[PlanResponse | None] = [None] * len(requests)
         ends = time.monotonic() + self.solver_seconds
-        prepared: dict[int, _Order] = {}
+        prepared: dict[int, Order] = {}
         first: dict[OrderKey, int] = {}
         with inv.lock:
             inv.expire()
@@ -348,7 +203,7 @@ class Planner:
 
     def _plan_level(
         self,
-        orders: list[_Order],
+        orders: list[Order],
         where: list[int],
         answers: list[PlanResponse | None],
         budget: int,
@@ -384,7 +239,7 @@ class Planner:
 
     def _place_together(
         self,
-        batch: list[_Order],
+        batch: list[Order],
         where: list[int],
         answers: list[PlanResponse | None],
         budget: int,
@@ -403,7 +258,7 @@ class Planner:
             if found.complete or seconds <= 0:
                 self._take_found(batch, where, answers, kinds, devices, frees, found)
                 return
-            problem, slots, start = self._problem(batch, kinds, devices, frees, found)
+            problem, slots, start = program(inv, len(batch), kinds, devices, frees, found)
             version = inv.version
         solution = solve(problem, seconds, start)
         with inv.lock:
@@ -457,123 +312,9 @@ class Planner:
             solution.seconds,
         )
 
-    def _problem(
-        self,
-        orders: list[_Order],
-        kinds: list[Kind],
-        devices: list[list[Device]],
-        frees: list[list[int]],
-        found: Joint,
-    ) -> tuple[Problem, list[list[Device]], list[int | None]]:
-        """The batch as the solver's program, from the ledger as it stands: the bins (a shared device each,
-        or a stock of alike devices taken whole), what each order takes of each, the counters left; the
-        devices of each bin; and the search's packing as a first solution."""
-        inv = self.inventory
-        n = len(orders)
-        sim: dict[DeviceKey, int] = {}
-        shelf = _Stock(devices, frees, lambda d: sim.get(d.key, inv.room(d.key)))
-        chosen: dict[int, Device] = {}
-        for j in found.order:
-            choice = found.choices[j]
-            fit = kinds[choice[0]].fits[j] if choice is not None else None
-            if choice is None or fit is None:
-                continue
-            device = shelf.take(*choice)
-            if device is not None:
-                chosen[j] = device
-                sim[device.key] = choice[1] - fit[1] if kinds[choice[0]].shareable else 0
-                shelf.put(choice[0], device)
-        starting = {d.key for d in chosen.values()}
-        counters: dict[tuple[str, str, str, str], int] = {}  # (driver, pool, set, counter) -> index
-        left_of: list[int] = []
-
-        def draws(device: Device) -> tuple[tuple[int, int], ...]:
-            if not device.consumes or inv.holdings_on(device.key):
-                return ()
-            pool = (device.driver, device.pool)
-            out = []
-            for counter_set, counter, amount in device.consumes:
-                name = (*pool, counter_set, counter)
-                if name not in counters:
-                    counters[name] = len(left_of)
-                    left_of.append(inv.counters_left(pool).get((counter_set, counter), 0))
-                out.append((counters[name], amount))
-            return tuple(out)
-
-        fitting = [[j for j in range(n) if kind.fits[j] is not None] for kind in kinds]
-        units = [{j: fit[1] for j, fit in enumerate(kind.fits) if fit is not None} for kind in kinds]
-        # Per kind, devices by free units; of each, the search's first, then by name, at most as many as
-        # orders could go there (fewer if the program grows too large).
-        shelves: list[tuple[int, int, list[Device]]] = []  # (kind, free units, devices)
-        for k, kind in enumerate(kinds):
-            by_free: dict[int, list[Device]] = {}
-            for device, free in zip(devices[k], frees[k], strict=True):
-                if fitting[k] and free > 0 and (kind.shareable or free == UNITS):
-                    by_free.setdefault(free, []).append(device)
-            for free, members in sorted(by_free.items()):
-                members.sort(key=lambda d: (d.key not in starting, d.sort_key()))
-                shelves.append((k, free, members))
-
-        def room_for(k: int, free: int) -> int:
-            return sum(1 for u in units[k].values() if u <= free)
-
-        cap = n
-        while cap > 1 and (
-            sum(
-                min(len(m), cap, room_for(k, f)) * room_for(k, f) for k, f, m in shelves if kinds[k].shareable
-            )
-            > MAX_OPTIONS
-        ):
-            cap = max(1, cap // 2)
-        bins: list[Bin] = []
-        slots: list[list[Device]] = []
-        options: list[Option] = []
-        losses: list[tuple[int, int, float]] = []  # (option, class rank, loss)
-        for k, free, members in shelves:
-            kind = kinds[k]
-            fit_here = [j for j in fitting[k] if units[k][j] <= free]
-            if not fit_here:
-                continue
-            if not kind.shareable:  # whole devices: one stock, or one bin each when they draw on counters
-                groups = [[d] for d in members] if any(d.consumes for d in members) else [members[:n]]
-                for group in groups:
-                    b = len(bins)
-                    bins.append(Bin(count=len(group), draws=draws(group[0])))
-                    slots.append(group)
-                    for j in fit_here:
-                        fit = kind.fits[j]
-                        assert fit is not None
-                        losses.append((len(options), fit[0], float(loss(kind, UNITS, UNITS))))
-                        options.append(Option(j, b))
-                continue
-            for device in members[: min(len(members), cap, len(fit_here))]:
-                left = inv.left(device.key)
-                if left is None:
-                    continue
-                names = sorted(left)
-                b = len(bins)
-                bins.append(Bin(1, tuple(Fraction(left[c]) for c in names), draws(device)))
-                slots.append([device])
-                capacities = {c: Capacity(left[c]) for c in names}
-                for j in fit_here:
-                    fit = kind.fits[j]
-                    assert fit is not None
-                    take = inv.share_take(device, fit[1])
-                    if take is None or not fits({}, take, capacities):
-                        continue
-                    losses.append((len(options), fit[0], float(loss(kind, free, fit[1]))))
-                    options.append(Option(j, b, tuple(Fraction(take[c]) for c in names)))
-        top_rank = max((r for _, r, _ in losses), default=0) + 1
-        top_loss = max((x for _, _, x in losses), default=0.0) + 1.0
-        for c, rank, lost in losses:
-            options[c] = attrs.evolve(options[c], cost=(rank + lost / top_loss) / top_rank)
-        where = {d.key: b for b, group in enumerate(slots) for d in group}
-        start = [where.get(chosen[j].key) if j in chosen else None for j in range(n)]
-        return Problem(n, tuple(bins), tuple(options), tuple(left_of)), slots, start
-
     def _take_solved(
         self,
-        orders: list[_Order],
+        orders: list[Order],
         where: list[int],
         answers: list[PlanResponse | None],
         problem: Problem,
@@ -601,13 +342,13 @@ class Planner:
             return False
         for j, device, (units, mode, sharing), rank in takes:
             o = orders[j]
-            candidate = _Candidate(o.classes[rank], (device,), units, mode, sharing, ())
+            candidate = Candidate(o.classes[rank], (device,), units, mode, sharing, ())
             answers[where[j]] = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
         return True
 
     def _take_found(
         self,
-        orders: list[_Order],
+        orders: list[Order],
         where: list[int],
         answers: list[PlanResponse | None],
         kinds: list[Kind],
@@ -616,7 +357,7 @@ class Planner:
         found: Joint,
     ) -> None:
         """Reserve the search's packing, in its order."""
-        shelf = _Stock(devices, frees, lambda d: self.inventory.room(d.key))
+        shelf = Stock(devices, frees, lambda d: self.inventory.room(d.key))
         for j in found.order:
             choice = found.choices[j]
             if choice is not None:
@@ -718,7 +459,7 @@ class Planner:
                 ]
             )
 
-    def _prepare(self, request: PlanRequest) -> _Order | PlanResponse:
+    def _prepare(self, request: PlanRequest) -> Order | PlanResponse:
         """What one order asks of the ledger, or the refusal that needs no search."""
         inv = self.inventory
         order: OrderKey = (request.order.namespace, request.order.name)
@@ -754,13 +495,13 @@ class Planner:
                 f"None of the device classes {classes} exists in the cluster, so no accelerator "
                 f"can hold {gib(need.required)} GiB; wait for the hardware to be published.",
             )
-        return _Order(request, order, need, priority, ask, known)
+        return Order(request, order, need, priority, ask, known)
 
-    def _place(self, o: _Order) -> PlanResponse:
+    def _place(self, o: Order) -> PlanResponse:
         """One order on the ledger as it stands: classes in policy order, then preemption."""
         request, order, need, priority, ask, known = o.request, o.key, o.need, o.priority, o.ask, o.classes
         inv = self.inventory
-        findings = _Findings()
+        findings = Findings()
         for cls in known:
             undecidable = self._undecidable(cls, ask)
             if undecidable is not None:
@@ -769,7 +510,7 @@ class Planner:
             if found is not None:
                 return self._answer(request, order, priority, need, found, [])
             self._observe(cls, ask, findings, priority, order)
-        refusal = self._refusal(need, known, findings)
+        refusal = refusal_for(need, known, findings)
         if (
             refusal.reason in (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT)
             and findings.lower
@@ -805,10 +546,10 @@ class Planner:
 
     # ------------------------------------------------------------------ joint placement
 
-    def _undecidable_any(self, o: _Order) -> bool:
+    def _undecidable_any(self, o: Order) -> bool:
         return any(self._undecidable(cls, o.ask) is not None for cls in o.classes)
 
-    def _kinds(self, orders: list[_Order]) -> Kinds:
+    def _kinds(self, orders: list[Order]) -> Kinds:
         """The devices with room these orders could take one of, grouped into kinds, with free units per
         kind (the class index gives the devices with room; full ones could take none of them)."""
         inv = self.inventory
@@ -864,7 +605,7 @@ class Planner:
             stock[k][free] = stock[k].get(free, 0) + 1
         return kinds, devices, frees, stock
 
-    def _fits_one(self, o: _Order, device: Device) -> tuple[int, int] | None:
+    def _fits_one(self, o: Order, device: Device) -> tuple[int, int] | None:
         """(index of the order's first class admitting the device, units it takes there), or None."""
         for rank, cls in enumerate(o.classes):
             if cls in device.classes:
@@ -875,7 +616,7 @@ class Planner:
         return None
 
     def _take(
-        self, o: _Order, j: int, kinds: list[Kind], shelf: _Stock, choice: tuple[int, int]
+        self, o: Order, j: int, kinds: list[Kind], shelf: Stock, choice: tuple[int, int]
     ) -> PlanResponse:
         """Reserve the device `most_placed` chose: the first of its kind with that many units free.
 
@@ -891,14 +632,14 @@ class Planner:
         found = self._fit(device, o.ask)
         assert found is not None
         units, mode, sharing = found
-        candidate = _Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
+        candidate = Candidate(o.classes[fit[0]], (device,), units, mode, sharing, ())
         answer = self._answer(o.request, o.key, o.priority, o.need, candidate, [])
         shelf.put(k, device)
         return answer
 
     def _ask(
         self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy, order: OrderKey
-    ) -> tuple[_Ask | None, Refusal | None]:
+    ) -> tuple[Ask | None, Refusal | None]:
         inv = self.inventory
         permitted = policy.allowed_share_percents or range(1, UNITS + 1)
         shares = sorted({s for s in permitted if share_in_range(s)})
@@ -930,7 +671,7 @@ class Planner:
         holding = request.holding
         if holding is not None and holding.driver and holding.pool and holding.devices:
             prefer |= {(holding.driver, holding.pool, d) for d in holding.devices}
-        return _Ask(
+        return Ask(
             need=need,
             shares=shares,
             modes=modes,
@@ -991,7 +732,7 @@ class Planner:
 
     # ------------------------------------------------------------------ filters
 
-    def _passes(self, device: Device, ask: _Ask, *, refusals: bool = True) -> bool:
+    def _passes(self, device: Device, ask: Ask, *, refusals: bool = True) -> bool:
         """Whether the order may be placed on the device: its filters, and (unless told not to) no refusal
         by the scheduler standing there for what it would ask."""
         if refusals and device.key in ask.distrust and self._refused_for(device, ask):
@@ -1006,7 +747,7 @@ class Planner:
         return result is True
 
     @staticmethod
-    def _refused_for(device: Device, ask: _Ask) -> bool:
+    def _refused_for(device: Device, ask: Ask) -> bool:
         """Whether a refusal by the scheduler on the device covers what the order would ask of it."""
         refused = ask.distrust[device.key]
         if refused is None or not device.shareable or device.memory is None:
@@ -1017,7 +758,7 @@ class Planner:
     def _selector(self, device: Device, expression: str) -> bool | SelectorError:
         return self.inventory.selects(expression, device)
 
-    def _undecidable(self, cls: str, ask: _Ask) -> Refusal | None:
+    def _undecidable(self, cls: str, ask: Ask) -> Refusal | None:
         faults = self.inventory.class_faults.get(cls) or {}
         if faults:
             fault = faults[min(faults)]
@@ -1046,12 +787,11 @@ class Planner:
     # ------------------------------------------------------------------ search
 
     def _search(
-        self, cls: str, ask: _Ask, groups: dict[GroupKey, _Group], *, own_adjusted: bool
-    ) -> _Candidate | None:
+        self, cls: str, ask: Ask, groups: dict[GroupKey, _Group], *, own_adjusted: bool
+    ) -> Candidate | None:
         inv = self.inventory
         own = ask.own if own_adjusted else set()
-        need = ask.need
-        best: _Candidate | None = None
+        best: Candidate | None = None
         largest = self._largest(groups, ask)
         own_devices = [
             inv.devices[k]
@@ -1059,31 +799,17 @@ class Planner:
             if k in inv.devices and cls in inv.devices[k].classes and not inv.devices[k].tainted
         ]
 
-        def consider(c: _Candidate | None) -> None:
+        def consider(c: Candidate | None) -> None:
             nonlocal best
             if c is not None and (best is None or c.rank < best.rank):
                 best = c
 
         for gkey in sorted(groups):
             group = groups[gkey]
-            memory, shareable, dtype = gkey[0], gkey[1], gkey[2]
-            if memory < 0 or not group.devices:
+            fit = ask.fit(gkey[0], gkey[1], gkey[2]) if gkey[0] >= 0 and group.devices else None
+            if fit is None:
                 continue
-            if shareable:
-                if not ask.allows(PlacementMode.SHARED, SharingMode.SHARES):
-                    continue
-                units = ask.share_for(need.required, memory)
-                if units is None:
-                    continue
-                mode, sharing = PlacementMode.SHARED, SharingMode.SHARES
-            else:
-                if not ask.holds(memory):
-                    continue
-                sharing = SharingMode.PARTITION if dtype == "mig" else SharingMode.NONE
-                mode = PlacementMode.WHOLE_DEVICE
-                if not ask.allows(mode, sharing):
-                    continue
-                units = UNITS
+            units, mode, sharing = fit
             entries = group.entries
             for i in range(bisect.bisect_left(entries, (units,)), len(entries)):
                 free, sk = entries[i]
@@ -1107,7 +833,7 @@ class Planner:
             consider(self._multi(cls, gkey, groups[gkey], ask, own, own_devices))
         return best
 
-    def _largest(self, groups: dict[GroupKey, _Group], ask: _Ask) -> int:
+    def _largest(self, groups: dict[GroupKey, _Group], ask: Ask) -> int:
         """The memory of the largest device of the class the order may use at all, free or not.
 
         Only devices the order's filters admit count: a larger card its selector excludes must not stop
@@ -1131,8 +857,8 @@ class Planner:
         units: int,
         mode: PlacementMode,
         sharing: SharingMode,
-        ask: _Ask,
-    ) -> _Candidate:
+        ask: Ask,
+    ) -> Candidate:
         memory = device.memory or 0
         if device.shareable:
             before, after = free * memory // UNITS, (free - units) * memory // UNITS
@@ -1148,28 +874,25 @@ class Planner:
             memory,
             device.sort_key(),
         )
-        return _Candidate(cls, (device,), units, mode, sharing, rank)
+        return Candidate(cls, (device,), units, mode, sharing, rank)
 
     def _multi(
         self,
         cls: str,
         gkey: GroupKey,
         group: _Group,
-        ask: _Ask,
+        ask: Ask,
         own: set[DeviceKey],
         own_devices: list[Device],
-    ) -> _Candidate | None:
+    ) -> Candidate | None:
         memory, shareable = gkey[0], gkey[1]
         if memory <= 0:
             return None
         sharing = SharingMode.SHARES if shareable else SharingMode.NONE
         if not ask.allows(PlacementMode.MULTI_DEVICE, sharing):
             return None
-        count = 2
-        usable = ask.usable(memory)
-        while count <= ask.max_devices and ask.need.per_device(count) > usable:
-            count *= 2
-        if count > ask.max_devices:
+        count = ask.spans(memory)
+        if count is None:
             return None
         inv = self.inventory
         extra: dict[str, list[Device]] = {}
@@ -1180,7 +903,7 @@ class Planner:
                 and self._passes(device, ask)
             ):
                 extra.setdefault(device.pool, []).append(device)
-        best: _Candidate | None = None
+        best: Candidate | None = None
         for pool in sorted(set(group.full_free) | set(extra)):
             mine = extra.get(pool, [])
             avail = [
@@ -1207,14 +930,14 @@ class Planner:
                 0,
                 (pool,),
             )
-            c = _Candidate(cls, chosen, UNITS, PlacementMode.MULTI_DEVICE, sharing, rank)
+            c = Candidate(cls, chosen, UNITS, PlacementMode.MULTI_DEVICE, sharing, rank)
             if best is None or c.rank < best.rank:
                 best = c
         return best
 
     # ------------------------------------------------------------------ refusals
 
-    def _surveyed(self, cls: str, ask: _Ask) -> _Survey | None:
+    def _surveyed(self, cls: str, ask: Ask) -> Survey | None:
         """The class's survey for this order's filters, when it applies: the order holds nothing there and
         no refusal by the scheduler stands on a device of the class."""
         inv = self.inventory
@@ -1226,7 +949,7 @@ class Planner:
             return survey
         if len(self._surveys) > 64:
             self._surveys.clear()
-        survey = self._surveys[key] = _Survey(inv.version)
+        survey = self._surveys[key] = Survey(inv.version)
         pools: dict[tuple[str, GroupKey], int] = {}
         lowest: dict[OrderKey, int] = {}
         for device in inv.class_devices(cls):
@@ -1268,7 +991,7 @@ class Planner:
         survey.lowered.sort(key=lambda entry: entry[:2])
         return survey
 
-    def _observe(self, cls: str, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
+    def _observe(self, cls: str, ask: Ask, f: Findings, priority: int, order: OrderKey) -> None:
         inv = self.inventory
         pools: dict[tuple[str, GroupKey], int] = {}
         departed = [(n, d) for n, (_, ds) in inv.departed.items() for d in ds if cls in d.classes]
@@ -1281,7 +1004,7 @@ class Planner:
                 f.out_of_service.add(f"{node} (deleted)")
         survey = self._surveyed(cls, ask)
         if survey is not None:
-            self._observe_survey(survey, ask, f, priority, order)
+            observe_survey(survey, ask, f, priority, order)
             return
         for device in inv.class_devices(cls):
             if device.tainted and device.memory is not None and ask.holds(device.memory):
@@ -1319,134 +1042,17 @@ class Planner:
             pools[key] = pools.get(key, 0) + 1
             f.any_free = f.any_free or free > 0
         for (_, gkey), n in pools.items():
-            count = 2
-            while count <= ask.max_devices and count <= n:
-                if ask.need.per_device(count) <= ask.usable(gkey[0]):
-                    f.fits_by_size = True
-                    break
-                count *= 2
-
-    @staticmethod
-    def _observe_survey(survey: _Survey, ask: _Ask, f: _Findings, priority: int, order: OrderKey) -> None:
-        """`_observe` from a survey: what it saw, and what this order's need makes of it."""
-        for memory, where in survey.closed.items():
-            if ask.holds(memory):
-                f.out_of_service |= where
-        f.admitted += survey.admitted
-        f.unprofiled.extend(survey.unprofiled)
-        for pool, n in survey.unprofiled_per_pool.items():
-            f.unprofiled_per_pool[pool] = f.unprofiled_per_pool.get(pool, 0) + n
-        f.any_free = f.any_free or survey.any_free
-        if survey.largest[0] > f.largest[0]:
-            f.largest = survey.largest
-        f.largest_free = max(f.largest_free, survey.largest_free)
-        if any(ask.holds(m) for m in survey.whole_sizes) or any(
-            ask.holds(m) and ask.share_for(ask.need.required, m) is not None for m in survey.shared_sizes
-        ):
-            f.fits_by_size = True
-        for memory, n in survey.sizes.items():
-            count = 2
-            while count <= ask.max_devices and count <= n:
-                if ask.need.per_device(count) <= ask.usable(memory):
-                    f.fits_by_size = True
-                    break
-                count *= 2
-        for held_at, who in survey.holders:
-            if held_at >= priority:
-                break
-            if who != order:
-                f.lower.add(who)
-
-    @staticmethod
-    def _plausible(need: MemoryNeed, f: _Findings, ask_max: int) -> bool:
-        """Whether the devices publishing no memory could hold the model were each as large as the
-        largest accelerator made: then their missing profile is the answer, else the size is."""
-        for count in f.unprofiled_per_pool.values():
-            devices = 1
-            while devices * 2 <= min(count, ask_max):
-                devices *= 2
-            if need.per_device(devices) <= PLAUSIBLE_GIB * GIB:
-                return True
-        return False
-
-    def _refusal(self, need: MemoryNeed, classes: list[str], f: _Findings) -> Refusal:
-        required = gib(need.required)
-        where = ", ".join(classes)
-        if f.out_of_service and (f.admitted == 0 or not f.fits_by_size or f.largest_free < need.required):
-            return Refusal(
-                reason=Reason.NO_CAPACITY,
-                message=(
-                    f"No device of {where} in service has {required} GiB free; devices that would hold it are "
-                    f"on nodes out of service: {', '.join(sorted(f.out_of_service)[:4])}. Replanned when they "
-                    "return or room frees up elsewhere."
-                ),
-            )
-        if f.admitted == 0:
-            return Refusal(
-                reason=Reason.NO_CAPACITY,
-                message=(
-                    f"No usable device of {where} is published (none admitted, all tainted, or on nodes that "
-                    "take no new pods); "
-                    f"{required} GiB are needed. Replanned when capacity changes."
-                ),
-            )
-        if not f.fits_by_size and f.unprofiled and self._plausible(need, f, ask_max=8):
-            return Refusal(
-                reason=Reason.NO_COMPATIBLE_PLACEMENT,
-                message=(
-                    f"The memory profile of the hardware is incomplete: {len(f.unprofiled)} device(s) of "
-                    f"{where} publish no memory capacity (e.g. {f.unprofiled[0]}), so no share can be "
-                    f"computed for {required} GiB. An administrator's subject; waiting will not help."
-                ),
-            )
-        tensor_parallel = ", ".join(f"{gib(need.per_device(n))} GiB on each of {n}" for n in (2, 4, 8))
-        if not f.fits_by_size and f.unprofiled:  # nothing unprofiled could hold it: too large is the answer
-            return Refusal(
-                reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-                message=(
-                    f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
-                    f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
-                    f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
-                    f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
-                    f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."
-                ),
-            )
-        if not f.fits_by_size:
-            return Refusal(
-                reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
-                message=(
-                    f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
-                    f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
-                    f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
-                    f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
-                    "A larger accelerator or more devices of one node are needed."
-                ),
-            )
-        if f.largest_free < need.required:
-            return Refusal(
-                reason=Reason.NO_CAPACITY,
-                message=(
-                    f"No device of {where} has {required} GiB free right now (largest free piece "
-                    f"{gib(f.largest_free)} GiB); replanned when capacity frees up."
-                ),
-            )
-        return Refusal(
-            reason=Reason.NO_COMPATIBLE_PLACEMENT,
-            message=(
-                f"No room now: free capacity on {where} exists but not in a form that holds {required} GiB at "
-                f"a permitted share or device count ({need.explanation}; {tensor_parallel} under tensor "
-                f"parallel; largest free piece {gib(f.largest_free)} GiB). Replanned when capacity changes."
-            ),
-        )
+            if (count := ask.spans(gkey[0])) is not None and count <= n:
+                f.fits_by_size = True
 
     # ------------------------------------------------------------------ preemption
 
     def _preempt(
-        self, cls: str, ask: _Ask, priority: int, order: OrderKey
-    ) -> tuple[_Candidate, list[OrderKey]] | None:
+        self, cls: str, ask: Ask, priority: int, order: OrderKey
+    ) -> tuple[Candidate, list[OrderKey]] | None:
         """The single-device placement that needs the fewest, lowest lower-priority orders released."""
         inv = self.inventory
-        best: tuple[tuple[object, ...], _Candidate, list[OrderKey]] | None = None
+        best: tuple[tuple[object, ...], Candidate, list[OrderKey]] | None = None
         survey = self._surveyed(cls, ask)
         devices: Iterable[Device] = inv.class_devices(cls)
         if survey is not None:  # only devices someone of lower priority holds can be made room on
@@ -1482,18 +1088,9 @@ class Planner:
                 best = (cost, cand, sorted(chosen))
         return None if best is None else (best[1], best[2])
 
-    def _fit(self, device: Device, ask: _Ask) -> tuple[int, PlacementMode, SharingMode] | None:
+    def _fit(self, device: Device, ask: Ask) -> tuple[int, PlacementMode, SharingMode] | None:
         """Units, mode and sharing one device would give the order, ignoring who holds it."""
-        memory = device.memory or 0
-        if device.shareable:
-            units = ask.share_for(ask.need.required, memory) if memory else None
-            if units is None or not ask.allows(PlacementMode.SHARED, SharingMode.SHARES):
-                return None
-            return units, PlacementMode.SHARED, SharingMode.SHARES
-        sharing = SharingMode.PARTITION if device.type == "mig" else SharingMode.NONE
-        if not ask.holds(memory) or not ask.allows(PlacementMode.WHOLE_DEVICE, sharing):
-            return None
-        return UNITS, PlacementMode.WHOLE_DEVICE, sharing
+        return ask.fit(device.memory or 0, device.shareable, device.type)
 
     # ------------------------------------------------------------------ answer
 
@@ -1503,36 +1100,11 @@ class Planner:
         order: OrderKey,
         priority: int,
         need: MemoryNeed,
-        found: _Candidate,
+        found: Candidate,
         victims: list[OrderKey],
     ) -> PlanResponse:
-        first = found.devices[0]
-        memory = first.memory or 0
-        if found.mode == PlacementMode.SHARED:
-            per_device = found.units * memory // UNITS
-        else:
-            per_device = need.per_device(len(found.devices))
-        placement = Placement(
-            device_class_name=found.device_class,
-            driver=first.driver,
-            pool=first.pool,
-            devices=[d.name for d in found.devices],
-            device_uuids=[d.uuid or d.name for d in found.devices],
-            node_name=first.node,
-            accelerator_product_name=first.product,
-            accelerator_memory_gi_b=gib(memory),
-            accelerator_compute_capability=_major_minor(first.compute_capability),
-            placement_mode=found.mode,
-            sharing_mode=found.sharing,
-            share_percent=found.units if found.sharing == SharingMode.SHARES else None,
-            device_count=len(found.devices),
-            memory_gi_b=gib(per_device),
-            capacity_requests=(
-                {n: quantity_text(v) for n, v in sorted(first.share_request(found.units).items())}
-                if found.sharing == SharingMode.SHARES
-                else None
-            ),
-        )
+        placement = _placement(found, need)
+        memory = found.devices[0].memory or 0
         if not request.dry_run:
             self._reserve(order, priority, found)
             if victims:  # who no longer stands beside this plan, by the one ranking the ledger keeps
@@ -1562,7 +1134,7 @@ class Planner:
             placement=placement, estimates=est, preempt=[Victim(namespace=ns, name=n) for ns, n in victims]
         )
 
-    def _reserve(self, order: OrderKey, priority: int, found: _Candidate) -> None:
+    def _reserve(self, order: OrderKey, priority: int, found: Candidate) -> None:
         """Hold the devices for the plan until its LaunchPlan shows them (the order counts once per device:
         its claims, plan and reservation there are not added up)."""
         shared = found.sharing == SharingMode.SHARES
@@ -1575,6 +1147,37 @@ class Planner:
             ],
             self.reservation_ttl,
         )
+
+
+def _placement(found: Candidate, need: MemoryNeed) -> Placement:
+    """The placement a candidate is, as the wire carries it."""
+    first = found.devices[0]
+    memory = first.memory or 0
+    if found.mode == PlacementMode.SHARED:
+        per_device = found.units * memory // UNITS
+    else:
+        per_device = need.per_device(len(found.devices))
+    return Placement(
+        device_class_name=found.device_class,
+        driver=first.driver,
+        pool=first.pool,
+        devices=[d.name for d in found.devices],
+        device_uuids=[d.uuid or d.name for d in found.devices],
+        node_name=first.node,
+        accelerator_product_name=first.product,
+        accelerator_memory_gi_b=gib(memory),
+        accelerator_compute_capability=_major_minor(first.compute_capability),
+        placement_mode=found.mode,
+        sharing_mode=found.sharing,
+        share_percent=found.units if found.sharing == SharingMode.SHARES else None,
+        device_count=len(found.devices),
+        memory_gi_b=gib(per_device),
+        capacity_requests=(
+            {n: quantity_text(v) for n, v in sorted(first.share_request(found.units).items())}
+            if found.sharing == SharingMode.SHARES
+            else None
+        ),
+    )
 
 
 def _refuse(reason: Reason, message: str) -> PlanResponse:

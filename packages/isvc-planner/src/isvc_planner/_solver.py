@@ -1,6 +1,6 @@
 """The most orders placed together, as a mixed-integer program solved by HiGHS within a time budget.
 
-The planner writes the problem from its ledger (`Planner._problem`): orders, and bins they may go to. A
+The planner writes the problem from its ledger (`_program.program`): orders, and bins they may go to. A
 bin is one device that holds several orders by consumable capacity, or a stock of alike devices each
 taken whole by one order. What an order takes of a bin, per capacity, is what the ledger counts for its
 claim (`Inventory.share_take`: the shares and the memory each share claims as kube-scheduler rounds
@@ -115,16 +115,7 @@ def solve(problem: Problem, seconds: float, start: Sequence[int | None] | None =
     n = len(options)
     if n == 0:
         return Solution([None] * problem.orders, "optimal", 0, 0.0)
-    h = highspy.Highs()  # type: ignore[no-untyped-call]  # its __init__ carries no annotations
-    for option, value in (
-        ("output_flag", False),
-        ("log_to_console", False),
-        ("threads", 1),
-        ("random_seed", 0),
-        ("mip_rel_gap", 0.0),
-        ("mip_abs_gap", 0.99),  # the count is whole: within one order of the bound is the optimum
-    ):
-        h.setOptionValue(option, value)
+    h = _highs()
     # Columns: one per option, then one per counter-drawing shared device ("taken").
     drawn = [b for b, bin_ in enumerate(problem.bins) if bin_.draws and bin_.left]
     taken = {b: n + j for j, b in enumerate(drawn)}
@@ -135,6 +126,45 @@ def solve(problem: Problem, seconds: float, start: Sequence[int | None] | None =
         np.arange(columns, dtype=np.int32),
         np.full(columns, highspy.HighsVarType.kInteger.value, dtype=np.uint8),
     )
+    _add_rows(h, *_rows(problem, taken))
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    if start is not None:
+        chosen = {(i, b) for i, b in enumerate(start) if b is not None}
+        values = [1.0 if (o.order, o.bin) in chosen else 0.0 for o in options]
+        used = {b for _, b in chosen}
+        _offer(h, values + [1.0 if b in used else 0.0 for b in drawn])
+    h.setOptionValue("time_limit", max(0.01, seconds - (time.monotonic() - began)))  # writing it counts too
+    try:
+        h.run()
+    except Exception as error:  # the native solver raised: the caller keeps its own packing
+        return Solution(
+            [None] * problem.orders, "failed", problem.orders, time.monotonic() - began, str(error)
+        )
+    return _read(h, problem, began, seconds)
+
+
+def _highs() -> Any:
+    """A quiet, single-threaded, reproducible HiGHS that stops within one order of the bound."""
+    h = highspy.Highs()  # type: ignore[no-untyped-call]  # its __init__ carries no annotations
+    for option, value in (
+        ("output_flag", False),
+        ("log_to_console", False),
+        ("threads", 1),
+        ("random_seed", 0),
+        ("mip_rel_gap", 0.0),
+        ("mip_abs_gap", 0.99),  # the count is whole: within one order of the bound is the optimum
+    ):
+        h.setOptionValue(option, value)
+    return h
+
+
+_Rows = tuple[list[tuple[float, list[int], list[float]]], list[tuple[list[int], list[float]]]]
+
+
+def _rows(problem: Problem, taken: dict[int, int]) -> _Rows:
+    """The program's rows: `Σ ≤ upper` ones (each order once, each bin's capacities or count, each counter)
+    as (upper, columns, coefficients), and `Σ ≥ 0` ones (an option only on a device taken)."""
+    options = problem.options
     rows: list[tuple[float, list[int], list[float]]] = []  # (upper, columns, coefficients); lower −∞
     lower_rows: list[tuple[list[int], list[float]]] = []  # Σ ≥ 0
     by_order: dict[int, list[int]] = {}
@@ -168,20 +198,13 @@ def solve(problem: Problem, seconds: float, start: Sequence[int | None] | None =
             row[1].extend([float(amount)] * len(cols))
     for k, (cols, coefficients) in counter_rows.items():
         rows.append((float(problem.counters[k]), cols, coefficients))
-    _add_rows(h, rows, lower_rows)
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    if start is not None:
-        chosen = {(i, b) for i, b in enumerate(start) if b is not None}
-        values = [1.0 if (o.order, o.bin) in chosen else 0.0 for o in options]
-        used = {b for _, b in chosen}
-        _offer(h, values + [1.0 if b in used else 0.0 for b in drawn])
-    h.setOptionValue("time_limit", max(0.01, seconds - (time.monotonic() - began)))  # writing it counts too
-    try:
-        h.run()
-    except Exception as error:  # the native solver raised: the caller keeps its own packing
-        return Solution(
-            [None] * problem.orders, "failed", problem.orders, time.monotonic() - began, str(error)
-        )
+    return rows, lower_rows
+
+
+def _read(h: Any, problem: Problem, began: float, seconds: float) -> Solution:
+    """The solution HiGHS ran to, its ties settled within what is left of `seconds`."""
+    options = problem.options
+    n = len(options)
     status = h.getModelStatus()
     info = h.getInfo()
     if status == highspy.HighsModelStatus.kOptimal:

@@ -8,6 +8,7 @@ import math
 import string
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -422,69 +423,18 @@ class RecipeBook:
         estimates: Estimates,
         served_name: str,
     ) -> CompiledRuntime | _Failure:
-        placement = hw.placement
         directory = model_dir(facts.name)
         path = _model_path(recipe, facts, directory)
-        utilization = memory_utilization(placement, recipe.memory)
-        if utilization <= 0:
-            return _Failure(
-                recipe.name,
-                "memory",
-                f"a share of {placement.share_percent}% leaves nothing after the "
-                f"{recipe.memory.margin:g} margin",
-            )
-        context: int | None = None
-        launch: Fit | None = None
-        device_gib = device_memory_gib(placement, hw.accelerator)
-        known = checkpoint_weights(facts) is not None
-        if recipe.runtime in set(MemoryRuntime) and device_gib is not None and known:
-            share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
-            fitted = fit_launch(
-                facts,
-                MemoryRuntime(recipe.runtime),
-                round(device_gib * GIB),
-                share or 100,
-                max(placement.device_count, 1),
-                min_context=recipe.memory.min_context_length,
-                granularity=recipe.memory.context_granularity,
-                max_context=estimates.context_length,
-            )
-            if isinstance(fitted, str):
-                return _Failure(recipe.name, "memory", fitted)
-            launch = fitted
-            context = launch.context
-            if launch.utilization is not None:
-                utilization = launch.utilization
-        elif _uses(recipe, "maxContextLength"):
-            context, why = max_context_length(
-                facts, placement, estimates, recipe.memory, device_gib, utilization
-            )
-            if context is None:
-                return _Failure(recipe.name, "memory", why)
+        sized = _sized(recipe, facts, hw, estimates)
+        if isinstance(sized, _Failure):
+            return sized
         chat = endpoint == EndpointType.CHAT
         tool_rule = tool_call_parser(recipe, facts) if chat else None
         reasoning_rule = reasoning_parser(recipe, facts) if chat else None
         parser = tool_rule.parser if tool_rule else None
         thinking = reasoning_rule.parser if reasoning_rule else None
-        values: dict[str, str | None] = {
-            "modelPath": path,
-            "servedName": served_name,
-            "httpPort": str(recipe.ports.http),
-            "metricsPort": str(recipe.ports.metrics),
-            "tensorParallelSize": str(placement.device_count),
-            "gpuMemoryUtilization": f"{utilization:.2f}",
-            "maxContextLength": None if context is None else str(context),
-            "quantization": recipe.quantization_values.get(facts.quantization),
-            "toolCallParser": parser,
-            "reasoningParser": thinking,
-            "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
-            "maxNumBatchedTokens": (
-                str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
-            ),
-            "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
-            # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
-            "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
-        }
+        values = _values(recipe, facts, hw.placement, sized, path, served_name, parser, thinking)
+        launch = sized.launch
         args = _render(recipe.args, values)
         tool_args: list[str] = []
         if tool_rule is not None and recipe.tool_calling is not None:
@@ -492,13 +442,9 @@ class RecipeBook:
         reasoning_args: list[str] = []
         if reasoning_rule is not None and recipe.reasoning is not None:
             reasoning_args = _render(recipe.reasoning.args + reasoning_rule.args, values)
-        image = recipe.image
-        cc = hw.compute_capability
-        if recipe.image_by_compute_capability and cc in recipe.image_by_compute_capability:
-            image = recipe.image_by_compute_capability[cc]
         compiled = CompiledRuntime(
             recipe=recipe.name,
-            image=image,
+            image=_image(recipe, hw.compute_capability),
             command=list(recipe.command),
             args=args + tool_args + reasoning_args,
             env=dict(sorted(recipe.env.items())),
@@ -525,6 +471,92 @@ class RecipeBook:
         )
         compiled.content_hash = content_hash(compiled)
         return compiled
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """What the memory of the placement allows a recipe: its utilization, context and launch."""
+
+    utilization: Decimal
+    context: int | None = None
+    launch: Fit | None = None
+
+
+def _sized(recipe: Recipe, facts: ModelFacts, hw: _Hardware, estimates: Estimates) -> _Sized | _Failure:
+    """The launch that starts under the runtime's own accounting, or the recipe's memory failure."""
+    placement = hw.placement
+    utilization = memory_utilization(placement, recipe.memory)
+    if utilization <= 0:
+        return _Failure(
+            recipe.name,
+            "memory",
+            f"a share of {placement.share_percent}% leaves nothing after the {recipe.memory.margin:g} margin",
+        )
+    device_gib = device_memory_gib(placement, hw.accelerator)
+    known = checkpoint_weights(facts) is not None
+    if recipe.runtime in set(MemoryRuntime) and device_gib is not None and known:
+        share = placement.share_percent if placement.sharing_mode == SharingMode.SHARES else 100
+        fitted = fit_launch(
+            facts,
+            MemoryRuntime(recipe.runtime),
+            round(device_gib * GIB),
+            share or 100,
+            max(placement.device_count, 1),
+            min_context=recipe.memory.min_context_length,
+            granularity=recipe.memory.context_granularity,
+            max_context=estimates.context_length,
+        )
+        if isinstance(fitted, str):
+            return _Failure(recipe.name, "memory", fitted)
+        used = utilization if fitted.utilization is None else fitted.utilization
+        return _Sized(used, fitted.context, fitted)
+    if _uses(recipe, "maxContextLength"):
+        context, why = max_context_length(facts, placement, estimates, recipe.memory, device_gib, utilization)
+        if context is None:
+            return _Failure(recipe.name, "memory", why)
+        return _Sized(utilization, context)
+    return _Sized(utilization)
+
+
+def _values(
+    recipe: Recipe,
+    facts: ModelFacts,
+    placement: Placement,
+    sized: _Sized,
+    path: str,
+    served_name: str,
+    parser: str | None,
+    thinking: str | None,
+) -> dict[str, str | None]:
+    """The values a recipe's argument templates name."""
+    launch, context = sized.launch, sized.context
+    return {
+        "modelPath": path,
+        "servedName": served_name,
+        "httpPort": str(recipe.ports.http),
+        "metricsPort": str(recipe.ports.metrics),
+        "tensorParallelSize": str(placement.device_count),
+        "gpuMemoryUtilization": f"{sized.utilization:.2f}",
+        "maxContextLength": None if context is None else str(context),
+        "quantization": recipe.quantization_values.get(facts.quantization),
+        "toolCallParser": parser,
+        "reasoningParser": thinking,
+        "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
+        "maxNumBatchedTokens": (
+            str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
+        ),
+        "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
+        # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
+        "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
+    }
+
+
+def _image(recipe: Recipe, compute_capability: str | None) -> str:
+    """The recipe's image, or its build for the card's compute capability."""
+    by_cc = recipe.image_by_compute_capability
+    if by_cc and compute_capability in by_cc:
+        return by_cc[compute_capability]
+    return recipe.image
 
 
 def _model_path(recipe: Recipe, facts: ModelFacts, directory: str) -> str:

@@ -75,6 +75,13 @@ def _facts(need_gib: float, rng: random.Random) -> ModelFacts:
     return _model(weights, f"bench/{rng.randrange(10**6)}")
 
 
+def _required(facts: ModelFacts) -> int:
+    """Bytes the planner's memory model asks for the model on one device."""
+    need = memory_need(facts)
+    assert need is not None
+    return need.required
+
+
 def _fleet(nodes: int, rng: random.Random) -> list[dict[str, Any]]:
     slices = []
     for n in range(nodes):
@@ -198,9 +205,7 @@ def instance(rng: random.Random) -> tuple[list[Layout], list[float]]:
 
 def need_of(size: float) -> int:
     """The memory need in bytes the planner computes for an order of `size` GiB."""
-    need = memory_need(_facts(size, random.Random(0)))
-    assert need is not None
-    return need.required
+    return _required(_facts(size, random.Random(0)))
 
 
 def in_support(layout: list[Layout], sizes: list[float]) -> bool:
@@ -319,11 +324,7 @@ def _where(response: PlanResponse) -> str | None:
 def pack(layout: list[Layout], sizes: list[float], rng: random.Random) -> tuple[Packed, int, float]:
     """Plan one instance on an empty fleet, jointly and one at a time; over-commits; joint seconds."""
     facts = [_facts(size, rng) for size in sizes]
-    needs = []
-    for f in facts:
-        need = memory_need(f)
-        assert need is not None
-        needs.append(need.required)
+    needs = [_required(f) for f in facts]
     slices = [
         fleet_slice(
             f"n{n}",
@@ -541,11 +542,7 @@ def pack_large(
 ) -> tuple[LargePacked, int]:
     """Plan one large instance every way, score it against the solver; over-commits."""
     facts = [_facts(size, rng) for size in sizes]
-    needs = []
-    for f in facts:
-        need = memory_need(f)
-        assert need is not None
-        needs.append(need.required)
+    needs = [_required(f) for f in facts]
     slices = [node.slice(f"n{n:02d}") for n, node in enumerate(nodes)]
     requests = [
         PlanRequest(order=OrderRef(namespace="pack", name=f"o{i}"), facts=f) for i, f in enumerate(facts)
@@ -700,6 +697,34 @@ def _large_section(result: dict[str, Any], rows: list[tuple[str, ...]]) -> list[
         f"packing, {len(large)} large instances ({LARGE_ORDERS} orders, {LARGE_DEVICES} devices)",
         "orders placed ÷ the yardstick's proven bound",
     )
+    _large_ratios(result, rows, large)
+    _row(
+        rows,
+        "  as shipped",
+        f"{result['packing_large_shipped_s_p50']:.2f} s p50, {result['packing_large_shipped_s_max']:.2f} s max",
+        "solver " + ", ".join(f"{o} {n}" for o, n in result["packing_large_solver_runs"].items()),
+        f"below the greedy floor on {result['packing_large_below_floor']}, "
+        f"below the search on {result['packing_large_below_search']}",
+    )
+    _row(
+        rows,
+        "  yardstick (HiGHS)",
+        f"optimal on {result['packing_large_solver_optimal']}/{len(large)}",
+        f"gap max {result['packing_large_solver_gap_max']:.4f}",
+        f"{result['packing_large_solver_s_max']:.1f} s max ({LARGE_TIME_LIMIT:.0f} s limit)",
+    )
+    _row(
+        rows,
+        "  the joint search",
+        f"budget hit on {result['packing_large_budget_hits']}/{len(large)}",
+        f"p99 {result['packing_large_search_p99_ms']:.1f} ms",
+        f"over-commits {over_large}",
+    )
+    return large
+
+
+def _large_ratios(result: dict[str, Any], rows: list[tuple[str, ...]], large: list[LargePacked]) -> None:
+    """Each way of packing the large instances, as a share of the yardstick's proven bound."""
     measures: list[tuple[str, str, Callable[[LargePacked], int]]] = [
         (
             f"as shipped (search, then HiGHS ≤ {SOLVER_SECONDS:g} s)",
@@ -731,36 +756,10 @@ def _large_section(result: dict[str, Any], rows: list[tuple[str, ...]]) -> list[
             f"min {min(values):.4f}",
             f"{result[f'{key}_below_floor']} below {FLOOR}",
         )
-    _row(
-        rows,
-        "  as shipped",
-        f"{result['packing_large_shipped_s_p50']:.2f} s p50, {result['packing_large_shipped_s_max']:.2f} s max",
-        "solver " + ", ".join(f"{o} {n}" for o, n in result["packing_large_solver_runs"].items()),
-        f"below the greedy floor on {result['packing_large_below_floor']}, "
-        f"below the search on {result['packing_large_below_search']}",
-    )
-    _row(
-        rows,
-        "  yardstick (HiGHS)",
-        f"optimal on {result['packing_large_solver_optimal']}/{len(large)}",
-        f"gap max {result['packing_large_solver_gap_max']:.4f}",
-        f"{result['packing_large_solver_s_max']:.1f} s max ({LARGE_TIME_LIMIT:.0f} s limit)",
-    )
-    _row(
-        rows,
-        "  the joint search",
-        f"budget hit on {result['packing_large_budget_hits']}/{len(large)}",
-        f"p99 {result['packing_large_search_p99_ms']:.1f} ms",
-        f"over-commits {over_large}",
-    )
-    return large
 
 
-def main() -> int:
-    """Run everything, print a table, write .bench/planner.json."""
-    rng = random.Random(20260801)
-    result: dict[str, Any] = {"p50_ms": {}, "p99_ms": {}, "build_s": {}, "loadavg_start": os.getloadavg()}
-    rows: list[tuple[str, ...]] = []
+def _latency_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: random.Random) -> int:
+    """One order planned on fleets of growing size, then a long sequence; returns its over-commits."""
     for nodes in (10, 100, 1000, 10_000):
         p50, p99, build = latency(nodes, rng)
         result["p50_ms"][str(nodes)] = round(p50, 3)
@@ -783,7 +782,11 @@ def main() -> int:
         f"{seconds * 1000 / 1000:.3f} ms/order",
         f"{placed} placed, over-commits {over_seq}",
     )
-    _scale_section(result, rows, rng)
+    return over_seq
+
+
+def _packing_section(result: dict[str, Any], rows: list[tuple[str, ...]], over_seq: int) -> list[Packed]:
+    """The small instances against their exhaustive optimum; returns those below FLOOR."""
     # Packing draws from its own generator, so its instances do not depend on the policy under test.
     packed, over_pack, joint_s = packing(200, random.Random(PACKING_SEED))
     ratios = [p.ratio for p in packed]
@@ -831,21 +834,15 @@ def main() -> int:
             f"over-commits {over_wide}",
         )
     )
-    # Large instances: their own generator too, and a solver's bound as the yardstick.
-    large = _large_section(result, rows)
-    result["loadavg_end"] = os.getloadavg()
-    _row(
-        rows,
-        f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min)",
-        "at the start " + ", ".join(f"{x:.1f}" for x in result["loadavg_start"]),
-        "at the end " + ", ".join(f"{x:.1f}" for x in result["loadavg_end"]),
-    )
+    return below
+
+
+def _print(rows: list[tuple[str, ...]], below: list[Packed], large: list[LargePacked]) -> None:
+    """The table, the small instances below FLOOR and the large ones furthest below the bound."""
     width = max(len(r[0]) for r in rows)
     print(f"{'benchmark':<{width}}  result")
     for row in rows:
         print(f"{row[0]:<{width}}  " + "  ".join(row[1:]))
-    out = Path(".bench")
-    out.mkdir(exist_ok=True)
     if below:
         print(f"\nthe {len(below)} instance(s) below {FLOOR} of the exact optimum:")
         for p in below:
@@ -858,5 +855,27 @@ def main() -> int:
             f"first fit {lp.first_fit}, best fit decreasing {lp.bfd}, yardstick {lp.solved.best} "
             f"(bound {lp.solved.bound})"
         )
+
+
+def main() -> int:
+    """Run everything, print a table, write .bench/planner.json."""
+    rng = random.Random(20260801)
+    result: dict[str, Any] = {"p50_ms": {}, "p99_ms": {}, "build_s": {}, "loadavg_start": os.getloadavg()}
+    rows: list[tuple[str, ...]] = []
+    over_seq = _latency_section(result, rows, rng)
+    _scale_section(result, rows, rng)
+    below = _packing_section(result, rows, over_seq)
+    # Large instances: their own generator too, and a solver's bound as the yardstick.
+    large = _large_section(result, rows)
+    result["loadavg_end"] = os.getloadavg()
+    _row(
+        rows,
+        f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min)",
+        "at the start " + ", ".join(f"{x:.1f}" for x in result["loadavg_start"]),
+        "at the end " + ", ".join(f"{x:.1f}" for x in result["loadavg_end"]),
+    )
+    _print(rows, below, large)
+    out = Path(".bench")
+    out.mkdir(exist_ok=True)
     (out / "planner.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return 0

@@ -189,37 +189,9 @@ def build_repo(model: FixtureModel) -> _Repo:
         raw = json.dumps(model.config, indent=2).encode()
         files["config.json"] = _File(len(raw), raw)
     if model.format == "safetensors":
-        counts = model.safetensors or {_dtype_code(model.dtype): model.parameters}
-        names = (
-            _shard_names("model", "safetensors", model.shards) if model.shards > 1 else ["model.safetensors"]
-        )
-        shares = {dtype: _split(count, len(names)) for dtype, count in counts.items()}
-        weight_map: dict[str, str] = {}
-        total = 0
-        for i, name in enumerate(names):
-            tensors = [
-                (f"model.layers.{i}.packed_{dtype.lower()}.{k}", dtype, [part])
-                for dtype, share in shares.items()
-                if share[i] > 0
-                for k, part in enumerate(_split(share[i], model.tensors_per_shard))
-            ]
-            header, data = build_header(tensors)
-            files[name] = _File(len(header) + data, header, lfs=True)
-            weight_map.update({t[0]: name for t in tensors})
-            total += data
-        if len(names) > 1:
-            index = json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
-            files["model.safetensors.index.json"] = _File(len(index), index)
+        _add_safetensors(files, model)
     elif model.format == "pytorch":
-        names = _shard_names("pytorch_model", "bin", model.shards)
-        size = math.ceil(model.parameters * DTYPE_BYTES[_dtype_code(model.dtype)])
-        for name, part in zip(names, _split(size, len(names)), strict=True):
-            files[name] = _File(part, b"PK\x03\x04", lfs=True)
-        if len(names) > 1:
-            index = json.dumps(
-                {"metadata": {"total_size": size}, "weight_map": {f"t{i}": n for i, n in enumerate(names)}}
-            ).encode()
-            files["pytorch_model.bin.index.json"] = _File(len(index), index)
+        _add_pytorch(files, model)
     elif model.gguf is not None:
         for name, (size, header) in _gguf_files(model, model.gguf).items():
             padded = _padded(header, model.gguf.padding)
@@ -244,6 +216,42 @@ def build_repo(model: FixtureModel) -> _Repo:
         content = local.read_bytes()
         files[name] = _File(len(content), content)
     return repo
+
+
+def _add_safetensors(files: dict[str, _File], model: FixtureModel) -> None:
+    """Safetensors shards as real headers over the element counts, and their index when sharded."""
+    counts = model.safetensors or {_dtype_code(model.dtype): model.parameters}
+    names = _shard_names("model", "safetensors", model.shards) if model.shards > 1 else ["model.safetensors"]
+    shares = {dtype: _split(count, len(names)) for dtype, count in counts.items()}
+    weight_map: dict[str, str] = {}
+    total = 0
+    for i, name in enumerate(names):
+        tensors = [
+            (f"model.layers.{i}.packed_{dtype.lower()}.{k}", dtype, [part])
+            for dtype, share in shares.items()
+            if share[i] > 0
+            for k, part in enumerate(_split(share[i], model.tensors_per_shard))
+        ]
+        header, data = build_header(tensors)
+        files[name] = _File(len(header) + data, header, lfs=True)
+        weight_map.update({t[0]: name for t in tensors})
+        total += data
+    if len(names) > 1:
+        index = json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}).encode()
+        files["model.safetensors.index.json"] = _File(len(index), index)
+
+
+def _add_pytorch(files: dict[str, _File], model: FixtureModel) -> None:
+    """Pickled shards of the weights' size (only their zip magic kept), and their index when sharded."""
+    names = _shard_names("pytorch_model", "bin", model.shards)
+    size = math.ceil(model.parameters * DTYPE_BYTES[_dtype_code(model.dtype)])
+    for name, part in zip(names, _split(size, len(names)), strict=True):
+        files[name] = _File(part, b"PK\x03\x04", lfs=True)
+    if len(names) > 1:
+        index = json.dumps(
+            {"metadata": {"total_size": size}, "weight_map": {f"t{i}": n for i, n in enumerate(names)}}
+        ).encode()
+        files["pytorch_model.bin.index.json"] = _File(len(index), index)
 
 
 def _gguf_files(model: FixtureModel, spec: GgufSpec) -> dict[str, tuple[int, bytes]]:

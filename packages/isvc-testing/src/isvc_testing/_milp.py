@@ -67,9 +67,38 @@ def milp_optimum(
     for d, (memory, s) in enumerate(devices):
         if not s:
             whole.setdefault(memory, []).append(d)
-    # Columns: (order, shareable device) pairs that fit, then (order, whole-device size) pairs.
-    cols: list[tuple[int, int, int]] = []  # (order, target, units); target: device index or −1−size index
     sizes = sorted(whole)
+    cols = _columns(devices, needs, units_for, shared, sizes)
+    if not cols:
+        return Solved(0, 0, [None] * len(needs), 0.0)
+    h = _highs(len(cols), _rows(devices, cols, shared, whole, sizes), time_limit)
+    info = h.getInfo()
+    seconds = h.getRunTime()
+    values_x = list(h.getSolution().col_value) if info.primal_solution_status else [0.0] * len(cols)
+    assignment = _assign(devices, needs, cols, values_x, whole, sizes)
+    best = sum(a is not None for a in assignment)
+    _check(devices, needs, assignment, units_for)
+    # A count of orders is whole, so a bound of 41.7 proves 41; no more than the orders can be placed.
+    dual = info.mip_dual_bound
+    bound = len(needs) if not math.isfinite(dual) else min(len(needs), math.floor(dual + _EPS))
+    return Solved(best, max(bound, best), assignment, seconds)
+
+
+# A column: (order, target, units); target is a shareable device's index, or −1−g for whole devices of size g.
+_Column = tuple[int, int, int]
+# A row: (lower, upper, [(column, coefficient)]).
+_Row = tuple[float, float, list[tuple[int, float]]]
+
+
+def _columns(
+    devices: Sequence[tuple[int, bool]],
+    needs: Sequence[int],
+    units_for: Callable[[int, int, bool], int | None],
+    shared: list[int],
+    sizes: list[int],
+) -> list[_Column]:
+    """(order, shareable device) pairs that fit, then (order, whole-device size) pairs."""
+    cols: list[_Column] = []
     for i, need in enumerate(needs):
         for d in shared:
             units = units_for(need, *devices[d])
@@ -78,7 +107,19 @@ def milp_optimum(
         for g, memory in enumerate(sizes):
             if units_for(need, memory, False) is not None:
                 cols.append((i, -1 - g, UNITS))
-    rows: list[tuple[float, float, list[tuple[int, float]]]] = []  # (lower, upper, [(col, coefficient)])
+    return cols
+
+
+def _rows(
+    devices: Sequence[tuple[int, bool]],
+    cols: list[_Column],
+    shared: list[int],
+    whole: dict[int, list[int]],
+    sizes: list[int],
+) -> list[_Row]:
+    """Each order at most once, each shareable device within its units, each whole size within its count,
+    and alike shareable neighbours loaded in non-increasing order."""
+    rows: list[_Row] = []
     by_order: dict[int, list[int]] = {}
     by_target: dict[int, list[int]] = {}
     for c, (i, target, _) in enumerate(cols):
@@ -97,15 +138,16 @@ def milp_optimum(
             terms = [(c, float(cols[c][2])) for c in by_target[a]]
             terms += [(c, -float(cols[c][2])) for c in by_target.get(b, [])]
             rows.append((0.0, math.inf, terms))
+    return rows
 
+
+def _highs(n: int, rows: list[_Row], time_limit: float) -> highspy.Highs:
+    """HiGHS run on `n` binary columns maximising their sum under `rows`, to optimality or the time limit."""
     h = highspy.Highs()  # type: ignore[no-untyped-call]  # its __init__ carries no annotations
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
-    n = len(cols)
-    if n == 0:
-        return Solved(0, 0, [None] * len(needs), 0.0)
     h.addCols(n, [1.0] * n, [0.0] * n, [1.0] * n, 0, [0] * n, [], [])
     h.changeColsIntegrality(
         n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger.value, dtype=np.uint8)
@@ -124,22 +166,13 @@ def milp_optimum(
     status = h.getModelStatus()
     if status not in (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit):
         raise RuntimeError(f"HiGHS ended with {h.modelStatusToString(status)}")
-    info = h.getInfo()
-    seconds = h.getRunTime()
-    values_x = list(h.getSolution().col_value) if info.primal_solution_status else [0.0] * n
-    assignment = _assign(devices, needs, cols, values_x, whole, sizes)
-    best = sum(a is not None for a in assignment)
-    _check(devices, needs, assignment, units_for)
-    # A count of orders is whole, so a bound of 41.7 proves 41; no more than the orders can be placed.
-    dual = info.mip_dual_bound
-    bound = len(needs) if not math.isfinite(dual) else min(len(needs), math.floor(dual + _EPS))
-    return Solved(best, max(bound, best), assignment, seconds)
+    return h
 
 
 def _assign(
     devices: Sequence[tuple[int, bool]],
     needs: Sequence[int],
-    cols: list[tuple[int, int, int]],
+    cols: list[_Column],
     x: list[float],
     whole: dict[int, list[int]],
     sizes: list[int],
