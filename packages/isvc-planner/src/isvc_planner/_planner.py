@@ -110,11 +110,12 @@ def _profile_selector(device: Device) -> str:
     return " && ".join(parts)
 
 
-# The longest kube-scheduler leaves an unschedulable pod before trying it again after a change that may make
-# room (its podMaxBackoffSeconds, 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go).
-# Room the ledger saw appear less than this long ago, after the refusal, is room the scheduler may not have
-# tried yet: its refusal predates it.
-SCHEDULER_RETRY = 10.0
+# How long room the ledger saw appear after a refusal may go untried by kube-scheduler: it retries an
+# unschedulable pod at once on a change that may make room, after its backoff otherwise (podMaxBackoffSeconds,
+# 10 by default: kubernetes v1.36.3 pkg/scheduler/apis/config/v1/defaults.go), and a loaded control plane
+# shows the pod's binding later still (measured: over 10 s at load 10 on 2 cores). Room that appeared less than
+# this long ago, after the refusal, is room the scheduler may not have tried yet: its refusal predates it.
+SCHEDULER_RETRY = 30.0
 # The most orders of one priority placed together at once (the joint search's depth is the number of
 # orders); more waiting ones are placed together in further batches of this many, in the order they came.
 MAX_JOINT = 200
