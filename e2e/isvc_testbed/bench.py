@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 import yaml
-from isvc_api import LABEL_ORDER
+from isvc_api import GROUP, LABEL_ORDER, VERSION
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
@@ -59,7 +59,6 @@ __all__ = [
     "writes",
 ]
 
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
 BENCH_NS = "bench"
 MODEL: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen2.5-7B-Instruct"}}  # README order
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"})

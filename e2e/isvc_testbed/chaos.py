@@ -31,11 +31,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isvc_api import GROUP, VERSION
 from isvc_planner_client import PlannerClient
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from isvc_testbed.bench import BENCH_NS, GROUP, VERSION, Bed, bed, diagnose, say
+from isvc_testbed.bench import BENCH_NS, Bed, bed, diagnose, say
 from isvc_testbed.helpers import ignore_404, wait_for
 from isvc_testbed.module import NAMESPACE, ROOT, token_file
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
-from isvc_api import LABEL_ORDER
+from isvc_api import GROUP, LABEL_ORDER, VERSION, Obj
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -31,9 +31,7 @@ __all__ = [
     "hf",
 ]
 
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
 CATALOG = "ai-models.deckhouse.io"
-Obj = dict[str, Any]
 
 
 def condition(status: Obj, type_: str) -> Obj:

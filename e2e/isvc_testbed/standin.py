@@ -63,7 +63,6 @@ ServedNameSource = Callable[[str, str], str | None]
 # vllm-*.yaml and tei-*.yaml `--served-model-name {servedName}`, llamacpp-*.yaml `--alias {servedName}`.
 _STREAMED = object()  # a handler that answered itself (server-sent events)
 SERVED_NAME_FLAGS = ("--served-model-name", "--alias")
-GROUP, VERSION = "ai.deckhouse.io", "v1alpha1"
 
 
 def served_name(args: Sequence[str]) -> str | None:

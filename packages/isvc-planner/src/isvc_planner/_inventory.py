@@ -47,7 +47,7 @@ from decimal import Decimal
 from typing import Any
 
 from cachetools import LRUCache
-from isvc_api import LABEL_ORDER, Placement, claim_capacity_requests
+from isvc_api import LABEL_ORDER, DeviceKey, OrderKey, Placement, claim_capacity_requests
 from isvc_planner_client import (
     CelJudge,
     QuantityError,
@@ -88,8 +88,6 @@ _MANY = 256  # devices touched at once past which their groups are sorted again 
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 DEPARTED_TTL = 3600.0  # seconds a deleted node's devices are remembered, to say where they went
 
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-OrderKey = tuple[str, str]  # (namespace, order name)
 GroupKey = tuple[
     int, bool, str, str, tuple[object, ...]
 ]  # (memory or -1, shareable, type, product, capacities)

@@ -7,10 +7,10 @@ recorded objects; `_kube.KubeReader` is the one implementation that talks to a c
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import quote
 
-from isvc_api import GROUP, LABEL_ORDER, VERSION
+from isvc_api import GROUP, LABEL_ORDER, VERSION, Obj
 
 __all__ = [
     "Obj",
@@ -33,7 +33,6 @@ __all__ = [
     "slices_path",
 ]
 
-Obj = dict[str, Any]
 _CRD = f"/apis/{GROUP}/{VERSION}"
 _DRA = "/apis/resource.k8s.io/v1"
 
