@@ -15,6 +15,7 @@ from isvc_api import LABEL_ORDER
 from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.orders import Orders, condition, hf
 from kubernetes import client as k8s
+from kubernetes import watch
 
 pytestmark = pytest.mark.e2e
 
@@ -151,12 +152,40 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     bed.wait_ready(one)
 
 
-def _serving_on(bed: Bed, name: str) -> str | None:
-    """The priority class of the order's ready pod, None while no pod of it is ready."""
-    for pod in bed.pods(name):
-        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
-            return str(pod.spec.priority_class_name)
-    return None
+def _pod_state(pod: Any) -> tuple[str, bool, str] | None:
+    """(order, ready, priority class) of a pod that is not going; None for one being deleted."""
+    if pod.metadata.deletion_timestamp is not None:
+        return None
+    ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+    return pod.metadata.labels[LABEL_ORDER], ready, str(pod.spec.priority_class_name)
+
+
+def _roll_watched(bed: Bed, names: list[str], listed: Any) -> int:
+    """Every change of the orders' pods from the listing on, in the API server's order (a watch, so no gap
+    between two looks goes unseen), until each order serves on day2-high; the most orders down at once."""
+    pods = {p.metadata.uid: st for p in listed.items if (st := _pod_state(p)) is not None}
+    most_down, deadline = 0, time.monotonic() + 90
+    stream = watch.Watch()
+    for event in stream.stream(
+        bed.core.list_namespaced_pod,
+        bed.ns,
+        label_selector=LABEL_ORDER,
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=90,
+    ):
+        pod = event["object"]
+        state = None if event["type"] == "DELETED" else _pod_state(pod)
+        if state is None:
+            pods.pop(pod.metadata.uid, None)
+        else:
+            pods[pod.metadata.uid] = state
+        serving = {n: {pc for order, ready, pc in pods.values() if order == n and ready} for n in names}
+        most_down = max(most_down, sum(not on for on in serving.values()))
+        if all(on == {"day2-high"} for on in serving.values()):
+            stream.stop()
+            return most_down
+        assert time.monotonic() < deadline, f"not rolled after 90 s: {serving}"
+    raise AssertionError(f"not rolled after 90 s: {pods}")
 
 
 def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Bed) -> None:
@@ -177,6 +206,7 @@ def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Be
     names = [bed.create(f"roll-{i}", hf(QWEN), "day2-roll") for i in range(3)]
     for name in names:
         bed.wait_ready(name)
+    listed = bed.core.list_namespaced_pod(bed.ns, label_selector=LABEL_ORDER)
     bed.admin.patch_cluster_custom_object(
         "ai.deckhouse.io",
         "v1alpha1",
@@ -184,14 +214,8 @@ def test_a_class_edit_that_recreates_pods_rolls_its_orders_one_at_a_time(bed: Be
         "day2-roll",
         {"spec": {"priorityClassName": "day2-high"}},
     )
-    most_down, began = 0, time.monotonic()
-    while True:
-        serving = {name: _serving_on(bed, name) for name in names}
-        most_down = max(most_down, sum(on is None for on in serving.values()))
-        if all(on == "day2-high" for on in serving.values()):
-            break
-        assert time.monotonic() - began < 90, f"not rolled after 90 s: {serving}"
-        time.sleep(0.1)
+    began = time.monotonic()
+    most_down = _roll_watched(bed, names, listed)
     print(f"3 orders rolled onto the new priority class in {time.monotonic() - began:.1f} s")
     assert most_down == 1  # one order at a time, and the other two served meanwhile
     for name in names:
