@@ -156,11 +156,11 @@ def e2e(session: nox.Session) -> None:
 
 
 def _e2e_workers(session: nox.Session) -> list[str]:
-    """Two pytest-xdist workers, each with a control plane of its own, files shared out whole between them: the
-    suite waits on control loops far more than it computes (11.5 min in one process, 6.6 min in two, 2 cores).
-    One process against a cluster brought with --kubeconfig or ISVC_TESTBED_STATE (its namespaces are shared),
-    when -n is given, or with ISVC_E2E_WORKERS=1."""
-    workers = os.environ.get("ISVC_E2E_WORKERS", "2")
+    """Three pytest-xdist workers, each with a control plane of its own, files shared out whole between them: the
+    suite waits on control loops far more than it computes (on 2 cores: 8 min 1 s in two workers, 6 min 6 s in
+    three). One process against a cluster brought with --kubeconfig or ISVC_TESTBED_STATE (its namespaces are
+    shared), when -n is given, or with ISVC_E2E_WORKERS=1."""
+    workers = os.environ.get("ISVC_E2E_WORKERS", "3")
     shared = "--kubeconfig" in session.posargs or os.environ.get("ISVC_TESTBED_STATE")
     if shared or workers == "1" or any(a == "-n" or a.startswith("-n") for a in session.posargs):
         return []
