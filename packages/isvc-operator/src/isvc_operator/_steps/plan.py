@@ -43,6 +43,7 @@ from isvc_operator._steps.planning import (
     Refused,
     Stored,
     adopt,
+    compile_launch,
     compute,
     keep,
     plan_message,
@@ -202,13 +203,7 @@ def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> Compiled
     assert scope.facts is not None
     if spec.estimates is None:
         return None
-    compiled = deps.recipes.compile(
-        scope.facts,
-        scope.endpoint_type,
-        spec.placement,
-        spec.estimates,
-        scope.order.spec.model.ref.served_name,
-    )
+    compiled = compile_launch(scope, deps, spec.placement, spec.estimates)
     if isinstance(compiled, Refusal):
         return Verdict.refuse(compiled.reason, compiled.message)
     return compiled

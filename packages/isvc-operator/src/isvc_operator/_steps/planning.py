@@ -12,7 +12,9 @@ from isvc_api import (
     LABEL_MANAGED_BY,
     LABEL_ORDER,
     MANAGER,
+    CompiledRuntime,
     ConditionType,
+    Estimates,
     LaunchPlanSpec,
     Obj,
     Placement,
@@ -32,6 +34,7 @@ __all__ = [
     "Refused",
     "Stored",
     "adopt",
+    "compile_launch",
     "compute",
     "keep",
     "plan_message",
@@ -53,6 +56,16 @@ class Stored:
     lost: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()  # devices of the plan out of service for it (an inventory change), with why
     outranked: tuple[str, ...] = ()  # with `lost`: orders of higher priority took them (preemption)
+
+
+def compile_launch(
+    scope: OrderScope, deps: Deps, placement: Placement, estimates: Estimates
+) -> CompiledRuntime | Refusal:
+    """The runtime of a placement, compiled from the recipes for the order's model, endpoint and served name."""
+    assert scope.facts is not None
+    return deps.recipes.compile(
+        scope.facts, scope.endpoint_type, placement, estimates, scope.order.spec.model.ref.served_name
+    )
 
 
 def plan_message(plan: LaunchPlanSpec) -> str:
@@ -216,13 +229,7 @@ def compute(
             reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement; retried."
         )
         return _refused(scope, deps, d, stored, inputs, outcome.refusal or missing)
-    compiled = deps.recipes.compile(
-        scope.facts,
-        scope.endpoint_type,
-        outcome.placement,
-        outcome.estimates,
-        scope.order.spec.model.ref.served_name,
-    )
+    compiled = compile_launch(scope, deps, outcome.placement, outcome.estimates)
     if isinstance(compiled, Refusal):
         deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
         return _refused(scope, deps, d, stored, inputs, _unserved(outcome.placement, compiled))
