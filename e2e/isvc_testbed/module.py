@@ -26,7 +26,7 @@ import yaml
 from kubernetes import client as k8s
 
 from isvc_testbed._bins import bin_dir
-from isvc_testbed._pki import Pki
+from isvc_testbed._pki import SERVING_DNS, Pki
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.helpers import wait_for
 from isvc_testbed.volumes import STORAGE_CLASS
@@ -79,6 +79,20 @@ def chart_values(settings: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"isvc": _deep_merge(base, settings or {})}
 
 
+def _serving_dir(
+    directory: Path, stem: str, names: tuple[str, ...] = SERVING_DNS, cn: str = "kube-apiserver"
+) -> None:
+    """tls.crt, tls.key and ca.crt in `directory`, as a chart's kubernetes.io/tls Secret mounts them: a serving
+    certificate (`Pki.serving`) from an authority made for it alone."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(directory / "pki")
+    files = pki.serving(stem, names=names, cn=cn)
+    (directory / "tls.crt").write_bytes(files.cert.read_bytes())
+    (directory / "tls.key").write_bytes(files.key.read_bytes())
+    (directory / "tls.key").chmod(0o600)
+    (directory / "ca.crt").write_bytes(pki.ca_pem)
+
+
 def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
     """The loopback port and certificate directory of this test bed's estimate webhook, made once.
 
@@ -88,13 +102,7 @@ def estimate_webhook(cluster: Cluster) -> tuple[int, Path]:
     directory = cluster.workdir / "estimate-webhook"
     port_file = directory / "port"
     if not port_file.exists():
-        directory.mkdir(exist_ok=True)
-        pki = Pki(directory / "pki")  # an authority of its own: the webhook is not the API server
-        files = pki.serving("webhook")
-        (directory / "tls.crt").write_bytes(files.cert.read_bytes())
-        (directory / "tls.key").write_bytes(files.key.read_bytes())
-        (directory / "tls.key").chmod(0o600)
-        (directory / "ca.crt").write_bytes(pki.ca_pem)
+        _serving_dir(directory, "webhook")  # an authority of its own: the webhook is not the API server
         port_file.write_text(str(_free_port()))
     return int(port_file.read_text()), directory
 
@@ -103,13 +111,8 @@ def planner_tls(cluster: Cluster) -> Path:
     """The directory of the bed's planner certificate (tls.crt, tls.key, ca.crt), made once per cluster: as
     in the chart, the planner serves HTTPS alone and the controller checks it against ca.crt."""
     directory = cluster.workdir / "planner-tls"
-    if not (directory / "ca.crt").exists():
-        pki = Pki(directory / "pki")  # an authority of its own, as the chart's planner/tls.yaml makes
-        files = pki.serving("planner", names=(f"isvc-planner.{NAMESPACE}.svc",), cn="isvc-planner")
-        (directory / "tls.crt").write_bytes(files.cert.read_bytes())
-        (directory / "tls.key").write_bytes(files.key.read_bytes())
-        (directory / "tls.key").chmod(0o600)
-        (directory / "ca.crt").write_bytes(pki.ca_pem)
+    if not (directory / "ca.crt").exists():  # an authority of its own, as the chart's planner/tls.yaml makes
+        _serving_dir(directory, "planner", names=(f"isvc-planner.{NAMESPACE}.svc",), cn="isvc-planner")
     return directory
 
 

@@ -221,3 +221,23 @@ of that Deployment; the component itself listens on 127.0.0.1:<port>. Renders no
 {{- define "isvc_metrics_proxied" -}}
 {{- if include "isvc_kube_rbac_proxy_image" . }}true{{ end -}}
 {{- end }}
+
+{{- /* Usage: {{ $cert := include "isvc_serving_cert" (list . "isvc-planner" "isvc-planner-tls" .Values.isvc.internal.plannerCert) | fromYaml }}
+— the serving certificate of the Service named second (crt, key, ca; PEM): the one a hook gives (the last
+argument), else the one kept in the Secret named third (so upgrades keep it), else a new one from an authority of
+its own, valid ten years, for the Service's names. */ -}}
+{{- define "isvc_serving_cert" -}}
+{{- $ctx := index . 0 }}{{- $service := index . 1 }}{{- $secret := index . 2 }}{{- $given := index . 3 | default (dict) }}
+{{- $ns := include "isvc_namespace" $ctx }}
+{{- $existing := lookup "v1" "Secret" $ns $secret }}
+{{- if $given.crt }}
+{{- dict "crt" $given.crt "key" $given.key "ca" $given.ca | toYaml }}
+{{- else if and $existing $existing.data }}
+{{- dict "crt" (index $existing.data "tls.crt" | b64dec) "key" (index $existing.data "tls.key" | b64dec) "ca" (index $existing.data "ca.crt" | b64dec) | toYaml }}
+{{- else }}
+{{- $authority := genCA (printf "%s-ca" $service) 3650 }}
+{{- $names := list $service (printf "%s.%s" $service $ns) (printf "%s.%s.svc" $service $ns) }}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $service $ns) nil $names 3650 $authority }}
+{{- dict "crt" $cert.Cert "key" $cert.Key "ca" $authority.Cert | toYaml }}
+{{- end }}
+{{- end }}
