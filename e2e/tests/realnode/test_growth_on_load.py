@@ -35,7 +35,17 @@ from kubernetes import client as k8s
 CLASS = "real-node-grow"
 ORDER = "tiny-grow"
 WINDOW = 10  # the class's scale-down window, seconds (600 by default)
-STREAMS = 12  # concurrent streaming chats: llama-server serves 4 at once, the rest wait (requests_deferred)
+# Concurrent streaming chats: llama-server serves 4 at once, the rest wait (requests_deferred). A chat of the
+# tiny model takes the server a fraction of the round trip through the port-forward, so many more workers than
+# slots keep a queue at every scrape (12 left it empty on a loaded machine: each slot finished before the next
+# request arrived).
+STREAMS = 32
+# The four slots share one 512-token cache (llama-server's default: 4 slots, a unified KV cache; tinymodel.py's
+# context). Its tokenizer is one token per character, so the ChatML prompt is 58 tokens with BOS and the space
+# prefix; 4 x (58 + 56) = 456 fits, and no chat ends in "Context size has been exceeded" (a 70-token prompt and
+# 64 tokens out, 4 x 134 = 536, did when four chats neared their end together).
+PROMPT = "Go on."
+MAX_TOKENS = 56
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +89,9 @@ class Load:
             try:
                 stream = client.chat.completions.create(
                     model=self.served,
-                    max_tokens=64,  # four slots share the tiny model's 512-token context (tinymodel.py)
+                    max_tokens=MAX_TOKENS,
                     stream=True,
-                    messages=[{"role": "user", "content": "Tell a long story."}],
+                    messages=[{"role": "user", "content": PROMPT}],
                     extra_body={"ignore_eos": True},
                 )
                 for _ in stream:
@@ -189,11 +199,16 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
                 lambda: look() and _replicas(llama) == 2, 90, interval=0.5, what="a second replica asked for"
             )
         except TimeoutError as e:  # say what the autoscaler saw, and whether the load ran
+            seen = {  # what Prometheus scraped from the server during the load
+                gauge: watch.query(f'max_over_time(llamacpp:{gauge}{{namespace="{orders.ns}"}}[3m])')
+                for gauge in ("requests_deferred", "requests_processing")
+            }
             raise AssertionError(
                 f"{e}; HPA status: {_hpa(llama).status}; metric: {watch.custom_metric(orders.ns, metric)}; "
-                f"chats done {load.done}, errors {load.errors[-3:]}"
+                f"scraped at most: {seen}; chats done {load.done}, errors {load.errors[-3:]}"
             ) from None
         grew = time.monotonic() - started
+        [peak] = watch.query(f'max_over_time(llamacpp:requests_deferred{{namespace="{orders.ns}"}}[3m])')
         hpa = _hpa(llama)
         [current] = hpa.status.current_metrics
         assert (current.type, current.pods.metric.name) == ("Pods", metric)
@@ -237,7 +252,8 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
     assert set(phases) == {"Ready"}, phases  # the order was Ready all along, never Degraded
     assert len([e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"]) == 1  # once per replica
     print(
-        f"growth: a second replica {grew:.0f}s after the load began (HPA sync {HPA_SYNC_SECONDS}s, scrape "
+        f"growth: a second replica {grew:.0f}s after the load began with {peak['value'][1]} chats waiting at most "
+        f"({STREAMS} streams; HPA sync {HPA_SYNC_SECONDS}s, scrape "
         f"{SCRAPE_SECONDS}s); back to one {shrank:.0f}s after it stopped (window {WINDOW}s)"
     )
     assert shrank >= WINDOW - HPA_SYNC_SECONDS  # the last pass that saw the queue may precede the stop by one
