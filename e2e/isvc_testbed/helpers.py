@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ensure_cluster_role", "ignore_404", "namespace", "user_namespace", "wait_for"]
+__all__ = ["ensure_cluster_role", "ignore_404", "namespace", "user_namespace", "wait_for", "wait_granted"]
 
 T = TypeVar("T")
 
@@ -71,44 +71,49 @@ def namespace(api: k8s.ApiClient, name: str) -> str:
 def user_namespace(
     api: k8s.ApiClient, name: str, user: str = "alice", cluster_role: str = "d8:user-authz:isvc:editor"
 ) -> str:
-    """Create namespace `name` (if needed) and bind `user` to `cluster_role` in it; return once the API
-    server's authorizer grants the role's first rule there (its RBAC cache follows the binding a moment late,
-    and a create right after it was refused once on a loaded machine)."""
+    """Create namespace `name` (if needed) and bind `user` to `cluster_role` in it, granted when this returns."""
     namespace(api, name)
     binding = {
         "metadata": {"name": f"{user}-{cluster_role.replace(':', '-')}", "namespace": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }
-    rbac = k8s.RbacAuthorizationV1Api(api)
-    _create(lambda: rbac.create_namespaced_role_binding(name, cast(Any, binding)))
+    _create(lambda: k8s.RbacAuthorizationV1Api(api).create_namespaced_role_binding(name, cast(Any, binding)))
+    wait_granted(api, name, user, cluster_role)
+    return name
+
+
+def wait_granted(api: k8s.ApiClient, namespace: str, user: str, cluster_role: str) -> None:
+    """Return once the API server's authorizer grants `user` the first rule of `cluster_role` in `namespace`:
+    its RBAC cache follows a new binding a moment late (a create right after one was refused once on a loaded
+    machine). A ServiceAccount's user is `system:serviceaccount:<namespace>:<name>`."""
     try:
-        role: Any = rbac.read_cluster_role(cluster_role)
+        role: Any = k8s.RbacAuthorizationV1Api(api).read_cluster_role(cluster_role)
     except ApiException as e:
         if e.status != 404:
             raise
-        return name  # bound before the role exists: nothing to be granted yet
+        return  # bound before the role exists: nothing to be granted yet
     rules = [
         r
         for r in role.rules or []
         if r.resources and r.verbs and not r.resource_names and "/" not in r.resources[0]
     ]
-    if rules:
-        attributes = {
-            "namespace": name,
-            "group": (rules[0].api_groups or [""])[0],
-            "resource": rules[0].resources[0],
-            "verb": rules[0].verbs[0],
-        }
-        review = {"spec": {"user": user, "resourceAttributes": attributes}}
-        authz = k8s.AuthorizationV1Api(api)
-        wait_for(
-            lambda: cast(Any, authz.create_subject_access_review(cast(Any, review))).status.allowed,
-            30,
-            0.1,
-            f"{user} granted {cluster_role} in {name}",
-        )
-    return name
+    if not rules:
+        return
+    attributes = {
+        "namespace": namespace,
+        "group": (rules[0].api_groups or [""])[0],
+        "resource": rules[0].resources[0],
+        "verb": rules[0].verbs[0],
+    }
+    review = {"spec": {"user": user, "resourceAttributes": attributes}}
+    authz = k8s.AuthorizationV1Api(api)
+    wait_for(
+        lambda: cast(Any, authz.create_subject_access_review(cast(Any, review))).status.allowed,
+        30,
+        0.1,
+        f"{user} granted {cluster_role} in {namespace}",
+    )
 
 
 def ensure_cluster_role(api: k8s.ApiClient, name: str, rules: list[dict[str, Any]]) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from isvc_testbed.cluster import Cluster
-from isvc_testbed.helpers import ignore_404, namespace, user_namespace, wait_for
+from isvc_testbed.helpers import ignore_404, namespace, user_namespace, wait_for, wait_granted
 from isvc_testbed.module import ModuleProcesses, estimate_webhook
 from isvc_testbed.orders import Orders, hf
 from isvc_testing import Endpoint, admits
@@ -54,6 +54,10 @@ def _bind(api: k8s.ApiClient, ns: str, subject: dict[str, str], role: str) -> No
     except ApiException as e:
         if e.status != 409:
             raise
+    user = subject["name"]
+    if subject["kind"] == "ServiceAccount":
+        user = f"system:serviceaccount:{subject['namespace']}:{user}"
+    wait_granted(api, ns, user, role)
 
 
 @pytest.fixture(scope="module")
