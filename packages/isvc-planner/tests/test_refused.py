@@ -230,3 +230,55 @@ def test_room_that_appeared_after_the_refusal_is_not_taken_for_a_disagreement_un
     learned = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
     assert learned.refusal is not None and learned.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
     assert len(counted) == 1
+
+
+def _one_second(
+    planner: Planner, inv: Inventory, facts: ModelFacts, monkeypatch: Any
+) -> tuple[Any, list[float]]:
+    """The clock at 1000.2 s, an order planned on the one card and a claim of another party taking it."""
+    clock = [1000.2]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    first = plan(planner, facts, "a").placement
+    assert first is not None
+    inv.upsert_claim(fleet_claim("other", "first-come", None, [("n1", "gpu-0", None)]))
+    return first, clock
+
+
+def test_a_refusal_heard_before_room_appeared_within_its_second_predates_that_room_issue_26(
+    models: dict[str, ModelFacts], monkeypatch: Any
+) -> None:
+    """A condition keeps its time to the second: a refusal at 1000.3 s reads 1000. Reported while the ledger
+    counted the claim that took the card (explained), then that claim goes at 1000.7 s: the refusal was heard
+    before the room appeared, so reported again it is no disagreement, and the order gets its card back."""
+    counted: list[None] = []
+    inv = whole(1)
+    planner = Planner(inv, on_disagreement=lambda: counted.append(None))
+    first, clock = _one_second(planner, inv, models["qwen7b"], monkeypatch)
+    said = SchedulerRefusal(placement=first, message=WORDS, since=datetime.fromtimestamp(1000, UTC))
+    clock[0] = 1000.3
+    exhausted = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert exhausted.refusal is not None and exhausted.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
+    clock[0] = 1000.7
+    inv.delete_claim(fleet_claim("other", "first-come", None, [("n1", "gpu-0", None)]))
+    clock[0] = 1000.8
+    back = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert back.placement is not None and back.placement.devices == first.devices
+    assert (counted, inv.distrusted()) == ([], {})
+
+
+def test_a_refusal_first_heard_after_room_appeared_within_its_second_answers_that_room_issue_26(
+    models: dict[str, ModelFacts], monkeypatch: Any
+) -> None:
+    """The other way round: the claim goes at 1000.2 s and the refusal, reading 1000, is first reported at
+    1000.6 s: it may be the scheduler's answer to that room, so it is learned (the agreement harness's
+    planted disagreement, e2e)."""
+    counted: list[None] = []
+    inv = whole(1)
+    planner = Planner(inv, on_disagreement=lambda: counted.append(None))
+    first, clock = _one_second(planner, inv, models["qwen7b"], monkeypatch)
+    inv.delete_claim(fleet_claim("other", "first-come", None, [("n1", "gpu-0", None)]))
+    clock[0] = 1000.6
+    said = SchedulerRefusal(placement=first, message=WORDS, since=datetime.fromtimestamp(1000, UTC))
+    learned = plan(planner, models["qwen7b"], "a", holding=first, refused=said)
+    assert learned.refusal is not None and learned.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
+    assert len(counted) == 1

@@ -158,6 +158,8 @@ class Planner:
         # order -> (devices refused, units asked (UNITS: whole), where, the scheduler's words): the last
         # refusal while it stands.
         self._refused: dict[OrderKey, tuple[list[DeviceKey], int, str, str]] = {}
+        # order -> (the refusal last reported: its condition's time and words, when it was first reported here).
+        self._heard: dict[OrderKey, tuple[tuple[float | None, str], float]] = {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -435,6 +437,7 @@ class Planner:
         with inv.lock:
             held = bool(inv.reserved_by((namespace, name)))
             inv.release((namespace, name))
+            self._heard.pop((namespace, name), None)
         return held
 
     def reservations(self) -> Reservations:
@@ -698,6 +701,10 @@ class Planner:
         changes there (someone else's holding released or smaller, the pool published again; `distrust_ttl` at
         most). Logged and counted once per refusal learned, not once per pass that reports it again."""
         p, inv = refused.placement, self.inventory
+        said = (refused.since.timestamp() if refused.since is not None else None, refused.message)
+        heard = self._heard.get(order)
+        if heard is None or heard[0] != said:
+            heard = self._heard[order] = (said, time.time())
         if not (p.driver and p.pool and p.devices):
             return
         keys = [(p.driver, p.pool, d) for d in p.devices]
@@ -709,8 +716,10 @@ class Planner:
         if any(r < asked for r in rooms):
             self._refused[order] = (keys, asked, where, refused.message)
             return
-        # A condition's time is kept to the second (metav1.Time): room freed within that second counts as older.
-        since = refused.since.timestamp() + 1.0 if refused.since is not None else 0.0
+        # The refusal is no later than the end of its condition's second (metav1.Time keeps seconds) nor than
+        # when it was first reported here: room freed within that second is older unless this refusal was heard
+        # before it (a refusal the ledger explained, then room: its retry has not come yet).
+        since = min(refused.since.timestamp() + 1.0 if refused.since is not None else 0.0, heard[1])
         now = time.time()
         if any(since < (freed := inv.freed_at(k)) and now - freed < SCHEDULER_RETRY for k in keys):
             return
