@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
+from isvc_api import GROUP, VERSION
 from isvc_testing import fleet_consumable, fleet_device_classes
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
@@ -378,6 +379,30 @@ class Fleet:
             if d.name == name:
                 return d
         raise FleetError(f"no published device {name!r} on node {node!r}")
+
+    def idle(self, api: k8s.ApiClient, node: str, type: str = "gpu") -> Device:
+        """A published device of `node` (of that type) that no allocated claim and no LaunchPlan holds: for a
+        test that pins orders to one card, whatever the files run before it on this control plane left."""
+        claims: list[Any] = k8s.ResourceV1Api(api).list_resource_claim_for_all_namespaces().items
+        held = {
+            (r.pool, r.device)
+            for c in claims
+            if c.status is not None and c.status.allocation is not None
+            for r in c.status.allocation.devices.results or []
+        }
+        try:
+            plans: Any = k8s.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, "launchplans")
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            plans = {"items": []}  # the module's kinds not installed: no plans
+        for plan in plans["items"]:
+            placement = plan.get("spec", {}).get("placement") or {}
+            held |= {(placement.get("pool"), d) for d in placement.get("devices") or []}
+        for d in self.devices(node):
+            if d.type == type and (node, d.name) not in held:
+                return d
+        raise FleetError(f"every {type} of {node} is held: {sorted(held)}")
 
     def render_slices(
         self, spec: NodeSpec, generation: int, node_uid: str | None = None

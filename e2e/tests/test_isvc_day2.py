@@ -351,7 +351,9 @@ def test_an_order_on_a_deleted_node_waits_saying_so_and_comes_back_with_the_node
         )
         print(f"waiting for {node}, saying why, {time.monotonic() - began:.1f} s after it was deleted")
         assert f"{node} (deleted)" in condition(status, "Planned")["message"], status
-        [event] = [e for e in bed.events(name) if e[1] == "OutOfService"]
+        [event] = wait_for(  # recorded beside the status, not before it
+            lambda: [e for e in bed.events(name) if e[1] == "OutOfService"], 10, what="an OutOfService event"
+        )
         assert f"node {node} was deleted" in event[2], event
     finally:
         fleet.publish(bed.admin_api, nodes=[node])  # the node comes back with its devices

@@ -227,7 +227,7 @@ def test_the_queue_asks_for_a_replica_whose_room_an_order_of_higher_priority_hol
     """Issue 28: ScaleUpBlocked from load, only under preemption; the order serves (Degraded) and grows once
     the order of higher priority goes."""
     name, urgent = "grow-low", "grow-urgent"
-    card = fleet.device("gpu-h100-0", "gpu-4")
+    card = fleet.idle(bed.admin_api, "gpu-h100-0")
     one_card = f"device.attributes['gpu.nvidia.com'].uuid == '{card.uuid}'"
     scheduling = k8s.SchedulingV1Api(bed.admin_api)
     scheduling.create_priority_class(k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=urgent), value=1000))

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from isvc_api import LABEL_ORDER
 from isvc_testbed.cluster import Cluster
-from isvc_testbed.fleet import Fleet
+from isvc_testbed.fleet import Device, Fleet
 from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
 from isvc_testbed.module import ModuleProcesses, conditions_line
 from isvc_testbed.orders import Orders, assert_refused, condition, hf
@@ -38,8 +38,8 @@ GPU = "gpu.nvidia.com"
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 
 
-def _one_card(fleet: Fleet, node: str, device: str) -> str:
-    return f"device.attributes['{GPU}'].uuid == '{fleet.device(node, device).uuid}'"
+def _one_card(card: Device) -> str:
+    return f"device.attributes['{GPU}'].uuid == '{card.uuid}'"
 
 
 def _class(
@@ -95,7 +95,7 @@ def test_a_quota_blocked_order_beside_a_higher_priority_one_ends_in_one_state_is
     module: ModuleProcesses, fleet: Fleet, two_namespaces: tuple[Orders, Orders]
 ) -> None:
     blocked, other = two_namespaces
-    card = _one_card(fleet, "gpu-h100-0", "gpu-7")
+    card = _one_card(fleet.idle(blocked.admin_api, "gpu-h100-0"))
     low = _class(blocked, "ledger-low", card, [37])
     high = _class(blocked, "ledger-high", card, [37], _priority_class(blocked, "ledger-high", 1000))
     core = k8s.CoreV1Api(blocked.admin_api)
@@ -164,7 +164,7 @@ def test_claims_a_namespace_user_made_with_no_pod_hold_no_device_issue_29(
 ) -> None:
     """Alice has Kubernetes' `edit` role (the module's editor role is aggregated into it) in her namespace."""
     squat = user_namespace(admin_api, "ledger-squat", user="alice", cluster_role="edit")
-    card = fleet.device("gpu-h100-0", "gpu-6")
+    card = fleet.idle(admin_api, "gpu-h100-0")
     with (
         Orders(module, admin_api, alice_api, squat) as hers,
         Orders(module, admin_api, alice_api, team_a) as theirs,
@@ -274,8 +274,8 @@ def test_a_claim_the_scheduler_allocated_first_leaves_the_order_resource_claim_e
     if not cluster.runs_scheduler:
         pytest.skip("the cluster's scheduler is not the test bed's to stop")
     orders, other = two_namespaces
-    card = fleet.device("gpu-h100-0", "gpu-5")
-    klass = _class(orders, "ledger-first-come", _one_card(fleet, "gpu-h100-0", "gpu-5"), [37])
+    card = fleet.idle(orders.admin_api, "gpu-h100-0")
+    klass = _class(orders, "ledger-first-come", _one_card(card), [37])
     first = _priority_class(orders, "ledger-first-come", 1_000_000)  # taken first from the scheduler's queue
     started = time.monotonic()
     with cluster.scheduler_stopped():

@@ -28,7 +28,7 @@ PERMITTED_AT = "ai.deckhouse.io/start-permitted-at"
 class Bed(Orders):
     def one_card(self, name: str, fleet: Any) -> str:
         """A class whose orders all land on one H100 (pinned by its uuid), as shares."""
-        uuid = fleet.device("gpu-h100-0", "gpu-7").uuid
+        uuid = fleet.idle(self.admin_api, "gpu-h100-0").uuid
         self.create_class(
             name,
             {

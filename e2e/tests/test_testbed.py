@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -229,11 +230,33 @@ def claim_pod(name: str, claim: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def claims_namespace(admin_api: k8s.ApiClient) -> Iterator[Callable[[str], str]]:
+    """Namespaces whose pods and claims are gone when the test ends: the devices they held are the next
+    test's (files share a control plane per worker)."""
+    made: list[str] = []
+
+    def make(name: str) -> str:
+        made.append(namespace(admin_api, name))
+        return name
+
+    yield make
+    core, resource = k8s.CoreV1Api(admin_api), k8s.ResourceV1Api(admin_api)
+    for ns in made:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+        resource.delete_collection_namespaced_resource_claim(ns)
+        wait_for(
+            lambda ns=ns: not resource.list_namespaced_resource_claim(ns).items,
+            60,
+            what=f"the claims of {ns} gone",
+        )
+
+
 def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
-    admin_api: k8s.ApiClient, fleet: Fleet
+    admin_api: k8s.ApiClient, fleet: Fleet, claims_namespace: Callable[[str], str]
 ) -> None:
-    ns = namespace(admin_api, "smoke-dra")
-    gpu = fleet.device("gpu-h100-0", "gpu-0")
+    ns = claims_namespace("smoke-dra")
+    gpu = fleet.idle(admin_api, "gpu-h100-0")
     custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
     for i in range(3):
         custom.create_namespaced_custom_object(
@@ -261,7 +284,7 @@ def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
             dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", f"half-{i}")
         )
         [result] = claim["status"]["allocation"]["devices"]["results"]
-        assert (result["pool"], result["device"]) == ("gpu-h100-0", "gpu-0")
+        assert (result["pool"], result["device"]) == ("gpu-h100-0", gpu.name)
         assert core.read_namespaced_pod(f"half-{i}", ns).spec.node_name == "gpu-h100-0"
     third = cast(
         dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", "half-2")
@@ -270,9 +293,9 @@ def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
 
 
 def test_a_mig_like_partition_is_allocated_from_the_partitionable_a100s(
-    admin_api: k8s.ApiClient, fleet: Fleet
+    admin_api: k8s.ApiClient, fleet: Fleet, claims_namespace: Callable[[str], str]
 ) -> None:
-    ns = namespace(admin_api, "smoke-mig")
+    ns = claims_namespace("smoke-mig")
     custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
     profile = f"device.attributes['{DRIVER}'].profile == '1g.5gb'"
     claim = {
