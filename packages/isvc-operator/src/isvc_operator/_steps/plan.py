@@ -200,7 +200,6 @@ def _outside_policy(scope: OrderScope, placement: Placement) -> str | None:
 def _recompiled(scope: OrderScope, deps: Deps, spec: LaunchPlanSpec) -> CompiledRuntime | Verdict | None:
     """The runtime of a stored placement, always compiled from the recipes: a plan may fix a placement,
     never a container (image, command and arguments are never read from the plan)."""
-    assert scope.facts is not None
     if spec.estimates is None:
         return None
     compiled = compile_launch(scope, deps, spec.placement, spec.estimates)
