@@ -395,57 +395,62 @@ def test_a_list_is_read_page_by_page_issue_29() -> None:
     assert len(informer.list()) == 250
 
 
+class _KindThatGoesAway:
+    """A dynamic client whose kind is served, then deleted as its first watch ends (404 on every read),
+    then back after the informer's fifth wait while absent."""
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+        self.resources = self
+        self.served = True
+        self.lists = 0
+        self.absent_waits = 0
+
+    def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
+        from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+        if kind is not None:  # discovery: resources.get(api_version, kind)
+            if not self.served:
+                raise ResourceNotFoundError("not served")
+            return self
+        if not self.served:  # the CRD is gone: its list answers 404
+            raise NotFoundError(ApiException(status=404, reason="Not Found"))
+        if not kwargs.get("watch"):
+            self.lists += 1
+            return _Response({"items": [_pod("m", "1")], "metadata": {"resourceVersion": "10"}})
+        if self.lists == 1:
+            self.served = False  # the first watch ends as the CRD is deleted
+        else:
+            self.informer._stop.set()  # watching again after it came back: enough
+        return _Response(events=[])
+
+    def request(self, method: str, path: str, serialize: bool = True) -> Any:  # discovery of one version
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        if not self.served:
+            raise NotFoundError(ApiException(status=404))
+        listed = {"resources": [{"name": "models", "kind": "Model"}]}
+        return type("Answer", (), {"data": json.dumps(listed).encode()})()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """The informer's stop event's wait, counted: the CRD comes back at the fifth."""
+        self.absent_waits += 1
+        if self.absent_waits == 5:  # the CRD is back; discovery's memory of the miss has expired
+            self.served = True
+            self.informer._discovery._missing.clear()
+        if self.absent_waits > 20:  # whatever happens, the test ends
+            self.informer._stop.set()
+        return self.informer._stop.is_set()
+
+
 def test_a_kind_that_goes_away_is_said_once_and_once_when_it_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Issue 31: after the catalog's CRDs were removed, every informer of theirs logged "watch of Model broke
     (404 ...)" with the API server's headers and body every 30 s, for ever."""
-    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-
     informer = Informer(None, "ai.deckhouse.io/v1alpha1", "Model")  # type: ignore[arg-type]
-
-    class Dyn:
-        served = True
-        lists = 0
-        absent_waits = 0
-
-        def __init__(self) -> None:
-            self.resources = self
-
-        def get(self, api_version: str | None = None, kind: str | None = None, **kwargs: Any) -> Any:
-            if kind is not None:  # discovery: resources.get(api_version, kind)
-                if not self.served:
-                    raise ResourceNotFoundError("not served")
-                return self
-            if not self.served:  # the CRD is gone: its list answers 404
-                raise NotFoundError(ApiException(status=404, reason="Not Found"))
-            if not kwargs.get("watch"):
-                self.lists += 1
-                return _Response({"items": [_pod("m", "1")], "metadata": {"resourceVersion": "10"}})
-            if self.lists == 1:
-                self.served = False  # the first watch ends as the CRD is deleted
-            else:
-                informer._stop.set()  # watching again after it came back: enough
-            return _Response(events=[])
-
-        def request(self, method: str, path: str, serialize: bool = True) -> Any:  # discovery of one version
-            if not self.served:
-                raise NotFoundError(ApiException(status=404))
-            listed = {"resources": [{"name": "models", "kind": "Model"}]}
-            return type("Answer", (), {"data": json.dumps(listed).encode()})()
-
-    dyn = Dyn()
-
-    def wait(timeout: float | None = None) -> bool:
-        dyn.absent_waits += 1
-        if dyn.absent_waits == 5:  # the CRD is back; discovery's memory of the miss has expired
-            dyn.served = True
-            informer._discovery._missing.clear()
-        if dyn.absent_waits > 20:  # whatever happens, the test ends
-            informer._stop.set()
-        return informer._stop.is_set()
-
-    informer._stop.wait = wait  # type: ignore[method-assign]
+    dyn = _KindThatGoesAway(informer)
+    informer._stop.wait = dyn.wait  # type: ignore[method-assign]
     caplog.set_level("INFO", logger="isvc_operator._kube")
     appeared: list[int] = []
     informer.add_served_handler(lambda: appeared.append(len(informer.list())))

@@ -123,6 +123,26 @@ def _placed(answers: list[PlanResponse]) -> int:
     return sum(a.placement is not None for a in answers)
 
 
+def _check_counters(
+    slices: list[dict[str, Any]], devices: dict[tuple[str, str], dict[str, Any]], taken: set[tuple[str, str]]
+) -> None:
+    """The devices taken draw no more of a pool's shared counters than it has."""
+    counters = {
+        (s["spec"]["pool"]["name"], cs["name"], c): int(parse_quantity(v["value"]))
+        for s in slices
+        for cs in s["spec"].get("sharedCounters") or []
+        for c, v in cs["counters"].items()
+    }
+    drawn: dict[tuple[str, str, str], int] = {}
+    for key in taken:
+        for c in devices[key].get("consumesCounters") or []:
+            for name, v in c["counters"].items():
+                slot = (key[0], c["counterSet"], name)
+                drawn[slot] = drawn.get(slot, 0) + int(parse_quantity(v["value"]))
+    for slot, amount in drawn.items():
+        assert amount <= counters[slot], f"counter {slot} overdrawn: {amount} > {counters[slot]}"
+
+
 def _check(slices: list[dict[str, Any]], claims: list[dict[str, Any]], answers: list[PlanResponse]) -> None:
     """Every placement together beside what the claims hold, counted apart from the planner's ledger: each
     claim consumes what kube-scheduler's arithmetic makes of its requests (`_capacity`, itself checked
@@ -130,12 +150,6 @@ def _check(slices: list[dict[str, Any]], claims: list[dict[str, Any]], answers: 
     one claim, and the devices taken draw no more of a counter set than it has."""
     devices = {
         (s["spec"]["pool"]["name"], d["name"]): d for s in slices for d in s["spec"].get("devices") or []
-    }
-    counters = {
-        (s["spec"]["pool"]["name"], cs["name"], c): int(parse_quantity(v["value"]))
-        for s in slices
-        for cs in s["spec"].get("sharedCounters") or []
-        for c, v in cs["counters"].items()
     }
     used: dict[tuple[str, str], dict[str, Decimal]] = {}
     whole: dict[tuple[str, str], int] = {}
@@ -176,14 +190,7 @@ def _check(slices: list[dict[str, Any]], claims: list[dict[str, Any]], answers: 
                 else None
             )
             hold((p.pool, device), asked)
-    drawn: dict[tuple[str, str, str], int] = {}
-    for key in taken:
-        for c in devices[key].get("consumesCounters") or []:
-            for name, v in c["counters"].items():
-                slot = (key[0], c["counterSet"], name)
-                drawn[slot] = drawn.get(slot, 0) + int(parse_quantity(v["value"]))
-    for slot, amount in drawn.items():
-        assert amount <= counters[slot], f"counter {slot} overdrawn: {amount} > {counters[slot]}"
+    _check_counters(slices, devices, taken)
 
 
 @pytest.mark.parametrize("seed", range(12))

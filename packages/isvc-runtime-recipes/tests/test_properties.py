@@ -174,70 +174,75 @@ def _smallest_share(facts: ModelFacts, memory: float) -> int | None:
     return low
 
 
+def _allowed(
+    requirements: RuntimeRequirements, mode: PlacementMode, sharing: SharingMode, cc: str, count: int = 1
+) -> bool:
+    """Whether the requirements admit this kind of placement on a card of this compute capability."""
+    lowest = requirements.min_compute_capability
+    return (
+        mode in requirements.placement_modes
+        and sharing in requirements.sharing_modes
+        and count <= (requirements.max_devices or 8)
+        and (lowest is None or tuple(map(int, cc.split("."))) >= tuple(map(int, lowest.split("."))))
+    )
+
+
+def _card_placements(
+    requirements: RuntimeRequirements, facts: ModelFacts, product: str, memory: float, cc: str
+) -> list[Placement]:
+    """On one card: the smallest share that starts and the whole card, or 2, 4 or 8 of them when no one
+    card holds the order."""
+    common = {
+        "accelerator_product_name": product,
+        "accelerator_memory_gi_b": memory,
+        "accelerator_compute_capability": cc,
+    }
+    out: list[Placement] = []
+    share = _smallest_share(facts, memory)
+    if share is None:
+        for count in (2, 4, 8):
+            if _fits(facts, memory, 100, count) and _allowed(
+                requirements, PlacementMode.MULTI_DEVICE, SharingMode.NONE, cc, count
+            ):
+                multi = Placement(
+                    placement_mode=PlacementMode.MULTI_DEVICE,
+                    device_count=count,
+                    memory_gi_b=memory,
+                    **common,
+                )
+                return [multi]
+        return out
+    share = min(100, share + requirements.memory_margin_percent)  # the planner adds the recipes' margin
+    if share < 100 and _allowed(requirements, PlacementMode.SHARED, SharingMode.SHARES, cc):
+        shared = Placement(
+            placement_mode=PlacementMode.SHARED,
+            sharing_mode=SharingMode.SHARES,
+            share_percent=share,
+            memory_gi_b=memory * share / 100,
+            **common,
+        )
+        out.append(shared)
+    if _allowed(requirements, PlacementMode.WHOLE_DEVICE, SharingMode.NONE, cc):
+        out.append(Placement(placement_mode=PlacementMode.WHOLE_DEVICE, memory_gi_b=memory, **common))
+    return out
+
+
 def _placements(
     requirements: RuntimeRequirements, facts: ModelFacts
 ) -> list[tuple[Placement, AcceleratorFacts]]:
     """Every placement the planner could give this order on the cards above, sized by the memory model
     both use: the smallest share that starts, a whole device or partition that holds it, or 2, 4 or 8
     devices when no single one does; within the requirements."""
-    lowest = requirements.min_compute_capability
-    out: list[tuple[Placement, AcceleratorFacts]] = []
-
-    def allowed(mode: PlacementMode, sharing: SharingMode, cc: str, count: int = 1) -> bool:
-        return (
-            mode in requirements.placement_modes
-            and sharing in requirements.sharing_modes
-            and count <= (requirements.max_devices or 8)
-            and (lowest is None or tuple(map(int, cc.split("."))) >= tuple(map(int, lowest.split("."))))
-        )
-
-    for product, memory, cc in _CARDS:
-        card = AcceleratorFacts(compute_capability=cc)
-        common = {
-            "accelerator_product_name": product,
-            "accelerator_memory_gi_b": memory,
-            "accelerator_compute_capability": cc,
-        }
-        share = _smallest_share(facts, memory)
-        if share is not None:  # the planner adds the recipes' margin (RuntimeRequirements)
-            share = min(100, share + requirements.memory_margin_percent)
-        if share is not None and share < 100 and allowed(PlacementMode.SHARED, SharingMode.SHARES, cc):
-            out.append(
-                (
-                    Placement(
-                        placement_mode=PlacementMode.SHARED,
-                        sharing_mode=SharingMode.SHARES,
-                        share_percent=share,
-                        memory_gi_b=memory * share / 100,
-                        **common,
-                    ),
-                    card,
-                )
-            )
-        if share is not None and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.NONE, cc):
-            whole = Placement(placement_mode=PlacementMode.WHOLE_DEVICE, memory_gi_b=memory, **common)
-            out.append((whole, card))
-        for count in (2, 4, 8):
-            if (
-                share is None
-                and _fits(facts, memory, 100, count)
-                and allowed(PlacementMode.MULTI_DEVICE, SharingMode.NONE, cc, count)
-            ):
-                out.append(
-                    (
-                        Placement(
-                            placement_mode=PlacementMode.MULTI_DEVICE,
-                            device_count=count,
-                            memory_gi_b=memory,
-                            **common,
-                        ),
-                        card,
-                    )
-                )
-                break
+    out = [
+        (placement, AcceleratorFacts(compute_capability=cc))
+        for product, memory, cc in _CARDS
+        for placement in _card_placements(requirements, facts, product, memory, cc)
+    ]
     product, memory, cc, partitions = _MIG
     for part in partitions:
-        if _fits(facts, part) and allowed(PlacementMode.WHOLE_DEVICE, SharingMode.PARTITION, cc):
+        if _fits(facts, part) and _allowed(
+            requirements, PlacementMode.WHOLE_DEVICE, SharingMode.PARTITION, cc
+        ):
             partition = Placement(
                 placement_mode=PlacementMode.WHOLE_DEVICE,
                 sharing_mode=SharingMode.PARTITION,
