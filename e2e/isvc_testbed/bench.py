@@ -794,8 +794,12 @@ def waiting_room(
             )
         freed = round(time.monotonic() - t_free, 2)
         released = round(t_free - t_delete, 2)
+        disagreements = sum(
+            v for (n, _), v in planner_metrics().items() if n == "isvc_planner_scheduler_disagreements_total"
+        )
         say(
-            f"  {first} deleted, its claim released {released} s later; {moved[0]} Ready {freed} s after that"
+            f"  {first} deleted, its claim released {released} s later; {moved[0]} Ready {freed} s after that;"
+            f" the planner's scheduler disagreements over the run: {int(disagreements)}"
         )
         return {
             "waiting": waiting - 1,
@@ -804,7 +808,12 @@ def waiting_room(
             "order_deleted_to_device_free_seconds": released,
             "device_freed_to_ready_seconds": freed,
             "ready_after_freeing": moved[0],
-            "goals": {"cpu_percent_at_rest": 2.0, "planner_plan_calls_per_safety_period": 1},
+            "scheduler_disagreements": int(disagreements),
+            "goals": {
+                "cpu_percent_at_rest": 2.0,
+                "planner_plan_calls_per_safety_period": 1,
+                "scheduler_disagreements": 0,
+            },
             "loadavg": _loadavg(),
         }
 

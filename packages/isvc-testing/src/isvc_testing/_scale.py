@@ -1,5 +1,5 @@
 """Benchmark at fleet scale: the ledger built and kept from watch events, waiting orders answered, and
-`POST /v1/plan` through the real app as the controller calls it (`nox -s bench`)."""
+`POST /v1/plan` through the real app as the controller calls it, over HTTPS (`nox -s bench`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import trustme
 from isvc_planner import CallerCheck, Inventory, Planner, create_app, loading
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 
@@ -188,9 +189,10 @@ def waiting_orders(
     return out
 
 
-def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any) -> None:
-    """The planner's app on 127.0.0.1:`port` over a half-held fleet, authentication on: a TokenReview
-    stand-in that knows one token, behind the production cache (`CallerCheck`, 60 s)."""
+def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any, tls: str) -> None:
+    """The planner's app on https://127.0.0.1:`port` over a half-held fleet, as the chart serves it (the
+    certificate and key of the directory `tls`), authentication on: a TokenReview stand-in that knows one
+    token, behind the production cache (`CallerCheck`, 60 s)."""
     import uvicorn
 
     slices, claims = fleet(nodes, 0.5, random.Random(seed))
@@ -206,7 +208,15 @@ def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any) -> None:
 
     app = create_app(Planner(inv), caller=CallerCheck(review, [CALLER]))
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=str(Path(tls) / "tls.crt"),
+            ssl_keyfile=str(Path(tls) / "tls.key"),
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -217,33 +227,42 @@ def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any) -> None:
 
 
 @contextmanager
-def _served(nodes: int, seed: int) -> Iterator[tuple[str, Any]]:
+def _served(nodes: int, seed: int, tls: Path) -> Iterator[tuple[str, Any, Path]]:
+    """The app in a process of its own, serving a certificate for 127.0.0.1 from an authority made here;
+    yields its URL, the count of TokenReviews and the authority's certificate (what the controller trusts)."""
+    authority = trustme.CA()
+    serving = authority.issue_cert("127.0.0.1")
+    serving.private_key_pem.write_to_path(str(tls / "tls.key"))
+    serving.cert_chain_pems[0].write_to_path(str(tls / "tls.crt"))
+    authority.cert_pem.write_to_path(str(tls / "ca.crt"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     context = multiprocessing.get_context("spawn")  # a process of its own, as the planner runs
     ready = context.Event()
     reviews = context.Value("i", 0)
-    process = context.Process(target=_serve, args=(port, nodes, seed, ready, reviews), daemon=True)
+    process = context.Process(target=_serve, args=(port, nodes, seed, ready, reviews, str(tls)), daemon=True)
     process.start()
     try:
         if not ready.wait(600):
             raise RuntimeError("the planner did not start")
-        yield f"http://127.0.0.1:{port}", reviews
+        yield f"https://127.0.0.1:{port}", reviews, tls / "ca.crt"
     finally:
         process.terminate()
         process.join(10)
 
 
 def http_plan(nodes: int, rng: random.Random, samples: int = 1000) -> dict[str, float]:
-    """`POST /v1/plan` as the controller calls it (`PlannerClient`, its token from a file) against the real
-    app on loopback over `nodes` × 8 half held: p50/p99/max ms of 100 warm-up calls then `samples`; each
-    plan is released after (not timed), so the ledger stays as it was."""
-    with _served(nodes, rng.randrange(10**6)) as (url, reviews), tempfile.TemporaryDirectory() as tmp:
+    """`POST /v1/plan` as the controller calls it (`PlannerClient` over HTTPS, checking the planner's
+    certificate against its authority, its token from a file) against the real app on loopback over
+    `nodes` × 8 half held: p50/p99/max ms of 100 warm-up calls then `samples`; each plan is released after
+    (not timed), so the ledger stays as it was."""
+    with tempfile.TemporaryDirectory() as tmp, _served(nodes, rng.randrange(10**6), Path(tmp)) as served:
+        url, reviews, authority = served
         token = Path(tmp) / "token"
         token.write_text(TOKEN + "\n")
         times: list[float] = []
-        with PlannerClient(url, token_file=token) as client:
+        with PlannerClient(url, token_file=token, ca_file=authority) as client:
             for i in range(100 + samples):
                 order = OrderRef(namespace="bench", name=f"h{i}")
                 request = PlanRequest(order=order, facts=_facts(rng.uniform(5, 120), rng))
