@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from isvc_api import LABEL_ORDER
+from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.orders import Orders, condition, hf
 from kubernetes import client as k8s
@@ -95,6 +96,14 @@ def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a:
 
 
 H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+SPARE_H100 = {
+    "product": "NVIDIA H100 80GB HBM3",
+    "count": 1,
+    "memory": "80Gi",
+    "architecture": "Hopper",
+    "cudaComputeCapability": "9.0.0",
+    "shares": 100,
+}
 
 
 def _evict(bed: Bed, pod: str) -> int:
@@ -150,6 +159,74 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     )
     assert _evict(bed, second) == 201  # the next one, once the first serves again
     bed.wait_ready(one)
+
+
+def test_a_drain_of_the_node_every_replica_of_an_order_runs_on_ends_with_the_order_moved_and_serving(
+    bed: Bed,
+) -> None:
+    """Every replica of an order takes its claim from one template pinned to the plan's devices, so all run on
+    one node. `kubectl drain` cordons it and evicts one replica; the replica made again could not start on
+    the cordoned node, the other still ran there, so the plan stood, and the budget refused the next
+    eviction for ever: the drain never ended. Now a replica that cannot start on hardware out of service
+    moves the order; the drain ends, and the order serves on another node with both replicas."""
+    spare = Fleet.from_dict({"nodes": [{"name": "gpu-h100-spare", "gpus": [SPARE_H100]}]}, "spare")
+    spare.publish(bed.admin_api)  # a second H100 node: somewhere to move to
+    bed.cleanup.append(lambda: spare.unpublish(bed.admin_api))
+    bed.create_class(
+        "day2-pair",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "scalingPolicy": {"minReplicas": 2, "maxReplicas": 2},
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100},
+        },
+    )
+    name = bed.create("drain-pair", hf(QWEN), "day2-pair")
+    node = bed.wait_ready(name)["resolved"]["nodeName"]
+    policy = k8s.PolicyV1Api(bed.admin_api)
+    wait_for(
+        lambda: policy.read_namespaced_pod_disruption_budget(name, bed.ns).status.current_healthy == 2,
+        90,
+        what="both replicas healthy",
+    )
+    assert {p.spec.node_name for p in bed.pods(name)} == {node}
+    core = bed.core
+    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl drain: cordon, then evict until done
+    bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
+    began, refused, phases, fewest = time.monotonic(), 0, set(), 2
+
+    def healthy() -> int:  # replicas serving, as the budget counts them; the order's phase beside it
+        nonlocal fewest
+        phases.add(bed.status(name).get("phase"))
+        count = int(policy.read_namespaced_pod_disruption_budget(name, bed.ns).status.current_healthy or 0)
+        fewest = min(fewest, count)
+        return count
+
+    def drained() -> bool:  # kubectl drain's loop: evict what is left on the node, again after a refusal
+        nonlocal refused
+        healthy()
+        left = [p.metadata.name for p in bed.pods(name) if p.spec.node_name == node]
+        refused += sum(_evict(bed, pod) == 429 for pod in left)
+        return not left
+
+    wait_for(drained, 120, interval=0.5, what=f"{node} drained of the order's replicas")
+    took = time.monotonic() - began
+    wait_for(lambda: healthy() == 2, 90, interval=0.5, what="both replicas healthy on the new node")
+    back = time.monotonic() - began
+    status = bed.wait(
+        name,
+        lambda s: s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node,
+        60,
+        "Ready on another node",
+    )
+    print(
+        f"{node} drained {took:.1f} s after the cordon ({refused} evictions refused by the budget meanwhile); "
+        f"both replicas serving on {status['resolved']['nodeName']} {back:.1f} s after it; fewest serving "
+        f"meanwhile {fewest}, phases seen {sorted(p or '' for p in phases)}"
+    )
+    assert {p.spec.node_name for p in bed.pods(name)} == {status["resolved"]["nodeName"]}
+    events = [e for e in bed.events(name) if e[1] == "Moved"]
+    assert events and f"node {node} is cordoned" in events[-1][2], bed.events(name)
 
 
 def _pod_state(pod: Any) -> tuple[str, bool, str] | None:

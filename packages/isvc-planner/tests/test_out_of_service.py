@@ -112,6 +112,39 @@ def test_a_cordon_strands_a_plan_only_where_no_pod_of_the_order_runs(models: dic
     assert inv.stranded() == [] and planner.gone("ns", "a", placement) == []
 
 
+def test_a_replica_waiting_to_start_on_a_closed_node_strands_the_plan_though_another_runs_there(
+    models: dict[str, ModelFacts],
+) -> None:
+    """Every replica's claim names the plan's devices, so all replicas of an order run on one node. A drain
+    cordoned it and evicted one replica; the replica made again waited there, the other still ran, so the plan
+    stood, the order was never moved, and the disruption budget refused the next eviction for ever."""
+    inv = fleet()
+    placement = placed(inv, large(models["qwen7b"]), "a")
+    planner = Planner(inv)
+    share = placement.share_percent
+    for replica in ("a-0-gpu", "a-1-gpu"):
+        inv.upsert_claim(fleet_claim("ns", replica, "a", [("big", "gpu-0", share)]))
+    inv.upsert_node(node("big", unschedulable=True))
+    assert inv.stranded() == [] and planner.gone("ns", "a", placement) == []
+    inv.delete_claim(fleet_claim("ns", "a-0-gpu", "a", []))  # evicted by the drain
+    assert inv.stranded() == [] and planner.gone("ns", "a", placement) == []  # the other runs there
+    before = inv.freed
+    waiting = {**fleet_claim("ns", "a-0-gpu-x", "a", []), "status": {}}  # made again: nobody allocates it
+    inv.upsert_claim(waiting)
+    assert inv.freed > before  # room moved: the controller judges the order again
+    assert inv.stranded() == [("ns", "a")]
+    assert planner.gone("ns", "a", placement) == [
+        "big/gpu-0: node big is cordoned, so no new pod starts there"
+    ]
+    inv.upsert_node(
+        node("big")
+    )  # uncordoned: a replica waiting on a node in service is a start like any other
+    assert inv.stranded() == [] and planner.gone("ns", "a", placement) == []
+    inv.upsert_node(node("big", unschedulable=True))
+    inv.delete_claim(waiting)  # it went (the order moved, or its replica count fell): the plan stands again
+    assert inv.stranded() == [] and planner.gone("ns", "a", placement) == []
+
+
 def test_the_node_state_is_said_in_words(models: dict[str, ModelFacts]) -> None:
     inv = fleet()
     placement = placed(inv, large(models["qwen7b"]), "a")

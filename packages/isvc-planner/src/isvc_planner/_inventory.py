@@ -363,6 +363,9 @@ class Inventory:
         self._pool_devices: dict[tuple[str, str], set[DeviceKey]] = {}
         self._pool_slices: dict[tuple[str, str], set[str]] = {}
         self._claims: dict[str, list[Holding]] = {}
+        # Claims of orders nobody allocated yet, by order: a replica that has not started (what keeps a
+        # plan on a closed node from standing, though another replica of the order still runs there).
+        self._unallocated: dict[OrderKey, set[str]] = {}
         self._plans: dict[OrderKey, list[Holding]] = {}
         self._holdings: dict[DeviceKey, dict[str, Holding]] = {}
         self._room: dict[DeviceKey, int] = {}
@@ -660,13 +663,34 @@ class Inventory:
         with self.lock:
             if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
                 self._set_source(f"claim:{uid}", self._claims, uid, holdings)
+            if order is not None:
+                self._note_unallocated(order, uid, allocation is None and not meta.get("deletionTimestamp"))
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         """Forget a ResourceClaim."""
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        order = (meta.get("namespace") or "", (meta.get("labels") or {}).get(LABEL_ORDER) or "")
         with self.lock:
             self._set_source(f"claim:{uid}", self._claims, uid, [])
+            self._note_unallocated(order, uid, False)
+
+    def _note_unallocated(self, order: OrderKey, uid: str, waits: bool) -> None:
+        """Keep which claims of the order wait for an allocation. One that begins to wait while the order's
+        plan names a device out of service strands the order (a replica that cannot start there): room moves,
+        so the order is judged again."""
+        waiting = self._unallocated.get(order)
+        if waits == (waiting is not None and uid in waiting):
+            return
+        if waits:
+            self._unallocated.setdefault(order, set()).add(uid)
+            if self._stranded(order):
+                self._free()
+            return
+        assert waiting is not None
+        waiting.discard(uid)
+        if not waiting:
+            del self._unallocated[order]
 
     def upsert_plan(self, plan: Mapping[str, Any]) -> None:
         """Add or change a LaunchPlan: its order holds the devices it places it on, at what its claim asks.
@@ -1248,27 +1272,34 @@ class Inventory:
     ) -> list[str]:
         """Devices of a plan the order can no longer start on, each with why (the node's state, or gone). A
         device on a closed node where a pod of the order runs still stands: closing a node stops new pods,
-        not the ones it runs; it is lost once that pod goes (evicted by a drain, or the node's taint)."""
+        not the ones it runs; it is lost once that pod goes (evicted by a drain, or the node's taint), or
+        once a replica of the order waits to start (every replica's claim names the plan's devices, so it
+        never starts there, and a drain would wait for it for ever)."""
         out: list[str] = []
         for name in dict.fromkeys(devices):
             key = (driver, pool, name)
             why = self.out_of_service(key, node)
-            if why is not None and (key not in self.devices or not self.running_on(order, key)):
+            if why is not None and (key not in self.devices or not self._stands_closed(order, key)):
                 out.append(why)
         return out
 
-    def stranded(self) -> list[OrderKey]:
-        """Orders whose plan places them on a device out of service where no pod of theirs runs: each is to
-        be judged again (planned elsewhere, or waiting with why)."""
+    def _stands_closed(self, order: OrderKey, key: DeviceKey) -> bool:
+        """Whether the order stands on a device out of service: a pod of it runs there and none waits."""
         with self.lock:
-            out = {
-                order
-                for order, holdings in self._plans.items()
-                for h in holdings
-                if h.device not in self.devices
-                or (self.devices[h.device].tainted and not self.running_on(order, h.device))
-            }
-            return sorted(out)
+            return self.running_on(order, key) and order not in self._unallocated
+
+    def stranded(self) -> list[OrderKey]:
+        """Orders whose plan places them on a device out of service where no pod of theirs runs, or where a
+        replica of theirs waits to start: each is to be judged again (planned elsewhere, or waiting with why)."""
+        with self.lock:
+            return sorted(order for order in self._plans if self._stranded(order))
+
+    def _stranded(self, order: OrderKey) -> bool:
+        return any(
+            h.device not in self.devices
+            or (self.devices[h.device].tainted and not self._stands_closed(order, h.device))
+            for h in self._plans.get(order, ())
+        )
 
     def displaced(self, order: OrderKey) -> list[str]:
         """Why an order no longer stands on a device it holds (empty: it stands on all of them).
