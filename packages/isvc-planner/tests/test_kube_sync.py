@@ -5,6 +5,7 @@ object only its name, namespace and uid are kept, to tell what went at the next 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -70,3 +71,48 @@ def test_claims_are_listed_page_by_page_and_kept_as_names(monkeypatch: pytest.Mo
     assert [a[0] for a in objects.asked] == [100] * 25  # 1,201 claims in 13 pages, then 1,200 in 12
     assert deleted == [{"metadata": {"name": "c0", "namespace": "team-a", "uid": "u0"}}]
     assert len(upserted) == 1201 + 1200
+
+
+def test_kinds_are_listed_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hostile-input suite: the watches of every kind expire together, and relists of orders and claims at
+    the annotation limit, read at once, took the planner 210 MiB above its start. A listing of one kind is read
+    whole before another kind's begins."""
+    asked: list[str] = []
+
+    class Kinds:
+        def list_cluster_custom_object(
+            self, group: str, version: str, plural: str, *, limit: int, _continue: str | None = None
+        ) -> dict[str, Any]:
+            asked.append(plural)
+            time.sleep(0.01)  # a page on the wire: the other kind's thread would ask meanwhile
+            start = int(_continue or 0)
+            more = start + limit < 5 * limit
+            return {
+                "metadata": {"resourceVersion": "7", **({"continue": str(start + limit)} if more else {})},
+                "items": [_claim(start)],
+            }
+
+    class Watch:
+        def stream(self, *args: Any, **kwargs: Any) -> Any:
+            return iter(())  # ended at once: each kind lists again, until stopped
+
+    monkeypatch.setattr(_kube, "_watch", type("W", (), {"Watch": Watch}))
+    sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
+    sync.objects = Kinds()  # type: ignore[assignment]
+    sync._handlers = {
+        _kube.CLAIMS: (lambda o: None, lambda o: None),
+        _kube.ORDERS: (lambda o: None, lambda o: None),
+    }
+    threads = [threading.Thread(target=sync._run, args=(kind,), daemon=True) for kind in sync._handlers]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(asked) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sync.stop()
+    for thread in threads:
+        thread.join(10)
+    assert {*asked} == {_kube.CLAIMS.plural, _kube.ORDERS.plural}  # both kinds listed, again and again
+    # Each listing is five pages in a row: a change of kind only between listings.
+    changes = [i for i in range(1, len(asked)) if asked[i] != asked[i - 1]]
+    assert changes and all(i % 5 == 0 for i in changes), asked

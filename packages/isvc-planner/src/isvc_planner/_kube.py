@@ -74,6 +74,11 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
 
 
 PAGE = 100  # objects of one list answer: an order or a claim may carry 256 KiB of a user's annotations
+# One listing at a time, whatever the kind: the watches of every kind expire together (each 300 s), and
+# relists of orders and claims at the annotation limit at once held a page of each (~25 MiB of JSON each,
+# decoded) and took the planner 210 MiB above its start (the hostile-input suite). Taken before the
+# ledger's lock, never inside it.
+_LISTING = threading.Lock()
 
 
 def _stub(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -159,7 +164,7 @@ class KubeSync:
                 # The first listing is applied at once (nothing is planned before every kind is listed);
                 # a relist page by page, the ledger locked for one page at a time.
                 first = nullcontext() if self.inventory.synced else self.inventory.applying()
-                with loading(), first:
+                with _LISTING, loading(), first:
                     for page in self._pages(kind):
                         with self.inventory.applying():
                             for obj in page.get("items") or []:
@@ -168,6 +173,7 @@ class KubeSync:
                                     upsert(obj)
                                 fresh[k] = _stub(obj)
                         version = (page.get("metadata") or {}).get("resourceVersion") or version
+                        del page  # let go before the next page is read
                     with self.inventory.applying():
                         for k, gone in known.items():
                             if k not in fresh:
