@@ -40,6 +40,7 @@ from isvc_operator import (
     PlanOutcome,
     RollPacer,
     Sealer,
+    StartWaiters,
     TemporaryError,
     Workload,
 )
@@ -666,6 +667,7 @@ class World:
         self.health = FakeHealth()
         self.catalog_enabled = True
         self.rolls: RollPacer | None = None
+        self.start_waiters: StartWaiters | None = None
         self.cluster.put(klass())
         self._reconciler: OrderReconciler | None = None
         self.last: PassResult | None = None
@@ -695,6 +697,7 @@ class World:
                 clock=lambda: T0 + self.clock_offset,
                 sealer=self.sealer,  # the key survives restarts: it is the chart's Secret
                 rolls=self.rolls,
+                start_waiters=self.start_waiters,
             )
         )
 

@@ -22,7 +22,7 @@ from isvc_operator._ports import (
     WorkloadUnbuildable,
 )
 from isvc_operator._queue import ShutDownError, WorkQueue
-from isvc_operator._rollout import ROLL_DEADLINE, RollPacer
+from isvc_operator._rollout import ROLL_DEADLINE, RollPacer, StartWaiters
 from isvc_operator._scope import OrderScope
 from isvc_operator._seal import SEAL, Sealer
 from isvc_operator._status import phase
@@ -58,6 +58,7 @@ __all__ = [
     "RollPacer",
     "Sealer",
     "ShutDownError",
+    "StartWaiters",
     "TemporaryError",
     "WaitingRoom",
     "WorkQueue",

@@ -31,7 +31,7 @@ from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
-from isvc_operator._rollout import RollPacer
+from isvc_operator._rollout import RollPacer, StartWaiters
 from isvc_operator._seal import Sealer
 from isvc_operator._waiting import WaitingRoom
 from isvc_operator._webhook import serve_estimates, serve_health
@@ -192,6 +192,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         catalog_enabled=args.catalog_mode != "None",
         sealer=Sealer.from_file(args.seal_key_file),
         rolls=RollPacer(),
+        start_waiters=StartWaiters(),
         namespace=args.namespace,
         start_turn_seconds=args.start_turn_seconds,
     )

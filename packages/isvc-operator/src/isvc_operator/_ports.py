@@ -285,6 +285,13 @@ class RollsPort(Protocol):
     def turn(self, group: str) -> OrderKey | None: ...
 
 
+class StartWaitersPort(Protocol):
+    """Who waits for a shared device's start turn (_rollout.StartWaiters): woken when the start holding it ends."""
+
+    def wait(self, device: DeviceKey, order: OrderKey) -> None: ...
+    def freed(self, device: DeviceKey) -> list[OrderKey]: ...
+
+
 class ProbeLoop(Protocol):
     """Probes run apart from passes (isvc_health.ProbeSchedule): started with the workers, it wakes an
     order's pass when its latest probe result changed."""
@@ -311,3 +318,4 @@ class Deps:
     namespace: str = "d8-isvc"  # the module's own: where the start turns' Leases live
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting
     rolls: RollsPort | None = None  # None: every roll at once
+    start_waiters: StartWaitersPort | None = None  # None: a co-tenant waiting its turn looks again in 5 s

@@ -10,6 +10,10 @@ the order itself, a new plan (another claim template) and an order that does not
 
 What it holds is in memory and harmless to lose: after a restart the first order of a class that asks takes
 the turn again (a roll that was in progress then is not counted: at most one more at once).
+
+`StartWaiters` is the same kind of hint for the start turns of a shared card (`_steps/start_turn`): who waits
+for a device's turn, so that the start that held it, once over, wakes them at once instead of on their next
+look (every 5 s, which stays as the safety: a restart loses the hint, never a start).
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import time
 from collections.abc import Callable
 
 import attrs
-from isvc_api import OrderKey
+from isvc_api import DeviceKey, OrderKey
 
-__all__ = ["ROLL_DEADLINE", "RollPacer"]
+__all__ = ["ROLL_DEADLINE", "RollPacer", "StartWaiters"]
 
 ROLL_DEADLINE = 300.0  # seconds one order's roll holds its class's turn at most
 
@@ -82,3 +86,21 @@ class RollPacer:
         with self._lock:
             turn = self._turns.get(group)
             return turn.order if turn is not None else None
+
+
+class StartWaiters:
+    """Orders waiting for a device's start turn, by device."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[DeviceKey, set[OrderKey]] = {}
+
+    def wait(self, device: DeviceKey, order: OrderKey) -> None:
+        """`order` has a replica waiting for the device's turn."""
+        with self._lock:
+            self._waiting.setdefault(device, set()).add(order)
+
+    def freed(self, device: DeviceKey) -> list[OrderKey]:
+        """The start holding the device's turn is over: the orders waiting for it, to be passed now."""
+        with self._lock:
+            return sorted(self._waiting.pop(device, set()))

@@ -3,8 +3,9 @@
 The turn is a coordination Lease per device in the module's namespace (isvc_workload's start gate): an
 order's pass takes it for its own waiting replica with an optimistic write, then writes that replica's
 start permit. A turn passes when the start is Ready, ends (the container exits or restarts, the pod goes)
-or outlasts `Deps.start_turn_seconds`; a waiting replica's pass sees that and takes it. Nothing is kept in
-memory: a restarted controller reads the Leases and the pods and goes on.
+or outlasts `Deps.start_turn_seconds`; a waiting replica's pass sees that and takes it. The orders waiting
+are passed again at once when the start that held the turn is over (`Deps.start_waiters`, a hint in memory),
+else within 5 s: a restarted controller reads the Leases and the pods and goes on.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, cla
         same = holder is not None and (holder.get("metadata") or {}).get("uid") == turn.uid
         if same and start_state(holder, CONTAINER_NAME, turn.start) == "starting":
             d.requeue(min(RETRY_SOON, (turn.until - scope.now).total_seconds() + 1))
+            if deps.start_waiters is not None:
+                deps.start_waiters.wait(device, scope.key)
             return waiting_message(pod["metadata"]["name"], scope.namespace, device, turn)
     version = ((lease or {}).get("metadata") or {}).get("resourceVersion")
     wanted = turn_lease(
@@ -91,6 +94,19 @@ def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, cla
         return None
     _permit(scope, d, pod, start)
     return None
+
+
+def _wake_waiters(deps: Deps, d: Decisions, pod: Obj, claims: list[Obj]) -> None:
+    """A start of the pod that is over (Ready, ended) no longer holds its device's turn: the orders waiting for
+    that turn are passed now, not on their next look."""
+    if deps.start_waiters is None:
+        return
+    permit = str(((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMIT_ANNOTATION) or "0")
+    if not permit.isdigit() or int(permit) < 1 or start_state(pod, CONTAINER_NAME, int(permit)) == "starting":
+        return
+    device = device_of(pod, claims)
+    if device is not None:
+        d.wake.extend(deps.start_waiters.freed(device))
 
 
 def take_turns(
@@ -111,6 +127,8 @@ def take_turns(
         if not _of_set(pod, workload):
             continue
         start = start_asked(pod, CONTAINER_NAME)
+        if start is None:
+            _wake_waiters(deps, d, pod, claims)
         words = (
             _take(scope, deps, d, pod, start, claims) if start is not None else _overdue(scope, deps, d, pod)
         )
