@@ -38,6 +38,7 @@ __all__ = [
     "overdue_message",
     "permit_manifest",
     "permitted_at",
+    "permitted_start",
     "start_asked",
     "start_state",
     "turn_lease",
@@ -132,6 +133,11 @@ def _permit(pod: dict[str, Any]) -> int | None:
     if value is None:
         return None
     return int(value) if str(value).isdigit() else 0
+
+
+def permitted_start(pod: dict[str, Any]) -> int:
+    """The start the pod's permit lets run: 0 when it names none (born at the gate, or not gated)."""
+    return _permit(pod) or 0
 
 
 def start_asked(pod: dict[str, Any], container: str) -> int | None:

@@ -15,11 +15,11 @@ import logging
 from isvc_api import Obj, Reason, Verdict
 from isvc_workload import (
     CONTAINER_NAME,
-    START_PERMIT_ANNOTATION,
     device_of,
     overdue_message,
     permit_manifest,
     permitted_at,
+    permitted_start,
     start_asked,
     start_state,
     turn_lease,
@@ -53,12 +53,11 @@ def _permit(scope: OrderScope, d: Decisions, pod: Obj, start: int) -> None:
 
 def _overdue(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj) -> str | None:
     """The message of a permitted start that outlasted its turn; asks for a pass when it would."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    permit = str(annotations.get(START_PERMIT_ANNOTATION) or "0")
+    permit = permitted_start(pod)
     since = permitted_at(pod)
-    if since is None or not permit.isdigit() or int(permit) < 1:
+    if since is None or permit < 1:
         return None
-    if start_state(pod, CONTAINER_NAME, int(permit)) != "starting":
+    if start_state(pod, CONTAINER_NAME, permit) != "starting":
         return None
     elapsed = (scope.now - since).total_seconds()
     if elapsed < deps.start_turn_seconds:
@@ -101,8 +100,8 @@ def _wake_waiters(deps: Deps, d: Decisions, pod: Obj, claims: list[Obj]) -> None
     that turn are passed now, not on their next look."""
     if deps.start_waiters is None:
         return
-    permit = str(((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMIT_ANNOTATION) or "0")
-    if not permit.isdigit() or int(permit) < 1 or start_state(pod, CONTAINER_NAME, int(permit)) == "starting":
+    permit = permitted_start(pod)
+    if permit < 1 or start_state(pod, CONTAINER_NAME, permit) == "starting":
         return
     device = device_of(pod, claims)
     if device is not None:
