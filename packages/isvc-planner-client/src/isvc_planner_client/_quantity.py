@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -39,6 +40,12 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
         return Decimal(str(value))
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """A quantity's text, remembered: a fleet's claims and devices repeat a few dozen of them."""
     match = _RE.match(value.strip())
     if match is None:
         raise QuantityError(f"not a quantity: {value!r}")

@@ -39,12 +39,12 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from cachetools import LRUCache
 from isvc_api import LABEL_ORDER, DeviceKey, OrderKey, Placement, claim_capacity_requests
@@ -84,6 +84,10 @@ __all__ = [
 ]
 
 UNITS = 100
+_ROOMS = 65536  # answers of _room_beside kept, by capacities and use (cleared when full)
+_JUDGED = 65536  # devices' class judgements kept by what the selectors read (cleared when full)
+_ZERO = Decimal(0)
+_NOBODY: frozenset[OrderKey] = frozenset()
 _MANY = 256  # devices touched at once past which their groups are sorted again rather than edited
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 DEPARTED_TTL = 3600.0  # seconds a deleted node's devices are remembered, to say where they went
@@ -116,12 +120,10 @@ class Device:
     node: str | None
     raw: Mapping[str, Any]
     type: str | None
-    uuid: str | None
     product: str | None
     memory: int | None
     shareable: bool
     tainted: bool
-    compute_capability: str | None
     consumes: tuple[tuple[str, str, int], ...] = ()  # (counter set, counter, amount) it draws on
     classes: frozenset[str] = frozenset()
     selector_cache: dict[str, bool | SelectorError] | None = None  # made when first judged
@@ -129,8 +131,9 @@ class Device:
     multi: bool = False  # allowMultipleAllocations: claims share it by consumable capacity
     capacity_key: tuple[object, ...] = ()  # its capacities and policies, comparable (empty: compute)
     _group: GroupKey | None = None
-    _sort: tuple[str, str, str, str] | None = None
+    _sort: str | None = None
     _activation: dict[str, Any] | None = None
+    _cc: str | None = ""  # the compute capability once read ("": not yet)
 
     @property
     def activation(self) -> dict[str, Any]:
@@ -138,6 +141,20 @@ class Device:
         if self._activation is None:
             self._activation = device_activation(self.driver, self.raw)
         return self._activation
+
+    @property
+    def uuid(self) -> str | None:
+        """The GPU's UUID, as the driver publishes it (read when asked: few devices are)."""
+        value = _attr(self.raw.get("attributes") or {}, self.driver, "uuid")
+        return str(value) if value is not None else None
+
+    @property
+    def compute_capability(self) -> str | None:
+        """The CUDA compute capability the driver publishes ("9.0"), if any."""
+        if self._cc == "":
+            cc = _attr(self.raw.get("attributes") or {}, self.driver, "cudaComputeCapability")
+            self._cc = str(cc) if cc is not None else None
+        return self._cc
 
     @property
     def driver(self) -> str:
@@ -172,10 +189,11 @@ class Device:
             )
         return self._group
 
-    def sort_key(self) -> tuple[str, str, str, str]:
-        """Deterministic order: node, pool, device, driver."""
+    def sort_key(self) -> str:
+        """Deterministic order: node, pool, device, driver, joined by NUL (below every character a name
+        may hold, so strings order as the tuples would, and compare faster)."""
         if self._sort is None:
-            self._sort = (self.node or "", self.pool, self.name, self.driver)
+            self._sort = "\0".join((self.node or "", self.pool, self.name, self.driver))
         return self._sort
 
     def share_request(self, units: int) -> dict[str, Decimal]:
@@ -183,9 +201,8 @@ class Device:
         return share_request(units, self.capacities)
 
 
-@dataclass(frozen=True)
-class Holding:
-    """What one claim, plan or reservation holds of one device."""
+class Holding(NamedTuple):
+    """What one claim, plan or reservation holds of one device (a tuple: a listing makes 100,000s)."""
 
     source: str  # "claim:<uid>", "plan:<ns>/<name>" or "reservation:<ns>/<name>"
     device: DeviceKey
@@ -232,14 +249,51 @@ def _capacity_key(capacities: Mapping[str, Capacity]) -> tuple[object, ...]:
 
 
 def _attr(attrs: Mapping[str, Any], driver: str, name: str) -> Any:
-    value = attrs.get(name) or attrs.get(f"{driver}/{name}")
+    value = attrs.get(name) or attrs.get(_QUALIFIED.get((driver, name)) or _qualified(driver, name))
     if value and isinstance(value, (dict, Mapping)):  # dicts first: ABCs check slowly
         return next(iter(value.values()))
     return None
 
 
+_QUALIFIED: dict[tuple[str, str], str] = {}
+
+
+def _qualified(driver: str, name: str) -> str:
+    """`driver/name`, made once per driver and name."""
+    if len(_QUALIFIED) >= 1024:
+        _QUALIFIED.clear()
+    text = _QUALIFIED[(driver, name)] = f"{driver}/{name}"
+    return text
+
+
 def _amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
-    """Quantities by capacity name, as exact numbers; None when there are none or one cannot be read."""
+    """Quantities by capacity name, as exact numbers; None when there are none or one cannot be read.
+    Remembered for plain text: a fleet's claims record a few dozen alike."""
+    if type(raw) is dict and raw and all(type(v) is str for v in raw.values()):
+        key = tuple(raw.items())
+        if key not in _AMOUNTS:
+            if len(_AMOUNTS) >= 4096:
+                _AMOUNTS.clear()
+            _AMOUNTS[key] = _read_amounts(raw)
+        return _AMOUNTS[key]
+    return _read_amounts(raw)
+
+
+_AMOUNTS: dict[tuple[tuple[str, str], ...], Amounts | None] = {}
+
+
+def _recorded(raw: Mapping[str, Any] | None) -> tuple[Amounts, int | None]:
+    """A shared result's consumedCapacity as exact amounts (none when absent or unreadable), and the shares
+    among them, rounded up."""
+    recorded = _amounts(raw) or ()
+    units = None
+    for name, amount in recorded:
+        if name == SHARES or name.endswith(f"/{SHARES}"):
+            units = math.ceil(amount)
+    return recorded, units
+
+
+def _read_amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
     if not isinstance(raw, Mapping) or not raw:
         return None
     out = []
@@ -266,20 +320,29 @@ def _stamp(text: Any) -> float:
 
 def _add(into: Consumption, more: Mapping[str, Decimal]) -> None:
     for name, amount in more.items():
-        into[name] = into.get(name, Decimal(0)) + amount
+        into[name] = into.get(name, _ZERO) + amount
 
 
 def _most(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> Consumption:
-    return {n: max(a.get(n, Decimal(0)), b.get(n, Decimal(0))) for n in a.keys() | b.keys()}
+    return {n: max(a.get(n, _ZERO), b.get(n, _ZERO)) for n in a.keys() | b.keys()}
+
+
+class _Reading(NamedTuple):
+    """What the planner reads from a device's published capacities (devices of one model share it)."""
+
+    capacities: dict[str, Capacity]
+    key: tuple[object, ...]  # comparable: the capacities and their policies
+    memory: int | None  # bytes
+    units: bool  # publishes exactly UNITS shares
 
 
 class _Group:
     """Devices of one group admitted by one class, sorted by free units; fully free ones per pool."""
 
     def __init__(self) -> None:
-        self.entries: list[tuple[int, tuple[str, str, str, str]]] = []
-        self.devices: dict[tuple[str, str, str, str], Device] = {}
-        self.full_free: dict[str, set[tuple[str, str, str, str]]] = {}
+        self.entries: list[tuple[int, str]] = []
+        self.devices: dict[str, Device] = {}
+        self.full_free: dict[str, set[str]] = {}
 
     def add(self, device: Device, free: int) -> None:
         sk = device.sort_key()
@@ -288,22 +351,26 @@ class _Group:
         if free == UNITS:
             self.full_free.setdefault(device.pool, set()).add(sk)
 
-    def replace(self, gone: set[tuple[str, str, str, str]], added: list[tuple[Device, int]]) -> None:
+    def replace(self, gone: set[str], added: list[tuple[Device, int]]) -> None:
         """Take the devices of `gone` (sort keys) out and put `added` in, sorting once."""
-        self.entries = [e for e in self.entries if e[1] not in gone]
-        for pool in list(self.full_free):
-            self.full_free[pool] -= gone
-            if not self.full_free[pool]:
-                del self.full_free[pool]
-        for sk in gone:
-            self.devices.pop(sk, None)
+        if gone:
+            self.entries = [e for e in self.entries if e[1] not in gone]
+            for pool in list(self.full_free):
+                self.full_free[pool] -= gone
+                if not self.full_free[pool]:
+                    del self.full_free[pool]
+            for sk in gone:
+                self.devices.pop(sk, None)
+        entries = []
         for device, free in added:
             sk = device.sort_key()
             self.devices[sk] = device
-            self.entries.append((free, sk))
+            entries.append((free, sk))
             if free == UNITS:
                 self.full_free.setdefault(device.pool, set()).add(sk)
-        self.entries.sort()
+        entries.sort()
+        self.entries += entries
+        self.entries.sort()  # two sorted runs: one merge
 
     def remove(self, device: Device, free: int) -> None:
         sk = device.sort_key()
@@ -334,13 +401,18 @@ class Inventory:
         self._every: tuple[str, ...] | None = None  # every class's selectors, judged together per device
         self._by_class: dict[str, list[Device]] = {}  # class -> its devices in order, once asked for
         self._class_sets: dict[frozenset[str], frozenset[str]] = {}
+        # Classes admitting a device (and faults) by what the selectors can read of it (SelectorMemo).
+        self._judged: dict[Hashable, tuple[frozenset[str], tuple[tuple[str, int, str], ...]]] = {}
         self._node_pools: dict[str, set[tuple[str, str]]] = {}  # node -> pools publishing its devices
-        self._deferred: set[DeviceKey] | None = None  # devices to recount once a listing is applied
-        self._readings: LRUCache[str, tuple[dict[str, Capacity], tuple[object, ...]]] = LRUCache(4096)
+        # Devices to recount once a listing is applied, in the order it touched them (sorted runs sort fast).
+        self._deferred: dict[DeviceKey, None] | None = None
+        self._readings: LRUCache[str, _Reading] = LRUCache(4096)
+        self._recent: list[tuple[Any, _Reading]] = []
         self._empty_room: dict[
             tuple[object, ...], int
         ] = {}  # free units of a device nobody holds, by capacities
         self._takes: LRUCache[tuple[tuple[object, ...], int], Consumption | None] = LRUCache(65536)
+        self._rooms: dict[tuple[object, ...], int] = {}  # _room_beside's answers by capacities and use
         self.class_selectors: dict[str, list[str]] = {}
         self.class_faults: dict[str, dict[DeviceKey, SelectorFault]] = {}
         self.devices: dict[DeviceKey, Device] = {}
@@ -490,18 +562,41 @@ class Inventory:
         return cached
 
     def _judge_classes(self, device: Device) -> None:
-        admitted = set()
+        """Which classes admit the device (and which cannot judge it), remembered by what their selectors
+        can read of a device: a fleet's devices alike are judged once."""
         if self._every is None:
             self._every = tuple(dict.fromkeys(e for sel in self.class_selectors.values() for e in sel))
+            self._judged.clear()
+        for faults in self.class_faults.values():
+            if faults:
+                faults.pop(device.key, None)
+        signature = self.selectors.signature(self._every, device.driver, device.raw)
+        judged = self._judged.get(signature) if signature is not None else None
+        if judged is None:
+            judged = self._judge_anew(device)
+            if signature is not None:
+                if len(self._judged) >= _JUDGED:
+                    self._judged.clear()
+                self._judged[signature] = judged
+        classes, unjudged = judged
+        for name, index, error in unjudged:
+            self.class_faults.setdefault(name, {})[device.key] = SelectorFault(
+                f"class {name}", index, device.ident, error
+            )
+        device.classes = classes
+
+    def _judge_anew(self, device: Device) -> tuple[frozenset[str], tuple[tuple[str, int, str], ...]]:
+        """(classes admitting the device, (class, selector, error) of each that cannot judge it)."""
+        assert self._every is not None
         results = self.selectors.judge_all(self._every, device.driver, device.raw, lambda: device.activation)
+        admitted = set()
+        faults: list[tuple[str, int, str]] = []
         for name, selectors in self.class_selectors.items():
-            faults = self.class_faults.setdefault(name, {})
-            faults.pop(device.key, None)
             ok = True
             for i, expr in enumerate(selectors):
                 result = results[expr]
                 if isinstance(result, SelectorError):
-                    faults[device.key] = SelectorFault(f"class {name}", i, device.ident, str(result))
+                    faults.append((name, i, str(result)))
                     ok = False
                     break
                 if not result:
@@ -510,7 +605,7 @@ class Inventory:
             if ok:
                 admitted.add(name)
         classes = frozenset(admitted)
-        device.classes = self._class_sets.setdefault(classes, classes)  # one set shared by devices alike
+        return self._class_sets.setdefault(classes, classes), tuple(faults)  # one set shared by devices alike
 
     # ------------------------------------------------------------------ slices and pools
 
@@ -572,51 +667,69 @@ class Inventory:
             self._on_node(device, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
-        self._recount_counters(pool)
-        for key in published:
-            self._recount(key)
-        for device in published.values():
-            self._index_device(device)
+        if self._deferred is not None:  # a listing: counted and indexed with the rest of it
+            self._deferred.update(dict.fromkeys(published))
+        else:
+            self._recount_counters(pool)
+            for key in published:
+                self._recount(key)
+            for device in published.values():
+                self._index_device(device)
         self.version += 1
         self._free()
+
+    def _reading(self, raw: Mapping[str, Any]) -> _Reading:
+        """A device's capacities, read once per text: devices of one model publish the same. The last few
+        are compared first, which costs less than printing the text."""
+        published = raw.get("capacity")
+        for seen, reading in self._recent:
+            if seen == published:
+                return reading
+        text = repr(published)
+        known = self._readings.get(text)
+        if known is None:
+            capacities = parse_capacities(raw)
+            shares = capacities.get(named(capacities, SHARES) or SHARES)
+            memory = capacities.get(named(capacities, MEMORY) or MEMORY)
+            known = self._readings[text] = _Reading(
+                capacities,
+                _capacity_key(capacities),
+                math.ceil(memory.value) if memory is not None else None,
+                shares is not None and shares.value == UNITS,
+            )
+        self._recent = [(published, known), *self._recent[:3]]
+        return known
 
     def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
         spec = sl["spec"]
         driver = spec["driver"]
-        text = repr(raw.get("capacity"))  # devices of one model publish the same: read once
-        reading = self._readings.get(text)
-        if reading is None:
-            capacities = parse_capacities(raw)
-            reading = self._readings[text] = (capacities, _capacity_key(capacities))
-        capacities, capacity_key = reading
-        shares = capacities.get(named(capacities, SHARES) or SHARES)
-        memory = capacities.get(named(capacities, MEMORY) or MEMORY)
+        reading = self._reading(raw)
         multi = bool(raw.get("allowMultipleAllocations", False))
-        taints = raw.get("taints") or []
+        taints = raw.get("taints")
         attrs = raw.get("attributes") or {}
-        cc = _attr(attrs, driver, "cudaComputeCapability")
+        node = raw.get("nodeName") or spec.get("nodeName")
+        counters = raw.get("consumesCounters")
         return Device(
             key=(driver, spec["pool"]["name"], raw["name"]),
-            node=raw.get("nodeName") or spec.get("nodeName"),
+            node=node,
             raw=raw,
             type=_attr(attrs, driver, "type"),
-            uuid=_attr(attrs, driver, "uuid"),
             product=_attr(attrs, driver, "productName") or _attr(attrs, driver, "model"),
-            memory=math.ceil(memory.value) if memory is not None else None,
-            shareable=multi and shares is not None and shares.value == UNITS,
-            tainted=any(t.get("effect") in _BLOCKING for t in taints)
-            or (raw.get("nodeName") or spec.get("nodeName")) in self.closed_nodes,
-            compute_capability=str(cc) if cc is not None else None,
+            memory=reading.memory,
+            shareable=multi and reading.units,
+            tainted=node in self.closed_nodes or any(t.get("effect") in _BLOCKING for t in taints or ()),
             consumes=tuple(
                 sorted(
                     (str(c.get("counterSet")), name, _amount(v))
-                    for c in raw.get("consumesCounters") or []
+                    for c in counters or ()
                     for name, v in (c.get("counters") or {}).items()
                 )
-            ),
-            capacities=capacities,
+            )
+            if counters
+            else (),
+            capacities=reading.capacities,
             multi=multi,
-            capacity_key=capacity_key,
+            capacity_key=reading.key,
         )
 
     # ------------------------------------------------------------------ holdings
@@ -635,6 +748,7 @@ class Inventory:
         allocation = (claim.get("status") or {}).get("allocation")
         results = ((allocation or {}).get("devices") or {}).get("results") or []
         since = _stamp(meta.get("creationTimestamp"))
+        source = f"claim:{uid}"
         holdings = []
         for r in results:
             if r.get("adminAccess"):
@@ -642,27 +756,16 @@ class Inventory:
             # As the scheduler books it (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
             # allocateddevices.go foreachAllocatedDevice): a result with a shareID consumes what it recorded
             # (nothing when it recorded nothing), any other takes its device whole.
-            shared = r.get("shareID") is not None
-            recorded = (_amounts(r.get("consumedCapacity")) or ()) if shared else None
-            units = None
-            for name, amount in recorded or ():
-                if name == SHARES or name.endswith(f"/{SHARES}"):
-                    units = math.ceil(amount)
-            holdings.append(
-                Holding(
-                    f"claim:{uid}",
-                    (r["driver"], r["pool"], r["device"]),
-                    order,
-                    0,  # never the claim's labels (writable by namespace users): see priority_of_holding
-                    units,
-                    recorded=recorded if shared else None,
-                    whole=not shared,
-                    since=since,
-                )
-            )
+            device = (r["driver"], r["pool"], r["device"])
+            if r.get("shareID") is None:
+                holdings.append(Holding(source, device, order, 0, None, None, None, True, since))
+                continue
+            recorded, units = _recorded(r.get("consumedCapacity"))
+            # priority 0: never the claim's labels (writable by namespace users), see priority_of_holding
+            holdings.append(Holding(source, device, order, 0, units, None, recorded, False, since))
         with self.lock:
             if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
-                self._set_source(f"claim:{uid}", self._claims, uid, holdings)
+                self._set_source(source, self._claims, uid, holdings)
             if order is not None:
                 self._note_unallocated(order, uid, allocation is None and not meta.get("deletionTimestamp"))
 
@@ -820,22 +923,26 @@ class Inventory:
                     self.release(order)
 
     def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
-        touched = {h.device for h in old} | {h.device for h in new}
-        kept = {(h.device, h) for h in new}
-        for h in old:
-            self._holdings.get(h.device, {}).pop(source, None)
-            if (h.device, h) not in kept and not self._refused_near(h.device, h.order):
-                self._released[h.device] = self._released.get(h.device, 0) + 1
-                self._freed_at[h.device] = time.time()
+        touched = {h.device for h in new}
+        if old:
+            touched |= {h.device for h in old}
+            kept = {(h.device, h) for h in new}
+            for h in old:
+                self._holdings.get(h.device, {}).pop(source, None)
+                if (h.device, h) not in kept and not self._refused_near(h.device, h.order):
+                    self._released[h.device] = self._released.get(h.device, 0) + 1
+                    self._freed_at[h.device] = time.time()
         for h in new:
             slot = self._holdings.setdefault(h.device, {})
             prev = slot.get(source)
             slot[source] = h if prev is None else _merged(prev, h)
-        for key in touched:
-            if not self._holdings.get(key):
-                self._holdings.pop(key, None)
+        if old:
+            for key in touched:
+                if not self._holdings.get(key):
+                    self._holdings.pop(key, None)
         if self._deferred is not None:
-            self._deferred |= touched
+            for key in touched:
+                self._deferred[key] = None
             return
         self._settle(touched)
 
@@ -847,7 +954,7 @@ class Inventory:
             if self._deferred is not None:
                 yield
                 return
-            self._deferred = set()
+            self._deferred = {}
             try:
                 yield
             finally:
@@ -855,35 +962,50 @@ class Inventory:
                 if touched:
                     self._settle(touched)
 
-    def _settle(self, touched: set[DeviceKey]) -> None:
+    def _settle(self, touched: Collection[DeviceKey]) -> None:
         """Recount and re-index devices whose holdings changed; wake the waiting room if room appeared."""
-        # A device drawing on counters changes what its siblings have left: they are re-indexed too.
-        pools = {(k[0], k[1]) for k in touched if (d := self.devices.get(k)) is not None and d.consumes}
-        affected = set(touched)
-        for pool in pools:
-            affected |= {k for k in self._pool_devices.get(pool, ()) if self.devices[k].consumes}
-        devices = [d for k in sorted(affected) if (d := self.devices.get(k)) is not None]
-        before = {d.key: self._indexed.get(d.key) for d in devices}
+        devices: list[Device] = []
+        pools: set[tuple[str, str]] = set()
+        out_of_service = False  # a device gone or tainted: a pod left it, a plan there may be stranded
+        for key in touched:
+            device = self.devices.get(key)
+            if device is None:
+                self._room.pop(key, None)
+                out_of_service = True
+                continue
+            out_of_service = out_of_service or device.tainted
+            devices.append(device)
+            if device.consumes:
+                pools.add((key[0], key[1]))
+        for pool in pools:  # a device drawing on counters changes what its siblings have left
+            devices += [
+                self.devices[k]
+                for k in self._pool_devices.get(pool, ())
+                if k not in touched and self.devices[k].consumes
+            ]
         if len(devices) > _MANY:
             for pool in pools:
                 self._recount_counters(pool)
-            for key in affected:
-                self._recount(key)
-            self._reindex_many(devices)
+            for device in devices:
+                self._recount(device.key)
+            grew = self._reindex_many(devices)
         else:
+            before = [self._indexed.get(d.key) for d in devices]
             for device in devices:
                 self._unindex(device)
             for pool in pools:
                 self._recount_counters(pool)
-            for key in affected:
-                self._recount(key)
+            for device in devices:
+                self._recount(device.key)
             for device in devices:
                 self._index_device(device)
+            grew = any(
+                was is not None and self._indexed.get(d.key, was) > was
+                for d, was in zip(devices, before, strict=True)
+            )
         self.version += 1
-        if any((was := before[d.key]) is not None and self._indexed.get(d.key, was) > was for d in devices):
+        if grew or out_of_service:
             self._free()
-        elif any(k not in self.devices or self.devices[k].tainted for k in touched):
-            self._free()  # a pod gone from a device out of service: its order may be stranded now
 
     def _consumption(self, h: Holding, device: Device) -> Consumption | None:
         """What one holding consumes of a device; None: all of it."""
@@ -903,9 +1025,20 @@ class Inventory:
         device = self.devices[key]
         whole = False
         total: Consumption = {}
+        holders = (self._holdings.get(key) or {}).values()
+        if all(h.source.startswith("claim:") for h in holders):  # each order's claims together: one sum
+            for h in holders:
+                if h.order is not None and h.order in exclude:
+                    continue
+                if h.whole or not device.multi or h.recorded is None:
+                    whole = whole or self._consumption(h, device) is None
+                    continue
+                for name, amount in h.recorded:
+                    total[name] = total.get(name, _ZERO) + amount
+            return whole, total
         claimed: dict[OrderKey, Consumption] = {}
         planned: dict[OrderKey, Consumption] = {}
-        for h in (self._holdings.get(key) or {}).values():
+        for h in holders:
             if h.order is not None and h.order in exclude:
                 continue
             taken = self._consumption(h, device)
@@ -913,12 +1046,14 @@ class Inventory:
                 whole = True
             elif h.order is None:
                 _add(total, taken)
-            elif h.kind == "claim":
+            elif h.source.startswith("claim:"):
                 _add(claimed.setdefault(h.order, {}), taken)
             else:
                 planned[h.order] = _most(planned.get(h.order, {}), taken)
-        for order in claimed.keys() | planned.keys():
-            _add(total, _most(claimed.get(order, {}), planned.get(order, {})))
+        for order, taken in claimed.items():
+            _add(total, _most(taken, planned.pop(order)) if order in planned else taken)
+        for taken in planned.values():
+            _add(total, taken)
         return whole, total
 
     def share_take(self, device: Device, units: int) -> Consumption | None:
@@ -940,7 +1075,7 @@ class Inventory:
         device = self.devices.get(key)
         if device is None:
             return 0
-        skip = frozenset(exclude)
+        skip = frozenset(exclude) if exclude else _NOBODY
         holders = (self._holdings.get(key) or {}).values()
         if not skip or not any(h.order in skip for h in holders):
             cached = self._room.get(key)
@@ -962,7 +1097,17 @@ class Inventory:
         return self._room_beside(device, used)
 
     def _room_beside(self, device: Device, used: Consumption) -> int:
-        """The largest share of a shareable device whose claim fits beside what is `used`."""
+        """The largest share of a shareable device whose claim fits beside what is `used`, remembered by
+        the device's capacities and that use: devices of one model held alike have the same room."""
+        slot = (device.capacity_key or _capacity_key(device.capacities), tuple(sorted(used.items())))
+        room = self._rooms.get(slot)
+        if room is None:
+            if len(self._rooms) >= _ROOMS:
+                self._rooms.clear()
+            room = self._rooms[slot] = self._search_room(device, used)
+        return room
+
+    def _search_room(self, device: Device, used: Consumption) -> int:
         shares = device.capacities[named(device.capacities, SHARES) or SHARES]
         top = min(UNITS, math.floor(shares.value - used.get(named(device.capacities, SHARES) or SHARES, 0)))
         if top <= 0:
@@ -1517,30 +1662,39 @@ class Inventory:
                 group = groups[device.group] = _Group()
             group.add(device, free)
 
-    def _reindex_many(self, devices: list[Device]) -> None:
-        """Index many devices again at their room now (a listing applied): each group sorted once."""
-        changes: dict[
-            tuple[str, GroupKey], tuple[set[tuple[str, str, str, str]], list[tuple[Device, int]]]
-        ] = {}
+    def _reindex_many(self, devices: list[Device]) -> bool:
+        """Index many devices again at their room now (a listing applied): each group sorted once. Whether
+        any indexed before has more room now."""
+        # By the devices' set of classes (one object for devices alike) and group: expanded to classes after.
+        changes: dict[tuple[frozenset[str], GroupKey], tuple[set[str], list[tuple[Device, int]]]] = {}
+        grew = False
         for device in devices:
-            old = self._indexed.pop(device.key, None)
-            new = None if device.tainted else self.room(device.key)
+            key = device.key
+            old = self._indexed.pop(key, None)
+            new = None if device.tainted else self._room.get(key)
+            if new is None and not device.tainted:
+                new = self.room(key)
             if new is not None:
-                self._indexed[device.key] = new
+                self._indexed[key] = new
             if old == new:
                 continue
-            for name in device.classes:
-                gone, added = changes.setdefault((name, device.group), (set(), []))
-                if old is not None:
-                    gone.add(device.sort_key())
-                if new is not None:
-                    added.append((device, new))
-        for (name, gkey), (gone, added) in changes.items():
-            groups = self._index.setdefault(name, {})
-            group = groups.get(gkey)
-            if group is None:
-                group = groups[gkey] = _Group()
-            group.replace(gone, added)
+            grew = grew or (old is not None and new is not None and new > old)
+            slot = (device.classes, device.group)
+            change = changes.get(slot)
+            if change is None:
+                change = changes[slot] = (set(), [])
+            if old is not None:
+                change[0].add(device.sort_key())
+            if new is not None:
+                change[1].append((device, new))
+        for (classes, gkey), (gone, added) in changes.items():
+            for name in classes:
+                groups = self._index.setdefault(name, {})
+                group = groups.get(gkey)
+                if group is None:
+                    group = groups[gkey] = _Group()
+                group.replace(gone, added)
+        return grew
 
     def _unindex(self, device: Device) -> None:
         free = self._indexed.pop(device.key, None)

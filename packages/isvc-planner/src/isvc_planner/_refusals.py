@@ -52,7 +52,7 @@ class Survey:
     shared_sizes: set[int] = field(default_factory=set)  # memory of shareable devices
     whole_sizes: set[int] = field(default_factory=set)  # memory of devices taken whole
     holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
-    lowered: list[tuple[int, tuple[str, str, str, str], Device]] = field(default_factory=list)  # by lowest
+    lowered: list[tuple[int, str, Device]] = field(default_factory=list)  # by lowest
     closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
 
 

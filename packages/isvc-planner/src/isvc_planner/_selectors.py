@@ -18,7 +18,7 @@ the whole one, since every key it can name is kept).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from isvc_planner_client import CelJudge, SelectorError, device_activation
@@ -127,6 +127,10 @@ def reads(expression: str) -> frozenset[str] | None:
 
 def _value(value: Any) -> Any:
     """An attribute's value ({"string": "gpu"}) as something hashable."""
+    if type(value) is dict and len(value) == 1:  # as DRA publishes one: {"string": "gpu"}
+        ((k, v),) = value.items()
+        if type(k) is str and type(v) in _PLAIN:
+            return ((k, v),)
     if isinstance(value, (dict, Mapping)):  # dicts first: ABCs check slowly
         return tuple((str(k), v if type(v) in _PLAIN else repr(v)) for k, v in value.items())
     return repr(value)
@@ -145,7 +149,8 @@ class SelectorMemo:
         self.judge = judge
         self._reads: dict[tuple[str, ...], tuple[frozenset[str], tuple[str, ...]]] = {}
         self.maxsize = maxsize
-        self._answers: dict[tuple[object, ...], bool | SelectorError] = {}
+        self._answers: dict[tuple[object, ...], dict[str, bool | SelectorError]] = {}
+        self._keys: dict[tuple[frozenset[str], tuple[str, ...]], tuple[str, ...]] = {}
 
     def _plan(self, expressions: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
         """The names the remembered ones can read together, and the expressions judged on every device."""
@@ -162,6 +167,37 @@ class SelectorMemo:
             known = self._reads[expressions] = (frozenset(names), tuple(each))
         return known
 
+    def _reachable(self, names: frozenset[str], published: Mapping[str, Any]) -> tuple[str, ...]:
+        """The keys of `published` (attributes or capacities) whose name the selectors can reach,
+        remembered per set of keys: a driver's devices publish the same keys."""
+        keys = tuple(published)
+        found = self._keys.get((names, keys))
+        if found is None:
+            if len(self._keys) >= 4096:
+                self._keys.clear()
+            found = self._keys[(names, keys)] = tuple(q for q in keys if q.rpartition("/")[2] in names)
+        return found
+
+    def signature(self, expressions: tuple[str, ...], driver: str, raw: Mapping[str, Any]) -> Hashable | None:
+        """What of the device the expressions can read, as a key their answers are a function of; None
+        when one of them may read all of it."""
+        names, each = self._plan(expressions)
+        if each:
+            return None
+        return (names, *self._part(names, driver, raw))
+
+    def _part(
+        self, names: frozenset[str], driver: str, raw: Mapping[str, Any]
+    ) -> tuple[str, bool, tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]]:
+        attributes = raw.get("attributes") or {}
+        capacity = raw.get("capacity") or {}
+        return (
+            driver,
+            bool(raw.get("allowMultipleAllocations", False)),
+            tuple((q, _value(attributes[q])) for q in self._reachable(names, attributes)),
+            tuple((q, _capacity(capacity[q])) for q in self._reachable(names, capacity)),
+        )
+
     def judge_all(
         self,
         expressions: tuple[str, ...],
@@ -175,32 +211,27 @@ class SelectorMemo:
         out = {e: self._judge(e, activation()) for e in each}
         if len(out) == len(expressions):
             return out
-        attributes = raw.get("attributes") or {}
-        capacity = raw.get("capacity") or {}
-        multi = bool(raw.get("allowMultipleAllocations", False))
-        part = (
-            driver,
-            multi,
-            tuple((q, _value(v)) for q, v in attributes.items() if q.rpartition("/")[2] in names),
-            tuple((q, _capacity(c)) for q, c in capacity.items() if q.rpartition("/")[2] in names),
-        )
+        part = self._part(names, driver, raw)
+        key = (names, part)
+        known = self._answers.get(key)
+        if known is None:
+            if len(self._answers) >= self.maxsize:  # selectors reading what every device has of its own
+                self._answers.clear()
+            known = self._answers[key] = {}
         reduced: dict[str, Any] | None = None
         for expression in expressions:
             if expression in out:
                 continue
-            key = (expression, names, part)
-            answer = self._answers.get(key)
+            answer = known.get(expression)
             if answer is None:
                 if reduced is None:  # the device with only what the selectors can read of it
                     device = {
-                        "attributes": {q: attributes[q] for q, _ in part[2]},
+                        "attributes": {q: (raw.get("attributes") or {})[q] for q, _ in part[2]},
                         "capacity": {q: {"value": v} for q, v in part[3]},
-                        "allowMultipleAllocations": multi,
+                        "allowMultipleAllocations": part[1],
                     }
                     reduced = device_activation(driver, device)
-                if len(self._answers) >= self.maxsize:  # selectors reading what every device has of its own
-                    self._answers.clear()
-                answer = self._answers[key] = self._judge(expression, reduced)
+                answer = known[expression] = self._judge(expression, reduced)
             out[expression] = answer
         return out
 

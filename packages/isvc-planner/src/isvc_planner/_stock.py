@@ -26,7 +26,7 @@ class Stock:
         room: Callable[[Device], int],
     ) -> None:
         self.room = room
-        self._by: dict[tuple[int, int], list[tuple[tuple[str, str, str, str], Device]]] = {}
+        self._by: dict[tuple[int, int], list[tuple[str, Device]]] = {}
         for kind, members in enumerate(devices):  # listed by name: each list is a heap already
             for device, free in zip(members, frees[kind], strict=True):
                 self._by.setdefault((kind, free), []).append((device.sort_key(), device))
