@@ -347,6 +347,41 @@ def test_a_token_reviewed_lately_is_answered_without_a_review_or_a_thread_issue_
     assert check.known("controller-token") is None
 
 
+def test_a_plan_waits_for_a_listing_in_a_thread_and_the_loop_answers_meanwhile_issue_32(
+    token_file: Path, models: dict[str, ModelFacts]
+) -> None:
+    """One order's plan runs on the event loop only when the ledger's lock is free: while a watch holds it
+    (a listing applied), the plan waits in a thread and the loop still answers, then the plan goes."""
+    inv = Inventory.from_objects(fleet_device_classes(), [fleet_slice("n1", [fleet_gpu("n1", 0)])], [])
+    answers: list[bool] = []
+    with serve(inv) as url, PlannerClient(url, timeout=10, token_file=token_file) as client:
+        client.plan(PlanRequest(order=OrderRef(namespace="ns", name="warm"), facts=models["qwen7b"]))
+        client.release(OrderRef(namespace="ns", name="warm"))  # the token reviewed: no review below
+        holding, release = threading.Event(), threading.Event()
+
+        def listing() -> None:
+            with inv.applying():
+                holding.set()
+                release.wait(10)
+
+        watch = threading.Thread(target=listing)
+        watch.start()
+        holding.wait(5)
+        request = PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=models["qwen7b"])
+        planning = threading.Thread(target=lambda: answers.append(client.plan(request).placement is not None))
+        planning.start()
+        time.sleep(0.3)
+        assert not answers  # the plan waits for the ledger
+        started = time.monotonic()
+        assert httpx.get(f"{url}/healthz", timeout=2).status_code == 200  # the loop is not blocked
+        assert time.monotonic() - started < 2
+        assert not answers
+        release.set()
+        watch.join(5)
+        planning.join(5)
+    assert answers == [True]
+
+
 def test_serve_takes_its_allowed_callers_and_refuses_anything_else() -> None:
     args = parser().parse_args(["serve", f"--allowed-caller={CONTROLLER}"])
     assert (args.allowed_callers, args.host) == ([CONTROLLER], "127.0.0.1")

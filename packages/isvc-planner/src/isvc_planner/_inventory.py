@@ -225,11 +225,13 @@ _pauses_lock = threading.Lock()
 
 
 @contextmanager
-def loading() -> Iterator[None]:
+def loading(keep: bool = False) -> Iterator[None]:
     """Apply a listing: the collector pauses until it is in (process-wide; nested and concurrent uses
     count). At 10,000 nodes × 8 devices a listing leaves over a million objects alive, and the collector,
     triggered by allocations, would traverse the growing heap again and again (one full pass then takes
-    0.75 s; `nox -s bench`)."""
+    0.75 s; `nox -s bench`). With `keep` (a first listing: what it leaves alive lives as long as the
+    process) the heap is frozen out of the collector's passes before it resumes, which would otherwise
+    walk every object the listing made once more (0.1 s a kind at that size)."""
     with _pauses_lock:
         if _pauses[0] == 0:
             _pauses[1] = gc.isenabled()
@@ -239,6 +241,8 @@ def loading() -> Iterator[None]:
         yield
     finally:
         with _pauses_lock:
+            if keep:
+                gc.freeze()
             _pauses[0] -= 1
             if _pauses[0] == 0 and _pauses[1]:
                 gc.enable()
@@ -267,33 +271,7 @@ def _qualified(driver: str, name: str) -> str:
 
 
 def _amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
-    """Quantities by capacity name, as exact numbers; None when there are none or one cannot be read.
-    Remembered for plain text: a fleet's claims record a few dozen alike."""
-    if type(raw) is dict and raw and all(type(v) is str for v in raw.values()):
-        key = tuple(raw.items())
-        if key not in _AMOUNTS:
-            if len(_AMOUNTS) >= 4096:
-                _AMOUNTS.clear()
-            _AMOUNTS[key] = _read_amounts(raw)
-        return _AMOUNTS[key]
-    return _read_amounts(raw)
-
-
-_AMOUNTS: dict[tuple[tuple[str, str], ...], Amounts | None] = {}
-
-
-def _recorded(raw: Mapping[str, Any] | None) -> tuple[Amounts, int | None]:
-    """A shared result's consumedCapacity as exact amounts (none when absent or unreadable), and the shares
-    among them, rounded up."""
-    recorded = _amounts(raw) or ()
-    units = None
-    for name, amount in recorded:
-        if name == SHARES or name.endswith(f"/{SHARES}"):
-            units = math.ceil(amount)
-    return recorded, units
-
-
-def _read_amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
+    """Quantities by capacity name, as exact numbers; None when there are none or one cannot be read."""
     if not isinstance(raw, Mapping) or not raw:
         return None
     out = []
@@ -304,6 +282,31 @@ def _read_amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
         except QuantityError:
             return None
     return tuple(out)
+
+
+_RECORDED: dict[tuple[tuple[str, Any], ...], tuple[Amounts, int | None]] = {}
+
+
+def _recorded(raw: Mapping[str, Any] | None) -> tuple[Amounts, int | None]:
+    """A shared result's consumedCapacity as exact amounts (none when absent or unreadable), and the shares
+    among them, rounded up; remembered by its text: a fleet's claims record a few dozen alike."""
+    try:
+        key = tuple(raw.items()) if type(raw) is dict else None
+        known = _RECORDED.get(key) if key is not None else None
+    except TypeError:  # a value that is not text (unhashable): read each time
+        key = known = None
+    if known is None:
+        amounts = _amounts(raw) or ()
+        units = None
+        for name, amount in amounts:
+            if name == SHARES or name.endswith(f"/{SHARES}"):
+                units = math.ceil(amount)
+        known = (amounts, units)
+        if key is not None:
+            if len(_RECORDED) >= 4096:
+                _RECORDED.clear()
+            _RECORDED[key] = known
+    return known
 
 
 def _stamp(text: Any) -> float:

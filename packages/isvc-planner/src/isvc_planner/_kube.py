@@ -163,8 +163,9 @@ class KubeSync:
                 version: str | None = None
                 # The first listing is applied at once (nothing is planned before every kind is listed);
                 # a relist page by page, the ledger locked for one page at a time.
-                first = nullcontext() if self.inventory.synced else self.inventory.applying()
-                with _LISTING, loading(), first:
+                synced = self.inventory.synced
+                first = nullcontext() if synced else self.inventory.applying()
+                with _LISTING, loading(keep=not synced), first:
                     for page in self._pages(kind):
                         with self.inventory.applying():
                             for obj in page.get("items") or []:
