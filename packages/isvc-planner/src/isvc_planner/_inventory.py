@@ -403,19 +403,10 @@ class Inventory:
         self.selectors = SelectorMemo(self.judge)
         self._every: tuple[str, ...] | None = None  # every class's selectors, judged together per device
         self._by_class: dict[str, list[Device]] = {}  # class -> its devices in order, once asked for
-        self._class_sets: dict[frozenset[str], frozenset[str]] = {}
-        # Classes admitting a device (and faults) by what the selectors can read of it (SelectorMemo).
-        self._judged: dict[Hashable, tuple[frozenset[str], tuple[tuple[str, int, str], ...]]] = {}
         self._node_pools: dict[str, set[tuple[str, str]]] = {}  # node -> pools publishing its devices
         # Devices to recount once a listing is applied, in the order it touched them (sorted runs sort fast).
         self._deferred: dict[DeviceKey, None] | None = None
-        self._readings: LRUCache[str, _Reading] = LRUCache(4096)
-        self._recent: list[tuple[Any, _Reading]] = []
-        self._empty_room: dict[
-            tuple[object, ...], int
-        ] = {}  # free units of a device nobody holds, by capacities
-        self._takes: LRUCache[tuple[tuple[object, ...], int], Consumption | None] = LRUCache(65536)
-        self._rooms: dict[tuple[object, ...], int] = {}  # _room_beside's answers by capacities and use
+        self._remember_nothing()
         self.class_selectors: dict[str, list[str]] = {}
         self.class_faults: dict[str, dict[DeviceKey, SelectorFault]] = {}
         self.devices: dict[DeviceKey, Device] = {}
@@ -461,6 +452,17 @@ class Inventory:
         # device -> (until, refused units or None for whole, the order, others' releases then, device then).
         self._distrust: dict[DeviceKey, tuple[float, int | None, OrderKey | None, int, int]] = {}
 
+    def _remember_nothing(self) -> None:
+        """What devices alike share, remembered once read: by model, by use, by what selectors read."""
+        self._class_sets: dict[frozenset[str], frozenset[str]] = {}
+        # Classes admitting a device (and faults) by what the selectors can read of it (SelectorMemo).
+        self._judged: dict[Hashable, tuple[frozenset[str], tuple[tuple[str, int, str], ...]]] = {}
+        self._readings: LRUCache[str, _Reading] = LRUCache(4096)
+        self._recent: list[tuple[Any, _Reading]] = []
+        self._empty_room: dict[tuple[object, ...], int] = {}  # free units of a device nobody holds
+        self._takes: LRUCache[tuple[tuple[object, ...], int], Consumption | None] = LRUCache(65536)
+        self._rooms: dict[tuple[object, ...], int] = {}  # _room_beside's answers by capacities and use
+
     # ------------------------------------------------------------------ construction
 
     @classmethod
@@ -496,8 +498,9 @@ class Inventory:
                 inv._slices[sl["metadata"]["name"]] = sl
                 inv._pool_slices.setdefault(_pool_id(sl), set()).add(sl["metadata"]["name"])
                 by_pool.add(_pool_id(sl))
-            for pool in sorted(by_pool):
-                inv._refresh_pool(pool)
+            with inv.applying():
+                for pool in sorted(by_pool):
+                    inv._refresh_pool(pool)
             with inv.applying():
                 for claim in claims:
                     inv.upsert_claim(claim)
