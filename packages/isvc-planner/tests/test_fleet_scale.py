@@ -153,6 +153,34 @@ def test_a_listing_applied_at_once_is_the_same_ledger_as_one_applied_claim_by_cl
     assert _state(at_once) == _state(one_by_one)
 
 
+@pytest.mark.parametrize("many", [2, 10_000])
+def test_slices_of_a_listing_applied_at_once_are_the_ledger_slice_by_slice_makes(
+    many: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing's slices are counted and indexed with the rest of it (in the order it touched them),
+    partitions' counters and claims already held included: the ledger is the one that applying each slice
+    alone makes, and so is a relist that publishes some pools again."""
+    monkeypatch.setattr("isvc_planner._inventory._MANY", many)
+    rng = random.Random(5)
+    slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(80)}
+    claims = [_claim(rng, slices, n) for n in range(300)]
+    at_once = Inventory.from_objects(fleet_device_classes(), [], claims)
+    one_by_one = Inventory.from_objects(fleet_device_classes(), [], claims)
+    with at_once.applying():
+        for sl in reversed(list(slices.values())):
+            at_once.upsert_slice(sl)
+    for sl in reversed(list(slices.values())):
+        one_by_one.upsert_slice(sl)
+    assert _state(at_once) == _state(one_by_one)
+    again = [_node_slice(rng, node, generation=1) for node in sorted(slices)[::4]]
+    with at_once.applying():
+        for sl in again:
+            at_once.upsert_slice(sl)
+    for sl in again:
+        one_by_one.upsert_slice(sl)
+    assert _state(at_once) == _state(one_by_one)
+
+
 def _fleet(rng: random.Random) -> Inventory:
     slices = [_node_slice(rng, f"n{i}") for i in range(6)]
     by_node = {s["spec"]["pool"]["name"]: s for s in slices}

@@ -673,10 +673,10 @@ class Inventory:
             self._on_node(device, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
+        self._recount_counters(pool)
         if self._deferred is not None:  # a listing: counted and indexed with the rest of it
             self._deferred.update(dict.fromkeys(published))
         else:
-            self._recount_counters(pool)
             for key in published:
                 self._recount(key)
             for device in published.values():
