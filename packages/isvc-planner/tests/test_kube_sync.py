@@ -4,6 +4,7 @@ object only its name, namespace and uid are kept, to tell what went at the next 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -24,6 +25,13 @@ def _claim(i: int) -> dict[str, Any]:
     }
 
 
+class Answer:
+    """What the client answers when asked not to read the body itself (`_preload_content=False`)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.data = json.dumps(body).encode()
+
+
 class Objects:
     """A CustomObjectsApi answering claims in pages of `limit`."""
 
@@ -32,16 +40,19 @@ class Objects:
         self.asked: list[tuple[int, str | None]] = []
 
     def list_cluster_custom_object(
-        self, *args: Any, limit: int, _continue: str | None = None
-    ) -> dict[str, Any]:
+        self, *args: Any, limit: int, _continue: str | None = None, _preload_content: bool = True
+    ) -> Answer:
+        assert not _preload_content  # the page parsed from its bytes: no decoded copy of it alive
         self.asked.append((limit, _continue))
         start = int(_continue or 0)
         page = self.claims[start : start + limit]
         more = start + limit < len(self.claims)
-        return {
-            "metadata": {"resourceVersion": "7", **({"continue": str(start + limit)} if more else {})},
-            "items": page,
-        }
+        return Answer(
+            {
+                "metadata": {"resourceVersion": "7", **({"continue": str(start + limit)} if more else {})},
+                "items": page,
+            }
+        )
 
 
 def test_claims_are_listed_page_by_page_and_kept_as_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,20 +92,32 @@ def test_kinds_are_listed_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None
 
     class Kinds:
         def list_cluster_custom_object(
-            self, group: str, version: str, plural: str, *, limit: int, _continue: str | None = None
-        ) -> dict[str, Any]:
+            self,
+            group: str,
+            version: str,
+            plural: str,
+            *,
+            limit: int,
+            _continue: str | None = None,
+            _preload_content: bool = True,
+        ) -> Answer:
             asked.append(plural)
             time.sleep(0.01)  # a page on the wire: the other kind's thread would ask meanwhile
             start = int(_continue or 0)
             more = start + limit < 5 * limit
-            return {
-                "metadata": {"resourceVersion": "7", **({"continue": str(start + limit)} if more else {})},
-                "items": [_claim(start)],
-            }
+            return Answer(
+                {
+                    "metadata": {
+                        "resourceVersion": "7",
+                        **({"continue": str(start + limit)} if more else {}),
+                    },
+                    "items": [_claim(start)],
+                }
+            )
 
     class Watch:
         def stream(self, *args: Any, **kwargs: Any) -> Any:
-            return iter(())  # ended at once: each kind lists again, until stopped
+            return iter([{"type": "ERROR", "object": {"code": 410}}])  # expired: each kind lists again
 
     monkeypatch.setattr(_kube, "_watch", type("W", (), {"Watch": Watch}))
     sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
@@ -116,3 +139,38 @@ def test_kinds_are_listed_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None
     # Each listing is five pages in a row: a change of kind only between listings.
     changes = [i for i in range(1, len(asked)) if asked[i] != asked[i - 1]]
     assert changes and all(i % 5 == 0 for i in changes), asked
+
+
+def test_a_watch_that_ends_is_taken_up_from_its_version_and_a_kind_listed_again_only_when_one_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watch ends every 300 s: it is taken up again from the last version it saw, with no relist (a relist
+    of orders or claims at the annotation limit holds a page of 25 MiB); a failed one (410 Gone) lists again."""
+    objects = Objects([_claim(i) for i in range(3)])
+    versions: list[str | None] = []
+
+    class Watch:
+        def __init__(self) -> None:
+            self.resource_version: str | None = None
+
+        def stream(self, *args: Any, resource_version: str | None = None, **kwargs: Any) -> Any:
+            versions.append(resource_version)
+            if len(versions) in (1, 2):  # two watches that end, the second after a bookmark's version
+                self.resource_version = "9" if len(versions) == 1 else "11"
+                return iter([{"type": "ADDED", "object": _claim(10 + len(versions))}])
+            if len(versions) == 3:
+                return iter([{"type": "ERROR", "object": {"code": 410}}])
+            sync.stop()
+            return iter(())
+
+    upserted: list[str] = []
+    monkeypatch.setattr(_kube, "_watch", type("W", (), {"Watch": Watch}))
+    sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
+    sync.objects = objects  # type: ignore[assignment]
+    sync._handlers = {_kube.CLAIMS: (lambda o: upserted.append(o["metadata"]["name"]), lambda o: None)}
+    thread = threading.Thread(target=sync._run, args=(_kube.CLAIMS,), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert versions == ["7", "9", "11", "7"]  # taken up twice from where it was, listed again after the 410
+    assert [limit for limit, _ in objects.asked] == [100, 100]  # two listings: the first, and after the 410
+    assert upserted[:5] == ["c0", "c1", "c2", "c11", "c12"]

@@ -74,10 +74,10 @@ def token_reviewer(api: client.ApiClient, *, timeout: float = 5.0) -> TokenRevie
 
 
 PAGE = 100  # objects of one list answer: an order or a claim may carry 256 KiB of a user's annotations
-# One listing at a time, whatever the kind: the watches of every kind expire together (each 300 s), and
-# relists of orders and claims at the annotation limit at once held a page of each (~25 MiB of JSON each,
-# decoded) and took the planner 210 MiB above its start (the hostile-input suite). Taken before the
-# ledger's lock, never inside it.
+# One listing at a time, whatever the kind: the watches of every kind fail together (an API server
+# restarting), and relists of orders and claims at the annotation limit at once held a page of each (~25 MiB
+# of JSON each, decoded) and took the planner 210 MiB above its start (the hostile-input suite). Taken before
+# the ledger's lock, never inside it.
 _LISTING = threading.Lock()
 
 
@@ -155,33 +155,19 @@ class KubeSync:
         self._stop.set()
 
     def _run(self, kind: _Kind) -> None:
+        """List a kind, then watch it from where the list ended; a watch that ends (its 300 s are up) is
+        taken up again from the last version it saw (bookmarks included), as client-go's reflector does:
+        the kind is listed again only when a watch fails (its version expired: 410), never on a timer."""
         upsert, delete = self._handlers[kind]
         known: dict[str, Mapping[str, Any]] = {}  # what a relist needs to tell what went: names, not objects
+        version: str | None = None
         while not self._stop.is_set():
             try:
-                fresh: dict[str, Mapping[str, Any]] = {}
-                version: str | None = None
-                # The first listing is applied at once (nothing is planned before every kind is listed);
-                # a relist page by page, the ledger locked for one page at a time.
-                synced = self.inventory.synced
-                first = nullcontext() if synced else self.inventory.applying()
-                with _LISTING, loading(keep=not synced), first:
-                    for page in self._pages(kind):
-                        with self.inventory.applying():
-                            for obj in page.get("items") or []:
-                                k = _key(obj)
-                                if not _same(known.get(k), obj):  # a relist (every 300 s) passes it by
-                                    upsert(obj)
-                                fresh[k] = _stub(obj)
-                        version = (page.get("metadata") or {}).get("resourceVersion") or version
-                        del page  # let go before the next page is read
-                    with self.inventory.applying():
-                        for k, gone in known.items():
-                            if k not in fresh:
-                                delete(gone)
-                known = fresh
-                self._mark_listed(kind)
-                stream = _watch.Watch().stream(
+                if version is None:
+                    known, version = self._relist(kind, known)
+                    self._mark_listed(kind)
+                watch, began = _watch.Watch(), time.monotonic()
+                stream = watch.stream(
                     *self._lister(kind),
                     resource_version=version,
                     timeout_seconds=300,
@@ -199,11 +185,45 @@ class KubeSync:
                     elif what == "DELETED":
                         known.pop(_key(obj), None)
                         delete(obj)
-                    elif what == "ERROR":
+                    elif what == "ERROR":  # the version expired (410 Gone) or the watch broke: list again
+                        version = None
                         break
+                else:
+                    version = getattr(watch, "resource_version", None) or version
+                    if time.monotonic() - began < 1.0:  # closed at once (a server going away): not a spin
+                        time.sleep(self.backoff)
             except Exception as error:  # any failure: relist after a pause, never die
                 log.warning("watch %s failed: %s; relisting", kind.plural, error)
+                version = None
                 time.sleep(self.backoff)
+
+    def _relist(
+        self, kind: _Kind, known: dict[str, Mapping[str, Any]]
+    ) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+        """List a kind page by page, applying what changed since `known` and deleting what went; what is
+        known of it now, and the version its watch starts from."""
+        upsert, delete = self._handlers[kind]
+        fresh: dict[str, Mapping[str, Any]] = {}
+        version: str | None = None
+        # The first listing is applied at once (nothing is planned before every kind is listed); a relist
+        # page by page, the ledger locked for one page at a time.
+        synced = self.inventory.synced
+        first = nullcontext() if synced else self.inventory.applying()
+        with _LISTING, loading(keep=not synced), first:
+            for page in self._pages(kind):
+                with self.inventory.applying():
+                    for obj in page.get("items") or []:
+                        k = _key(obj)
+                        if not _same(known.get(k), obj):  # listed again after a failed watch: passed by
+                            upsert(obj)
+                        fresh[k] = _stub(obj)
+                version = (page.get("metadata") or {}).get("resourceVersion") or version
+                del page  # let go before the next page is read
+            with self.inventory.applying():
+                for k, gone in known.items():
+                    if k not in fresh:
+                        delete(gone)
+        return fresh, version
 
     def _lister(self, kind: _Kind) -> tuple[Any, ...]:
         """The list call of a kind and its arguments: core kinds (nodes) have their own."""
@@ -217,10 +237,11 @@ class KubeSync:
         paging: dict[str, Any] = {"limit": PAGE}
         if cont:
             paging["_continue"] = cont
-        answer = call(*args, _preload_content=False, **paging) if kind is NODES else call(*args, **paging)
-        if kind is NODES:  # plain dicts, as the custom objects API answers, not the typed models
-            return cast(dict[str, Any], json.loads(answer.data))
-        return cast(dict[str, Any], answer)
+        # Parsed from the answer's bytes: the client would decode them to text first, one more copy of a
+        # page (up to 25 MiB at the annotation limit) alive at once; and plain dicts for nodes too, not the
+        # typed models.
+        answer = call(*args, _preload_content=False, **paging)
+        return cast(dict[str, Any], json.loads(answer.data))
 
     def _pages(self, kind: _Kind) -> Iterator[dict[str, Any]]:
         """A kind's list page by page (issue 29: claims, which namespace users write, were listed in one
