@@ -161,11 +161,13 @@ class KubeSync:
         upsert, delete = self._handlers[kind]
         known: dict[str, Mapping[str, Any]] = {}  # what a relist needs to tell what went: names, not objects
         version: str | None = None
+        relist = True
         while not self._stop.is_set():
             try:
-                if version is None:
+                if relist:
                     known, version = self._relist(kind, known)
                     self._mark_listed(kind)
+                    relist = False
                 watch, began = _watch.Watch(), time.monotonic()
                 stream = watch.stream(
                     *self._lister(kind),
@@ -186,7 +188,7 @@ class KubeSync:
                         known.pop(_key(obj), None)
                         delete(obj)
                     elif what == "ERROR":  # the version expired (410 Gone) or the watch broke: list again
-                        version = None
+                        relist = True
                         break
                 else:
                     version = getattr(watch, "resource_version", None) or version
@@ -194,7 +196,7 @@ class KubeSync:
                         time.sleep(self.backoff)
             except Exception as error:  # any failure: relist after a pause, never die
                 log.warning("watch %s failed: %s; relisting", kind.plural, error)
-                version = None
+                relist = True
                 time.sleep(self.backoff)
 
     def _relist(
