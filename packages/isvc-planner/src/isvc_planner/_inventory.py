@@ -253,21 +253,10 @@ def _capacity_key(capacities: Mapping[str, Capacity]) -> tuple[object, ...]:
 
 
 def _attr(attrs: Mapping[str, Any], driver: str, name: str) -> Any:
-    value = attrs.get(name) or attrs.get(_QUALIFIED.get((driver, name)) or _qualified(driver, name))
+    value = attrs.get(name) or attrs.get(f"{driver}/{name}")
     if value and isinstance(value, (dict, Mapping)):  # dicts first: ABCs check slowly
         return next(iter(value.values()))
     return None
-
-
-_QUALIFIED: dict[tuple[str, str], str] = {}
-
-
-def _qualified(driver: str, name: str) -> str:
-    """`driver/name`, made once per driver and name."""
-    if len(_QUALIFIED) >= 1024:
-        _QUALIFIED.clear()
-    text = _QUALIFIED[(driver, name)] = f"{driver}/{name}"
-    return text
 
 
 def _amounts(raw: Mapping[str, Any] | None) -> Amounts | None:
@@ -459,7 +448,6 @@ class Inventory:
         self._judged: dict[Hashable, tuple[frozenset[str], tuple[tuple[str, int, str], ...]]] = {}
         self._readings: LRUCache[str, _Reading] = LRUCache(4096)
         self._recent: list[tuple[Any, _Reading]] = []
-        self._empty_room: dict[tuple[object, ...], int] = {}  # free units of a device nobody holds
         self._takes: LRUCache[tuple[tuple[object, ...], int], Consumption | None] = LRUCache(65536)
         self._rooms: dict[tuple[object, ...], int] = {}  # _room_beside's answers by capacities and use
 
@@ -1032,14 +1020,14 @@ class Inventory:
         whole = False
         total: Consumption = {}
         holders = (self._holdings.get(key) or {}).values()
-        if all(h.source.startswith("claim:") for h in holders):  # each order's claims together: one sum
+        if all(h.kind == "claim" for h in holders):  # each order's claims together: one sum
             for h in holders:
                 if h.order is not None and h.order in exclude:
                     continue
-                if h.whole or not device.multi or h.recorded is None:
-                    whole = whole or self._consumption(h, device) is None
+                if h.whole or not device.multi:
+                    whole = True
                     continue
-                for name, amount in h.recorded:
+                for name, amount in h.recorded or ():  # a shared result: what the scheduler recorded
                     total[name] = total.get(name, _ZERO) + amount
             return whole, total
         claimed: dict[OrderKey, Consumption] = {}
@@ -1052,7 +1040,7 @@ class Inventory:
                 whole = True
             elif h.order is None:
                 _add(total, taken)
-            elif h.source.startswith("claim:"):
+            elif h.kind == "claim":
                 _add(claimed.setdefault(h.order, {}), taken)
             else:
                 planned[h.order] = _most(planned.get(h.order, {}), taken)
@@ -1091,12 +1079,8 @@ class Inventory:
             return 0
         if not device.shareable:
             return 0 if any(h.order is None or h.order not in skip for h in holders) else UNITS
-        if not holders:  # the same for every device of its capacities
-            profile = device.capacity_key or _capacity_key(device.capacities)
-            empty = self._empty_room.get(profile)
-            if empty is None:
-                empty = self._empty_room[profile] = self._room_beside(device, {})
-            return empty
+        if not holders:  # the same for every device of its capacities (remembered by _room_beside)
+            return self._room_beside(device, {})
         whole, used = self._load(key, skip)
         if whole:
             return 0
@@ -1677,9 +1661,7 @@ class Inventory:
         for device in devices:
             key = device.key
             old = self._indexed.pop(key, None)
-            new = None if device.tainted else self._room.get(key)
-            if new is None and not device.tainted:
-                new = self.room(key)
+            new = None if device.tainted else self.room(key)
             if new is not None:
                 self._indexed[key] = new
             if old == new:
