@@ -34,6 +34,7 @@ can never be placed back on the device it lost while the ledger is unchanged.
 from __future__ import annotations
 
 import bisect
+import functools
 import gc
 import heapq
 import math
@@ -220,6 +221,9 @@ class Holding(NamedTuple):
         return self.source.split(":", 1)[0]
 
 
+CLAIM = "claim:"  # how a claim's holdings' source begins
+
+
 _pauses = [0, False]  # loadings under way, and whether the collector ran before the first began
 _pauses_lock = threading.Lock()
 
@@ -304,6 +308,12 @@ def _stamp(text: Any) -> float:
         return text.timestamp()
     if not isinstance(text, str) or not text:
         return 0.0
+    return _seconds(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _seconds(text: str) -> float:
+    """`_stamp` of a text, remembered: objects listed together were made within a few seconds."""
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -404,7 +414,8 @@ class Inventory:
         # Issue 14: a claim's priority is its order's class's PriorityClass, never a label users can write.
         self.order_classes: dict[OrderKey, str | None] = {}  # order -> its InferenceServiceClass, if any
         self.class_priorities: dict[str, str | None] = {}  # class -> its priorityClassName, if any
-        self.synced = False
+        self._synced = False
+        self._held = False  # first listings' devices wait, uncounted and unindexed, for `synced`
         # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
         # the scheduler would never place a claim's pod there, so their devices are not offered.
         self.closed_nodes: set[str] = set()
@@ -735,14 +746,12 @@ class Inventory:
         a module's claim that waits is held by its order's LaunchPlan instead (issue 29)."""
         meta = claim.get("metadata") or {}
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-        labels = meta.get("labels") or {}
-        order: OrderKey | None = None
-        if labels.get(LABEL_ORDER):
-            order = (meta.get("namespace") or "", labels[LABEL_ORDER])
+        named_order = (meta.get("labels") or {}).get(LABEL_ORDER)
+        order: OrderKey | None = (meta.get("namespace") or "", named_order) if named_order else None
         allocation = (claim.get("status") or {}).get("allocation")
         results = ((allocation or {}).get("devices") or {}).get("results") or []
         since = _stamp(meta.get("creationTimestamp"))
-        source = f"claim:{uid}"
+        source = CLAIM + uid
         holdings = []
         for r in results:
             if r.get("adminAccess"):
@@ -761,7 +770,9 @@ class Inventory:
             if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
                 self._set_source(source, self._claims, uid, holdings)
             if order is not None:
-                self._note_unallocated(order, uid, allocation is None and not meta.get("deletionTimestamp"))
+                waits = allocation is None and not meta.get("deletionTimestamp")
+                if waits or order in self._unallocated:
+                    self._note_unallocated(order, uid, waits)
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         """Forget a ResourceClaim."""
@@ -769,7 +780,7 @@ class Inventory:
         uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
         order = (meta.get("namespace") or "", (meta.get("labels") or {}).get(LABEL_ORDER) or "")
         with self.lock:
-            self._set_source(f"claim:{uid}", self._claims, uid, [])
+            self._set_source(CLAIM + uid, self._claims, uid, [])
             self._note_unallocated(order, uid, False)
 
     def _note_unallocated(self, order: OrderKey, uid: str, waits: bool) -> None:
@@ -917,6 +928,17 @@ class Inventory:
                     self.release(order)
 
     def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
+        if not old and self._deferred is not None:  # a listing's new holdings: the common case, kept short
+            held, deferred = self._holdings, self._deferred
+            for h in new:
+                slot = held.get(h.device)
+                if slot is None:
+                    held[h.device] = {source: h}
+                else:
+                    prev = slot.get(source)
+                    slot[source] = h if prev is None else _merged(prev, h)
+                deferred[h.device] = None
+            return
         touched = {h.device for h in new}
         if old:
             touched |= {h.device for h in old}
@@ -941,10 +963,16 @@ class Inventory:
         self._settle(touched)
 
     @contextmanager
-    def applying(self) -> Iterator[None]:
+    def applying(self, until_synced: bool = False) -> Iterator[None]:
         """Apply many changes at once (a listing): the devices they touch are recounted and indexed once at
-        the end, not after each change. The ledger stays locked meanwhile, so no one reads it half applied."""
+        the end, not after each change. The ledger stays locked meanwhile, so no one reads it half applied.
+
+        With `until_synced` (a first listing, while the ledger is not synced: nothing is planned on it yet)
+        they wait for the ledger to be marked `synced`, with those of every other kind's first listing and
+        of any event in between: each device is counted and indexed once, with every holding in."""
         with self.lock:
+            if until_synced and not self._synced:
+                self._held = True
             if self._deferred is not None:
                 yield
                 return
@@ -952,7 +980,23 @@ class Inventory:
             try:
                 yield
             finally:
-                touched, self._deferred = self._deferred, None
+                if not self._held:
+                    touched, self._deferred = self._deferred, None
+                    if touched:
+                        self._settle(touched)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every kind has been listed once: the ledger answers plans only then."""
+        return self._synced
+
+    @synced.setter
+    def synced(self, value: bool) -> None:
+        with self.lock:
+            self._synced = value
+            if value and self._held:  # what the first listings applied is counted and indexed now
+                self._held = False
+                touched, self._deferred = self._deferred or {}, None
                 if touched:
                     self._settle(touched)
 
@@ -980,9 +1024,7 @@ class Inventory:
         if len(devices) > _MANY:
             for pool in pools:
                 self._recount_counters(pool)
-            for device in devices:
-                self._recount(device.key)
-            grew = self._reindex_many(devices)
+            grew = self._reindex_many(devices)  # each counted anew
         else:
             before = [self._indexed.get(d.key) for d in devices]
             for device in devices:
@@ -1013,14 +1055,21 @@ class Inventory:
             taken = {n: asked.get(n, consumed(None, c)) for n, c in device.capacities.items()}
         return taken
 
-    def _load(self, key: DeviceKey, exclude: frozenset[OrderKey] = frozenset()) -> tuple[bool, Consumption]:
-        """(taken whole, consumed per capacity) of a published device by every holder not excluded. Each
-        order counts once: its allocated claims together, or its plan or reservation, whichever is more."""
+    def _load(
+        self,
+        key: DeviceKey,
+        exclude: frozenset[OrderKey] = _NOBODY,
+        holders: Collection[Holding] | None = None,
+    ) -> tuple[bool, Consumption]:
+        """(taken whole, consumed per capacity) of a published device by every holder not excluded (its
+        holdings, when the caller has them). Each order counts once: its allocated claims together, or its
+        plan or reservation, whichever is more."""
         device = self.devices[key]
         whole = False
         total: Consumption = {}
-        holders = (self._holdings.get(key) or {}).values()
-        if all(h.kind == "claim" for h in holders):  # each order's claims together: one sum
+        if holders is None:
+            holders = (self._holdings.get(key) or {}).values()
+        if all(h.source.startswith(CLAIM) for h in holders):  # each order's claims together: one sum
             for h in holders:
                 if h.order is not None and h.order in exclude:
                     continue
@@ -1081,10 +1130,23 @@ class Inventory:
             return 0 if any(h.order is None or h.order not in skip for h in holders) else UNITS
         if not holders:  # the same for every device of its capacities (remembered by _room_beside)
             return self._room_beside(device, {})
-        whole, used = self._load(key, skip)
+        whole, used = self._load(key, skip, holders)
         if whole:
             return 0
         return self._room_beside(device, used)
+
+    def _count(self, device: Device) -> int:
+        """`room(device.key)` counted anew (not from `_room`), for a device that is published."""
+        key = device.key
+        if key in self._blocked:
+            return 0
+        held = self._holdings.get(key)
+        if not device.shareable:
+            return 0 if held else UNITS
+        if not held:
+            return self._room_beside(device, {})
+        whole, used = self._load(key, _NOBODY, held.values())
+        return 0 if whole else self._room_beside(device, used)
 
     def _room_beside(self, device: Device, used: Consumption) -> int:
         """The largest share of a shareable device whose claim fits beside what is `used`, remembered by
@@ -1118,11 +1180,11 @@ class Inventory:
         return self.room(key, exclude) >= units
 
     def _recount(self, key: DeviceKey) -> None:
-        if key not in self.devices:
+        device = self.devices.get(key)
+        if device is None:
             self._room.pop(key, None)
             return
-        self._room.pop(key, None)
-        self._room[key] = self.room(key)
+        self._room[key] = self._count(device)
 
     def _recount_counters(self, pool: tuple[str, str]) -> None:
         """What the pool's held devices consume of its counter sets, and which devices that blocks."""
@@ -1653,17 +1715,19 @@ class Inventory:
             group.add(device, free)
 
     def _reindex_many(self, devices: list[Device]) -> bool:
-        """Index many devices again at their room now (a listing applied): each group sorted once. Whether
-        any indexed before has more room now."""
+        """Count many devices anew and index them at their room now (a listing applied): each group sorted
+        once. Whether any indexed before has more room now."""
         # By the devices' set of classes (one object for devices alike) and group: expanded to classes after.
         changes: dict[tuple[frozenset[str], GroupKey], tuple[set[str], list[tuple[Device, int]]]] = {}
         grew = False
+        rooms, indexed, count = self._room, self._indexed, self._count
         for device in devices:
             key = device.key
-            old = self._indexed.pop(key, None)
-            new = None if device.tainted else self.room(key)
+            free = rooms[key] = count(device)
+            old = indexed.pop(key, None)
+            new = None if device.tainted else free
             if new is not None:
-                self._indexed[key] = new
+                indexed[key] = new
             if old == new:
                 continue
             grew = grew or (old is not None and new is not None and new > old)

@@ -5,7 +5,6 @@ The only module that imports the Kubernetes client.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import threading
@@ -207,10 +206,10 @@ class KubeSync:
         upsert, delete = self._handlers[kind]
         fresh: dict[str, Mapping[str, Any]] = {}
         version: str | None = None
-        # The first listing is applied at once (nothing is planned before every kind is listed); a relist
-        # page by page, the ledger locked for one page at a time.
+        # The first listing is applied at once and counted with the other kinds' once all are in (nothing is
+        # planned before); a relist page by page, the ledger locked for one page at a time.
         synced = self.inventory.synced
-        first = nullcontext() if synced else self.inventory.applying()
+        first = nullcontext() if synced else self.inventory.applying(until_synced=True)
         with _LISTING, loading(keep=not synced), first:
             for page in self._pages(kind):
                 with self.inventory.applying():
@@ -259,9 +258,8 @@ class KubeSync:
     def _mark_listed(self, kind: _Kind) -> None:
         self._listed.add(kind.plural)
         if len(self._listed) == len(self._handlers):
-            if not self.inventory.synced:
-                # What the first listings left alive lives as long as the process: the collector's full
-                # passes skip it from now on (at 10,000 nodes × 8 devices one pass held every request for
-                # 0.75 s; `nox -s bench`).
-                gc.freeze()
-            self.inventory.synced = True
+            # Marked synced, the ledger counts and indexes what the first listings applied. What they left
+            # alive lives as long as the process: the collector's full passes skip it from now on (at
+            # 10,000 nodes × 8 devices one pass held every request for 0.75 s; `nox -s bench`).
+            with loading(keep=not self.inventory.synced):
+                self.inventory.synced = True

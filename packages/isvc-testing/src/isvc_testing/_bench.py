@@ -624,8 +624,8 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
     _row(
         rows,
         "ledger of 10,000 nodes × 8 (half held), from the watches' listings",
-        f"{int(built['devices']):,} devices in {built['slices_s']:.2f} s",
-        f"+ {int(built['claims']):,} claims in {built['claims_s']:.2f} s",
+        f"{built['build_s']:.2f} s: {int(built['devices']):,} devices {built['slices_s']:.2f} s",
+        f"+ {int(built['claims']):,} claims {built['claims_s']:.2f} s + counted and indexed {built['index_s']:.2f} s",
         f"+{built['rss_mib']:.0f} MiB",
         f"a full collector pass {built['full_gc_s']:.2f} s (frozen after the first sync)",
     )
