@@ -194,7 +194,8 @@ class Device:
         """Deterministic order: node, pool, device, driver, joined by NUL (below every character a name
         may hold, so strings order as the tuples would, and compare faster)."""
         if self._sort is None:
-            self._sort = "\0".join((self.node or "", self.pool, self.name, self.driver))
+            driver, pool, name = self.key
+            self._sort = "\0".join((self.node or "", pool, name, driver))
         return self._sort
 
     def share_request(self, units: int) -> dict[str, Decimal]:
@@ -547,6 +548,8 @@ class Inventory:
 
     def _rejudge_all(self) -> None:
         self._by_class.clear()
+        for faults in self.class_faults.values():  # every device is judged again
+            faults.clear()
         for device in list(self.devices.values()):
             self._unindex(device)
             self._judge_classes(device)
@@ -572,9 +575,6 @@ class Inventory:
         if self._every is None:
             self._every = tuple(dict.fromkeys(e for sel in self.class_selectors.values() for e in sel))
             self._judged.clear()
-        for faults in self.class_faults.values():
-            if faults:
-                faults.pop(device.key, None)
         signature = self.selectors.signature(self._every, device.driver, device.raw)
         judged = self._judged.get(signature) if signature is not None else None
         if judged is None:
@@ -649,9 +649,12 @@ class Inventory:
                     for cs in sl["spec"].get("sharedCounters") or []:
                         for counter, value in (cs.get("counters") or {}).items():
                             counters[(cs["name"], counter)] = _amount(value)
-                    for raw in sl["spec"].get("devices") or []:
-                        device = self._make_device(sl, raw)
+                    spec = sl["spec"]
+                    driver, name, node = spec["driver"], spec["pool"]["name"], spec.get("nodeName")
+                    for raw in spec.get("devices") or []:
+                        device = self._make_device(driver, name, node, raw)
                         published[device.key] = device
+        nodes_before: set[str | None] = set()
         for key in self._pool_devices.pop(pool, set()):
             self._blocked.discard(key)
             self._room.pop(key, None)
@@ -659,9 +662,11 @@ class Inventory:
             if old is not None:
                 self._unindex(old)
                 self._list_device(old, False)
-                self._on_node(old, pool, False)
+                nodes_before.add(old.node)
                 for faults in self.class_faults.values():
                     faults.pop(key, None)
+        for node in nodes_before:
+            self._on_node(node, pool, False)
         self._counters.pop(pool, None)
         if counters:
             self._counters[pool] = counters
@@ -669,7 +674,8 @@ class Inventory:
             self._judge_classes(device)
             self.devices[key] = device
             self._list_device(device, True)
-            self._on_node(device, pool, True)
+        for node in {device.node for device in published.values()}:
+            self._on_node(node, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
         self._recount_counters(pool)
@@ -705,17 +711,16 @@ class Inventory:
         self._recent = [(published, known), *self._recent[:3]]
         return known
 
-    def _make_device(self, sl: Mapping[str, Any], raw: Mapping[str, Any]) -> Device:
-        spec = sl["spec"]
-        driver = spec["driver"]
+    def _make_device(self, driver: str, pool: str, node: str | None, raw: Mapping[str, Any]) -> Device:
+        """A device of `driver`'s `pool` as its slice publishes it (`node`: the slice's node, if any)."""
         reading = self._reading(raw)
         multi = bool(raw.get("allowMultipleAllocations", False))
         taints = raw.get("taints")
         attrs = raw.get("attributes") or {}
-        node = raw.get("nodeName") or spec.get("nodeName")
+        node = raw.get("nodeName") or node
         counters = raw.get("consumesCounters")
         return Device(
-            key=(driver, spec["pool"]["name"], raw["name"]),
+            key=(driver, pool, raw["name"]),
             node=node,
             raw=raw,
             type=_attr(attrs, driver, "type"),
@@ -854,9 +859,14 @@ class Inventory:
         self._replace(source, old, holdings)
         if holdings:
             table[key] = holdings
+            sources = self._order_sources
             for h in holdings:
                 if h.order is not None:
-                    self._order_sources.setdefault(h.order, set()).add(source)
+                    known = sources.get(h.order)
+                    if known is None:
+                        sources[h.order] = {source}
+                    else:
+                        known.add(source)
 
     def reserve(
         self,
@@ -1069,16 +1079,19 @@ class Inventory:
         total: Consumption = {}
         if holders is None:
             holders = (self._holdings.get(key) or {}).values()
-        if all(h.source.startswith(CLAIM) for h in holders):  # each order's claims together: one sum
-            for h in holders:
-                if h.order is not None and h.order in exclude:
-                    continue
-                if h.whole or not device.multi:
-                    whole = True
-                    continue
-                for name, amount in h.recorded or ():  # a shared result: what the scheduler recorded
-                    total[name] = total.get(name, _ZERO) + amount
+        for h in holders:  # claims alone (the common case): each order's claims together, one sum
+            if not h.source.startswith(CLAIM):
+                break
+            if h.order is not None and h.order in exclude:
+                continue
+            if h.whole or not device.multi:
+                whole = True
+                continue
+            for name, amount in h.recorded or ():  # a shared result: what the scheduler recorded
+                total[name] = total.get(name, _ZERO) + amount
+        else:
             return whole, total
+        whole, total = False, {}
         claimed: dict[OrderKey, Consumption] = {}
         planned: dict[OrderKey, Consumption] = {}
         for h in holders:
@@ -1407,17 +1420,17 @@ class Inventory:
                 )
             return listed
 
-    def _on_node(self, device: Device, pool: tuple[str, str], present: bool) -> None:
+    def _on_node(self, node: str | None, pool: tuple[str, str], present: bool) -> None:
         """Keep which pools publish devices of each node (a node opened or closed refreshes only those)."""
-        if device.node is None:
+        if node is None:
             return
-        pools = self._node_pools.setdefault(device.node, set())
+        pools = self._node_pools.setdefault(node, set())
         if present:
             pools.add(pool)
             return
         pools.discard(pool)  # a pool's devices all go at once, and those it still publishes come back
         if not pools:
-            del self._node_pools[device.node]
+            del self._node_pools[node]
 
     def _list_device(self, device: Device, present: bool) -> None:
         """Add a device to (or take it from) the class listings made so far."""
