@@ -181,6 +181,46 @@ def test_slices_of_a_listing_applied_at_once_are_the_ledger_slice_by_slice_makes
     assert _state(at_once) == _state(one_by_one)
 
 
+def test_first_listings_are_counted_and_indexed_once_the_ledger_is_synced_issue_32() -> None:
+    """Each kind's first listing (and any event between them) waits, uncounted and unindexed, for the
+    ledger to be marked synced; then it is the ledger that applying everything one by one makes. Once
+    synced, a listing is counted at its end again."""
+    rng = random.Random(11)
+    slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(60)}
+    claims = [_claim(rng, slices, n) for n in range(400)]
+    cordoned = {"metadata": {"name": "n3"}, "spec": {"unschedulable": True}}
+    held, one_by_one = Inventory(), Inventory()
+    one_by_one.synced = True
+    with held.applying(until_synced=True):
+        for dc in fleet_device_classes():
+            held.upsert_device_class(dc)
+    with held.applying(until_synced=True):
+        for sl in slices.values():
+            held.upsert_slice(sl)
+    held.upsert_claim(claims[0])  # a watch's events between two first listings
+    held.upsert_node(cordoned)
+    with held.applying(until_synced=True):
+        for claim in claims[1:]:
+            held.upsert_claim(claim)
+    assert held.groups("gpu.nvidia.com") == {}  # nothing counted or indexed yet
+    held.synced = True
+    for dc in fleet_device_classes():
+        one_by_one.upsert_device_class(dc)
+    for sl in slices.values():
+        one_by_one.upsert_slice(sl)
+    one_by_one.upsert_node(cordoned)
+    for claim in claims:
+        one_by_one.upsert_claim(claim)
+    assert held.groups("gpu.nvidia.com")
+    assert _state(held) == _state(one_by_one)
+    with held.applying(until_synced=True):  # synced now: a listing is counted at its end
+        for claim in claims[::2]:
+            held.delete_claim(claim)
+    for claim in claims[::2]:
+        one_by_one.delete_claim(claim)
+    assert _state(held) == _state(one_by_one)
+
+
 def _fleet(rng: random.Random) -> Inventory:
     slices = [_node_slice(rng, f"n{i}") for i in range(6)]
     by_node = {s["spec"]["pool"]["name"]: s for s in slices}

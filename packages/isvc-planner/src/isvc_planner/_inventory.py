@@ -498,10 +498,10 @@ class Inventory:
                 inv._slices[sl["metadata"]["name"]] = sl
                 inv._pool_slices.setdefault(_pool_id(sl), set()).add(sl["metadata"]["name"])
                 by_pool.add(_pool_id(sl))
-            with inv.applying():
+            with inv.applying(until_synced=True):
                 for pool in sorted(by_pool):
                     inv._refresh_pool(pool)
-            with inv.applying():
+            with inv.applying(until_synced=True):
                 for claim in claims:
                     inv.upsert_claim(claim)
                 for plan in plans:
