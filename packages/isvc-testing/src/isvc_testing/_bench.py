@@ -619,12 +619,21 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
     """The ledger at 10,000 × 8, waiting orders at 1,000 and 10,000 × 8, the HTTP path at 10,000 × 8."""
     from isvc_testing import _scale
 
-    built = _scale.isolated(_scale.build_and_events, 10_000, rng.randrange(10**6))
+    # Three fleets, each in a fresh process: this machine's speed moves by a third from one minute to the
+    # next, so the run with the median build is reported, beside the three builds.
+    runs = sorted(
+        (_scale.isolated(_scale.build_and_events, 10_000, rng.randrange(10**6)) for _ in range(3)),
+        key=lambda run: run["build_s"],
+    )
+    built = runs[1]
     result["scale_10000"] = {k: round(v, 4) for k, v in built.items()}
+    result["scale_10000"]["builds_s"] = [round(run["build_s"], 3) for run in runs]
     _row(
         rows,
         "ledger of 10,000 nodes × 8 (half held), from the watches' listings",
-        f"{built['build_s']:.2f} s: {int(built['devices']):,} devices {built['slices_s']:.2f} s",
+        f"median of three fleets {built['build_s']:.2f} s (all: "
+        + ", ".join(f"{run['build_s']:.2f}" for run in runs)
+        + f"): {int(built['devices']):,} devices {built['slices_s']:.2f} s",
         f"+ {int(built['claims']):,} claims {built['claims_s']:.2f} s + counted and indexed {built['index_s']:.2f} s",
         f"+{built['rss_mib']:.0f} MiB",
         f"a full collector pass {built['full_gc_s']:.2f} s (frozen after the first sync)",
