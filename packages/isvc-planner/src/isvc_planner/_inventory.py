@@ -40,7 +40,7 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -220,6 +220,10 @@ class Holding(NamedTuple):
     def kind(self) -> str:
         """claim, plan or reservation."""
         return self.source.split(":", 1)[0]
+
+
+# A holding from its fields in order, without the Python-level constructor (a listing makes 100,000s).
+_holding: Callable[[tuple[Any, ...]], Holding] = functools.partial(tuple.__new__, Holding)
 
 
 CLAIM = "claim:"  # how a claim's holdings' source begins
@@ -727,7 +731,8 @@ class Inventory:
             product=_attr(attrs, driver, "productName") or _attr(attrs, driver, "model"),
             memory=reading.memory,
             shareable=multi and reading.units,
-            tainted=node in self.closed_nodes or any(t.get("effect") in _BLOCKING for t in taints or ()),
+            tainted=node in self.closed_nodes
+            or (bool(taints) and any(t.get("effect") in _BLOCKING for t in taints)),
             consumes=tuple(
                 sorted(
                     (str(c.get("counterSet")), name, _amount(v))
@@ -766,11 +771,11 @@ class Inventory:
             # (nothing when it recorded nothing), any other takes its device whole.
             device = (r["driver"], r["pool"], r["device"])
             if r.get("shareID") is None:
-                holdings.append(Holding(source, device, order, 0, None, None, None, True, since))
+                holdings.append(_holding((source, device, order, 0, None, None, None, True, since)))
                 continue
             recorded, units = _recorded(r.get("consumedCapacity"))
             # priority 0: never the claim's labels (writable by namespace users), see priority_of_holding
-            holdings.append(Holding(source, device, order, 0, units, None, recorded, False, since))
+            holdings.append(_holding((source, device, order, 0, units, None, recorded, False, since)))
         with self.lock:
             if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
                 self._set_source(source, self._claims, uid, holdings)
@@ -852,10 +857,11 @@ class Inventory:
     def _set_source(
         self, source: str, table: dict[Any, list[Holding]], key: Any, holdings: list[Holding]
     ) -> None:
-        old = table.pop(key, [])
+        old = table.pop(key, None) or []
         for h in old:
-            if h.order is not None:
-                self._order_sources.get(h.order, set()).discard(source)
+            known = self._order_sources.get(h.order) if h.order is not None else None
+            if known is not None:
+                known.discard(source)
         self._replace(source, old, holdings)
         if holdings:
             table[key] = holdings

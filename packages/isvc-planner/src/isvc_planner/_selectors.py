@@ -191,11 +191,13 @@ class SelectorMemo:
     ) -> tuple[str, bool, tuple[tuple[str, Any], ...], tuple[tuple[str, Any], ...]]:
         attributes = raw.get("attributes") or {}
         capacity = raw.get("capacity") or {}
+        reached = self._reachable(names, attributes)
+        counted = self._reachable(names, capacity)
         return (
             driver,
             bool(raw.get("allowMultipleAllocations", False)),
-            tuple((q, _value(attributes[q])) for q in self._reachable(names, attributes)),
-            tuple((q, _capacity(capacity[q])) for q in self._reachable(names, capacity)),
+            tuple([(q, _value(attributes[q])) for q in reached]) if reached else (),
+            tuple([(q, _capacity(capacity[q])) for q in counted]) if counted else (),
         )
 
     def judge_all(
