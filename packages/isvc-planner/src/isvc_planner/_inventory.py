@@ -732,7 +732,7 @@ class Inventory:
             memory=reading.memory,
             shareable=multi and reading.units,
             tainted=node in self.closed_nodes
-            or (bool(taints) and any(t.get("effect") in _BLOCKING for t in taints)),
+            or (any(t.get("effect") in _BLOCKING for t in taints) if taints else False),
             consumes=tuple(
                 sorted(
                     (str(c.get("counterSet")), name, _amount(v))
