@@ -626,11 +626,12 @@ class Inventory:
             self._slices[name] = sl
             if old is not None and old.get("spec") == sl.get("spec"):
                 return  # a relist, or metadata only: the pool is what it was
-            self._pool_slices.setdefault(_pool_id(sl), set()).add(name)
-            if old is not None and _pool_id(old) != _pool_id(sl):
+            pool = _pool_id(sl)
+            self._pool_slices.setdefault(pool, set()).add(name)
+            if old is not None and _pool_id(old) != pool:
                 self._pool_slices.get(_pool_id(old), set()).discard(name)
                 self._refresh_pool(_pool_id(old))
-            self._refresh_pool(_pool_id(sl))
+            self._refresh_pool(pool)
 
     def delete_slice(self, name: str) -> None:
         """Forget a ResourceSlice; its pool is recomputed."""
@@ -682,7 +683,8 @@ class Inventory:
             self._on_node(node, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
-        self._recount_counters(pool)
+        if counters or pool in self._consumed or any(d.consumes for d in published.values()):
+            self._recount_counters(pool)  # else there is nothing to count (most pools: no partitions)
         if self._deferred is not None:  # a listing: counted and indexed with the rest of it
             self._deferred.update(dict.fromkeys(published))
         else:
