@@ -213,6 +213,19 @@ def test_first_listings_are_counted_and_indexed_once_the_ledger_is_synced_issue_
         one_by_one.upsert_claim(claim)
     assert held.groups("gpu.nvidia.com")
     assert _state(held) == _state(one_by_one)
+    late = Inventory()  # the classes' first listing after the slices' (the watches race for their turn)
+    with late.applying(until_synced=True):
+        for sl in slices.values():
+            late.upsert_slice(sl)
+    with late.applying(until_synced=True):
+        for dc in fleet_device_classes():
+            late.upsert_device_class(dc)
+    late.upsert_node(cordoned)
+    with late.applying(until_synced=True):
+        for claim in claims:
+            late.upsert_claim(claim)
+    late.synced = True
+    assert _state(late) == _state(one_by_one)
     with held.applying(until_synced=True):  # synced now: a listing is counted at its end
         for claim in claims[::2]:
             held.delete_claim(claim)

@@ -421,6 +421,7 @@ class Inventory:
         self.class_priorities: dict[str, str | None] = {}  # class -> its priorityClassName, if any
         self._synced = False
         self._held = False  # first listings' devices wait, uncounted and unindexed, for `synced`
+        self._rejudge = False  # the classes changed under a listing: every device is judged when it is in
         # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
         # the scheduler would never place a claim's pod there, so their devices are not offered.
         self.closed_nodes: set[str] = set()
@@ -551,15 +552,25 @@ class Inventory:
             self._rejudge_all()
 
     def _rejudge_all(self) -> None:
+        """Judge every device against the classes again; under a listing (classes listed after the slices,
+        or one of many classes), once when the listing is applied."""
         self._by_class.clear()
-        for faults in self.class_faults.values():  # every device is judged again
-            faults.clear()
-        for device in list(self.devices.values()):
-            self._unindex(device)
-            self._judge_classes(device)
-            self._index_device(device)
+        if self._deferred is not None:
+            self._rejudge = True
+        else:
+            self._judge_every()
+            for device in self.devices.values():
+                self._index_device(device)
         self.version += 1
         self._free()
+
+    def _judge_every(self) -> None:
+        """Take every device out of the index and judge it against the classes again."""
+        for faults in self.class_faults.values():
+            faults.clear()
+        for device in self.devices.values():
+            self._unindex(device)
+            self._judge_classes(device)
 
     def selects(self, expression: str, device: Device) -> bool | SelectorError:
         """Whether a selector admits a device, or why it cannot be judged there (remembered per device)."""
@@ -999,9 +1010,7 @@ class Inventory:
                 yield
             finally:
                 if not self._held:
-                    touched, self._deferred = self._deferred, None
-                    if touched:
-                        self._settle(touched)
+                    self._apply_deferred()
 
     @property
     def synced(self) -> bool:
@@ -1014,9 +1023,17 @@ class Inventory:
             self._synced = value
             if value and self._held:  # what the first listings applied is counted and indexed now
                 self._held = False
-                touched, self._deferred = self._deferred or {}, None
-                if touched:
-                    self._settle(touched)
+                self._apply_deferred()
+
+    def _apply_deferred(self) -> None:
+        """Judge, count and index what a listing (or the first listings) touched, once."""
+        touched, self._deferred = self._deferred or {}, None
+        if self._rejudge:
+            self._rejudge = False
+            self._judge_every()
+            touched.update(dict.fromkeys(self.devices))
+        if touched:
+            self._settle(touched)
 
     def _settle(self, touched: Collection[DeviceKey]) -> None:
         """Recount and re-index devices whose holdings changed; wake the waiting room if room appeared."""
