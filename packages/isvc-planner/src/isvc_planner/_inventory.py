@@ -556,7 +556,7 @@ class Inventory:
         or one of many classes), once when the listing is applied."""
         self._by_class.clear()
         if self._deferred is not None:
-            self._rejudge = True
+            self._rejudge = self._rejudge or bool(self.devices)  # devices made later are judged anew
         else:
             self._judge_every()
             for device in self.devices.values():
