@@ -619,7 +619,7 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
     """The ledger at 10,000 × 8, waiting orders at 1,000 and 10,000 × 8, the HTTP path at 10,000 × 8."""
     from isvc_testing import _scale
 
-    # Three fleets, each in a fresh process: this machine's speed moves by a third from one minute to the
+    # Three fleets, each in a fresh process: this machine's speed moves by up to half from one minute to the
     # next, so the run with the median build is reported, beside the three builds.
     runs = sorted(
         (_scale.isolated(_scale.build_and_events, 10_000, rng.randrange(10**6)) for _ in range(3)),
