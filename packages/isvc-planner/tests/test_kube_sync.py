@@ -74,6 +74,7 @@ def test_claims_are_listed_page_by_page_and_kept_as_names(monkeypatch: pytest.Mo
     sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
     sync.objects = objects  # type: ignore[assignment]
     sync._handlers = {_kube.CLAIMS: (lambda o: upserted.append(o["metadata"]["name"]), deleted.append)}
+    sync._many = {}  # each listed claim through the handler above
 
     thread = threading.Thread(target=sync._run, args=(_kube.CLAIMS,), daemon=True)
     thread.start()
@@ -168,6 +169,7 @@ def test_a_watch_that_ends_is_taken_up_from_its_version_and_a_kind_listed_again_
     sync = _kube.KubeSync(Inventory(), api=None, backoff=0.0, orders=False)  # type: ignore[arg-type]
     sync.objects = objects  # type: ignore[assignment]
     sync._handlers = {_kube.CLAIMS: (lambda o: upserted.append(o["metadata"]["name"]), lambda o: None)}
+    sync._many = {}  # each listed claim through the handler above
     thread = threading.Thread(target=sync._run, args=(_kube.CLAIMS,), daemon=True)
     thread.start()
     thread.join(10)

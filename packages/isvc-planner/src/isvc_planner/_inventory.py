@@ -307,6 +307,36 @@ def _recorded(raw: Mapping[str, Any] | None) -> tuple[Amounts, int | None]:
     return known
 
 
+def _claim_holdings(
+    claim: Mapping[str, Any],
+) -> tuple[str, str, OrderKey | None, list[Holding], bool]:
+    """(uid, source, order, holdings, whether it waits for an allocation) of a ResourceClaim."""
+    meta = claim.get("metadata") or {}
+    uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+    named_order = (meta.get("labels") or {}).get(LABEL_ORDER)
+    order: OrderKey | None = (meta.get("namespace") or "", named_order) if named_order else None
+    allocation = (claim.get("status") or {}).get("allocation")
+    results = ((allocation or {}).get("devices") or {}).get("results") or ()
+    since = _stamp(meta.get("creationTimestamp"))
+    source = CLAIM + uid
+    holdings = []
+    for r in results:
+        if r.get("adminAccess"):
+            continue
+        # As the scheduler books it (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
+        # allocateddevices.go foreachAllocatedDevice): a result with a shareID consumes what it recorded
+        # (nothing when it recorded nothing), any other takes its device whole.
+        device = (r["driver"], r["pool"], r["device"])
+        if r.get("shareID") is None:
+            holdings.append(_holding((source, device, order, 0, None, None, None, True, since)))
+            continue
+        recorded, units = _recorded(r.get("consumedCapacity"))
+        # priority 0: never the claim's labels (writable by namespace users), see priority_of_holding
+        holdings.append(_holding((source, device, order, 0, units, None, recorded, False, since)))
+    waits = allocation is None and order is not None and not meta.get("deletionTimestamp")
+    return uid, source, order, holdings, waits
+
+
 def _stamp(text: Any) -> float:
     """An RFC 3339 time as epoch seconds; 0 when absent."""
     if isinstance(text, datetime):
@@ -422,6 +452,7 @@ class Inventory:
         self._synced = False
         self._held = False  # first listings' devices wait, uncounted and unindexed, for `synced`
         self._rejudge = False  # the classes changed under a listing: every device is judged when it is in
+        self._owed = False  # room may have appeared under a listing: waiters are woken once it is applied
         # Nodes that take no new pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate):
         # the scheduler would never place a claim's pod there, so their devices are not offered.
         self.closed_nodes: set[str] = set()
@@ -507,15 +538,18 @@ class Inventory:
                 for pool in sorted(by_pool):
                     inv._refresh_pool(pool)
             with inv.applying(until_synced=True):
-                for claim in claims:
-                    inv.upsert_claim(claim)
+                inv.upsert_claims(claims)
                 for plan in plans:
                     inv.upsert_plan(plan)
             inv.synced = True
         return inv
 
     def _free(self) -> None:
-        """Room may have appeared: wake whoever waits for it."""
+        """Room may have appeared: wake whoever waits for it (under a listing, once it is applied: the
+        ledger stays locked until then, so nobody could look sooner)."""
+        if self._deferred is not None:
+            self._owed = True
+            return
         with self._changed:
             self.freed += 1
             self._changed.notify_all()
@@ -653,25 +687,9 @@ class Inventory:
                 self._refresh_pool(_pool_id(old))
 
     def _refresh_pool(self, pool: tuple[str, str]) -> None:
-        members = [self._slices[n] for n in sorted(self._pool_slices.get(pool, ())) if n in self._slices]
-        published: dict[DeviceKey, Device] = {}
-        counters: dict[tuple[str, str], int] = {}
-        if members:
-            top = max(int(s["spec"]["pool"].get("generation", 0)) for s in members)
-            latest = [s for s in members if int(s["spec"]["pool"].get("generation", 0)) == top]
-            expected = max(int(s["spec"]["pool"].get("resourceSliceCount", 1)) for s in latest)
-            if len(latest) == expected:
-                for sl in latest:
-                    for cs in sl["spec"].get("sharedCounters") or []:
-                        for counter, value in (cs.get("counters") or {}).items():
-                            counters[(cs["name"], counter)] = _amount(value)
-                    spec = sl["spec"]
-                    driver, name, node = spec["driver"], spec["pool"]["name"], spec.get("nodeName")
-                    for raw in spec.get("devices") or []:
-                        device = self._make_device(driver, name, node, raw)
-                        published[device.key] = device
+        published, counters = self._published(pool)
         nodes_before: set[str | None] = set()
-        for key in self._pool_devices.pop(pool, set()):
+        for key in self._pool_devices.pop(pool, ()):
             self._blocked.discard(key)
             self._room.pop(key, None)
             old = self.devices.pop(key, None)
@@ -686,25 +704,56 @@ class Inventory:
         self._counters.pop(pool, None)
         if counters:
             self._counters[pool] = counters
+        nodes: set[str | None] = set()
+        # Counters to count: the pool's, or those its devices drew on before (most pools: none at all).
+        consumes = bool(counters) or pool in self._consumed
+        devices, deferred = self.devices, self._deferred
         for key, device in published.items():
             self._judge_classes(device)
-            self.devices[key] = device
-            self._list_device(device, True)
-        for node in {device.node for device in published.values()}:
+            devices[key] = device
+            if self._by_class:
+                self._list_device(device, True)
+            nodes.add(device.node)
+            consumes = consumes or bool(device.consumes)
+            if deferred is not None:  # a listing: counted and indexed with the rest of it
+                deferred[key] = None
+        for node in nodes:
             self._on_node(node, pool, True)
         if published:
             self._pool_devices[pool] = set(published)
-        if counters or pool in self._consumed or any(d.consumes for d in published.values()):
-            self._recount_counters(pool)  # else there is nothing to count (most pools: no partitions)
-        if self._deferred is not None:  # a listing: counted and indexed with the rest of it
-            self._deferred.update(dict.fromkeys(published))
-        else:
+        if consumes:
+            self._recount_counters(pool)
+        if deferred is None:
             for key in published:
                 self._recount(key)
             for device in published.values():
                 self._index_device(device)
         self.version += 1
         self._free()
+
+    def _published(self, pool: tuple[str, str]) -> tuple[dict[DeviceKey, Device], dict[tuple[str, str], int]]:
+        """The devices and counters a pool publishes: those of its newest generation's slices, once every
+        one of them is in (none while some are missing, as the scheduler has it)."""
+        members = [self._slices[n] for n in sorted(self._pool_slices.get(pool, ())) if n in self._slices]
+        published: dict[DeviceKey, Device] = {}
+        counters: dict[tuple[str, str], int] = {}
+        if not members:
+            return published, counters
+        if len(members) > 1:
+            top = max(int(s["spec"]["pool"].get("generation", 0)) for s in members)
+            members = [s for s in members if int(s["spec"]["pool"].get("generation", 0)) == top]
+        if len(members) != max(int(s["spec"]["pool"].get("resourceSliceCount", 1)) for s in members):
+            return published, counters
+        for sl in members:
+            spec = sl["spec"]
+            for cs in spec.get("sharedCounters") or ():
+                for counter, value in (cs.get("counters") or {}).items():
+                    counters[(cs["name"], counter)] = _amount(value)
+            driver, name, node = spec["driver"], spec["pool"]["name"], spec.get("nodeName")
+            for raw in spec.get("devices") or ():
+                device = self._make_device(driver, name, node, raw)
+                published[device.key] = device
+        return published, counters
 
     def _reading(self, raw: Mapping[str, Any]) -> _Reading:
         """A device's capacities, read once per text: devices of one model publish the same. The last few
@@ -767,34 +816,17 @@ class Inventory:
 
         A claim that is not allocated holds nothing: a claim is anyone's to create in their namespace, and
         a module's claim that waits is held by its order's LaunchPlan instead (issue 29)."""
-        meta = claim.get("metadata") or {}
-        uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-        named_order = (meta.get("labels") or {}).get(LABEL_ORDER)
-        order: OrderKey | None = (meta.get("namespace") or "", named_order) if named_order else None
-        allocation = (claim.get("status") or {}).get("allocation")
-        results = ((allocation or {}).get("devices") or {}).get("results") or []
-        since = _stamp(meta.get("creationTimestamp"))
-        source = CLAIM + uid
-        holdings = []
-        for r in results:
-            if r.get("adminAccess"):
-                continue
-            # As the scheduler books it (kubernetes v1.36.3 pkg/scheduler/framework/plugins/dynamicresources/
-            # allocateddevices.go foreachAllocatedDevice): a result with a shareID consumes what it recorded
-            # (nothing when it recorded nothing), any other takes its device whole.
-            device = (r["driver"], r["pool"], r["device"])
-            if r.get("shareID") is None:
-                holdings.append(_holding((source, device, order, 0, None, None, None, True, since)))
-                continue
-            recorded, units = _recorded(r.get("consumedCapacity"))
-            # priority 0: never the claim's labels (writable by namespace users), see priority_of_holding
-            holdings.append(_holding((source, device, order, 0, units, None, recorded, False, since)))
+        self.upsert_claims((claim,))
+
+    def upsert_claims(self, claims: Iterable[Mapping[str, Any]]) -> None:
+        """`upsert_claim` of each, the ledger locked once (a listing's page)."""
         with self.lock:
-            if self._claims.get(uid, []) != holdings:  # a relist, or status other than the allocation
-                self._set_source(source, self._claims, uid, holdings)
-            if order is not None:
-                waits = allocation is None and not meta.get("deletionTimestamp")
-                if waits or order in self._unallocated:
+            table, unallocated = self._claims, self._unallocated
+            for claim in claims:
+                uid, source, order, holdings, waits = _claim_holdings(claim)
+                if table.get(uid, []) != holdings:  # a relist, or status other than the allocation
+                    self._set_source(source, table, uid, holdings)
+                if order is not None and (waits or order in unallocated):
                     self._note_unallocated(order, uid, waits)
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
@@ -871,6 +903,11 @@ class Inventory:
         self, source: str, table: dict[Any, list[Holding]], key: Any, holdings: list[Holding]
     ) -> None:
         old = table.pop(key, None) or []
+        if not old and self._deferred is not None:  # a listing's new holdings: the common case, kept short
+            if holdings:
+                table[key] = holdings
+                self._hold(source, holdings)
+            return
         for h in old:
             known = self._order_sources.get(h.order) if h.order is not None else None
             if known is not None:
@@ -956,18 +993,26 @@ class Inventory:
                 if current is not None and current[0] == deadline:
                     self.release(order)
 
-    def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
-        if not old and self._deferred is not None:  # a listing's new holdings: the common case, kept short
-            held, deferred = self._holdings, self._deferred
-            for h in new:
-                slot = held.get(h.device)
-                if slot is None:
-                    held[h.device] = {source: h}
+    def _hold(self, source: str, new: list[Holding]) -> None:
+        """Take up a source's first holdings under a listing (counted and indexed when it is applied)."""
+        held, deferred, sources = self._holdings, self._deferred, self._order_sources
+        assert deferred is not None
+        for h in new:
+            slot = held.get(h.device)
+            if slot is None:
+                held[h.device] = {source: h}
+            else:
+                prev = slot.get(source)
+                slot[source] = h if prev is None else _merged(prev, h)
+            deferred[h.device] = None
+            if h.order is not None:
+                known = sources.get(h.order)
+                if known is None:
+                    sources[h.order] = {source}
                 else:
-                    prev = slot.get(source)
-                    slot[source] = h if prev is None else _merged(prev, h)
-                deferred[h.device] = None
-            return
+                    known.add(source)
+
+    def _replace(self, source: str, old: list[Holding], new: list[Holding]) -> None:
         touched = {h.device for h in new}
         if old:
             touched |= {h.device for h in old}
@@ -1028,12 +1073,15 @@ class Inventory:
     def _apply_deferred(self) -> None:
         """Judge, count and index what a listing (or the first listings) touched, once."""
         touched, self._deferred = self._deferred or {}, None
+        owed, self._owed = self._owed, False
         if self._rejudge:
             self._rejudge = False
             self._judge_every()
             touched.update(dict.fromkeys(self.devices))
         if touched:
             self._settle(touched)
+        if owed:
+            self._free()
 
     def _settle(self, touched: Collection[DeviceKey]) -> None:
         """Recount and re-index devices whose holdings changed; wake the waiting room if room appeared."""

@@ -132,6 +132,8 @@ class KubeSync:
             ),
             NODES: (inv.upsert_node, inv.delete_node),
         }
+        # Kinds whose listed pages are applied at once, the ledger locked once a page (claims: the most numerous).
+        self._many: dict[_Kind, Callable[[list[Mapping[str, Any]]], None]] = {CLAIMS: inv.upsert_claims}
         if orders:
             self._handlers[ORDERS] = (inv.upsert_order, inv.delete_order)
             self._handlers[SERVICE_CLASSES] = (
@@ -213,11 +215,18 @@ class KubeSync:
         with _LISTING, loading(keep=not synced), first:
             for page in self._pages(kind):
                 with self.inventory.applying():
+                    changed = []
                     for obj in page.get("items") or []:
                         k = _key(obj)
                         if not _same(known.get(k), obj):  # listed again after a failed watch: passed by
-                            upsert(obj)
+                            changed.append(obj)
                         fresh[k] = _stub(obj)
+                    many = self._many.get(kind)
+                    if many is not None:
+                        many(changed)
+                    else:
+                        for obj in changed:
+                            upsert(obj)
                 version = (page.get("metadata") or {}).get("resourceVersion") or version
                 del page  # let go before the next page is read
             with self.inventory.applying():

@@ -95,8 +95,7 @@ def _applied(
             inv.upsert_slice(sl)
     listed = time.perf_counter()
     with loading(keep=True), inv.applying(until_synced=True):
-        for claim in claims:
-            inv.upsert_claim(claim)
+        inv.upsert_claims(claims)  # a page at once, as the watches apply claims
     claimed = time.perf_counter()
     with loading(keep=True):
         inv.synced = True
