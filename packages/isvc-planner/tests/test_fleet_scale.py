@@ -9,10 +9,11 @@ import random
 from typing import Any
 
 import pytest
-from isvc_api import AcceleratorPolicy
+from isvc_api import LABEL_ORDER, AcceleratorPolicy
 from isvc_planner import Inventory, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 from isvc_testing import (
+    DRIVER,
     fleet_claim,
     fleet_device_classes,
     fleet_gpu,
@@ -151,6 +152,54 @@ def test_a_listing_applied_at_once_is_the_same_ledger_as_one_applied_claim_by_cl
     for claim in claims[::3]:
         one_by_one.delete_claim(claim)
     assert _state(at_once) == _state(one_by_one)
+
+
+def test_pages_of_claims_applied_at_once_are_the_ledger_claim_by_claim_makes() -> None:
+    """A listed page of claims is applied at once (`Inventory.upsert_claims`, how the watches apply claims;
+    a first listing's new holdings on a short path): the ledger, each order's holdings and the claims that
+    wait are those applying each claim alone makes, for a first listing and for a relist that passes some
+    claims unchanged, moves some, takes the allocation of others and lists one twice in a page."""
+    rng = random.Random(5)
+    slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(40)}
+    first = [_claim(rng, slices, n) for n in range(300)]
+    node, shared = next(
+        (n, d)
+        for n, sl in sorted(slices.items())
+        for d in sl["spec"]["devices"]
+        if d.get("allowMultipleAllocations")
+    )
+    first.append(
+        fleet_claim("ns", "two", "held-two", [(node, shared["name"], 10), (node, shared["name"], 15)])
+    )
+    relist = []
+    for n, claim in enumerate(first):
+        if n % 4 == 1:  # moved to another device
+            claim = {**_claim(rng, slices, n), "metadata": claim["metadata"]}
+        elif n % 4 == 2:  # no longer allocated: it waits, and holds nothing
+            claim = {**claim, "status": {}}
+        relist.append(claim)
+    relist.insert(10, relist[40])  # listed twice in one page
+    paged = Inventory.from_objects(fleet_device_classes(), list(slices.values()), [])
+    alone = Inventory.from_objects(fleet_device_classes(), list(slices.values()), [])
+    for listing in (first, relist, first):  # the last: every claim allocated again
+        with paged.applying():
+            for page in range(0, len(listing), 50):
+                paged.upsert_claims(listing[page : page + 50])
+        for claim in listing:
+            alone.upsert_claim(claim)
+        orders = sorted(
+            {("ns", c["metadata"]["labels"][LABEL_ORDER]) for c in first if c["metadata"]["labels"]}
+        )
+        assert _state(paged) == _state(alone)
+        assert [paged.held_by(o) for o in orders] == [alone.held_by(o) for o in orders]
+        assert paged._unallocated == alone._unallocated
+        # the relist's unallocated claims of orders wait; allocated again, none does
+        assert bool(paged._unallocated) == (listing is relist)
+    assert (
+        paged.held_by(("ns", "held-two"))
+        == alone.held_by(("ns", "held-two"))
+        == {(DRIVER, node, shared["name"]): 25}
+    )
 
 
 @pytest.mark.parametrize("many", [2, 10_000])
