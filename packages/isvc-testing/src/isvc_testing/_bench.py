@@ -646,6 +646,13 @@ def _ledger_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ra
         f"slice (pool published again) p50 {built['slice_event_ms_p50']:.3f} ms "
         f"p99 {built['slice_event_ms_p99']:.3f} ms max {built['slice_event_ms_max']:.2f} ms",
     )
+    memory = _scale.isolated(_scale.resident, 10_000, rng.randrange(10**6))
+    result["memory_10000"] = {k: round(v, 1) for k, v in memory.items()}
+    _row(
+        rows,
+        "  the planner's resident memory, its ledger built from JSON pages as its watches read them",
+        f"{memory['built_mib']:.0f} MiB (at start {memory['start_mib']:.0f} MiB)",
+    )
 
 
 def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: random.Random) -> None:

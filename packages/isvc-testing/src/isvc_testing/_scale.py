@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import gc
 import inspect
+import json
 import math
 import multiprocessing
 import random
@@ -26,7 +27,15 @@ from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 from isvc_testing._bench import _facts
 from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
-__all__ = ["CONTROLLER_TIMEOUT", "build_and_events", "fleet", "http_plan", "isolated", "waiting_orders"]
+__all__ = [
+    "CONTROLLER_TIMEOUT",
+    "build_and_events",
+    "fleet",
+    "http_plan",
+    "isolated",
+    "resident",
+    "waiting_orders",
+]
 
 _T = TypeVar("_T")
 
@@ -159,6 +168,44 @@ def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, floa
         "slice_event_ms_p99": _pct(slice_ms, 0.99),
         "slice_event_ms_max": max(slice_ms),
     }
+
+
+def resident(nodes: int, seed: int) -> dict[str, float]:
+    """The planner's resident memory over `nodes` × 8 half held, in MiB: at start (what it imports) and once
+    its ledger is built from listings as its watches read them (JSON pages of 100 parsed one at a time, the
+    slices kept as parsed, each page of claims let go once applied); the pages' own bytes, made beforehand,
+    are not counted."""
+    import highspy  # noqa: F401  # what the planner imports beside the app
+    import isvc_planner._kube  # noqa: F401
+
+    start = _rss()
+    slices, claims = fleet(nodes, 0.5, random.Random(seed))
+    pages = {
+        kind: [json.dumps({"items": objs[i : i + 100]}).encode() for i in range(0, len(objs), 100)]
+        for kind, objs in (("slices", slices), ("claims", claims))
+    }
+    kept = sum(len(page) for kind in pages.values() for page in kind)
+    del slices, claims
+    gc.collect()
+    inv = Inventory()
+    with loading(keep=True), inv.applying(until_synced=True):
+        for dc in fleet_device_classes():
+            inv.upsert_device_class(dc)
+    for kind, raw in pages.items():
+        with loading(keep=True), inv.applying(until_synced=True):
+            for body in raw:
+                items = json.loads(body)["items"]
+                with inv.applying():
+                    if kind == "claims":
+                        inv.upsert_claims(items)
+                    else:
+                        for sl in items:
+                            inv.upsert_slice(sl)
+                del items
+    with loading(keep=True):
+        inv.synced = True
+    gc.collect()
+    return {"start_mib": start / (1 << 20), "built_mib": (_rss() - kept) / (1 << 20)}
 
 
 def waiting_orders(
