@@ -174,10 +174,8 @@ def resident(nodes: int, seed: int) -> dict[str, float]:
     """The planner's resident memory over `nodes` × 8 half held, in MiB: at start (what it imports) and once
     its ledger is built from listings as its watches read them (JSON pages of 100 parsed one at a time, the
     slices kept as parsed, each page of claims let go once applied); the pages' own bytes, made beforehand,
-    are not counted."""
-    import highspy  # noqa: F401  # what the planner imports beside the app
-    import isvc_planner._kube  # noqa: F401
-
+    are not counted. At start: this process, with the planner's package imported (the app, the watches,
+    the solver) as the planner has it."""
     start = _rss()
     slices, claims = fleet(nodes, 0.5, random.Random(seed))
     pages = {
