@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -46,7 +47,19 @@ START_TURN_SECONDS = (
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
+    """A free loopback port below the kernel's ephemeral range. The bed restarts a process on the port it
+    gave it, and a port from that range can meanwhile become an outgoing connection's own (a controller
+    restarted on its metrics port found it in use, and every test after it waited for a controller)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while low > 20_000:  # above the well-known ports of a node (the real node's kubelet takes 10250)
+        port = random.randrange(20_000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken: another
+                continue
+            return port
+    with socket.socket() as s:  # no room below the range: any port the kernel gives
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

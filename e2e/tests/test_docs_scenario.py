@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,6 +130,8 @@ class Person:
         )
         seen: list[str] = []
         deadline = time.monotonic() + timeout
+        stop = threading.Timer(timeout, proc.kill)  # ends the read even when the watch prints nothing more
+        stop.start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -138,6 +141,7 @@ class Person:
                 if time.monotonic() > deadline:
                     break
         finally:
+            stop.cancel()
             proc.kill()
             proc.wait(5)
             if proc.stdout is not None:
