@@ -711,8 +711,7 @@ class Inventory:
         for key, device in published.items():
             self._judge_classes(device)
             devices[key] = device
-            if self._by_class:
-                self._list_device(device, True)
+            self._list_device(device, True)
             nodes.add(device.node)
             consumes = consumes or bool(device.consumes)
             if deferred is not None:  # a listing: counted and indexed with the rest of it
@@ -1507,6 +1506,8 @@ class Inventory:
 
     def _list_device(self, device: Device, present: bool) -> None:
         """Add a device to (or take it from) the class listings made so far."""
+        if not self._by_class:  # none made yet (a first listing): nothing to keep
+            return
         for name in device.classes:
             listed = self._by_class.get(name)
             if listed is None:

@@ -206,6 +206,7 @@ class KubeSync:
         """List a kind page by page, applying what changed since `known` and deleting what went; what is
         known of it now, and the version its watch starts from."""
         upsert, delete = self._handlers[kind]
+        many = self._many.get(kind)
         fresh: dict[str, Mapping[str, Any]] = {}
         version: str | None = None
         # The first listing is applied at once and counted with the other kinds' once all are in (nothing is
@@ -221,7 +222,6 @@ class KubeSync:
                         if not _same(known.get(k), obj):  # listed again after a failed watch: passed by
                             changed.append(obj)
                         fresh[k] = _stub(obj)
-                    many = self._many.get(kind)
                     if many is not None:
                         many(changed)
                     else:
