@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -129,8 +128,7 @@ class Person:
             text=True,
         )
         seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        stop = threading.Timer(timeout, proc.kill)  # ends the read even when the watch prints nothing more
+        stop = threading.Timer(timeout, proc.kill)  # the deadline: ends the read even when nothing is printed
         stop.start()
         try:
             assert proc.stdout is not None
@@ -138,8 +136,6 @@ class Person:
                 seen.append(line)
                 if len(_columns(line)) > 1 and _columns(line)[1] == "Ready":
                     return "".join(seen)
-                if time.monotonic() > deadline:
-                    break
         finally:
             stop.cancel()
             proc.kill()
