@@ -7,12 +7,13 @@ from isvc_planner._app import PlannerMetrics, create_app
 from isvc_planner._auth import CallerCheck
 from isvc_planner._estimate import DEFAULT_CONTEXT, MemoryNeed, estimate, memory_need
 from isvc_planner._inventory import UNITS, Device, Holding, Inventory, SelectorFault, loading
-from isvc_planner._kube import KubeSync, load_api
+from isvc_planner._kube import PAGE, KubeSync, load_api
 from isvc_planner._planner import SOLVER_SECONDS, ClaimShape, Planner, judge_plan
 from isvc_planner._view import capacity_view
 
 __all__ = [
     "DEFAULT_CONTEXT",
+    "PAGE",
     "SOLVER_SECONDS",
     "UNITS",
     "CallerCheck",

@@ -696,6 +696,7 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
         f"p99 {http['p99_ms']:.2f} ms",
         f"max {http['max_ms']:.1f} ms",
         f"{int(http['token_reviews'])} TokenReview for {int(http['calls'])} calls",
+        f"the transport alone (a canned answer): p50 {http['floor_p50_ms']:.2f} ms p99 {http['floor_p99_ms']:.2f} ms",
         f"a fixed loop after each call: p50 {http['yardstick_p50_ms']:.2f} ms p99 {http['yardstick_p99_ms']:.2f} ms",
     )
 

@@ -15,13 +15,13 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import trustme
-from isvc_planner import CallerCheck, Inventory, Planner, create_app, loading
+from isvc_planner import PAGE, CallerCheck, Inventory, Planner, create_app, loading
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 
 from isvc_testing._bench import _facts
@@ -89,22 +89,35 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(len(ordered) * q) - 1)]
 
 
+def _paged(objs: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """`objs` in pages of the planner's list size (`PAGE`), as its watches read a kind."""
+    for at in range(0, len(objs), PAGE):
+        yield objs[at : at + PAGE]
+
+
 def _applied(
-    inv: Inventory, slices: list[dict[str, Any]], claims: list[dict[str, Any]]
+    inv: Inventory, slices: Iterable[list[dict[str, Any]]], claims: Iterable[list[dict[str, Any]]]
 ) -> tuple[float, float, float]:
-    """Apply first listings as the planner's watches do (`KubeSync`: one kind after another, each at once
-    under `loading(keep=True)` and `Inventory.applying(until_synced=True)`, then the ledger marked synced):
-    seconds for the device classes and slices, for the claims, and for counting and indexing them at sync."""
+    """Apply first listings, page by page, as the planner's watches do (`KubeSync`: one kind after another,
+    each under `loading(keep=True)` and `Inventory.applying(until_synced=True)`, a page of claims at once,
+    each page let go before the next is read; then the ledger marked synced): seconds for the device classes
+    and slices, for the claims, and for counting and indexing them at sync."""
     started = time.perf_counter()
     with loading(keep=True), inv.applying(until_synced=True):
         for dc in fleet_device_classes():
             inv.upsert_device_class(dc)
     with loading(keep=True), inv.applying(until_synced=True):
-        for sl in slices:
-            inv.upsert_slice(sl)
+        for page in slices:
+            with inv.applying():
+                for sl in page:
+                    inv.upsert_slice(sl)
+            del page
     listed = time.perf_counter()
     with loading(keep=True), inv.applying(until_synced=True):
-        inv.upsert_claims(claims)  # a page at once, as the watches apply claims
+        for page in claims:
+            with inv.applying():
+                inv.upsert_claims(page)
+            del page
     claimed = time.perf_counter()
     with loading(keep=True):
         inv.synced = True
@@ -125,7 +138,7 @@ def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, floa
     gc.collect()
     before = _rss()
     inv = Inventory()
-    slices_s, claims_s, index_s = _applied(inv, slices, claims)
+    slices_s, claims_s, index_s = _applied(inv, _paged(slices), _paged(claims))
     grown = _rss() - before
     gc.unfreeze()  # what a full pass would walk, were the listings not frozen out of it
     started = time.perf_counter()
@@ -170,38 +183,28 @@ def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, floa
     }
 
 
+def _items(body: bytes) -> list[dict[str, Any]]:
+    """The objects of one list answer, parsed from its bytes as the planner's watches parse them."""
+    return cast(list[dict[str, Any]], json.loads(body)["items"])
+
+
 def resident(nodes: int, seed: int) -> dict[str, float]:
     """The planner's resident memory over `nodes` × 8 half held, in MiB: at start (what it imports) and once
-    its ledger is built from listings as its watches read them (JSON pages of 100 parsed one at a time, the
+    its ledger is built from listings as its watches read them (JSON pages of `PAGE` parsed one at a time, the
     slices kept as parsed, each page of claims let go once applied); the pages' own bytes, made beforehand,
     are not counted. At start: this process, with the planner's package imported (the app, the watches,
     the solver) as the planner has it."""
     start = _rss()
     slices, claims = fleet(nodes, 0.5, random.Random(seed))
     pages = {
-        kind: [json.dumps({"items": objs[i : i + 100]}).encode() for i in range(0, len(objs), 100)]
+        kind: [json.dumps({"items": page}).encode() for page in _paged(objs)]
         for kind, objs in (("slices", slices), ("claims", claims))
     }
     kept = sum(len(page) for kind in pages.values() for page in kind)
     del slices, claims
     gc.collect()
     inv = Inventory()
-    with loading(keep=True), inv.applying(until_synced=True):
-        for dc in fleet_device_classes():
-            inv.upsert_device_class(dc)
-    for kind, raw in pages.items():
-        with loading(keep=True), inv.applying(until_synced=True):
-            for body in raw:
-                items = json.loads(body)["items"]
-                with inv.applying():
-                    if kind == "claims":
-                        inv.upsert_claims(items)
-                    else:
-                        for sl in items:
-                            inv.upsert_slice(sl)
-                del items
-    with loading(keep=True):
-        inv.synced = True
+    _applied(inv, map(_items, pages["slices"]), map(_items, pages["claims"]))
     gc.collect()
     return {"start_mib": start / (1 << 20), "built_mib": (_rss() - kept) / (1 << 20)}
 
@@ -238,24 +241,11 @@ def waiting_orders(
     return out
 
 
-def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any, tls: str) -> None:
-    """The planner's app on https://127.0.0.1:`port` over a half-held fleet, as the chart serves it (the
-    certificate and key of the directory `tls`), authentication on: a TokenReview stand-in that knows one
-    token, behind the production cache (`CallerCheck`, 60 s)."""
+def _uvicorn(app: Any, port: int, tls: str, ready: Any) -> None:
+    """Serve `app` on https://127.0.0.1:`port` as the chart serves the planner (the certificate and key of
+    the directory `tls`); `ready` is set once it listens."""
     import uvicorn
 
-    slices, claims = fleet(nodes, 0.5, random.Random(seed))
-    inv = Inventory()
-    _applied(inv, slices, claims)
-    gc.collect()
-    gc.freeze()
-
-    def review(token: str) -> str | None:
-        with reviews.get_lock():
-            reviews.value += 1
-        return CALLER if token == TOKEN else None
-
-    app = create_app(Planner(inv), caller=CallerCheck(review, [CALLER]))
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -275,27 +265,68 @@ def _serve(port: int, nodes: int, seed: int, ready: Any, reviews: Any, tls: str)
     thread.join()
 
 
-@contextmanager
-def _served(nodes: int, seed: int, tls: Path) -> Iterator[tuple[str, Any, Path]]:
-    """The app in a process of its own, serving a certificate for 127.0.0.1 from an authority made here;
-    yields its URL, the count of TokenReviews and the authority's certificate (what the controller trusts)."""
+def _serve(port: int, tls: str, ready: Any, nodes: int, seed: int, reviews: Any) -> None:
+    """The planner's app over a half-held fleet, authentication on: a TokenReview stand-in that knows one
+    token, behind the production cache (`CallerCheck`, 60 s)."""
+    slices, claims = fleet(nodes, 0.5, random.Random(seed))
+    inv = Inventory()
+    _applied(inv, _paged(slices), _paged(claims))
+    gc.collect()
+    gc.freeze()
+
+    def review(token: str) -> str | None:
+        with reviews.get_lock():
+            reviews.value += 1
+        return CALLER if token == TOKEN else None
+
+    _uvicorn(create_app(Planner(inv), caller=CallerCheck(review, [CALLER])), port, tls, ready)
+
+
+def _serve_canned(port: int, tls: str, ready: Any, answer: bytes) -> None:
+    """The transport with nothing behind it: an ASGI app that reads each request whole and answers
+    `answer` (a plan answer the planner gave), under the same server as the planner's."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer})
+
+    _uvicorn(app, port, tls, ready)
+
+
+def _authority(tls: Path) -> Path:
+    """A serving certificate for 127.0.0.1 (tls.crt, tls.key) from an authority made here; the authority's
+    certificate (what the controller trusts)."""
     authority = trustme.CA()
     serving = authority.issue_cert("127.0.0.1")
     serving.private_key_pem.write_to_path(str(tls / "tls.key"))
     serving.cert_chain_pems[0].write_to_path(str(tls / "tls.crt"))
     authority.cert_pem.write_to_path(str(tls / "ca.crt"))
+    return tls / "ca.crt"
+
+
+@contextmanager
+def _served(target: Callable[..., None], tls: Path, *args: Any) -> Iterator[str]:
+    """`target(port, tls, ready, *args)` serving in a process of its own, as the planner runs; its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    context = multiprocessing.get_context("spawn")  # a process of its own, as the planner runs
+    context = multiprocessing.get_context("spawn")
     ready = context.Event()
-    reviews = context.Value("i", 0)
-    process = context.Process(target=_serve, args=(port, nodes, seed, ready, reviews, str(tls)), daemon=True)
+    process = context.Process(target=target, args=(port, str(tls), ready, *args), daemon=True)
     process.start()
     try:
         if not ready.wait(600):
-            raise RuntimeError("the planner did not start")
-        yield f"https://127.0.0.1:{port}", reviews, tls / "ca.crt"
+            raise RuntimeError(f"{target.__name__} did not start")
+        yield f"https://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.join(10)
@@ -305,29 +336,50 @@ def http_plan(nodes: int, rng: random.Random, samples: int = 1000) -> dict[str, 
     """`POST /v1/plan` as the controller calls it (`PlannerClient` over HTTPS, checking the planner's
     certificate against its authority, its token from a file) against the real app on loopback over
     `nodes` × 8 half held: p50/p99/max ms of 100 warm-up calls then `samples`; each plan is released after
-    (not timed), so the ledger stays as it was."""
-    with tempfile.TemporaryDirectory() as tmp, _served(nodes, rng.randrange(10**6), Path(tmp)) as served:
-        url, reviews, authority = served
+    (not timed), so the ledger stays as it was. Beside each call, the same call to the transport alone (the
+    same client and server answering a canned plan: the floor under the app) and a fixed loop."""
+    with tempfile.TemporaryDirectory() as tmp:
+        authority = _authority(Path(tmp))
         token = Path(tmp) / "token"
         token.write_text(TOKEN + "\n")
+        reviews = multiprocessing.get_context("spawn").Value("i", 0)
+        requests = [
+            PlanRequest(
+                order=OrderRef(namespace="bench", name=f"h{i}"), facts=_facts(rng.uniform(5, 120), rng)
+            )
+            for i in range(100 + samples)
+        ]
         times: list[float] = []
+        floor: list[float] = []
         yardstick: list[float] = []
-        with PlannerClient(url, token_file=token, ca_file=authority) as client:
-            for i in range(100 + samples):
-                order = OrderRef(namespace="bench", name=f"h{i}")
-                request = PlanRequest(order=order, facts=_facts(rng.uniform(5, 120), rng))
-                started = time.perf_counter()
-                client.plan(request)
-                times.append((time.perf_counter() - started) * 1000)
-                client.release(order)
-                yardstick.append(_fixed_work())
-        measured, steady = times[100:], yardstick[100:]
+        with (
+            _served(_serve, Path(tmp), nodes, rng.randrange(10**6), reviews) as url,
+            PlannerClient(url, token_file=token, ca_file=authority) as client,
+        ):
+            answer = client.plan(requests[0]).model_dump_json(by_alias=True, exclude_none=True).encode()
+            client.release(requests[0].order)
+            with (
+                _served(_serve_canned, Path(tmp), answer) as canned_url,
+                PlannerClient(canned_url, token_file=token, ca_file=authority) as canned,
+            ):
+                for request in requests:
+                    started = time.perf_counter()
+                    client.plan(request)
+                    times.append((time.perf_counter() - started) * 1000)
+                    client.release(request.order)
+                    started = time.perf_counter()
+                    canned.plan(request)
+                    floor.append((time.perf_counter() - started) * 1000)
+                    yardstick.append(_fixed_work())
+        measured, bare, steady = times[100:], floor[100:], yardstick[100:]
         return {
             "p50_ms": statistics.median(measured),
             "p99_ms": _pct(measured, 0.99),
             "max_ms": max(measured),
             "token_reviews": float(reviews.value),
-            "calls": float(len(times) * 2),
+            "calls": float(len(times) * 2 + 2),  # plan and release each, and the first answer taken
+            "floor_p50_ms": statistics.median(bare),
+            "floor_p99_ms": _pct(bare, 0.99),
             "yardstick_p50_ms": statistics.median(steady),
             "yardstick_p99_ms": _pct(steady, 0.99),
         }
