@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 DEFAULT_CONTEXT = MIN_CONTEXT  # tokens of KV cache a share is sized for (the model's own maximum if fewer)
-_COUNTS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -46,17 +45,19 @@ class MemoryNeed:
     weights: int
     kv_per_token: int
     context: int
-    by_count: dict[int, tuple[int, str]] = field(default_factory=dict)
+    one: tuple[int, str]  # the need on one device and its arithmetic
+    # Other tensor-parallel sizes, worked out when first asked (most orders fit one device; None: not told).
+    _more: dict[int, tuple[int, str] | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def required(self) -> int:
         """Bytes of accelerator memory on one device."""
-        return self.by_count[1][0]
+        return self.one[0]
 
     @property
     def explanation(self) -> str:
         """The arithmetic on one device."""
-        return self.by_count[1][1]
+        return self.one[1]
 
     @property
     def kv_cache(self) -> int:
@@ -68,17 +69,21 @@ class MemoryNeed:
         """Runtime memory beside weights and KV on one device."""
         return max(0, self.required - self.weights - self.kv_cache)
 
+    def _on(self, count: int) -> tuple[int, str] | None:
+        if count == 1:
+            return self.one
+        if count not in self._more:
+            self._more[count] = need_per_device(self.facts, self.runtime, count, context=self.context)
+        return self._more[count]
+
     def per_device(self, count: int) -> int:
         """Bytes each of `count` tensor-parallel devices must hold."""
-        known = self.by_count.get(count)
-        if known is None:
-            computed = need_per_device(self.facts, self.runtime, count, context=self.context)
-            return computed[0] if computed else self.required
-        return known[0]
+        known = self._on(count)
+        return known[0] if known else self.required
 
     def explain(self, count: int) -> str:
         """The arithmetic on each of `count` devices."""
-        known = self.by_count.get(count)
+        known = self._on(count)
         return known[1] if known else self.explanation
 
     def launch(self, published: int, share: int, count: int) -> Fit | str:
@@ -98,11 +103,8 @@ def memory_need(
         return None
     chosen = runtime or runtime_for(facts)
     ctx = min(context or DEFAULT_CONTEXT, facts.context_length or context or DEFAULT_CONTEXT)
-    by_count: dict[int, tuple[int, str]] = {}
-    for count in _COUNTS:
-        need = need_per_device(facts, chosen, count, context=ctx)
-        if need is not None:
-            by_count[count] = need
+    one = need_per_device(facts, chosen, 1, context=ctx)
+    assert one is not None  # None only where the weights are unknown, as checked above
     layout = kv_layout(facts)
     return MemoryNeed(
         facts=facts,
@@ -110,7 +112,7 @@ def memory_need(
         weights=weights.total,
         kv_per_token=layout.per_token if layout else 0,
         context=ctx,
-        by_count=by_count,
+        one=one,
     )
 
 

@@ -32,7 +32,7 @@ class Ask:
     """What one order asks of a device: its need, permitted shares and modes, filters, what it holds."""
 
     need: MemoryNeed
-    shares: list[int]
+    shares: tuple[int, ...]
     modes: set[tuple[PlacementMode, SharingMode]]
     max_devices: int
     selector: str | None

@@ -64,6 +64,7 @@ from isvc_planner._stock import Kinds, Stock
 __all__ = ["ClaimShape", "Planner", "judge_plan"]
 
 _POLICY = "accelerator policy"
+_EVERY_SHARE = tuple(s for s in range(1, UNITS + 1) if share_in_range(s))  # what a policy naming none permits
 log = logging.getLogger("isvc_planner")
 
 
@@ -645,8 +646,8 @@ class Planner:
         self, request: PlanRequest, need: MemoryNeed, policy: AcceleratorPolicy, order: OrderKey
     ) -> tuple[Ask | None, Refusal | None]:
         inv = self.inventory
-        permitted = policy.allowed_share_percents or range(1, UNITS + 1)
-        shares = sorted({s for s in permitted if share_in_range(s)})
+        permitted = policy.allowed_share_percents
+        shares = tuple(sorted({s for s in permitted if share_in_range(s)})) if permitted else _EVERY_SHARE
         reqs = request.requirements or RuntimeRequirements()
         modes: set[tuple[PlacementMode, SharingMode]] = set()
         for pm in reqs.placement_modes:
