@@ -13,6 +13,7 @@ PACKAGES = [
     "isvc-api",
     "isvc-catalog",
     "isvc-planner-client",
+    "isvc-ledger",
     "isvc-planner",
     "isvc-runtime-recipes",
     "isvc-workload",
@@ -24,16 +25,24 @@ PACKAGES = [
 # What each package needs from its siblings, installed from the tree (pip cannot see them on an index).
 LOCAL_DEPS = {
     "isvc-api": [],
-    "isvc-catalog": ["isvc-api", "isvc-planner-client", "isvc-planner", "isvc-testing"],
+    "isvc-catalog": ["isvc-api", "isvc-planner-client", "isvc-ledger", "isvc-planner", "isvc-testing"],
     "isvc-planner-client": ["isvc-api"],
-    "isvc-planner": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-testing"],
+    "isvc-ledger": ["isvc-api", "isvc-planner-client"],
+    "isvc-planner": ["isvc-api", "isvc-planner-client", "isvc-ledger", "isvc-catalog", "isvc-testing"],
     "isvc-runtime-recipes": ["isvc-api"],
-    "isvc-workload": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-planner", "isvc-testing"],
+    "isvc-workload": [
+        "isvc-api",
+        "isvc-planner-client",
+        "isvc-ledger",
+        "isvc-catalog",
+        "isvc-planner",
+        "isvc-testing",
+    ],
     "isvc-health": ["isvc-api"],
     # the planner and test support: tests
     "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
-    "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
-    "kubectl-isvc": ["isvc-api", "isvc-planner-client", "isvc-planner"],
+    "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-ledger", "isvc-planner"],
+    "kubectl-isvc": ["isvc-api", "isvc-planner-client", "isvc-ledger"],
 }
 PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
@@ -104,6 +113,7 @@ def chart(session: nox.Session) -> None:
         "isvc-runtime-recipes",
         "isvc-workload",
         "isvc-health",
+        "isvc-ledger",
         "isvc-planner",
         "isvc-operator",
     ]

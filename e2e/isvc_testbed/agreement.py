@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from isvc_api import LABEL_ORDER, AcceleratorPolicy, ModelFacts, Reason, claim_capacity_requests
+from isvc_api import GIB, LABEL_ORDER, AcceleratorPolicy, ModelFacts, Reason, claim_capacity_requests
 from isvc_planner import Inventory, KubeSync, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, SchedulerRefusal
 from isvc_workload import uuid_selector
@@ -54,7 +54,6 @@ __all__ = ["FLEETS", "Report", "main", "products", "publish", "run"]
 
 E2E = Path(__file__).resolve().parents[1]
 FLEETS = {"default": E2E / "fleets" / "default.yaml", "partitioned": E2E / "fleets" / "partitioned.yaml"}
-GIB = 1 << 30
 _PRIORITIES = {"agree-low": 100, "agree-high": 1000}
 _CANNOT = "cannot allocate all claims"
 
@@ -348,19 +347,21 @@ def run(
         wait_for(
             lambda: (
                 inventory.synced
-                and all(p in {d.product for d in inventory.devices.values()} for p in confine or [])
+                and all(
+                    p in {d.product for d in inventory.view.fleet.devices.values()} for p in confine or []
+                )
             ),
             60,
             what="the planner's inventory",
         )
         wait_for(
-            lambda: all(inventory.priority_of(p) is not None for p in _PRIORITIES),
+            lambda: all(inventory.view.priorities.of(p) is not None for p in _PRIORITIES),
             30,
             what="the priority classes in the inventory",
         )
         disagreements: list[None] = []
         planner = Planner(inventory, on_disagreement=lambda: disagreements.append(None))
-        products = sorted({d.product for d in inventory.devices.values() if d.product})
+        products = sorted({d.product for d in inventory.view.fleet.devices.values() if d.product})
         rng = random.Random(seed)
         in_flight: list[tuple[str, PlanResponse]] = []
 
@@ -386,21 +387,21 @@ def run(
             bed.delete(names)
 
             def forgotten() -> bool:
-                with inventory.lock:
+                with inventory.reading() as view:
                     return not any(
                         h.source in uids
-                        for key in list(inventory.devices)
-                        for h in inventory.holdings_on(key)
+                        for key in list(view.fleet.devices)
+                        for h in view.ledger.holdings_on(key)
                     )
 
             wait_for(forgotten, 30, what=f"the planner's ledger without {names}")
 
         def probe(name: str, request: PlanRequest, answer: PlanResponse) -> None:
             shapes = planner.shapes(request)
-            with inventory.lock:
+            with inventory.reading() as view:
                 before = {
-                    k: (inventory.used(k), [h.source for h in inventory.holdings_on(k)])
-                    for k in inventory.devices
+                    k: (view.ledger.used(k), [h.source for h in view.ledger.holdings_on(k)])
+                    for k in view.fleet.devices
                 }
             names = [f"{name}-probe-{i}" for i in range(len(shapes))]
             for probe_name, shape in zip(names, shapes, strict=True):

@@ -245,7 +245,7 @@ def _planner_view(api: k8s.ApiClient) -> Inventory:
 
 
 def _card(inventory: Inventory, node: str) -> Any:
-    [card] = [d for d in inventory.devices.values() if d.node == node]
+    [card] = [d for d in inventory.view.fleet.devices.values() if d.node == node]
     return card
 
 
@@ -261,10 +261,10 @@ def test_the_planner_sees_the_real_nodes_card_and_it_opens_while_the_taint_is_li
     # the selector a class uses to keep an order to this card admits it and none of the fleet's
     matching = [
         d.node
-        for d in inventory.devices.values()
-        if inventory.judge.matches(REAL_NODE_GPU_SELECTOR, d.activation)
+        for d in inventory.view.fleet.devices.values()
+        if inventory.view.classes.judge.matches(REAL_NODE_GPU_SELECTOR, d.activation)
     ]
-    assert matching == [node.name] and len(inventory.devices) > 1
+    assert matching == [node.name] and len(inventory.view.fleet.devices) > 1
     assert card.tainted  # the node's NoSchedule taint closes it to the planner
     with node.untainted():
         assert not _card(_planner_view(admin_api), node.name).tainted

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from isvc_api import (
+    GIB,
     MIN_CONTEXT,
     VLLM_LADDER,
     Batch,
@@ -26,7 +27,6 @@ from isvc_api import (
     vllm_margin,
 )
 
-GIB = 1024**3
 TABLE: dict[str, Any] = yaml.safe_load((Path(__file__).parent / "data" / "models.yaml").read_text("utf-8"))
 MODELS = {m["key"]: m for m in TABLE["models"]}
 CARDS = TABLE["cards"]

@@ -32,7 +32,6 @@ from isvc_testing._bench import _facts
 
 from .fakes import order
 
-GIB = 1 << 30
 # The packing bench's instance that one order at a time loses: two shareable 24 GiB cards.
 SIZES = [11.88, 5.0, 20.37, 4.37, 4.7, 15.53]
 

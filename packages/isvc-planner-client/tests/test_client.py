@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from isvc_api import ModelFacts, ModelSource
+from isvc_api import ModelFacts, ModelSource, QuantityError, parse_quantity, quantity_bytes
 from isvc_planner_client import (
     SERVICE_ACCOUNT_TOKEN,
     CelJudge,
@@ -18,10 +18,7 @@ from isvc_planner_client import (
     PlannerProtocolError,
     PlannerUnavailableError,
     PlanRequest,
-    QuantityError,
     SelectorError,
-    parse_quantity,
-    quantity_bytes,
 )
 
 REQUEST = PlanRequest(

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from isvc_api import AcceleratorPolicy, ModelFacts
+from isvc_api import GIB, AcceleratorPolicy, ModelFacts
 from isvc_planner import Inventory, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 from isvc_testing import fleet_claim, fleet_device_classes
 
 DRIVER = "gpu.nvidia.com"
-GIB = 1 << 30
 MIG = AcceleratorPolicy(device_class_names=["mig.nvidia.com"])
 # One A100-40GB as the fake driver publishes it: 40 GiB and 98 SMs; 2 × 3g.20gb (20 GiB, 42 SMs)
 # or 7 × 1g.5gb (5 GiB, 14 SMs) or mixes, or the whole GPU.
@@ -103,7 +102,7 @@ def test_a_gpu_given_whole_leaves_its_partitions_no_room_issue_18(models: dict[s
     inv = Inventory.from_objects(fleet_device_classes(), partitioned_pool("n1"), claims)
     r = plan(Planner(inv), sized(models["qwen7b"], 3), "small", accelerator_policy=MIG)
     assert r.placement is None and r.refusal is not None
-    assert inv.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-1g5gb-0"))
+    assert inv.view.ledger.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-1g5gb-0"))
 
 
 def test_a_partition_taken_leaves_the_whole_gpu_no_room_issue_18(models: dict[str, ModelFacts]) -> None:
@@ -116,7 +115,7 @@ def test_a_partition_taken_leaves_the_whole_gpu_no_room_issue_18(models: dict[st
         accelerator_policy=AcceleratorPolicy(device_class_names=["gpu.nvidia.com"]),
     )
     assert r.placement is None and r.refusal is not None
-    assert inv.used(("gpu.nvidia.com", "n1", "gpu-0")) == 100
+    assert inv.view.ledger.used(("gpu.nvidia.com", "n1", "gpu-0")) == 100
 
 
 def test_orders_one_by_one_take_no_more_partitions_than_the_counters_hold_issue_18(
@@ -161,7 +160,7 @@ def test_counters_come_from_the_latest_generation_of_the_pool(models: dict[str, 
     new = partitioned_pool("n1", generation=1)
     claims = [fleet_claim("x", "whole", "other", [("n1", "gpu-0", None)])]
     inv = Inventory.from_objects(fleet_device_classes(), old + new, claims)
-    assert inv.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-3g20gb-1"))
+    assert inv.view.ledger.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-3g20gb-1"))
     for sl in old:
         inv.delete_slice(sl["metadata"]["name"])
-    assert inv.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-3g20gb-1"))
+    assert inv.view.ledger.blocked(("gpu.nvidia.com", "n1", "gpu-0-mig-3g20gb-1"))

@@ -4,11 +4,10 @@ figures; the full validation table is packages/isvc-api/tests/data/models.yaml."
 from __future__ import annotations
 
 import pytest
-from isvc_api import MemoryRuntime, ModelFacts, Quantization
+from isvc_api import GIB, MemoryRuntime, ModelFacts, Quantization
 from isvc_planner import estimate, memory_need
 
 GB = 1e9
-GIB = 1 << 30
 
 
 @pytest.mark.parametrize(

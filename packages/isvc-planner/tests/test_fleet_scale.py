@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from isvc_api import LABEL_ORDER, AcceleratorPolicy
 from isvc_planner import Inventory, Planner
+from isvc_planner._survey import Surveys
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 from isvc_testing import (
     DRIVER,
@@ -58,27 +59,27 @@ def _claim(rng: random.Random, slices: dict[str, dict[str, Any]], n: int) -> dic
 
 def _state(inv: Inventory) -> dict[str, object]:
     """What placement reads of a ledger, comparable across two ledgers."""
-    with inv.lock:
-        return {
-            "devices": sorted(inv.devices),
-            "rooms": {k: inv.room(k) for k in sorted(inv.devices)},
-            "blocked": sorted(k for k in inv.devices if inv.blocked(k)),
-            "classes": {c: [d.key for d in inv.class_devices(c)] for c in sorted(inv.class_selectors)},
-            "index": {
-                c: {
-                    g: (
-                        list(group.entries),
-                        sorted(group.devices),
-                        {p: sorted(v) for p, v in group.full_free.items()},
-                    )
-                    for g, group in sorted(inv.groups(c).items())
-                    if group.entries
-                }
-                for c in sorted(inv.class_selectors)
-            },
-            "closed": sorted(inv.closed_nodes),
-            "states": dict(sorted(inv.node_states.items())),
-        }
+    view = inv.view
+    return {
+        "devices": sorted(view.fleet.devices),
+        "rooms": {k: view.ledger.room(k) for k in sorted(view.fleet.devices)},
+        "blocked": sorted(k for k in view.fleet.devices if view.ledger.blocked(k)),
+        "classes": {c: [d.key for d in view.fleet.class_devices(c)] for c in sorted(view.classes.selectors)},
+        "index": {
+            c: {
+                g: (
+                    list(group.entries),
+                    sorted(group.devices),
+                    {p: sorted(v) for p, v in group.full_free.items()},
+                )
+                for g, group in sorted(view.index.groups(c).items())
+                if group.entries
+            }
+            for c in sorted(view.classes.selectors)
+        },
+        "closed": sorted(view.fleet.closed_nodes),
+        "states": dict(sorted(view.fleet.node_states.items())),
+    }
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -135,7 +136,7 @@ def test_a_listing_applied_at_once_is_the_same_ledger_as_one_applied_claim_by_cl
 ) -> None:
     """Claims of a listing are counted and indexed once at the end (`Inventory.applying`), sorting each
     group again when many devices changed: the ledger is the one applying them one by one makes."""
-    monkeypatch.setattr("isvc_planner._inventory._MANY", many)
+    monkeypatch.setattr("isvc_ledger._books._MANY", many)
     rng = random.Random(3)
     slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(120)}
     claims = [_claim(rng, slices, n) for n in range(900)]
@@ -191,13 +192,15 @@ def test_pages_of_claims_applied_at_once_are_the_ledger_claim_by_claim_makes() -
             {("ns", c["metadata"]["labels"][LABEL_ORDER]) for c in first if c["metadata"]["labels"]}
         )
         assert _state(paged) == _state(alone)
-        assert [paged.held_by(o) for o in orders] == [alone.held_by(o) for o in orders]
-        assert paged._unallocated == alone._unallocated
+        assert [paged.view.ledger.held_by(o) for o in orders] == [
+            alone.view.ledger.held_by(o) for o in orders
+        ]
+        assert paged.view.ledger.unallocated == alone.view.ledger.unallocated
         # the relist's unallocated claims of orders wait; allocated again, none does
-        assert bool(paged._unallocated) == (listing is relist)
+        assert bool(paged.view.ledger.unallocated) == (listing is relist)
     assert (
-        paged.held_by(("ns", "held-two"))
-        == alone.held_by(("ns", "held-two"))
+        paged.view.ledger.held_by(("ns", "held-two"))
+        == alone.view.ledger.held_by(("ns", "held-two"))
         == {(DRIVER, node, shared["name"]): 25}
     )
 
@@ -209,7 +212,7 @@ def test_slices_of_a_listing_applied_at_once_are_the_ledger_slice_by_slice_makes
     """A listing's slices are counted and indexed with the rest of it (in the order it touched them),
     partitions' counters and claims already held included: the ledger is the one that applying each slice
     alone makes, and so is a relist that publishes some pools again."""
-    monkeypatch.setattr("isvc_planner._inventory._MANY", many)
+    monkeypatch.setattr("isvc_ledger._books._MANY", many)
     rng = random.Random(5)
     slices = {f"n{i}": _node_slice(rng, f"n{i}") for i in range(80)}
     claims = [_claim(rng, slices, n) for n in range(300)]
@@ -251,7 +254,7 @@ def test_first_listings_are_counted_and_indexed_once_the_ledger_is_synced_issue_
     with held.applying(until_synced=True):
         for claim in claims[1:]:
             held.upsert_claim(claim)
-    assert held.groups("gpu.nvidia.com") == {}  # nothing counted or indexed yet
+    assert held.view.index.groups("gpu.nvidia.com") == {}  # nothing counted or indexed yet
     held.synced = True
     for dc in fleet_device_classes():
         one_by_one.upsert_device_class(dc)
@@ -260,7 +263,7 @@ def test_first_listings_are_counted_and_indexed_once_the_ledger_is_synced_issue_
     one_by_one.upsert_node(cordoned)
     for claim in claims:
         one_by_one.upsert_claim(claim)
-    assert held.groups("gpu.nvidia.com")
+    assert held.view.index.groups("gpu.nvidia.com")
     assert _state(held) == _state(one_by_one)
     late = Inventory()  # the classes' first listing after the slices' (the watches race for their turn)
     with late.applying(until_synced=True):
@@ -325,7 +328,7 @@ def test_refusals_read_from_a_survey_are_those_of_a_walk_over_every_device(
         surveyed = Planner(_fleet(random.Random(seed)), solver_seconds=0)
         answers = [surveyed.plan(r) for r in requests]
         with monkeypatch.context() as patch:
-            patch.setattr(Planner, "_surveyed", lambda *_: None)
+            patch.setattr(Surveys, "surveyed", lambda *_: None)
             walked = Planner(_fleet(random.Random(seed)), solver_seconds=0)
             expected = [walked.plan(r) for r in requests]
         assert [_dump(a) for a in answers] == [_dump(a) for a in expected], f"seed {seed}"

@@ -82,9 +82,9 @@ def test_a_plan_shows_its_devices_and_the_reservation_gives_way(models: dict[str
     planner = Planner(inv)
     first = plan(planner, models["qwen7b"], "a").placement
     assert first is not None and inv.reserved_by(("ns", "a")) == [KEY]
-    before = inv.room(KEY)
+    before = inv.view.ledger.room(KEY)
     inv.upsert_plan(launch_plan("ns", "a", first))
-    assert inv.reserved_by(("ns", "a")) == [] and inv.room(KEY) == before
+    assert inv.reserved_by(("ns", "a")) == [] and inv.view.ledger.room(KEY) == before
 
 
 def test_an_order_counts_once_on_a_device_its_plan_and_claim_hold(models: dict[str, ModelFacts]) -> None:
@@ -93,7 +93,7 @@ def test_an_order_counts_once_on_a_device_its_plan_and_claim_hold(models: dict[s
     assert first is not None and first.share_percent is not None
     inv.upsert_plan(launch_plan("ns", "a", first))
     inv.upsert_claim(fleet_claim("ns", "a-0-gpu", "a", [("n1", "gpu-0", first.share_percent)]))
-    assert inv.room(KEY) == 100 - first.share_percent
+    assert inv.view.ledger.room(KEY) == 100 - first.share_percent
 
 
 def test_deleting_a_plan_frees_its_room_and_says_so(models: dict[str, ModelFacts]) -> None:
@@ -105,7 +105,7 @@ def test_deleting_a_plan_frees_its_room_and_says_so(models: dict[str, ModelFacts
     inv.expire()
     freed = inv.freed
     inv.delete_plan(obj)
-    assert inv.room(KEY) == 100 and inv.freed > freed
+    assert inv.view.ledger.room(KEY) == 100 and inv.freed > freed
 
 
 def test_a_claim_nobody_allocated_holds_nothing_whatever_it_says_issue_29(
@@ -113,11 +113,11 @@ def test_a_claim_nobody_allocated_holds_nothing_whatever_it_says_issue_29(
 ) -> None:
     """Phantom claims: the order's label, pinned by uuid, no pod. They never hold a device."""
     inv = one_card()
-    uuid = inv.devices[KEY].uuid
+    uuid = inv.view.fleet.devices[KEY].uuid
     assert uuid is not None
     for i in range(4):
         inv.upsert_claim(pinned_claim("a", uuid, 90, name=f"phantom-{i}"))
-    assert inv.room(KEY) == 100
+    assert inv.view.ledger.room(KEY) == 100
     assert plan(Planner(inv), models["qwen7b"], "b").placement is not None
 
 
@@ -126,7 +126,7 @@ def test_an_allocation_holds_what_the_scheduler_recorded_whoever_made_the_claim(
 ) -> None:
     inv = one_card()
     inv.upsert_claim(fleet_claim("other", "theirs", None, [("n1", "gpu-0", 90)]))
-    assert inv.room(KEY) == 10
+    assert inv.view.ledger.room(KEY) == 10
 
 
 def test_a_relist_of_unchanged_objects_makes_no_room_issue_26() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from isvc_api import AcceleratorPolicy, ModelFacts, PlacementMode, Reason
+from isvc_api import GIB, AcceleratorPolicy, ModelFacts, PlacementMode, Reason
 from isvc_planner import (
     Inventory,
     Planner,
@@ -22,9 +22,6 @@ from isvc_testing import (
     fleet_slice,
 )
 from isvc_testing._bench import _facts, instance, need_of, optimum, units_for
-
-GIB = 1 << 30
-
 
 L4 = "23034Mi"  # what the NVIDIA DRA driver publishes for an L4 (NVML memory.total, 23034 MiB)
 
@@ -163,7 +160,7 @@ def test_an_order_named_twice_is_planned_once_and_both_copies_get_that_answer() 
     twice = [reqs[0], reqs[1], reqs[0]]
     answers = planner.plan_many(twice)
     assert answers[0] == answers[2] and answers[0].placement is not None
-    assert planner.inventory.held_by(("ns", "o0")) == {
+    assert planner.inventory.view.ledger.held_by(("ns", "o0")) == {
         ("gpu.nvidia.com", "n0", answers[0].placement.devices[0]): answers[0].placement.share_percent
     }
 

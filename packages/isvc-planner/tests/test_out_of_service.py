@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from isvc_api import ModelFacts, Placement, Reason
+from isvc_api import GIB, ModelFacts, Placement, Reason
 from isvc_planner import Inventory, Planner, create_app
 from isvc_planner._auth import CallerCheck
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
@@ -21,7 +21,6 @@ from isvc_testing import fleet_claim, fleet_device_classes, fleet_gpu, fleet_sli
 
 GPU = "gpu.nvidia.com"
 H100 = (GPU, "big", "gpu-0")
-GIB = 1 << 30
 
 
 def large(facts: ModelFacts) -> ModelFacts:
@@ -174,7 +173,7 @@ def test_a_plan_on_a_deleted_node_is_gone_not_a_defect_issue_27(
     inv.upsert_claim(fleet_claim("ns", "a-0-gpu", "a", [("big", "gpu-0", placement.share_percent)]))
     inv.delete_node(node("big"))
     inv.delete_slice("big-gpu.nvidia.com-0-0")
-    assert H100 not in inv.devices
+    assert H100 not in inv.view.fleet.devices
     (tmp_path / "token").write_text("controller-token")
     with serve(inv) as url, PlannerClient(url, timeout=5, token_file=tmp_path / "token") as client:
         verdict = client.hold(OrderRef(namespace="ns", name="a"), placement)

@@ -45,25 +45,27 @@ def shares(name: str, order: str | None, units: int) -> dict[str, Any]:
 
 def test_a_replica_the_room_of_a_higher_priority_order_would_hold_is_outranked() -> None:
     inv = ledger(shares("o-0", "o", 40), shares("h-0", "h", 40))
-    assert inv.outranked(ORDER, 40) == [f"{CARD}: ns/h at priority 1000"]
+    assert inv.view.ranking.outranked(ORDER, 40) == [f"{CARD}: ns/h at priority 1000"]
 
 
 def test_a_replica_on_a_card_full_of_equals_waits_for_capacity_and_is_not_outranked() -> None:
-    assert ledger(shares("o-0", "o", 40), shares("e-0", "e", 40)).outranked(ORDER, 40) == []
+    assert ledger(shares("o-0", "o", 40), shares("e-0", "e", 40)).view.ranking.outranked(ORDER, 40) == []
     # a card full of holders of no order, beside a small one of higher priority: without it still no room
     small = ledger(shares("o-0", "o", 40), shares("h-0", "h", 10), shares("x", None, 40))
-    assert small.outranked(ORDER, 40) == []
+    assert small.view.ranking.outranked(ORDER, 40) == []
     # room for the replica: nothing blocks it, whoever else is there
-    assert ledger(shares("o-0", "o", 40), shares("h-0", "h", 10)).outranked(ORDER, 40) == []
+    assert ledger(shares("o-0", "o", 40), shares("h-0", "h", 10)).view.ranking.outranked(ORDER, 40) == []
 
 
 def test_a_device_lost_to_a_higher_priority_order_is_preemption_and_to_a_claim_of_no_order_is_not() -> None:
     # the order's plan (its claim not allocated yet) on a card another claim now fills
     plan = launch_plan_of("o", 40)
     taken = ledger(shares("x", None, 80), plans=(plan,))
-    assert taken.displaced(ORDER) and taken.outranked(ORDER, 40) == []
+    assert taken.view.ranking.displaced(ORDER) and taken.view.ranking.outranked(ORDER, 40) == []
     preempted = ledger(shares("h-0", "h", 80), plans=(plan,))
-    assert preempted.displaced(ORDER) and preempted.outranked(ORDER, 40) == [f"{CARD}: ns/h at priority 1000"]
+    assert preempted.view.ranking.displaced(ORDER) and preempted.view.ranking.outranked(ORDER, 40) == [
+        f"{CARD}: ns/h at priority 1000"
+    ]
 
 
 def launch_plan_of(name: str, units: int) -> dict[str, Any]:

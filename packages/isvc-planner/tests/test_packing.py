@@ -6,7 +6,7 @@ import random
 from itertools import product
 
 import pytest
-from isvc_api import ModelFacts, PlacementMode
+from isvc_api import GIB, ModelFacts, PlacementMode
 from isvc_planner import (
     Inventory,
     Planner,
@@ -22,7 +22,6 @@ from isvc_testing import (
 )
 from isvc_testing._bench import in_support, instance, need_of, optimum, pack, units_for
 
-GIB = 1 << 30
 FLOOR = 0.85
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from isvc_api import (
+    GIB,
     LABEL_PRIORITY,
     AcceleratorPolicy,
     ModelFacts,
@@ -36,8 +37,6 @@ from isvc_testing import (
     fleet_service_class,
     fleet_slice,
 )
-
-GIB = 1 << 30
 
 
 def sized(facts: ModelFacts, gib: float) -> ModelFacts:
@@ -233,7 +232,7 @@ def test_incomplete_pools_and_older_generations_are_not_used(models: dict[str, M
         fleet_slice("n2", [fleet_gpu("n2", 5)], generation=0),
     ]
     inv = inventory(slices)
-    assert sorted(inv.devices) == [("gpu.nvidia.com", "n2", "gpu-0")]
+    assert sorted(inv.view.fleet.devices) == [("gpu.nvidia.com", "n2", "gpu-0")]
 
 
 def test_replan_counts_own_holding_as_available(half: ModelFacts) -> None:
@@ -260,7 +259,7 @@ def test_a_withdrawn_device_is_never_available_even_to_its_holder(half: ModelFac
     )
     r = plan(Planner(inv), half, "o", holding=holding)
     assert r.placement is None and r.refusal is not None
-    assert len(inv.orphans()) == 1
+    assert len(inv.view.ledger.orphans()) == 1
 
 
 def test_back_to_back_plans_do_not_get_the_same_room(models: dict[str, ModelFacts]) -> None:
@@ -309,9 +308,11 @@ def test_devices_of_a_node_that_takes_no_new_pods_are_not_offered_until_it_does(
     r = plan(planner, models["qwen7b"], "b")
     assert r.placement is not None and r.placement.node_name == "n2"
     inv.delete_node({"metadata": {"name": "n1"}})
-    assert inv.node_states["n1"] == "deleted"  # its slices may outlive it a moment: nothing is placed there
+    assert (
+        inv.view.fleet.node_states["n1"] == "deleted"
+    )  # its slices may outlive it a moment: nothing is placed there
     inv.upsert_node({"metadata": {"name": "n1"}, "spec": {}})  # back, and open
-    assert "n1" not in inv.closed_nodes and "n1" not in inv.departed
+    assert "n1" not in inv.view.fleet.closed_nodes and "n1" not in inv.view.fleet.departed
 
 
 # ---------------------------------------------------------------- reasons
@@ -503,8 +504,10 @@ def test_a_displaced_order_replanning_before_its_claim_goes_does_not_land_back(h
     again = plan(planner, sized(half, 60), "victim", "x", priority_class_name="tin")
     assert again.placement is None and again.refusal is not None
     assert again.refusal.reason == Reason.NO_CAPACITY
-    assert inv.displaced(("x", "victim")) and not inv.displaced(("y", "urgent"))
-    assert inv.room(("gpu.nvidia.com", "n1", "gpu-0"), [("x", "victim")]) < 60  # not for it: it lost the card
+    assert inv.view.ranking.displaced(("x", "victim")) and not inv.view.ranking.displaced(("y", "urgent"))
+    assert (
+        inv.view.ledger.room(("gpu.nvidia.com", "n1", "gpu-0"), [("x", "victim")]) < 60
+    )  # not for it: it lost the card
 
 
 def test_equal_priority_never_preempts(half: ModelFacts) -> None:
@@ -545,11 +548,11 @@ def test_a_claims_priority_follows_its_orders_class_as_it_changes(half: ModelFac
         [fleet_priority_class("gold", 1000), fleet_priority_class("top", 5000)],
         ranked=[("x", "held", 1)],
     )
-    assert inv.order_priority(("x", "held")) == 1
+    assert inv.view.priorities.of_order(("x", "held")) == 1
 
     inv.upsert_service_class(fleet_service_class("c1", "top"))  # the administrator raises the class
     r = plan(Planner(inv), half, "urgent", "y", priority_class_name="gold")
-    assert (inv.order_priority(("x", "held")), r.preempt) == (5000, [])
+    assert (inv.view.priorities.of_order(("x", "held")), r.preempt) == (5000, [])
 
     inv.upsert_order(fleet_order("x", "held", None))  # the order leaves every class: the default, 0
     r = plan(Planner(inv), half, "urgent", "y", priority_class_name="gold")
@@ -563,7 +566,10 @@ def test_a_claim_of_an_order_the_planner_does_not_know_has_the_default_priority(
         [fleet_slice("n1", [fleet_gpu("n1", 0)])], [claim], [fleet_priority_class("base", 7, default=True)]
     )
 
-    assert [inv.priority_of_holding(h) for h in inv.holdings_on(("gpu.nvidia.com", "n1", "gpu-0"))] == [7]
+    assert [
+        inv.view.priorities.of_holding(h)
+        for h in inv.view.ledger.holdings_on(("gpu.nvidia.com", "n1", "gpu-0"))
+    ] == [7]
 
 
 # ---------------------------------------------------------------- judge_plan
@@ -588,8 +594,8 @@ def test_judge_names_field_and_value(changes: dict[str, Any], field: str, value:
         share_percent=50,
         memory_gi_b=40.0,
     )
-    assert judge_plan(good, inv) is None
-    refusal = judge_plan(good.model_copy(update=changes), inv)
+    assert judge_plan(good, inv.view) is None
+    refusal = judge_plan(good.model_copy(update=changes), inv.view)
     assert refusal is not None and refusal.reason == Reason.LAUNCH_PLAN_NOT_A_PLACEMENT
     assert f"{field}={value}" in refusal.message
 
@@ -597,7 +603,7 @@ def test_judge_names_field_and_value(changes: dict[str, Any], field: str, value:
 def test_planner_answers_pass_the_judge(models: dict[str, ModelFacts]) -> None:
     inv = inventory([fleet_slice("n1", [fleet_gpu("n1", i) for i in range(2)])])
     p = plan(Planner(inv), models["qwen32b_awq"]).placement
-    assert p is not None and judge_plan(p, inv) is None
+    assert p is not None and judge_plan(p, inv.view) is None
 
 
 def test_the_placement_carries_the_compute_capability_as_cuda_names_it(half: ModelFacts) -> None:
@@ -642,7 +648,7 @@ def test_a_displaced_order_is_never_planned_back_onto_the_card_it_lost_issue_26(
     inv.upsert_plan(
         {"metadata": {"namespace": "y", "name": "urgent"}, "spec": {"placement": urgent.placement.to_wire()}}
     )
-    assert inv.displaced(("x", "b")) and not inv.displaced(("x", "a"))
+    assert inv.view.ranking.displaced(("x", "b")) and not inv.view.ranking.displaced(("x", "a"))
     for _ in range(3):  # pass after pass, the displaced order is refused, never given the card back
         again = plan(planner, sized(half, 30), "b", "x", priority_class_name="tin", holding=placed["b"])
         assert again.placement is None

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from isvc_api import ModelFacts, ModelSource, Placement, PlacementMode
+from isvc_api import GIB, ModelFacts, ModelSource, Placement, PlacementMode
 from isvc_planner import (
     Inventory,
     Planner,
@@ -22,8 +22,6 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
-
-GIB = 1 << 30
 
 device_st = st.tuples(st.sampled_from([24, 40, 80, 141]), st.booleans())
 fleet_st = st.lists(st.lists(device_st, min_size=1, max_size=4), min_size=1, max_size=3)

@@ -11,13 +11,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from isvc_api import AcceleratorPolicy, ModelFacts, Placement, PlacementMode, Reason
-from isvc_planner import Inventory, Planner
-from isvc_planner._planner import SCHEDULER_RETRY
+from isvc_api import GIB, AcceleratorPolicy, ModelFacts, Placement, PlacementMode, Reason
+from isvc_planner import SCHEDULER_RETRY, Inventory, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, SchedulerRefusal
 from isvc_testing import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
 
-GIB = 1 << 30
 WORDS = (
     "0/5 nodes are available: 1 cannot allocate all claims, 4 node(s) didn't match Pod's node "
     "affinity/selector. still not schedulable, preemption: 0/5 nodes are available: 5 Preemption is not "

@@ -14,10 +14,10 @@ import httpx
 import pytest
 import uvicorn
 from isvc_api import ModelFacts, Placement, PlacementMode, Reason
+from isvc_ledger import capacity_view
 from isvc_planner import (
     Inventory,
     Planner,
-    capacity_view,
     create_app,
 )
 from isvc_planner._auth import CallerCheck, CallerVerdict, ReviewFailed
@@ -177,7 +177,7 @@ def test_capacity_is_the_ledger_read_by_the_view_that_kubectl_uses(
         ("gpu-0", 100, 0, [])
     ]
     (device,) = held.devices
-    assert device == capacity_view(inv).devices[0]  # one function answers the endpoint and kubectl
+    assert device == capacity_view(inv.view).devices[0]  # one function answers the endpoint and kubectl
     assert (device.held_units, device.free_units) == (
         placed.placement.share_percent,
         100 - placed.placement.share_percent,
@@ -185,7 +185,7 @@ def test_capacity_is_the_ledger_read_by_the_view_that_kubectl_uses(
     assert [(h.kind, h.order, h.units) for h in device.holders] == [
         ("reservation", OrderRef(namespace="ns", name="c"), placed.placement.share_percent)
     ]
-    uuid = inv.devices[("gpu.nvidia.com", "n1", "gpu-0")].uuid
+    uuid = inv.view.fleet.devices[("gpu.nvidia.com", "n1", "gpu-0")].uuid
     assert (device.card, device.device_classes, device.shareable) == (uuid, ["gpu.nvidia.com"], True)
 
 
@@ -294,7 +294,7 @@ def test_an_anonymous_caller_cannot_reserve_or_release(
         assert httpx.post(f"{url}/v1/release", json={"namespace": "ns", "name": "mine"}).status_code == 401
         again = client.plan(PlanRequest(order=OrderRef(namespace="ns", name="mine"), facts=models["qwen7b"]))
     assert held.placement is not None and again.placement == held.placement
-    assert not inv.held_by(("ns", "invented"))
+    assert not inv.view.ledger.held_by(("ns", "invented"))
 
 
 def test_health_readiness_stay_open_and_docs_are_not_served(base_url: str) -> None:

@@ -10,11 +10,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from isvc_api import PlacementMode, SharingMode
+from isvc_api import PlacementMode, SharingMode, parse_quantity
+from isvc_ledger import consumption, fits, parse_capacities
 from isvc_planner import Inventory, Planner
-from isvc_planner._capacity import consumption, fits, parse_capacities
 from isvc_planner._solver import Solution
-from isvc_planner_client import OrderRef, PlanRequest, PlanResponse, parse_quantity
+from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 from isvc_testing import (
     fleet_claim,
     fleet_device_classes,
@@ -207,7 +207,7 @@ def test_the_solvers_packing_keeps_the_ledgers_rules_and_never_places_fewer_than
     searched = Planner(_inventory(slices, claims), solver_seconds=0).plan_many(requests)
     _check(slices, claims, answers)
     inv = solved.inventory  # the ledger, holding what it reserved, has nothing overdrawn either
-    assert all(v >= 0 for key in inv.devices for v in (inv.left(key) or {}).values())
+    assert all(v >= 0 for key in inv.view.fleet.devices for v in (inv.view.ledger.left(key) or {}).values())
     assert _placed(answers) >= _placed(floor)
     assert set(runs) <= {"optimal", "better", "limit"}
     if runs and set(runs) == {"optimal"}:
@@ -265,7 +265,7 @@ def test_a_solver_that_fails_or_runs_out_of_time_leaves_the_searchs_packing_logg
             [None] * problem.orders, solution.status, solution.bound, solution.seconds, solution.detail
         )
 
-    monkeypatch.setattr("isvc_planner._planner.solve", solve)
+    monkeypatch.setattr("isvc_planner._together.solve", solve)
     searched = Planner(_inventory(slices, []), solver_seconds=0).plan_many(requests)
     runs: list[str] = []
     planner = Planner(_inventory(slices, []), solver_seconds=2.0, on_solver=runs.append)
@@ -285,7 +285,7 @@ def test_a_packing_the_ledger_no_longer_admits_is_not_taken(monkeypatch: pytest.
     """The solver runs outside the ledger's lock: claims that appear meanwhile win over its packing."""
     slices, requests = _large()
     inv = _inventory(slices, [])
-    real = __import__("isvc_planner._planner", fromlist=["solve"]).solve
+    real = __import__("isvc_planner._together", fromlist=["solve"]).solve
 
     def solve(problem: Any, seconds: float, start: Any) -> Solution:
         found = real(problem, seconds, start)
@@ -295,7 +295,7 @@ def test_a_packing_the_ledger_no_longer_admits_is_not_taken(monkeypatch: pytest.
                 inv.upsert_claim(fleet_claim("x", f"{pool}-{d['name']}", None, [(pool, d["name"], None)]))
         return found
 
-    monkeypatch.setattr("isvc_planner._planner.solve", solve)
+    monkeypatch.setattr("isvc_planner._together.solve", solve)
     runs: list[str] = []
     answers = Planner(inv, solver_seconds=2.0, on_solver=runs.append).plan_many(requests)
     assert runs == ["stale"]
@@ -306,7 +306,7 @@ def test_one_order_alone_never_waits_for_the_solver(monkeypatch: pytest.MonkeyPa
     def solve(*_: Any) -> Solution:
         raise AssertionError("the solver ran for one order")
 
-    monkeypatch.setattr("isvc_planner._planner.solve", solve)
+    monkeypatch.setattr("isvc_planner._together.solve", solve)
     slices, requests = _large()
     planner = Planner(_inventory(slices, []), solver_seconds=5.0)
     assert planner.plan_many(requests[:1])[0].placement is not None

@@ -6,10 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from isvc_api import Estimates, ModelFacts, Placement, Quantization
+from isvc_api import GIB, Estimates, ModelFacts, Placement, Quantization
 from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
-
-_GIB = 1024**3
 
 # Facts as the Hugging Face config.json of each model states them; chat_template_tools as its chat
 # template (tokenizer_config.json, or the GGUF header) says, mistral_format as its file list shows.
@@ -249,7 +247,7 @@ def estimates_for(facts: ModelFacts, context_length: int = 8192) -> Estimates:
         if facts.quantization == Quantization.GGUF
         else (_BYTES_PER_PARAM[facts.quantization])
     )
-    weights = round(params * per_param / _GIB, 2)
+    weights = round(params * per_param / GIB, 2)
     kv = 1.0
     return Estimates(
         required_memory_gi_b=round(weights + kv + 1.5, 2),

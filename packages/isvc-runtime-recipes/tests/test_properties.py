@@ -13,6 +13,7 @@ from decimal import Decimal
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from isvc_api import (
+    GIB,
     CompiledRuntime,
     EndpointType,
     Estimates,
@@ -31,7 +32,6 @@ from isvc_api import (
 from isvc_runtime_recipes import AcceleratorFacts, check_flags, load_recipes
 
 BOOK = load_recipes()
-_GIB = 1024**3
 
 # Models of the kinds the shipped recipes serve, with a consistent architecture, format, quantization
 # and endpoint; their attention geometry is random. (architecture, family, name, formats, quantizations,
@@ -134,7 +134,7 @@ def models(
         architecture=architecture,
         family=family,
         quantization=quantization,
-        parameter_count=int(weights * _GIB / per_parameter),
+        parameter_count=int(weights * GIB / per_parameter),
         context_length=draw(st.one_of(st.none(), st.sampled_from([512, 4096, 8192, 32768, 131072]))),
         num_layers=draw(st.integers(1, 96)) if draw(st.integers(0, 3)) else None,  # known 3 times in 4
         num_attention_heads=heads,
@@ -160,7 +160,7 @@ def _estimates(facts: ModelFacts, weights: float) -> Estimates:
 
 def _fits(facts: ModelFacts, memory: float, share: int = 100, tp: int = 1) -> bool:
     """Whether the shared memory model starts the model's runtime on `share` % of each of `tp` cards."""
-    return not isinstance(fit_launch(facts, runtime_for(facts), round(memory * _GIB), share, tp), str)
+    return not isinstance(fit_launch(facts, runtime_for(facts), round(memory * GIB), share, tp), str)
 
 
 def _smallest_share(facts: ModelFacts, memory: float) -> int | None:
@@ -393,10 +393,10 @@ def test_the_compiled_context_fits_what_the_placement_leaves() -> None:
             else (placement.accelerator_memory_gi_b)
         )
         assert published is not None
-        claim = utilization * visible_bytes(round(published * _GIB)) / _GIB  # what vLLM multiplies it by
+        claim = utilization * visible_bytes(round(published * GIB)) / GIB  # what vLLM multiplies it by
         weights = checkpoint_weights(facts)
         assert weights is not None
-        used = weights.total / tp / _GIB + context * per_token / _GIB
+        used = weights.total / tp / GIB + context * per_token / GIB
         assert used <= claim + 1e-9  # weights and one request of the context fit vLLM's own budget
 
     check()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from isvc_planner import Inventory, capacity_view
+from isvc_ledger import Books, capacity_view
 from isvc_planner_client import DeviceRoom
 from kubectl_isvc import Exit, capacity, compute
 from kubectl_isvc._capacity import render_capacity
@@ -94,7 +94,7 @@ def _device(devices: list[DeviceRoom], pool: str, name: str) -> DeviceRoom:
 
 
 def test_the_figures_are_the_planners_own_ledger_read_by_its_own_view(objects: dict[str, Any]) -> None:
-    planner = Inventory.from_objects(
+    planner = Books.from_objects(
         objects["deviceclasses"],
         objects["resourceslices"],
         objects["resourceclaims"],
@@ -103,7 +103,7 @@ def test_the_figures_are_the_planners_own_ledger_read_by_its_own_view(objects: d
         objects["inferenceserviceclasses"],
         plans=objects["launchplans"],
     )
-    assert compute(objects).devices == capacity_view(planner).devices
+    assert compute(objects).devices == capacity_view(planner.view).devices
 
 
 def test_shares_held_on_a_shared_h100_name_their_orders_and_priorities(objects: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey
 from isvc_api._memory import (
-    GIB,
     MIN_CONTEXT,
     PLANNING_BATCH,
     VLLM_LADDER,
@@ -24,6 +23,7 @@ from isvc_api._memory import (
     visible_bytes,
     vllm_margin,
 )
+from isvc_api._quantity import GIB, QuantityError, format_gib, gib, parse_quantity, quantity_bytes
 from isvc_api._reasons import (
     CONDITION_ORDER,
     NO_ROOM,
@@ -162,6 +162,7 @@ __all__ = [
     "Placement",
     "PlacementMode",
     "Port",
+    "QuantityError",
     "Quantization",
     "Reason",
     "Refusal",
@@ -187,10 +188,14 @@ __all__ = [
     "example_cases",
     "find_condition",
     "fit_launch",
+    "format_gib",
+    "gib",
     "kv_layout",
     "need_per_device",
     "now",
     "parse",
+    "parse_quantity",
+    "quantity_bytes",
     "runtime_for",
     "set_condition",
     "share_in_range",

@@ -43,10 +43,10 @@ from decimal import ROUND_FLOOR, Decimal
 from enum import StrEnum
 
 from isvc_api._facts import ModelFacts
+from isvc_api._quantity import gib
 from isvc_api._types import ModelFormat, Quantization
 
 __all__ = [
-    "GIB",
     "MIN_CONTEXT",
     "PLANNING_BATCH",
     "VLLM_LADDER",
@@ -64,7 +64,6 @@ __all__ = [
     "vllm_margin",
 ]
 
-GIB = 1024**3
 MIB = 1024**2
 
 # Published capacity (NVML memory.total, DRA) minus the total torch reports: H100 81559 MiB vs
@@ -212,16 +211,12 @@ class Fit:
         util = f"utilization {self.utilization}, " if self.utilization is not None else ""
         batch = f"; {self.batch.words()}" if self.batch else ""
         return (
-            f"{util}per GPU: weights {_gib(self.weights)} GiB, "
-            f"runtime overhead {_gib(self.overhead)} GiB "
-            f"({_gib(self.inside)} GiB counted by the runtime, {_gib(self.outside)} GiB beside it), "
-            f"KV {self.kv_bytes:,} B ({_gib(self.kv_bytes)} GiB) at {self.kv.per_token:,} B/token = context "
-            f"{self.context:,}, margin {_gib(self.margin)} GiB{batch}"
+            f"{util}per GPU: weights {gib(self.weights)} GiB, "
+            f"runtime overhead {gib(self.overhead)} GiB "
+            f"({gib(self.inside)} GiB counted by the runtime, {gib(self.outside)} GiB beside it), "
+            f"KV {self.kv_bytes:,} B ({gib(self.kv_bytes)} GiB) at {self.kv.per_token:,} B/token = context "
+            f"{self.context:,}, margin {gib(self.margin)} GiB{batch}"
         )
-
-
-def _gib(amount: int | float) -> float:
-    return round(amount / GIB, 2)
 
 
 def visible_bytes(published: int) -> int:
@@ -298,8 +293,8 @@ def _files_as_loaded(facts: ModelFacts) -> tuple[int, str] | None:
         return None
     dtype = (facts.dtype or "").lower().removeprefix("torch.")
     if facts.quantization == Quantization.NONE and dtype in ("float32", "fp32", "float"):
-        return facts.weight_bytes // 2, f"{_gib(facts.weight_bytes)} GiB of float32 files, loaded 16-bit"
-    return facts.weight_bytes, f"{_gib(facts.weight_bytes)} GiB of weight files"
+        return facts.weight_bytes // 2, f"{gib(facts.weight_bytes)} GiB of float32 files, loaded 16-bit"
+    return facts.weight_bytes, f"{gib(facts.weight_bytes)} GiB of weight files"
 
 
 def checkpoint_weights(facts: ModelFacts) -> Weights | None:
@@ -312,7 +307,7 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
     without the config's vocabulary cannot see which tensors stay 16-bit, nor a rounded count the rest.
     """
     if facts.quantization == Quantization.GGUF and facts.weight_bytes:
-        return Weights(facts.weight_bytes, f"weights {_gib(facts.weight_bytes)} GiB (GGUF file)")
+        return Weights(facts.weight_bytes, f"weights {gib(facts.weight_bytes)} GiB (GGUF file)")
     if facts.dtype_counts:
         quantized = facts.quantization != Quantization.NONE
         total = 0.0
@@ -321,12 +316,12 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
             total += count * size
         amount = math.ceil(total)
         listed = ", ".join(f"{c} {n:,}" for c, n in sorted(facts.dtype_counts.items()))
-        return Weights(amount, f"weights {_gib(amount)} GiB (safetensors elements: {listed})")
+        return Weights(amount, f"weights {gib(amount)} GiB (safetensors elements: {listed})")
     files = _files_as_loaded(facts)
     params = facts.parameter_count
     if not params:
         if files:
-            return Weights(files[0], f"weights {_gib(files[0])} GiB ({files[1]})")
+            return Weights(files[0], f"weights {gib(files[0])} GiB ({files[1]})")
         return None
     per, per_words = _linear_bytes(facts)
     sixteen = 0
@@ -342,9 +337,9 @@ def checkpoint_weights(facts: ModelFacts) -> Weights | None:
         )
     if files and files[0] > amount:
         return Weights(
-            files[0], f"{words} = {_gib(amount)} GiB, less than the {files[1]}: {_gib(files[0])} GiB"
+            files[0], f"{words} = {gib(amount)} GiB, less than the {files[1]}: {gib(files[0])} GiB"
         )
-    return Weights(amount, f"{words} = {_gib(amount)} GiB")
+    return Weights(amount, f"{words} = {gib(amount)} GiB")
 
 
 # ---------------------------------------------------------------------------------------- KV cache
@@ -461,11 +456,11 @@ def need_per_device(
     total = per_weights + inside + outside + kv_bytes + reserve
     where = f" on each of {tp} GPUs" if tp > 1 else ""
     batch_words = f" at {b.words()}" if b else ""
-    margin_words = f"; margin {_gib(reserve)} GiB" if reserve else ""
+    margin_words = f"; margin {gib(reserve)} GiB" if reserve else ""
     words = (
-        f"{w.words}{where}; {kv_words} = {_gib(kv_bytes)} GiB; {runtime.value} overhead "
-        f"{_gib(inside + outside)} GiB ({_gib(inside)} counted by the runtime, {_gib(outside)} beside "
-        f"it{batch_words}){margin_words}; {_gib(total)} GiB per GPU"
+        f"{w.words}{where}; {kv_words} = {gib(kv_bytes)} GiB; {runtime.value} overhead "
+        f"{gib(inside + outside)} GiB ({gib(inside)} counted by the runtime, {gib(outside)} beside "
+        f"it{batch_words}){margin_words}; {gib(total)} GiB per GPU"
     )
     return total, words
 
@@ -505,7 +500,7 @@ def fit_launch(
         return "the weights are unknown (no parameter count, element counts or file size)"
     visible = visible_bytes(published)
     if visible <= 0:
-        return f"a card of {_gib(published)} GiB leaves the runtime nothing after the driver's own memory"
+        return f"a card of {gib(published)} GiB leaves the runtime nothing after the driver's own memory"
     share_bytes = visible * share_percent // 100
     cap = facts.context_length or max_context or UNKNOWN_CONTEXT
     kv = kv_layout(facts, tp)
@@ -532,11 +527,11 @@ def fit_launch(
                 runtime, tp, util, per_weights, inside, outside, layout, room, context, batch, kv_bytes, left
             )
         how = f" at {batch.words()}" if batch else ""
-        kept = f" and a {_gib(reserve)} GiB margin" if reserve else ""
+        kept = f" and a {gib(reserve)} GiB margin" if reserve else ""
         last = (
-            f"{share_percent}% of {_gib(published)} GiB ({_gib(visible)} GiB seen) × {tp} leaves "
-            f"{_gib(max(room, 0))} GiB for the KV cache after {_gib(per_weights)} GiB weights, "
-            f"{_gib(inside + outside)} GiB runtime overhead{kept}{how}: {context:,} tokens, "
+            f"{share_percent}% of {gib(published)} GiB ({gib(visible)} GiB seen) × {tp} leaves "
+            f"{gib(max(room, 0))} GiB for the KV cache after {gib(per_weights)} GiB weights, "
+            f"{gib(inside + outside)} GiB runtime overhead{kept}{how}: {context:,} tokens, "
             f"fewer than {floor:,}"
         )
     return last

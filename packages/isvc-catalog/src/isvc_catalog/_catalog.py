@@ -16,11 +16,12 @@ from isvc_api import (
     ModelFormat,
     ModelRef,
     ModelSource,
+    QuantityError,
     Quantization,
     Reason,
     Refusal,
+    quantity_bytes,
 )
-from isvc_planner_client import QuantityError, quantity_bytes
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 

@@ -7,7 +7,6 @@ from isvc_planner_client._errors import (
     PlannerError,
     PlannerProtocolError,
     PlannerUnavailableError,
-    QuantityError,
 )
 from isvc_planner_client._models import (
     CapacityView,
@@ -28,10 +27,8 @@ from isvc_planner_client._models import (
     SchedulerRefusal,
     Victim,
 )
-from isvc_planner_client._quantity import GIB, format_gib, gib, parse_quantity, quantity_bytes
 
 __all__ = [
-    "GIB",
     "SERVICE_ACCOUNT_TOKEN",
     "CapacityView",
     "CelJudge",
@@ -48,7 +45,6 @@ __all__ = [
     "PlannerError",
     "PlannerProtocolError",
     "PlannerUnavailableError",
-    "QuantityError",
     "Released",
     "Reservation",
     "Reservations",
@@ -59,8 +55,4 @@ __all__ = [
     "TokenFileAuth",
     "Victim",
     "device_activation",
-    "format_gib",
-    "gib",
-    "parse_quantity",
-    "quantity_bytes",
 ]

@@ -19,8 +19,7 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_optional,
     ext_strings,
 )
-
-from isvc_planner_client._quantity import quantity_bytes
+from isvc_api import quantity_bytes
 
 __all__ = ["CelJudge", "SelectorError"]
 

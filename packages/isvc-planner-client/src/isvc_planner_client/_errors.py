@@ -3,13 +3,12 @@
 PlannerError                      base of everything raised here
 ├── PlannerUnavailableError       temporary: the service did not answer, timed out or failed (5xx);
 │                                 retry with a delay (the operator says PlannerRequestFailed)
-├── PlannerProtocolError          permanent: the service answered something that is not the contract
-└── QuantityError                 permanent: a Kubernetes quantity that does not parse
+└── PlannerProtocolError          permanent: the service answered something that is not the contract
 """
 
 from __future__ import annotations
 
-__all__ = ["PlannerError", "PlannerProtocolError", "PlannerUnavailableError", "QuantityError"]
+__all__ = ["PlannerError", "PlannerProtocolError", "PlannerUnavailableError"]
 
 
 class PlannerError(Exception):
@@ -26,7 +25,3 @@ class PlannerUnavailableError(PlannerError):
 
 class PlannerProtocolError(PlannerError):
     """Permanent: the planner's answer (a 4xx or a malformed body) does not fit the contract."""
-
-
-class QuantityError(PlannerError, ValueError):
-    """Permanent: a string is not a Kubernetes resource quantity."""

@@ -30,8 +30,7 @@ from pydantic import BaseModel
 
 from isvc_planner._auth import CallerCheck
 from isvc_planner._inventory import Inventory
-from isvc_planner._planner import Planner, judge_plan
-from isvc_planner._view import capacity_view
+from isvc_planner._planner import Planner
 
 __all__ = ["PlannerMetrics", "create_app"]
 
@@ -157,12 +156,8 @@ async def _promptly(inventory: Inventory, call: Callable[[], _T]) -> _T:
     """`call()` (one order's plan or release: a fraction of a millisecond under the ledger's lock) on the
     event loop when the lock is free, where a hand-off to a worker thread and back would cost more than
     the call; in a thread when a watch holds the lock (a listing), so the loop never waits for it."""
-    if inventory.lock.acquire(blocking=False):
-        try:
-            return call()
-        finally:
-            inventory.lock.release()
-    return await run_in_threadpool(call)
+    ran = inventory.at_once(call)
+    return ran[0] if ran else await run_in_threadpool(call)
 
 
 def _plan_routes(v1: APIRouter, planner: Planner, metrics: PlannerMetrics) -> None:
@@ -212,7 +207,7 @@ def _plan_routes(v1: APIRouter, planner: Planner, metrics: PlannerMetrics) -> No
         # Hardware out of service first: a plan naming a device that is gone is replanned, never judged as a
         # placement against what is left (its memory may be more than any remaining device carries).
         gone = planner.gone(request.order.namespace, request.order.name, request.placement)
-        refusal = None if gone else judge_plan(request.placement, inventory)
+        refusal = None if gone else planner.judge(request.placement)
         if gone:
             verdict = HoldVerdict(gone=gone)
         elif refusal is not None:
@@ -263,12 +258,12 @@ def _ledger_routes(v1: APIRouter, planner: Planner, metrics: PlannerMetrics) -> 
     @v1.get("/capacity", response_model=CapacityView, response_model_by_alias=True)
     def capacity() -> Response:
         """Every published device as the ledger counts it: free and held units, holders (read only)."""
-        return _json(capacity_view(inventory))
+        return _json(planner.capacity())
 
     @v1.post("/judge", response_model=Refusal | None, response_model_by_alias=True)
     def judge(placement: Placement) -> Refusal | None:
         """LaunchPlanNotAPlacement when a stored placement is not a placement, else null."""
-        return judge_plan(placement, inventory)
+        return planner.judge(placement)
 
 
 def _probes(app: FastAPI, inventory: Inventory) -> None:

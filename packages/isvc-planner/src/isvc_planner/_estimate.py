@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from isvc_api import (
+    GIB,
     MIN_CONTEXT,
     Estimates,
     Fit,
@@ -20,11 +21,12 @@ from isvc_api import (
     ModelFacts,
     checkpoint_weights,
     fit_launch,
+    format_gib,
+    gib,
     kv_layout,
     need_per_device,
     runtime_for,
 )
-from isvc_planner_client import GIB, format_gib, gib
 
 __all__ = [
     "DEFAULT_CONTEXT",

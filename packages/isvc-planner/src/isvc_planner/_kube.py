@@ -14,10 +14,11 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
+from isvc_ledger import loading
 from kubernetes import client, config, watch
 
 from isvc_planner._auth import ReviewFailed, TokenReviewer
-from isvc_planner._inventory import Inventory, loading
+from isvc_planner._inventory import Inventory
 
 __all__ = ["KubeSync", "load_api", "token_reviewer"]
 

@@ -6,11 +6,11 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from isvc_api import PlacementMode, SharingMode, visible_bytes
+from isvc_api import DeviceKey, OrderKey, PlacementMode, SharingMode, visible_bytes
+from isvc_ledger import UNITS, Device
 from isvc_planner_client import PlanRequest
 
 from isvc_planner._estimate import MemoryNeed
-from isvc_planner._inventory import UNITS, Device, DeviceKey, OrderKey
 
 __all__ = ["Ask", "Candidate", "Order"]
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import attrs
+from isvc_api import DeviceKey
+from isvc_ledger import UNITS, Capacity, Device, View, fits
 
-from isvc_planner._capacity import Capacity, fits
-from isvc_planner._inventory import UNITS, Device, DeviceKey, Inventory
 from isvc_planner._joint import Joint, Kind, loss
 from isvc_planner._solver import Bin, Option, Problem
 from isvc_planner._stock import Stock
@@ -25,7 +25,7 @@ MAX_OPTIONS = 50_000
 
 
 def program(
-    inv: Inventory,
+    view: View,
     orders: int,
     kinds: list[Kind],
     devices: list[list[Device]],
@@ -35,12 +35,12 @@ def program(
     """The batch as the solver's program, from the ledger as it stands: the bins (a shared device each,
     or a stock of alike devices taken whole), what each order takes of each, the counters left; the
     devices of each bin; and the search's packing as a first solution."""
-    chosen = _search_packing(inv, kinds, devices, frees, found)
+    chosen = _search_packing(view, kinds, devices, frees, found)
     fitting = [[j for j in range(orders) if kind.fits[j] is not None] for kind in kinds]
     units = [{j: fit[1] for j, fit in enumerate(kind.fits) if fit is not None} for kind in kinds]
     shelves = _shelves(kinds, devices, frees, fitting, {d.key for d in chosen.values()})
     cap = _cap(kinds, shelves, units, orders)
-    counters = _Counters(inv)
+    counters = _Counters(view)
     built = _Built()
     for k, free, members in shelves:
         kind = kinds[k]
@@ -51,7 +51,7 @@ def program(
             built.add_whole(kind, fit_here, members, orders, counters)
             continue
         for device in members[: min(len(members), cap, len(fit_here))]:
-            built.add_shared(inv, kind, free, device, fit_here, counters)
+            built.add_shared(view, kind, free, device, fit_here, counters)
     where = {d.key: b for b, group in enumerate(built.slots) for d in group}
     start = [where.get(chosen[j].key) if j in chosen else None for j in range(orders)]
     problem = Problem(orders, tuple(built.bins), built.costed(), tuple(counters.left))
@@ -59,11 +59,11 @@ def program(
 
 
 def _search_packing(
-    inv: Inventory, kinds: list[Kind], devices: list[list[Device]], frees: list[list[int]], found: Joint
+    view: View, kinds: list[Kind], devices: list[list[Device]], frees: list[list[int]], found: Joint
 ) -> dict[int, Device]:
     """The device each order of the search's packing would take, in its order, on a copy of the ledger."""
     sim: dict[DeviceKey, int] = {}
-    shelf = Stock(devices, frees, lambda d: sim.get(d.key, inv.room(d.key)))
+    shelf = Stock(devices, frees, lambda d: sim.get(d.key, view.ledger.room(d.key)))
     chosen: dict[int, Device] = {}
     for j in found.order:
         choice = found.choices[j]
@@ -120,14 +120,14 @@ def _cap(
 class _Counters:
     """The pools' shared counters the program's devices draw on, numbered as first met, and what is left."""
 
-    def __init__(self, inv: Inventory) -> None:
-        self._inv = inv
+    def __init__(self, view: View) -> None:
+        self._ledger = view.ledger
         self._index: dict[tuple[str, str, str, str], int] = {}  # (driver, pool, set, counter) -> index
         self.left: list[int] = []
 
     def draws(self, device: Device) -> tuple[tuple[int, int], ...]:
         """(counter, amount) the device draws once taken; nothing when someone holds it already."""
-        if not device.consumes or self._inv.holdings_on(device.key):
+        if not device.consumes or self._ledger.held(device.key):
             return ()
         pool = (device.driver, device.pool)
         out = []
@@ -135,7 +135,7 @@ class _Counters:
             name = (*pool, counter_set, counter)
             if name not in self._index:
                 self._index[name] = len(self.left)
-                self.left.append(self._inv.counters_left(pool).get((counter_set, counter), 0))
+                self.left.append(self._ledger.counters_left(pool).get((counter_set, counter), 0))
             out.append((self._index[name], amount))
         return tuple(out)
 
@@ -165,10 +165,10 @@ class _Built:
                 self.options.append(Option(j, b))
 
     def add_shared(
-        self, inv: Inventory, kind: Kind, free: int, device: Device, fit_here: list[int], counters: _Counters
+        self, view: View, kind: Kind, free: int, device: Device, fit_here: list[int], counters: _Counters
     ) -> None:
         """A device shared by capacity: a bin of what is left of each capacity, and what each order takes."""
-        left = inv.left(device.key)
+        left = view.ledger.left(device.key)
         if left is None:
             return
         names = sorted(left)
@@ -179,7 +179,7 @@ class _Built:
         for j in fit_here:
             fit = kind.fits[j]
             assert fit is not None
-            take = inv.share_take(device, fit[1])
+            take = view.ledger.share_take(device, fit[1])
             if take is None or not fits({}, take, capacities):
                 continue
             self.losses.append((len(self.options), fit[0], float(loss(kind, free, fit[1]))))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isvc_api import Reason, Refusal, visible_bytes
-from isvc_planner_client import GIB, gib
+from isvc_api import GIB, OrderKey, Reason, Refusal, gib, visible_bytes
+from isvc_ledger import Device
 
 from isvc_planner._estimate import MemoryNeed
-from isvc_planner._inventory import Device, OrderKey
 from isvc_planner._order import Ask
 
 __all__ = ["PLAUSIBLE_GIB", "Findings", "Survey", "observe_survey", "refusal_for"]

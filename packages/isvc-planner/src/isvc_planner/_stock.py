@@ -5,7 +5,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 
-from isvc_planner._inventory import Device
+from isvc_ledger import Device
+
 from isvc_planner._joint import Kind
 
 __all__ = ["Kinds", "Stock"]

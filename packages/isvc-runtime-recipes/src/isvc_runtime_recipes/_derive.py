@@ -6,7 +6,7 @@ import re
 from decimal import ROUND_FLOOR, Decimal
 from fnmatch import fnmatchcase
 
-from isvc_api import EndpointType, Estimates, ModelFacts, Placement, SharingMode
+from isvc_api import GIB, EndpointType, Estimates, ModelFacts, Placement, SharingMode
 
 from isvc_runtime_recipes._model import AcceleratorFacts, MemoryPolicy, Recipe, ToolParserRule
 
@@ -23,7 +23,6 @@ __all__ = [
 ]
 
 MODELS_ROOT = "/models"
-_GIB = 1024**3
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -105,7 +104,7 @@ def max_context_length(
         return min(cap, estimates.context_length), ""
     budget_gib = float(utilization) * device_gib * max(placement.device_count, 1)
     kv_gib = budget_gib - estimates.weights_gi_b - estimates.overhead_gi_b
-    fits = int(kv_gib * _GIB // per_token) if kv_gib > 0 else 0
+    fits = int(kv_gib * GIB // per_token) if kv_gib > 0 else 0
     length = min(fits, cap)
     if length < min(policy.min_context_length, cap):
         return None, (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isvc_api import ModelFacts, ModelSource, PlacementMode, visible_bytes
+from isvc_api import GIB, ModelFacts, ModelSource, PlacementMode, visible_bytes
 from isvc_planner import (
     SOLVER_SECONDS,
     Inventory,
@@ -42,7 +42,6 @@ __all__ = [
     "units_for",
 ]
 
-GIB = 1 << 30
 PACKING_SEED = 20260802
 WIDE = 2000  # a larger sample, for the share of instances below FLOOR
 FLOOR = 0.85

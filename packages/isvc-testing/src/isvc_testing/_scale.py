@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import trustme
-from isvc_planner import PAGE, CallerCheck, Inventory, Planner, create_app, loading
+from isvc_ledger import loading
+from isvc_planner import PAGE, CallerCheck, Inventory, Planner, create_app
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 
 from isvc_testing._bench import _facts
@@ -39,7 +40,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-GIB = 1 << 30
 # What the controller waits for a planner answer: its PlannerClient is made with the client's default
 # timeout (isvc_operator `_main.py` passes none; there is no flag for it).
 CONTROLLER_TIMEOUT = float(inspect.signature(PlannerClient).parameters["timeout"].default)
@@ -166,7 +166,7 @@ def build_and_events(nodes: int, seed: int, events: int = 300) -> dict[str, floa
         slice_ms.append((time.perf_counter() - started) * 1000)
     gc.unfreeze()
     return {
-        "devices": float(len(inv.devices)),
+        "devices": float(len(inv.view.fleet.devices)),
         "claims": float(len(claims)),
         "slices_s": slices_s,
         "claims_s": claims_s,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 
-from isvc_api import Reason, Refusal, StatusReason, Verdict
-from kubernetes.utils import parse_quantity
+from isvc_api import Reason, Refusal, StatusReason, Verdict, parse_quantity
 from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME
@@ -139,11 +138,8 @@ def _unplaced(live: list[dict[str, Any]], device_class: str | None) -> tuple[Unp
     )
 
 
-_parse_quantity = cast(Callable[[str], Decimal], parse_quantity)
-
-
 def _bytes(quantity: str) -> Decimal:
-    return _parse_quantity(quantity)
+    return parse_quantity(quantity)
 
 
 def settled_region_check(current_volume_size: str | None, needed_size: str) -> Refusal | None:

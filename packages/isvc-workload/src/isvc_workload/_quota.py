@@ -14,12 +14,10 @@ pod itself makes them retry at once, which is how a changed quota is acted on wi
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from isvc_api import Reason, Verdict
-from kubernetes.utils import parse_quantity
+from isvc_api import Reason, Verdict, parse_quantity
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["QUOTA_RETRY_ANNOTATION", "QuotaRefusal", "quota_refusal"]
@@ -39,7 +37,6 @@ _WHAT = {
     "pods": "pod",
     "persistentvolumeclaims": "model volume",
 }
-_quantity = cast(Callable[[str], Decimal], parse_quantity)
 
 
 def _amounts(text: str | None) -> dict[str, str]:
@@ -51,7 +48,7 @@ def _amounts(text: str | None) -> dict[str, str]:
 def _same(a: Any, b: Any) -> bool:
     """Two quantities are the same amount (`1Gi` and `1024Mi` are); unreadable ones compare as text."""
     try:
-        return _quantity(str(a)) == _quantity(str(b))
+        return parse_quantity(str(a)) == parse_quantity(str(b))
     except (ValueError, ArithmeticError):
         return str(a) == str(b)
 

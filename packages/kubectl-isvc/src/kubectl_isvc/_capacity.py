@@ -1,18 +1,19 @@
 """`kubectl isvc capacity`: every published device as the planner's ledger counts it (free and held units,
 who holds them) and the orders waiting for room.
 
-The figures are the planner's own: the objects the caller reads build an `isvc_planner.Inventory`, and
-`isvc_planner.capacity_view` (the function behind the planner's `GET /v1/capacity`) reads it, so the device
-classes come from the same CEL evaluator and the room from the same arithmetic as the planner's answers.
-What only the running planner knows (reservations of plans not stored yet) is not shown.
+The figures are the planner's own: the objects the caller reads build `isvc_ledger.Books`, the books the
+planner keeps, and `isvc_ledger.capacity_view` (the function behind the planner's `GET /v1/capacity`) reads
+them, so the device classes come from the same CEL evaluator and the room from the same arithmetic as the
+planner's answers. What only the running planner knows (reservations of plans not stored yet) is not shown.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from isvc_api import GIB, WAITING_FOR_ROOM
+from isvc_ledger import Books, capacity_view
 from isvc_planner_client import DeviceRoom
 from pydantic import Field
 
@@ -32,9 +33,6 @@ from kubectl_isvc._read import (
 )
 from kubectl_isvc._render import Style, gib, render_unread, table
 from kubectl_isvc._why import age
-
-if TYPE_CHECKING:
-    from isvc_planner import Inventory
 
 __all__ = ["ADMIN_HINT", "Capacity", "Waiting", "capacity", "compute", "render_capacity"]
 
@@ -66,7 +64,7 @@ class Capacity(Out):
     unread: list[Unread] = Field(default_factory=list)
 
 
-def _waiting(orders: list[Obj], inventory: Inventory) -> list[Waiting]:
+def _waiting(orders: list[Obj], books: Books) -> list[Waiting]:
     """Orders whose reason says they wait for room, the highest priority and the longest waiting first."""
     out = []
     for order in orders:
@@ -82,7 +80,7 @@ def _waiting(orders: list[Obj], inventory: Inventory) -> list[Waiting]:
             Waiting(
                 namespace=key[0],
                 name=key[1],
-                priority=inventory.order_priority(key),
+                priority=books.priorities.of_order(key),
                 priority_class_name=(status.get("constraints") or {}).get("priorityClassName"),
                 condition=cond.get("type"),
                 reason=str(reason),
@@ -95,12 +93,7 @@ def _waiting(orders: list[Obj], inventory: Inventory) -> list[Waiting]:
 
 def compute(objects: dict[str, list[Obj]], unread: list[Unread] | None = None) -> Capacity:
     """The capacity picture from the objects read, by kind (pure: no cluster)."""
-    from isvc_planner import (
-        Inventory,
-        capacity_view,
-    )  # the planner's service code: only this command loads it
-
-    inventory = Inventory.from_objects(
+    books = Books.from_objects(
         device_classes=objects.get("deviceclasses", []),
         slices=objects.get("resourceslices", []),
         claims=objects.get("resourceclaims", []),
@@ -113,8 +106,8 @@ def compute(objects: dict[str, list[Obj]], unread: list[Unread] | None = None) -
     missing = list(unread or [])
     return Capacity(
         exit_code=Exit.UNKNOWN if missing else Exit.SERVING,
-        devices=capacity_view(inventory).devices,
-        waiting=_waiting(objects.get("inferenceservices", []), inventory),
+        devices=capacity_view(books.view).devices,
+        waiting=_waiting(objects.get("inferenceservices", []), books),
         unread=missing,
     )
 

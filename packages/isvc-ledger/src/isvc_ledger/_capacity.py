@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from isvc_planner_client import QuantityError, parse_quantity
+from isvc_api import QuantityError, parse_quantity
 
 __all__ = [
     "Capacity",

@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from isvc_planner._selectors import SelectorMemo, reads
+from isvc_ledger import SelectorMemo, reads
 from isvc_planner_client import CelJudge, SelectorError, device_activation
 
 D = "gpu.nvidia.com"

@@ -1,4 +1,5 @@
-"""Kubernetes resource quantities, parsed without the client library (only _kube imports it)."""
+"""Kubernetes resource quantities, parsed without the client library: the one parser of the packages,
+and the one GiB."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-from isvc_planner_client._errors import QuantityError
-
-__all__ = ["GIB", "format_gib", "gib", "parse_quantity", "quantity_bytes"]
+__all__ = ["GIB", "QuantityError", "format_gib", "gib", "parse_quantity", "quantity_bytes"]
 
 GIB = 1 << 30
+
+
+class QuantityError(ValueError):
+    """A string is not a Kubernetes resource quantity (permanent)."""
+
 
 _SUFFIX: dict[str, Decimal] = {
     "": Decimal(1),
