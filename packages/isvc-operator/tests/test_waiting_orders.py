@@ -28,7 +28,7 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
-from isvc_testing._bench import _facts
+from isvc_testing._models import sized_facts as _facts
 
 from .fakes import order
 

@@ -24,7 +24,7 @@ from isvc_testing import (
     fleet_service_class,
     fleet_slice,
 )
-from isvc_testing._bench import _facts
+from isvc_testing._models import sized_facts as _facts
 
 PRODUCTS = {24: "NVIDIA L4", 40: "NVIDIA A100-SXM4-40GB", 80: "NVIDIA H100 80GB HBM3"}
 

@@ -21,7 +21,8 @@ from isvc_testing import (
     fleet_priority_class,
     fleet_slice,
 )
-from isvc_testing._bench import _facts, instance, need_of, optimum, units_for
+from isvc_testing._models import sized_facts as _facts
+from isvc_testing._packing import instance, need_of, optimum, units_for
 
 L4 = "23034Mi"  # what the NVIDIA DRA driver publishes for an L4 (NVML memory.total, 23034 MiB)
 

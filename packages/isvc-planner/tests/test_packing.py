@@ -20,7 +20,7 @@ from isvc_testing import (
     fleet_gpu,
     fleet_slice,
 )
-from isvc_testing._bench import in_support, instance, need_of, optimum, pack, units_for
+from isvc_testing._packing import in_support, instance, need_of, optimum, pack, units_for
 
 FLOOR = 0.85
 

@@ -24,7 +24,8 @@ from isvc_testing import (
     fleet_service_class,
     fleet_slice,
 )
-from isvc_testing._bench import _facts, large_instance
+from isvc_testing._models import sized_facts as _facts
+from isvc_testing._packing import large_instance
 
 DRIVER = "gpu.nvidia.com"
 MEMORY_POLICIES = [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from isvc_testing._bench import (
-    GIB,
+from isvc_api import GIB
+from isvc_testing._milp import milp_optimum
+from isvc_testing._packing import (
     best_fit_decreasing,
     first_fit,
     instance,
@@ -16,7 +17,6 @@ from isvc_testing._bench import (
     pack_large,
     units_for,
 )
-from isvc_testing._milp import milp_optimum
 
 
 def flat(layout: list[list[tuple[int, bool]]]) -> list[tuple[int, bool]]:

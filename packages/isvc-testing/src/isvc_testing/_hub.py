@@ -16,7 +16,6 @@ real model a test made, which a real runtime then loads.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -26,7 +25,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -40,7 +39,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
 from isvc_catalog import DTYPE_BYTES, TORCH_DTYPES, build_header
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FixtureModel", "StandinHub", "load_fixtures", "main", "packaged_fixtures"]
+__all__ = ["FixtureModel", "StandinHub", "load_fixtures", "packaged_fixtures"]
 
 _SERVE_LIMIT = 64 * 1024 * 1024  # bytes of zeros one answer may carry past a file's real content
 _LFS_POINTER = 135
@@ -680,53 +679,3 @@ def load_fixtures(directory: Path) -> list[FixtureModel]:
 def packaged_fixtures() -> Path:
     """The fixture descriptions shipped with this package."""
     return Path(str(resources.files("isvc_testing") / "standin_models"))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Serve fixture models as a Hub on 127.0.0.1 until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m isvc_testing.standin_hub", description=main.__doc__)
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument(
-        "--models",
-        type=Path,
-        default=packaged_fixtures(),
-        help="directory of YAML model descriptions (default: the shipped fixtures)",
-    )
-    parser.add_argument(
-        "--extra-models",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="another directory of YAML model descriptions served beside --models "
-        "(repeatable), e.g. the test bed's hostile repositories",
-    )
-    parser.add_argument(
-        "--hostile",
-        action="store_true",
-        help="also serve a repository just under and one just over each read limit of the platform "
-        "(isvc_testing.standin_hub.hostile_repositories)",
-    )
-    args = parser.parse_args(argv)
-    models = [m for d in (args.models, *args.extra_models) for m in load_fixtures(d)]
-    if args.hostile:
-        from isvc_testing._hostile import hostile_repositories  # it builds on this module
-
-        models += hostile_repositories()
-    hub = StandinHub(models)
-    server = hub.server(args.host, args.port)
-    print(
-        f"stand-in Hub on http://{args.host}:{server.server_address[1]} serving {len(hub.repos)} repositories",
-        flush=True,
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
-
-if __name__ == "__main__":
-    main()

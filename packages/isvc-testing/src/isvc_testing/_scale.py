@@ -25,8 +25,8 @@ from isvc_ledger import loading
 from isvc_planner import PAGE, CallerCheck, Inventory, Planner, create_app
 from isvc_planner_client import OrderRef, PlannerClient, PlanRequest
 
-from isvc_testing._bench import _facts
 from isvc_testing._fleet import fleet_claim, fleet_device_classes, fleet_gpu, fleet_slice
+from isvc_testing._models import PRODUCTS, sized_facts
 
 __all__ = [
     "CONTROLLER_TIMEOUT",
@@ -43,7 +43,7 @@ _T = TypeVar("_T")
 # What the controller waits for a planner answer: its PlannerClient is made with the client's default
 # timeout (isvc_operator `_main.py` passes none; there is no flag for it).
 CONTROLLER_TIMEOUT = float(inspect.signature(PlannerClient).parameters["timeout"].default)
-_PRODUCTS = {80: "NVIDIA H100 80GB HBM3", 40: "NVIDIA A100-SXM4-40GB", 141: "NVIDIA H200"}
+
 CALLER = "system:serviceaccount:d8-isvc:controller"
 TOKEN = "bench-controller-token"
 
@@ -59,7 +59,7 @@ def fleet(nodes: int, fill: float, rng: random.Random) -> tuple[list[dict[str, A
         memory = rng.choice([80, 80, 40, 141])
         shares = rng.random() < 0.75
         devices = [
-            fleet_gpu(node, i, memory_gi=memory, product=_PRODUCTS[memory], shares=shares) for i in range(8)
+            fleet_gpu(node, i, memory_gi=memory, product=PRODUCTS[memory], shares=shares) for i in range(8)
         ]
         slices.append(fleet_slice(node, devices))
         for device in devices:
@@ -226,7 +226,8 @@ def waiting_orders(
     for count in counts:
         requests = [
             PlanRequest(
-                order=OrderRef(namespace="wait", name=f"w{count}-{i}"), facts=_facts(rng.uniform(5, 120), rng)
+                order=OrderRef(namespace="wait", name=f"w{count}-{i}"),
+                facts=sized_facts(rng.uniform(5, 120), rng),
             )
             for i in range(count)
         ]
@@ -345,7 +346,7 @@ def http_plan(nodes: int, rng: random.Random, samples: int = 1000) -> dict[str, 
         reviews = multiprocessing.get_context("spawn").Value("i", 0)
         requests = [
             PlanRequest(
-                order=OrderRef(namespace="bench", name=f"h{i}"), facts=_facts(rng.uniform(5, 120), rng)
+                order=OrderRef(namespace="bench", name=f"h{i}"), facts=sized_facts(rng.uniform(5, 120), rng)
             )
             for i in range(100 + samples)
         ]
