@@ -81,7 +81,7 @@ def lint(session: nox.Session) -> None:
     session.install(
         "ruff==0.17.6",
         "mypy>=1.11",
-        "import-linter>=2.1",
+        "import-linter>=2.10,<3",  # acyclic_siblings
         "types-PyYAML",
         "types-cachetools",
         "pytest>=8",
