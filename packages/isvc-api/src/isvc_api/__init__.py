@@ -1,7 +1,7 @@
 """isvc API: the custom resources, their conditions and the closed set of reasons."""
 
 from isvc_api._base import Wire
-from isvc_api._conditions import Condition, find_condition, now, set_condition
+from isvc_api._conditions import Condition, condition_of, conditions_of, find_condition, now, set_condition
 from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
@@ -183,6 +183,8 @@ __all__ = [
     "all_crds",
     "checkpoint_weights",
     "claim_capacity_requests",
+    "condition_of",
+    "conditions_of",
     "crd_documents",
     "doc_ru",
     "example_cases",

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import Field
 
 from isvc_api._base import Wire
 
-__all__ = ["Condition", "ConditionStatus", "find_condition", "now", "set_condition"]
+__all__ = [
+    "Condition",
+    "ConditionStatus",
+    "condition_of",
+    "conditions_of",
+    "find_condition",
+    "now",
+    "set_condition",
+]
 
 ConditionStatus = str  # "True" | "False" | "Unknown"
 
@@ -44,6 +53,19 @@ class Condition(Wire):
 def find_condition(conditions: Iterable[Condition], type_: str) -> Condition | None:
     """The condition of the given type, or None."""
     return next((c for c in conditions if c.type == type_), None)
+
+
+def conditions_of(obj: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """`status.conditions` of any object as the API server gives it (a pod, a Deployment, an order, a catalog
+    model): each a mapping, in order; none when it has none or they are not a list of mappings."""
+    status = (obj or {}).get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+
+
+def condition_of(obj: Mapping[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """`status.conditions[type=type_]` of any object as the API server gives it, or None."""
+    return next((c for c in conditions_of(obj) if c.get("type") == type_), None)
 
 
 def set_condition(conditions: list[Condition], new: Condition, at: datetime | None = None) -> list[Condition]:

@@ -20,6 +20,7 @@ from isvc_api import (
     Quantization,
     Reason,
     Refusal,
+    conditions_of,
     quantity_bytes,
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -187,9 +188,8 @@ def _not_ready(title: str, status: dict[str, Any]) -> Refusal:
     """ModelNotReady, with the first condition that does not hold and whether waiting helps."""
     phase = status.get("phase")
     why = ""
-    conditions = status.get("conditions")
-    for cond in conditions if isinstance(conditions, list) else []:
-        if isinstance(cond, dict) and cond.get("status") != "True" and cond.get("message"):
+    for cond in conditions_of({"status": status}):
+        if cond.get("status") != "True" and cond.get("message"):
             why = f" ({cond.get('reason', '')}: {cond['message']})"
             break
     wait = (

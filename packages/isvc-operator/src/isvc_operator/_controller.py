@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
-from isvc_api import LABEL_ORDER, ConditionType, Obj, OrderKey
+from isvc_api import LABEL_ORDER, ConditionType, Obj, OrderKey, condition_of
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -299,10 +299,7 @@ class Controller:
 
 def _workload_up(order: Obj) -> bool:
     """Whether the order's status says its workload is up (WorkloadReady True)."""
-    for condition in (order.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == ConditionType.WORKLOAD_READY.value:
-            return bool(condition.get("status") == "True")
-    return False
+    return (condition_of(order, ConditionType.WORKLOAD_READY.value) or {}).get("status") == "True"
 
 
 class OrdersByPhase(Collector):

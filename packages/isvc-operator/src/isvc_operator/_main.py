@@ -19,7 +19,7 @@ import isvc_planner_client
 import isvc_runtime_recipes
 import isvc_workload
 import yaml
-from isvc_api import ConditionType, LoadMetrics, Reason
+from isvc_api import ConditionType, LoadMetrics, Reason, conditions_of
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
 from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
@@ -151,7 +151,7 @@ def _still_waiting(kube: KubeCluster) -> Callable[[str, str, str | None, bool], 
             return True
         if not holding:
             return False
-        said = {c.get("type"): c.get("reason") for c in (obj.get("status") or {}).get("conditions") or []}
+        said = {c.get("type"): c.get("reason") for c in conditions_of(obj)}
         return (
             said.get(ConditionType.WORKLOAD_READY.value) == Reason.RESOURCE_CLAIM_EXHAUSTED.value
             or said.get(ConditionType.PLANNED.value) == Reason.LAUNCH_PLAN_IN_FORCE.value

@@ -7,12 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from isvc_api import Reason, StartupFailure, StatusReason, Verdict
+from isvc_api import Reason, StartupFailure, StatusReason, Verdict, condition_of
 from pydantic import BaseModel
 
 from isvc_workload._kube import (
     claim_device_class,
-    condition,
     is_allocated,
     is_ready,
     is_terminating,
@@ -90,7 +89,7 @@ def claim_refusal(pods: Sequence[Mapping[str, Any]]) -> ClaimRefusal | None:
         said = unscheduled(pod) if not is_terminating(pod) else None
         if said is None or not claims_exhausted(*said):
             continue
-        since = (condition(pod, "PodScheduled") or {}).get("lastTransitionTime")
+        since = (condition_of(pod, "PodScheduled") or {}).get("lastTransitionTime")
         try:
             at = datetime.fromisoformat(str(since)) if since else None
         except ValueError:
@@ -266,7 +265,7 @@ def _refused_by_cluster(
     """What the cluster refused to make: the set's pods (or their model volumes), or a pod's device claim;
     a quota's refusal judged against the namespace's quotas as they are now."""
     namespace = str((deployment.get("metadata") or {}).get("namespace") or "")
-    failed_create = condition(deployment, "ReplicaFailure")
+    failed_create = condition_of(deployment, "ReplicaFailure")
     if failed_create is not None and failed_create.get("status") == "True":
         quota = quota_refusal(str(failed_create.get("message") or ""))
         if quota is not None:
@@ -324,7 +323,7 @@ def _not_up_yet(
                     "default StorageClass needs the module setting modelVolume.storageClassName."
                 ),
             )
-    progressing = condition(deployment, "Progressing")
+    progressing = condition_of(deployment, "Progressing")
     if progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
         return workload_error(f"The cluster gave up rolling out the workload: {progressing.get('message')}")
     pending = [c for c in claims if not is_allocated(c)]

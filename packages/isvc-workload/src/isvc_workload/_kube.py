@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from isvc_api import condition_of
+
 __all__ = [
     "awaits_claim",
     "claim_device_class",
-    "condition",
     "is_allocated",
     "is_ready",
     "is_terminating",
@@ -22,16 +23,6 @@ def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
-    """status.conditions[type=type_] of an object, or None."""
-    if not obj:
-        return None
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == type_:
-            return dict(cond)
-    return None
-
-
 def is_terminating(pod: dict[str, Any]) -> bool:
     """Whether the pod is on its way out: it counts for nothing."""
     meta = pod.get("metadata") or {}
@@ -41,13 +32,13 @@ def is_terminating(pod: dict[str, Any]) -> bool:
 
 def is_ready(pod: dict[str, Any]) -> bool:
     """Whether the pod reports Ready=True."""
-    cond = condition(pod, "Ready")
+    cond = condition_of(pod, "Ready")
     return cond is not None and cond.get("status") == "True"
 
 
 def unscheduled(pod: dict[str, Any]) -> tuple[str, str] | None:
     """(reason, message) of a PodScheduled=False condition, or None once scheduled or not judged yet."""
-    cond = condition(pod, "PodScheduled")
+    cond = condition_of(pod, "PodScheduled")
     if cond is None or cond.get("status") != "False":
         return None
     return str(cond.get("reason") or ""), str(cond.get("message") or "")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from isvc_api import GIB, WAITING_FOR_ROOM
+from isvc_api import GIB, WAITING_FOR_ROOM, conditions_of
 from isvc_ledger import Books, capacity_view
 from isvc_planner_client import DeviceRoom
 from pydantic import Field
@@ -72,9 +72,7 @@ def _waiting(orders: list[Obj], books: Books) -> list[Waiting]:
         reason = status.get("reason")
         if reason not in WAITING_FOR_ROOM:
             continue
-        cond: dict[str, Any] = next(
-            (c for c in status.get("conditions") or [] if c.get("reason") == reason), {}
-        )
+        cond: dict[str, Any] = next((c for c in conditions_of(order) if c.get("reason") == reason), {})
         key = (str(meta.get("namespace")), str(meta.get("name")))
         out.append(
             Waiting(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from isvc_api import condition_of
+
 from kubectl_isvc._common import Out, Unread, unread
 from kubectl_isvc._errors import NotFound, ReadFailed
 from kubectl_isvc._plan import summarize_plan
@@ -139,9 +141,7 @@ def _container(status: Obj) -> ContainerEvidence:
 
 def _pod(pod: Obj) -> PodEvidence:
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    scheduled_cond = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
-    )
+    scheduled_cond = condition_of(pod, "PodScheduled")
     scheduled = bool(spec.get("nodeName")) or (scheduled_cond or {}).get("status") == "True"
     message = None if scheduled or scheduled_cond is None else scheduled_cond.get("message")
     containers = [

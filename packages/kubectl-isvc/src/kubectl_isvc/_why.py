@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from isvc_api import CONDITION_ORDER, READINESS, ConditionType, Reason, StatusReason
+from isvc_api import CONDITION_ORDER, READINESS, ConditionType, Reason, StatusReason, conditions_of
 from pydantic import Field
 
 from kubectl_isvc._common import Exit, Out, Unread
@@ -103,7 +103,7 @@ class Diagnosis(Out):
 
 
 def _rows(status: Obj) -> list[ConditionRow]:
-    by_type = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    by_type = {c.get("type"): c for c in conditions_of({"status": status})}
     rows = []
     for t in CONDITION_ORDER:
         c = by_type.get(t.value)
