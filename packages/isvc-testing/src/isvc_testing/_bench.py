@@ -157,6 +157,14 @@ def _ledger_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ra
         "  the planner's resident memory, its ledger built from JSON pages as its watches read them",
         f"{memory['built_mib']:.0f} MiB (at start {memory['start_mib']:.0f} MiB)",
     )
+    kept = _scale.isolated(_scale.kept_slices, 10_000, rng.randrange(10**6))
+    result["kept_slices_10000"] = {k: round(v) for k, v in kept.items()}
+    _row(
+        rows,
+        "  the listed slices per device (goal: at most 1,500 B kept)",
+        f"{kept['kept_b']:,.0f} B as the books keep them",
+        f"{kept['parsed_b']:,.0f} B as parsed",
+    )
 
 
 def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: random.Random) -> None:

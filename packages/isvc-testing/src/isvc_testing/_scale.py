@@ -12,6 +12,7 @@ import multiprocessing
 import random
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +35,7 @@ __all__ = [
     "fleet",
     "http_plan",
     "isolated",
+    "kept_slices",
     "resident",
     "waiting_orders",
 ]
@@ -207,6 +209,37 @@ def resident(nodes: int, seed: int) -> dict[str, float]:
     _applied(inv, map(_items, pages["slices"]), map(_items, pages["claims"]))
     gc.collect()
     return {"start_mib": start / (1 << 20), "built_mib": (_rss() - kept) / (1 << 20)}
+
+
+def _deep_size(root: object) -> int:
+    """Bytes of every object reachable from `root` through dicts, lists and tuples, each counted once."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple):
+            stack.extend(obj)
+    return total
+
+
+def kept_slices(nodes: int, seed: int) -> dict[str, float]:
+    """Bytes the listed slices weigh per device: as parsed from the JSON pages the watches read, and as the
+    books keep them once their devices are read (what devices alike publish kept once: `DeviceReader`)."""
+    slices, _ = fleet(nodes, 0.5, random.Random(seed))
+    kept = [sl for page in _paged(slices) for sl in _items(json.dumps({"items": page}).encode())]
+    devices = sum(len(sl["spec"]["devices"]) for sl in kept)
+    parsed = _deep_size(kept)
+    inv = Inventory()
+    _applied(inv, [kept], [])
+    return {"devices": float(devices), "parsed_b": parsed / devices, "kept_b": _deep_size(kept) / devices}
 
 
 def waiting_orders(
