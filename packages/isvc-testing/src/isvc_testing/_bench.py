@@ -211,6 +211,43 @@ def _scale_section(result: dict[str, Any], rows: list[tuple[str, ...]], rng: ran
         f"the transport alone (a canned answer): p50 {http['floor_p50_ms']:.2f} ms p99 {http['floor_p99_ms']:.2f} ms",
         f"a fixed loop after each call: p50 {http['yardstick_p50_ms']:.2f} ms p99 {http['yardstick_p99_ms']:.2f} ms",
     )
+    _goals(result, rows)
+
+
+# Goals read against the machine's own floor, measured beside each figure (issue 43): this machine's speed
+# moves by half from one minute to the next, so each is a ratio to, or a margin over, what the same minute
+# gives with none of the planner's code.
+GOALS = {
+    "build_over_full_gc": 2.0,  # the ledger's build ÷ a full collector pass over the same heap, at most
+    "plan_p50_over_transport_ms": 1.5,  # POST /v1/plan's median minus the transport's alone, at most
+    "plan_p99_over_transport": 1.5,  # POST /v1/plan's p99 ÷ the transport's alone, at most
+    "kept_bytes_per_device": 1500.0,  # the listed slices as the books keep them, per device, at most
+}
+
+
+def _goals(result: dict[str, Any], rows: list[tuple[str, ...]]) -> None:
+    """Each goal's figure with the machine's floor beside it, and whether it is met."""
+    built, http, kept = result["scale_10000"], result["http_plan_10000"], result["kept_slices_10000"]
+    figures = {
+        "build_over_full_gc": (
+            built["build_s"] / built["full_gc_s"],
+            f"build {built['build_s']:.2f} s, full pass {built['full_gc_s']:.2f} s",
+        ),
+        "plan_p50_over_transport_ms": (
+            http["p50_ms"] - http["floor_p50_ms"],
+            f"p50 {http['p50_ms']:.2f} ms, transport {http['floor_p50_ms']:.2f} ms",
+        ),
+        "plan_p99_over_transport": (
+            http["p99_ms"] / http["floor_p99_ms"],
+            f"p99 {http['p99_ms']:.2f} ms, transport {http['floor_p99_ms']:.2f} ms",
+        ),
+        "kept_bytes_per_device": (kept["kept_b"], f"{kept['parsed_b']:,.0f} B as parsed"),
+    }
+    result["goals"] = {}
+    for name, (value, beside) in figures.items():
+        met = value <= GOALS[name]
+        result["goals"][name] = {"value": round(value, 3), "goal": GOALS[name], "met": met}
+        _row(rows, f"  goal {name} ≤ {GOALS[name]:g}", f"{value:.3g} ({'met' if met else 'NOT met'})", beside)
 
 
 def _large_section(result: dict[str, Any], rows: list[tuple[str, ...]]) -> list[LargePacked]:
