@@ -22,6 +22,7 @@ from isvc_planner import (
     judge_plan,
     memory_need,
 )
+from isvc_planner._survey import Surveys
 from isvc_planner_client import (
     OrderRef,
     PlanRequest,
@@ -202,6 +203,32 @@ def test_policy_selector_narrows_the_devices(models: dict[str, ModelFacts]) -> N
     selector = "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('h100')"
     p = plan(planner, models["qwen7b"], accelerator_policy=AcceleratorPolicy(selector=selector)).placement
     assert p is not None and p.devices == ["gpu-0"]
+
+
+@pytest.mark.parametrize("walked", [False, True])
+def test_no_capacity_under_a_narrow_class_names_the_constraint_issue_45(
+    models: dict[str, ModelFacts], walked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The H100 is full; an L4 and an A100 have room, but the class admits H100s only: the refusal says the
+    class's selector leaves them out, not that no device has room (issue 45). The same whether the class is
+    surveyed once for many orders or walked for this one."""
+    if walked:
+        monkeypatch.setattr(Surveys, "surveyed", lambda *_: None)
+    devices = [
+        fleet_gpu("n1", 0),
+        fleet_gpu("n1", 1, memory_gi=40, product="NVIDIA A100-SXM4-40GB"),
+        fleet_gpu("n1", 2, memory_gi=24, product="NVIDIA L4"),
+    ]
+    inv = inventory([fleet_slice("n1", devices)])
+    inv.upsert_claim(fleet_claim("x", "full", "full", [("n1", "gpu-0", 100)]))
+    selector = "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('h100')"
+    policy = AcceleratorPolicy(selector=selector)
+    refusal = plan(Planner(inv), models["qwen7b"], accelerator_policy=policy).refusal
+    assert refusal is not None and refusal.reason == Reason.NO_CAPACITY
+    assert f"the class's accelerator selector `{selector}`" in refusal.message
+    assert "1 × NVIDIA A100-SXM4-40GB, 1 × NVIDIA L4" in refusal.message
+    # without the selector, nothing is said of it: the order is placed
+    assert plan(Planner(inv), models["qwen7b"], "b").placement is not None
 
 
 def test_allowed_share_percents_round_the_share_up(models: dict[str, ModelFacts]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isvc_api import GIB, OrderKey, Reason, Refusal, gib, visible_bytes
-from isvc_ledger import Device
+from isvc_ledger import UNITS, Device
 
 from isvc_planner._estimate import MemoryNeed
 from isvc_planner._order import Ask
@@ -31,6 +31,10 @@ class Findings:
     lower: set[OrderKey] = field(default_factory=set)
     # Nodes out of service whose devices would hold the order (what they would free): "gpu-h100-0 (cordoned)".
     out_of_service: set[str] = field(default_factory=set)
+    # Devices of the classes in service with room for the order that the accelerator policy leaves out
+    # (its selector, its minimum compute capability): product -> how many.
+    excluded: dict[str, int] = field(default_factory=dict)
+    constraint: str = ""  # the policy's words for what it admits, when it restricts anything
 
 
 @dataclass
@@ -53,6 +57,8 @@ class Survey:
     holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
     lowered: list[tuple[int, str, Device]] = field(default_factory=list)  # by lowest
     closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
+    # Devices in service the order's filters leave out: (product, memory, shareable, free units), how many.
+    filtered: dict[tuple[str, int, bool, int], int] = field(default_factory=dict)
 
 
 def observe_survey(survey: Survey, ask: Ask, f: Findings, priority: int, order: OrderKey) -> None:
@@ -80,6 +86,17 @@ def observe_survey(survey: Survey, ask: Ask, f: Findings, priority: int, order: 
             break
         if who != order:
             f.lower.add(who)
+    for (product, memory, shareable, free), n in survey.filtered.items():
+        if would_hold(ask, memory, shareable, free):
+            f.excluded[product] = f.excluded.get(product, 0) + n
+
+
+def would_hold(ask: Ask, memory: int, shareable: bool, free: int) -> bool:
+    """Whether a device of `memory` bytes with `free` units free would hold the order now."""
+    if shareable:
+        units = ask.share_for(ask.need.required, memory)
+        return units is not None and units <= free
+    return free == UNITS and ask.holds(memory)
 
 
 def _plausible(need: MemoryNeed, f: Findings, ask_max: int) -> bool:
@@ -95,7 +112,25 @@ def _plausible(need: MemoryNeed, f: Findings, ask_max: int) -> bool:
 
 
 def refusal_for(need: MemoryNeed, classes: list[str], f: Findings) -> Refusal:
-    """The one reason, within the closed set, why no device of `classes` takes the order now."""
+    """The one reason, within the closed set, why no device of `classes` takes the order now; where the
+    accelerator policy leaves out devices that have room, it says so (issue 45: not "no device has room"
+    while others of the class had it)."""
+    refusal = _refusal(need, classes, f)
+    if f.excluded and refusal.reason in (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT):
+        products = ", ".join(f"{n} × {p}" for p, n in sorted(f.excluded.items())[:4])
+        refusal = Refusal(
+            reason=refusal.reason,
+            message=(
+                f"{refusal.message.rstrip('.')}. Only {f.constraint} may take this order, which leaves out "
+                f"devices with room for it ({products}); an administrator may widen the class, or the order "
+                "waits for room on the devices it admits."
+            ),
+        )
+    return refusal
+
+
+def _refusal(need: MemoryNeed, classes: list[str], f: Findings) -> Refusal:
+    """`refusal_for` before what the policy leaves out is said."""
     required = gib(need.required)
     where = ", ".join(classes)
     if f.out_of_service and (f.admitted == 0 or not f.fits_by_size or f.largest_free < need.required):

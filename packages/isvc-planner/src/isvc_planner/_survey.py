@@ -8,7 +8,7 @@ from isvc_api import OrderKey
 from isvc_ledger import UNITS, Device, GroupKey, View
 
 from isvc_planner._order import Ask
-from isvc_planner._refusals import Findings, Survey, observe_survey
+from isvc_planner._refusals import Findings, Survey, observe_survey, would_hold
 from isvc_planner._search import passes, refused_for
 
 __all__ = ["Surveys"]
@@ -47,6 +47,7 @@ class Surveys:
                     and passes(view, device, ask, refusals=False)
                 ):
                     f.out_of_service.add(f"{node} (deleted)")
+        f.constraint = f.constraint or _constraint(ask)
         survey = self.surveyed(view, cls, ask)
         if survey is not None:
             observe_survey(survey, ask, f, priority, order)
@@ -57,7 +58,13 @@ class Surveys:
                 if passes(view, device, ask, refusals=False):
                     f.out_of_service.add(_closed(view, device))
                 continue
-            if device.tainted or not passes(view, device, ask, refusals=False):
+            if device.tainted:
+                continue
+            if not passes(view, device, ask, refusals=False):
+                free = view.ledger.room(device.key)
+                if device.memory is not None and would_hold(ask, device.memory, device.shareable, free):
+                    product = device.product or device.ident
+                    f.excluded[product] = f.excluded.get(product, 0) + 1
                 continue
             _observe_one(view, cls, device, ask, f, priority, order)
             if device.memory is not None:
@@ -65,6 +72,14 @@ class Surveys:
         for (_, gkey), n in pools.items():
             if (count := ask.spans(gkey[0])) is not None and count <= n:
                 f.fits_by_size = True
+
+
+def _constraint(ask: Ask) -> str:
+    """What the order's accelerator policy admits, in words (empty when it restricts nothing)."""
+    said = [f"devices the class's accelerator selector `{ask.selector}` admits"] if ask.selector else []
+    if ask.min_cc:
+        said.append(f"devices of compute capability {ask.min_cc} or later (the runtime's need)")
+    return " and ".join(said)
 
 
 def _closed(view: View, device: Device) -> str:
@@ -113,7 +128,17 @@ def _walk(view: View, cls: str, ask: Ask, survey: Survey) -> None:
             if passes(view, device, ask, refusals=False):
                 survey.closed.setdefault(device.memory, set()).add(_closed(view, device))
             continue
-        if device.tainted or not passes(view, device, ask, refusals=False):
+        if device.tainted:
+            continue
+        if not passes(view, device, ask, refusals=False):
+            if device.memory is not None:
+                slot = (
+                    device.product or device.ident,
+                    device.memory,
+                    device.shareable,
+                    ledger.room(device.key),
+                )
+                survey.filtered[slot] = survey.filtered.get(slot, 0) + 1
             continue
         survey.admitted += 1
         free = ledger.room(device.key)
