@@ -7,6 +7,7 @@ import json
 import random
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -138,6 +139,23 @@ def test_orders_that_found_no_room_are_placed_together_in_one_pass_when_room_com
     for i in (0, 1, 3, 4, 5):
         assert ask(service, i).placement is not None
     assert ask(service, 2).refusal.reason == Reason.NO_CAPACITY
+
+
+def test_the_room_tells_the_planner_since_when_each_order_waits_oldest_first_issue_45(world: Any) -> None:
+    inv, wire, service, _ = world
+    sent: list[list[PlanRequest]] = []
+    many = wire.planner.plan_many
+    wire.planner.plan_many = lambda requests, *a: sent.append(list(requests)) or many(requests, *a)  # type: ignore[method-assign]
+    started = datetime.now(UTC)
+    for i in range(3):
+        ask(service, i)
+    inv.delete_claim(BLOCKER)
+    service.room.sweep()
+    [requests] = sent
+    since = [r.waiting_since for r in requests]
+    assert [r.order.name for r in requests] == ["o0", "o1", "o2"]
+    assert all(s is not None and started - timedelta(seconds=1) <= s <= datetime.now(UTC) for s in since)
+    assert since == sorted(since)  # type: ignore[type-var]
 
 
 def test_an_order_gone_or_planned_is_not_planned_again_by_the_room(world: Any) -> None:

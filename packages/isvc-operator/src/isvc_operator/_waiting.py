@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from isvc_api import OrderKey
@@ -106,9 +107,12 @@ class WaitingRoom:
             self.passes += 1
             entries = sorted(self._waiting.items(), key=lambda kv: kv[1][0])
         requests: list[PlanRequest] = []
+        now, wall = self.clock(), time.time()
         for key, (since, request) in entries:
             if self.still_waiting(*key, request.order.uid, request.holding is not None):
-                requests.append(request)
+                # since when it waits, as the planner reads it: orders that waited long go oldest first
+                waited = datetime.fromtimestamp(wall - (now - since), UTC)
+                requests.append(request.model_copy(update={"waiting_since": waited}))
                 continue
             with self._lock:
                 if self._waiting.get(key, (None, None))[0] == since:

@@ -83,6 +83,13 @@ class PlanRequest(Wire):
     dry_run: bool = Field(
         default=False, description="Answer what the order would get, reserving nothing (an estimate)."
     )
+    waiting_since: datetime | None = Field(
+        default=None,
+        description=(
+            "Since when the order has waited for room (the waiting room's count): orders of one priority that "
+            "waited long are placed oldest first, before orders packed together for the most placed."
+        ),
+    )
 
 
 class PlanResponse(Wire):

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from isvc_planner._app import create_app
 from isvc_planner._auth import CallerCheck, service_account_name
 from isvc_planner._inventory import Inventory
-from isvc_planner._planner import SOLVER_SECONDS, Planner
+from isvc_planner._planner import FIFO_AFTER, SOLVER_SECONDS, Planner
 
 __all__ = ["main", "openapi_document", "parser"]
 
@@ -134,6 +134,12 @@ def parser() -> argparse.ArgumentParser:
         default=SOLVER_SECONDS,
         help="seconds the solver may take to place orders waiting together (0: the bounded search only)",
     )
+    serve.add_argument(
+        "--fifo-after",
+        type=_seconds,
+        default=FIFO_AFTER,
+        help="seconds an order waits for room before it is placed oldest first, ahead of orders packed together",
+    )
     sub.add_parser("openapi", help="print the OpenAPI description")
     return p
 
@@ -160,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     sync.start()
     caller = CallerCheck(token_reviewer(api), args.allowed_callers, ttl=args.token_review_ttl)
     app = create_app(
-        Planner(inventory, reservation_ttl=args.reservation_ttl, solver_seconds=args.solver_seconds),
+        Planner(
+            inventory,
+            reservation_ttl=args.reservation_ttl,
+            solver_seconds=args.solver_seconds,
+            fifo_after=args.fifo_after,
+        ),
         registry=registry,
         caller=caller,
     )

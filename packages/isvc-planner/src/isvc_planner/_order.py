@@ -44,6 +44,7 @@ class Ask:
     # Refused by the scheduler although the ledger saw room: device -> smallest share refused (None: whole).
     distrust: dict[DeviceKey, int | None] = field(default_factory=dict)
     refused: tuple[str, str] | None = None  # (devices, the scheduler's words) of the last refusal
+    kept: frozenset[DeviceKey] = frozenset()  # devices kept for an older waiting order: not offered
 
     def allows(self, mode: PlacementMode, sharing: SharingMode) -> bool:
         return (mode, sharing) in self.modes

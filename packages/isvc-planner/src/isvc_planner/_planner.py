@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 
 from isvc_api import (
     AcceleratorPolicy,
+    DeviceKey,
     Fit,
     MemoryRuntime,
+    OrderKey,
     Placement,
     PlacementMode,
     Reason,
@@ -48,7 +50,7 @@ from isvc_planner._stock import Kinds
 from isvc_planner._survey import Surveys
 from isvc_planner._together import kinds_of, place_together
 
-__all__ = ["MAX_JOINT", "SOLVER_SECONDS", "Planner"]
+__all__ = ["FIFO_AFTER", "MAX_JOINT", "SOLVER_SECONDS", "Planner"]
 
 _EVERY_SHARE = tuple(s for s in range(1, UNITS + 1) if share_in_range(s))  # what a policy naming none permits
 # The most orders of one priority placed together at once (the joint search's depth is the number of
@@ -59,6 +61,9 @@ MAX_JOINT = 200
 # the large packing instances of `nox -s bench` this reaches the acceptance figures (packages/isvc-planner
 # README, "Packing quality").
 SOLVER_SECONDS = 2.0
+# Seconds an order waits for room before it is placed oldest first, ahead of orders packed together for the
+# most placed (issue 45: freed room went to the newest small orders while older large ones waited).
+FIFO_AFTER = 60.0
 
 
 class Planner:
@@ -74,6 +79,7 @@ class Planner:
         on_disagreement: Callable[[], None] | None = None,
         solver_seconds: float = SOLVER_SECONDS,
         on_solver: Callable[[str], None] | None = None,
+        fifo_after: float = FIFO_AFTER,
     ) -> None:
         self.inventory = inventory
         self.reservation_ttl = reservation_ttl
@@ -86,6 +92,10 @@ class Planner:
         self.surveys = Surveys()
         self.heard = Heard(inventory, distrust_ttl)
         self.heard.on_disagreement = on_disagreement
+        self.fifo_after = fifo_after
+        # The device kept for the oldest order of each priority that waited long and found no room: no order
+        # of its priority or below is placed there until it is (its wait ends once that device frees up).
+        self.keeps: dict[DeviceKey, tuple[OrderKey, int]] = {}
 
     @property
     def on_disagreement(self) -> Callable[[], None] | None:
@@ -143,12 +153,16 @@ class Planner:
         budget: int,
         ends: float,
     ) -> None:
-        """Place the orders of one priority together (`plan_many`); answers[where[j]] is orders[j]'s."""
+        """Place the orders of one priority together (`plan_many`); answers[where[j]] is orders[j]'s: those
+        that waited long first, oldest first (`_oldest_first`), then the rest."""
         with self.inventory.reading() as view:
+            first = self._oldest_first(view, orders, where, answers)
             alone = [
-                j for j, o in enumerate(orders) if o.ask.prefer or o.ask.refused or _undecidable_any(view, o)
+                j
+                for j, o in enumerate(orders)
+                if j not in first and (o.ask.prefer or o.ask.refused or _undecidable_any(view, o))
             ]
-            rest = [j for j in range(len(orders)) if j not in set(alone)]
+            rest = [j for j in range(len(orders)) if j not in set(alone) and j not in first]
             several: list[int] = []
             kinds: Kinds | None = None
             if len(rest) > 1:  # one order alone keeps the one-order path
@@ -169,6 +183,43 @@ class Planner:
             for j in rest:
                 if answers[where[j]] is None:
                     answers[where[j]] = self.place(view, orders[j])
+
+    def _oldest_first(
+        self, view: View, orders: list[Order], where: list[int], answers: list[PlanResponse | None]
+    ) -> set[int]:
+        """Place the orders of one priority that have waited `fifo_after` seconds or more, oldest first, each
+        on its best fit; the oldest of them that finds no room keeps the device closest to holding it, which
+        no newer order of its priority is offered. The indices placed or refused here."""
+        now = time.time()
+        due = sorted(
+            (
+                j
+                for j, o in enumerate(orders)
+                if (since := _since(o)) is not None and now - since >= self.fifo_after
+            ),
+            key=lambda j: _since(orders[j]) or 0.0,
+        )
+        if not orders:
+            return set()
+        level = orders[0].priority
+        self.keeps = {k: v for k, v in self.keeps.items() if v[1] != level}  # kept anew below
+        keeper: Order | None = None
+        for j in due:
+            o = orders[j]
+            o.ask.kept = self._kept_from(o.key, o.priority)
+            answers[where[j]] = answer = self.place(view, o)
+            if keeper is None and answer.refusal is not None and answer.refusal.reason in _NO_ROOM:
+                keeper = o
+                kept = _closest(view, o)
+                if kept is not None:
+                    self.keeps[kept] = (o.key, o.priority)
+        for o in orders:
+            o.ask.kept = self._kept_from(o.key, o.priority)
+        return set(due)
+
+    def _kept_from(self, order: OrderKey, priority: int) -> frozenset[DeviceKey]:
+        """Devices kept for older orders of `priority` or above: not offered to `order`."""
+        return frozenset(k for k, (o, p) in self.keeps.items() if o != order and p >= priority)
 
     def shapes(self, request: PlanRequest) -> list[ClaimShape]:
         """Every claim shape the order could take on an empty fleet: per allowed class and device profile,
@@ -210,6 +261,7 @@ class Planner:
             held = bool(inv.reserved_by((namespace, name)))
             inv.release((namespace, name))
             self.heard.forget((namespace, name))
+            self.keeps = {k: v for k, v in self.keeps.items() if v[0] != (namespace, name)}
         return held
 
     def reservations(self) -> Reservations:
@@ -280,6 +332,7 @@ class Planner:
                 f"None of the device classes {classes} exists in the cluster, so no accelerator "
                 f"can hold {gib(need.required)} GiB; wait for the hardware to be published.",
             )
+        ask.kept = self._kept_from(order, priority)
         return Order(request, order, need, priority, ask, known)
 
     def _ask(
@@ -382,6 +435,7 @@ class Planner:
         memory = found.devices[0].memory or 0
         if not o.request.dry_run:
             self._reserve(o, found)
+            self.keeps = {k: v for k, v in self.keeps.items() if v[0] != o.key}
             if victims:  # who no longer stands beside this plan, by the one ranking the books keep
                 victims = sorted(
                     {
@@ -417,6 +471,31 @@ class Planner:
             ],
             self.reservation_ttl,
         )
+
+
+_NO_ROOM = (Reason.NO_CAPACITY, Reason.NO_COMPATIBLE_PLACEMENT, Reason.PLANNING_PREEMPTION_FAILED)
+
+
+def _since(o: Order) -> float | None:
+    """When the order began to wait for room (epoch seconds), if it says."""
+    since = o.request.waiting_since
+    return since.timestamp() if since is not None else None
+
+
+def _closest(view: View, o: Order) -> DeviceKey | None:
+    """The device of the order's classes closest to holding it: in service, admitted by its filters, large
+    enough, the most units free (then by name)."""
+    best: tuple[int, str, DeviceKey] | None = None
+    for cls in o.classes:
+        for device in view.fleet.class_devices(cls):
+            if device.tainted or device.memory is None or not passes(view, device, o.ask):
+                continue
+            if fit(device, o.ask) is None:
+                continue
+            candidate = (-view.ledger.room(device.key), device.sort_key(), device.key)
+            if best is None or candidate < best:
+                best = candidate
+    return None if best is None else best[2]
 
 
 def _undecidable_any(view: View, o: Order) -> bool:

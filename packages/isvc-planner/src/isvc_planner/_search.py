@@ -39,9 +39,9 @@ def fit(device: Device, ask: Ask) -> tuple[int, PlacementMode, SharingMode] | No
 
 
 def passes(view: View, device: Device, ask: Ask, *, refusals: bool = True) -> bool:
-    """Whether the order may be placed on the device: its filters, and (unless told not to) no refusal by
-    the scheduler standing there for what it would ask."""
-    if refusals and device.key in ask.distrust and refused_for(device, ask):
+    """Whether the order may be placed on the device: not kept for an older waiting order, its filters, and
+    (unless told not to) no refusal by the scheduler standing there for what it would ask."""
+    if device.key in ask.kept or (refusals and device.key in ask.distrust and refused_for(device, ask)):
         return False
     if ask.min_cc and (
         device.compute_capability is None or _semver(device.compute_capability) < _semver(ask.min_cc)

@@ -24,7 +24,11 @@ class Surveys:
         """The class's survey for this order's filters, when it applies: the order holds nothing there and
         no refusal by the scheduler stands on a device of the class."""
         devices = view.fleet.devices
-        if ask.own or any(cls in d.classes for k in ask.distrust if (d := devices.get(k)) is not None):
+        if (
+            ask.own
+            or ask.kept
+            or any(cls in d.classes for k in ask.distrust if (d := devices.get(k)) is not None)
+        ):
             return None
         key = (cls, ask.selector, ask.min_cc)
         survey = self._surveys.get(key)

@@ -198,6 +198,7 @@ def kinds_of(view: View, orders: list[Order]) -> Kinds:
                 found.setdefault(device.key, (device, free))
     selectors = sorted({o.ask.selector for o in orders if o.ask.selector})
     distrusted = set().union(*(o.ask.distrust for o in orders)) if orders else set()
+    kept = set().union(*(o.ask.kept for o in orders)) if orders else set()
     sorter = _Sorter(view, orders)
     for device, free in sorted(found.values(), key=lambda pair: pair[0].sort_key()):
         # Devices alike in every respect the orders' filters read give the same fits: computed once.
@@ -210,6 +211,7 @@ def kinds_of(view: View, orders: list[Order]) -> Kinds:
             tuple(view.classes.selects(e, device) is True for e in selectors) if selectors else (),
             device.group[4],
             device.key in distrusted,
+            device.key in kept,
         )
         sorter.file(profile, device, free)
     return sorter.kinds, sorter.devices, sorter.frees, sorter.stock
