@@ -43,9 +43,11 @@ __all__ = [
     "fits",
     "named",
     "parse_capacities",
+    "partial",
     "quantity_text",
     "share_request",
     "violates",
+    "whole_request",
 ]
 
 SHARES = "shares"
@@ -209,15 +211,41 @@ def named(capacities: Mapping[str, Capacity], base: str) -> str | None:
 
 
 def share_request(share: int, capacities: Mapping[str, Capacity]) -> dict[str, Decimal]:
-    """The capacity request of a claim for `share` percent of a shareable device: `share` shares, and the
-    same part of its memory floored to a value its policy takes as asked, so shares that sum to at most 100
-    never ask for more memory together than the device has."""
-    out = {named(capacities, SHARES) or SHARES: Decimal(share)}
+    """The capacity request of a claim for `share` percent of a shareable device: the same part of its memory
+    floored to a value its policy takes as asked, so shares that sum to at most 100 never ask for more memory
+    together than the device has; and, where the device counts tenants by `shares` (the driver's
+    ConsumableShares N), the same part of them rounded up, at least one (N = 100: `share` shares)."""
+    out: dict[str, Decimal] = {}
+    shares_name = named(capacities, SHARES)
+    if shares_name is not None:
+        count = capacities[shares_name].value
+        out[shares_name] = max(Decimal(1), min(count, Decimal(math.ceil(count * share / 100))))
     memory_name = named(capacities, MEMORY)
     if memory_name is not None:
         memory = capacities[memory_name]
         out[memory_name] = _down(Decimal(math.floor(memory.value * share / 100)), memory)
     return out
+
+
+def partial(capacities: Mapping[str, Capacity]) -> bool:
+    """Whether claims can each take part of a device (on one that allows several allocations): it publishes
+    memory, and every capacity a share's claim does not ask (`share_request` asks memory and shares) has a
+    request policy, so each claim consumes its default, not all of it (the driver's MIG devices with shares
+    on carry engines and memory slices without one: one claim each)."""
+    asked = {named(capacities, MEMORY), named(capacities, SHARES)}
+    return named(capacities, MEMORY) is not None and all(
+        c.policy is not None for name, c in capacities.items() if name not in asked
+    )
+
+
+def whole_request(capacities: Mapping[str, Capacity]) -> dict[str, Decimal]:
+    """The capacity request that takes all of a device allowing several allocations: every capacity with a
+    request policy at its value, so no other claim fits beside it."""
+    return {
+        name: c.value
+        for name, c in sorted(capacities.items())
+        if c.policy is not None and not violates(c.value, c.policy)
+    }
 
 
 def quantity_text(amount: Decimal) -> str:

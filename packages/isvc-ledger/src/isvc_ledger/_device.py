@@ -16,7 +16,15 @@ from cachetools import LRUCache
 from isvc_api import DeviceKey, quantity_bytes
 from isvc_planner_client import SelectorError, device_activation
 
-from isvc_ledger._capacity import MEMORY, SHARES, Capacity, named, parse_capacities, share_request
+from isvc_ledger._capacity import (
+    MEMORY,
+    Capacity,
+    named,
+    parse_capacities,
+    partial,
+    share_request,
+    whole_request,
+)
 
 __all__ = [
     "BLOCKING",
@@ -129,8 +137,14 @@ class Device:
         return self._sort
 
     def share_request(self, units: int) -> dict[str, Decimal]:
-        """What the claim of `units` shares of this device asks of its capacities."""
+        """What the claim of `units` percent of this device asks of its capacities."""
         return share_request(units, self.capacities)
+
+    def whole_request(self) -> dict[str, Decimal] | None:
+        """What a claim taking all of this device asks of its capacities: all of each one with a request
+        policy, on a device that allows several allocations (None on one that does not: a claim takes it
+        whole by itself)."""
+        return whole_request(self.capacities) if self.multi else None
 
 
 def capacity_key(capacities: Mapping[str, Capacity]) -> tuple[object, ...]:
@@ -161,7 +175,7 @@ class _Reading(NamedTuple):
     capacities: dict[str, Capacity]
     key: tuple[object, ...]  # comparable: the capacities and their policies
     memory: int | None  # bytes
-    units: bool  # publishes exactly UNITS shares
+    partial: bool  # claims can each take part of the device (`_capacity.partial`)
 
 
 class DeviceReader:
@@ -190,7 +204,6 @@ class DeviceReader:
         known = self._readings.get(text)
         if known is None:
             capacities = parse_capacities(raw)
-            shares = capacities.get(named(capacities, SHARES) or SHARES)
             memory = capacities.get(named(capacities, MEMORY) or MEMORY)
             known = self._readings[text] = (
                 published,
@@ -198,7 +211,7 @@ class DeviceReader:
                     capacities,
                     capacity_key(capacities),
                     math.ceil(memory.value) if memory is not None else None,
-                    shares is not None and shares.value == UNITS,
+                    partial(capacities),
                 ),
             )
         self._recent = [known, *self._recent[:3]]
@@ -239,7 +252,7 @@ class DeviceReader:
             type=attribute(attrs, driver, "type"),
             product=attribute(attrs, driver, "productName") or attribute(attrs, driver, "model"),
             memory=reading.memory,
-            shareable=multi and reading.units,
+            shareable=multi and reading.partial,
             tainted=node in closed or (any(t.get("effect") in BLOCKING for t in taints) if taints else False),
             consumes=tuple(
                 sorted(

@@ -18,7 +18,6 @@ counter it names; otherwise it counts as fully used ("blocked").
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from decimal import Decimal
@@ -27,7 +26,7 @@ from typing import Any
 from cachetools import LRUCache
 from isvc_api import DeviceKey, OrderKey
 
-from isvc_ledger._capacity import SHARES, Consumption, consumed, consumption, fits, named
+from isvc_ledger._capacity import Consumption, consumed, consumption, fits
 from isvc_ledger._device import UNITS, Device, capacity_key
 from isvc_ledger._fleet import Fleet, PoolKey
 from isvc_ledger._holding import CLAIM, Holding, add, merged, most
@@ -345,10 +344,9 @@ class Ledger:
         return room
 
     def _search_room(self, device: Device, used: Consumption) -> int:
-        shares = device.capacities[named(device.capacities, SHARES) or SHARES]
-        top = min(UNITS, math.floor(shares.value - used.get(named(device.capacities, SHARES) or SHARES, 0)))
-        if top <= 0:
-            return 0
+        """The largest share (percent) whose claim fits beside `used`: a claim of more takes more of every
+        capacity, so the answer is where fitting stops."""
+        top = UNITS
         if self._fits_share(device, used, top):
             return top
         low, high = 0, top  # the largest share that fits lies in [low, high)

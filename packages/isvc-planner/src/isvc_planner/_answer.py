@@ -91,12 +91,17 @@ def placement_of(found: Candidate, need: MemoryNeed) -> Placement:
         share_percent=found.units if found.sharing == SharingMode.SHARES else None,
         device_count=len(found.devices),
         memory_gi_b=gib(per_device),
-        capacity_requests=(
-            {n: quantity_text(v) for n, v in sorted(first.share_request(found.units).items())}
-            if found.sharing == SharingMode.SHARES
-            else None
-        ),
+        capacity_requests=_requests(found),
     )
+
+
+def _requests(found: Candidate) -> dict[str, str] | None:
+    """What each device's claim asks of its consumable capacity: a share's part, or, on a device allowing
+    several allocations taken whole, all of it (so no other claim fits beside it: issue 41)."""
+    first = found.devices[0]
+    shared = found.sharing == SharingMode.SHARES
+    asked = first.share_request(found.units) if shared else first.whole_request() or {}
+    return {n: quantity_text(v) for n, v in sorted(asked.items())} or None
 
 
 def refuse(reason: Reason, message: str) -> Refusal:
