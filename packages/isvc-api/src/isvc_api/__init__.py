@@ -5,7 +5,7 @@ from isvc_api._conditions import Condition, condition_of, conditions_of, find_co
 from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
-from isvc_api._keys import DeviceKey, Obj, OrderKey
+from isvc_api._keys import DeviceKey, Obj, OrderKey, request_device_class
 from isvc_api._memory import (
     MIN_CONTEXT,
     PLANNING_BATCH,
@@ -53,6 +53,7 @@ from isvc_api._types import (
     CatalogKind,
     CompiledRuntime,
     Constraints,
+    DeviceSelectors,
     EndpointStatus,
     EndpointType,
     Estimates,
@@ -126,6 +127,7 @@ __all__ = [
     "ConditionType",
     "Constraints",
     "DeviceKey",
+    "DeviceSelectors",
     "EndpointStatus",
     "EndpointType",
     "Estimates",
@@ -198,6 +200,7 @@ __all__ = [
     "parse",
     "parse_quantity",
     "quantity_bytes",
+    "request_device_class",
     "runtime_for",
     "set_condition",
     "share_in_range",

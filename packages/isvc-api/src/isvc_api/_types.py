@@ -694,6 +694,26 @@ class InferenceServiceClass(Wire):
 # ---------------------------------------------------------------- LaunchPlan
 
 
+class DeviceSelectors(Wire):
+    """The plan's devices as its claim selects them (issue 40): the first replica takes the devices planned,
+    a further one any device of their shape on the class."""
+
+    pinned: str = Field(
+        description=(
+            "CEL admitting exactly the planned devices: by uuid, or, for a partition the driver publishes "
+            "without one, by its parent's uuid and its profile."
+        ),
+        max_length=8192,
+    )
+    alike: str = Field(
+        description=(
+            "CEL admitting any device of the planned devices' shape on the class: product, memory, type, "
+            "profile and whether claims share it."
+        ),
+        max_length=8192,
+    )
+
+
 class Placement(Wire):
     """Where an order runs. Deliberately lenient: the controller judges values, not the schema."""
 
@@ -703,8 +723,15 @@ class Placement(Wire):
     devices: list[str] | None = Field(default=None, description="Device names in the pool.", max_length=64)
     device_uuids: list[str] | None = Field(
         default=None,
-        description="uuid attributes of the devices, used to pin the claim.",
+        description="uuid attributes of the devices (none when a device is published without one).",
         max_length=64,
+    )
+    device_selectors: DeviceSelectors | None = Field(
+        default=None,
+        description=(
+            "How the claim selects devices: the planned ones first, else any of their shape (a further "
+            "replica, or a replica made again); absent in plans made before, which pin by uuid."
+        ),
     )
     node_name: str | None = Field(default=None, description="Node of the devices.")
     accelerator_product_name: str | None = Field(default=None, description="Product name.")

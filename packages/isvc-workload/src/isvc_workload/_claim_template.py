@@ -6,14 +6,30 @@ import hashlib
 import json
 from typing import Any
 
-from isvc_api import LABEL_PRIORITY, PlacementMode, SharingMode, claim_capacity_requests, share_in_range
+from isvc_api import (
+    LABEL_PRIORITY,
+    Placement,
+    PlacementMode,
+    SharingMode,
+    claim_capacity_requests,
+    share_in_range,
+)
 
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._errors import PlanNotExpressible
 
-__all__ = ["CLAIM_NAME", "claim_template_name", "resource_claim_template", "uuid_selector"]
+__all__ = [
+    "ALIKE",
+    "CLAIM_NAME",
+    "PLANNED",
+    "claim_template_name",
+    "resource_claim_template",
+    "uuid_selector",
+]
 
 CLAIM_NAME = "gpu"  # the request name, the pod's claim name and the container's claim reference
+PLANNED = "planned"  # the first choice: the devices the planner placed the order on
+ALIKE = "alike"  # the second: any device of their shape on the class (a further replica)
 
 
 def _cel_string(value: str) -> str:
@@ -47,6 +63,30 @@ def _claim_spec(inputs: WorkloadInputs) -> dict[str, Any]:
         "allocationMode": "ExactCount",
         "count": placement.device_count,
     }
+    if placement.placement_mode == PlacementMode.SHARED and placement.sharing_mode != SharingMode.PARTITION:
+        share = placement.share_percent
+        if not share_in_range(share):
+            raise PlanNotExpressible("placement.sharePercent", share, "a shared placement takes 1..100")
+    requests = claim_capacity_requests(placement)
+    if requests:
+        exactly["capacity"] = {"requests": requests}
+    labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
+    return {"metadata": {"labels": labels}, "spec": {"devices": {"requests": [_request(placement, exactly)]}}}
+
+
+def _request(placement: Placement, exactly: dict[str, Any]) -> dict[str, Any]:
+    """The claim's one request: the planned devices first, else any of their shape, as a prioritized list
+    (Kubernetes 1.36 DRAPrioritizedList, beta and on by default: `firstAvailable`, tried in order for each
+    claim); a plan made before selectors were planned pins its devices by uuid, as it did."""
+    chosen = placement.device_selectors
+    if chosen is not None:
+        return {
+            "name": CLAIM_NAME,
+            "firstAvailable": [
+                {"name": name, **exactly, "selectors": [{"cel": {"expression": expression}}]}
+                for name, expression in ((PLANNED, chosen.pinned), (ALIKE, chosen.alike))
+            ],
+        }
     if placement.device_uuids:
         if not placement.driver:
             raise PlanNotExpressible(
@@ -58,20 +98,10 @@ def _claim_spec(inputs: WorkloadInputs) -> dict[str, Any]:
                 placement.device_uuids,
                 f"fewer devices pinned than placement.deviceCount={placement.device_count}",
             )
-        expression = uuid_selector(placement.driver, placement.device_uuids)
-        exactly["selectors"] = [{"cel": {"expression": expression}}]
-    if placement.placement_mode == PlacementMode.SHARED and placement.sharing_mode != SharingMode.PARTITION:
-        share = placement.share_percent
-        if not share_in_range(share):
-            raise PlanNotExpressible("placement.sharePercent", share, "a shared placement takes 1..100")
-    requests = claim_capacity_requests(placement)
-    if requests:
-        exactly["capacity"] = {"requests": requests}
-    labels = child_labels(inputs.name) | {LABEL_PRIORITY: str(inputs.priority)}
-    return {
-        "metadata": {"labels": labels},
-        "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}},
-    }
+        exactly["selectors"] = [
+            {"cel": {"expression": uuid_selector(placement.driver, placement.device_uuids)}}
+        ]
+    return {"name": CLAIM_NAME, "exactly": exactly}
 
 
 def claim_template_name(inputs: WorkloadInputs) -> str:
@@ -82,7 +112,7 @@ def claim_template_name(inputs: WorkloadInputs) -> str:
 
 
 def resource_claim_template(inputs: WorkloadInputs) -> dict[str, Any]:
-    """The claim template of the order's workload, pinned to the planned devices when the plan names them."""
+    """The claim template of the order's workload: the planned devices first, else any of their shape."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",

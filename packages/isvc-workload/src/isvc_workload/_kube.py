@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from isvc_api import condition_of
+from isvc_api import condition_of, request_device_class
 
 __all__ = [
     "awaits_claim",
@@ -61,9 +61,9 @@ def claim_device_class(claims: list[dict[str, Any]]) -> str | None:
     """The device class the order's claims ask for, read from the first claim that says."""
     for claim in claims:
         for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-            exactly = request.get("exactly") or {}
-            if exactly.get("deviceClassName"):
-                return str(exactly["deviceClassName"])
+            device_class = request_device_class(request)
+            if device_class is not None:
+                return device_class
     return None
 
 

@@ -198,6 +198,17 @@ def _replicas(inputs: WorkloadInputs) -> int | None:
     return None if owned else constraints.min_replicas
 
 
+def _spread(name: str) -> dict[str, Any]:
+    """Replicas of one order prefer different nodes (issue 40): one node's drain or loss then leaves a
+    replica serving. A preference, not a rule: where one node has the only room, replicas share it."""
+    term = {"labelSelector": {"matchLabels": {LABEL_ORDER: name}}, "topologyKey": "kubernetes.io/hostname"}
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]
+        }
+    }
+
+
 def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str, Any]:
     """The set of the order; its pod template changes only when the compiled runtime (or the plan's claim
     template, or the endpoint's token) does, and its model volume is the estimate's, named from its content.
@@ -225,6 +236,7 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,  # the runtime talks to no API server
         "securityContext": _POD_SECURITY,
+        "affinity": _spread(name),
     }
     if gate_volumes:
         pod_spec["volumes"] = gate_volumes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from isvc_api import condition_of
+from isvc_api import condition_of, request_device_class
 
 from kubectl_isvc._common import Out, Unread, unread
 from kubectl_isvc._errors import NotFound, ReadFailed
@@ -102,14 +102,7 @@ def _events(items: list[Obj]) -> list[EventRow]:
 def _claim(claim: Obj) -> ClaimEvidence:
     spec, status = claim.get("spec") or {}, claim.get("status") or {}
     requests = (spec.get("devices") or {}).get("requests") or []
-    device_class = next(
-        (
-            (r.get("exactly") or {}).get("deviceClassName")
-            for r in requests
-            if (r.get("exactly") or {}).get("deviceClassName")
-        ),
-        None,
-    )
+    device_class = next((c for r in requests if (c := request_device_class(r)) is not None), None)
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
     devices = []
     for r in results:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from isvc_api import GROUP, LABEL_MANAGED_BY, Obj
+from isvc_api import GROUP, LABEL_MANAGED_BY, Obj, request_device_class
 
 from isvc_operator._seal import DIGEST, SEALED_KINDS, view_digest
 
@@ -131,10 +131,10 @@ def compact_claim(obj: Obj) -> Obj:
     requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
     kept = []
     for request in requests[:_CLAIM_REQUESTS] if isinstance(requests, list) else []:
-        exactly = request.get("exactly") if isinstance(request, dict) else None
         entry: Obj = {"name": request.get("name")} if isinstance(request, dict) else {}
-        if isinstance(exactly, dict) and exactly.get("deviceClassName"):
-            entry["exactly"] = {"deviceClassName": exactly["deviceClassName"]}
+        device_class = request_device_class(request)
+        if device_class is not None:  # a prioritized list's first choice, kept as one request asking it
+            entry["exactly"] = {"deviceClassName": device_class}
         kept.append(entry)
     obj["spec"] = {"devices": {"requests": kept}}
     return compact(obj)
