@@ -248,9 +248,9 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         pod_spec["priorityClassName"] = priority_class
     if settings.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
-    template_meta: dict[str, Any] = {"labels": child_labels(name)}
-    if pod_annotations:
-        template_meta["annotations"] = pod_annotations
+    template_meta: dict[str, Any] = {"labels": child_labels(name)} | (
+        {"annotations": pod_annotations} if pod_annotations else {}
+    )
     spec: dict[str, Any] = {
         "serviceName": name,  # the order's Service
         "podManagementPolicy": "Parallel",
