@@ -198,6 +198,16 @@ def _replicas(inputs: WorkloadInputs) -> int | None:
     return None if owned else constraints.min_replicas
 
 
+def _pod_settings(name: str) -> dict[str, Any]:
+    """What every pod of the set is, whatever it runs."""
+    return {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,  # the runtime talks to no API server
+        "securityContext": _POD_SECURITY,
+        "affinity": _spread(name),
+    }
+
+
 def _spread(name: str) -> dict[str, Any]:
     """Replicas of one order prefer different nodes (issue 40): one node's drain or loss then leaves a
     replica serving. A preference, not a rule: where one node has the only room, replicas share it."""
@@ -233,10 +243,7 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
     pod_spec: dict[str, Any] = {
         "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
         "containers": [server],
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,  # the runtime talks to no API server
-        "securityContext": _POD_SECURITY,
-        "affinity": _spread(name),
+        **_pod_settings(name),
     }
     if gate_volumes:
         pod_spec["volumes"] = gate_volumes
@@ -248,9 +255,9 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         pod_spec["priorityClassName"] = priority_class
     if settings.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
-    template_meta: dict[str, Any] = {"labels": child_labels(name)} | (
-        {"annotations": pod_annotations} if pod_annotations else {}
-    )
+    template_meta: dict[str, Any] = {"labels": child_labels(name)}
+    if pod_annotations:
+        template_meta["annotations"] = pod_annotations
     spec: dict[str, Any] = {
         "serviceName": name,  # the order's Service
         "podManagementPolicy": "Parallel",
