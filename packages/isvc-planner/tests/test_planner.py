@@ -197,6 +197,22 @@ def test_device_classes_are_tried_in_policy_order(models: dict[str, ModelFacts])
     assert p is not None and p.device_class_name == "mig.nvidia.com"
 
 
+def test_no_plan_spans_mig_partitions_issue_41(models: dict[str, ModelFacts]) -> None:
+    """Two 3g.40gb partitions hold 60 GiB together, but a CUDA process sees one MIG device: the order is
+    refused, and says why (issue 41: it was planned over both, and vLLM cannot run so)."""
+    parts = [fleet_mig("n1", 0, "3g.40gb", 0, 40), fleet_mig("n1", 0, "3g.40gb", 4, 40)]
+    planner = Planner(inventory([fleet_slice("n1", parts)]))
+    answer = plan(planner, sized(models["qwen7b"], 60))
+    assert answer.placement is None and answer.refusal is not None
+    assert answer.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
+    assert "MIG partitions are never combined" in answer.refusal.message
+    whole = Planner(
+        inventory([fleet_slice("n1", [fleet_gpu("n1", i, memory_gi=40, shares=False) for i in (0, 1)])])
+    )
+    p = plan(whole, sized(models["qwen7b"], 60)).placement
+    assert p is not None and p.device_count == 2  # whole cards of one node still combine
+
+
 def test_policy_selector_narrows_the_devices(models: dict[str, ModelFacts]) -> None:
     devices = [fleet_gpu("n1", 0), fleet_gpu("n1", 1, memory_gi=40, product="NVIDIA A100-SXM4-40GB")]
     planner = Planner(inventory([fleet_slice("n1", devices)]))

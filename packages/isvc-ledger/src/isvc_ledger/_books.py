@@ -110,6 +110,7 @@ class Books:
         self._held = False  # first listings' devices wait, uncounted and unindexed, for `synced`
         self._rejudge = False  # the classes changed under a listing: every device is judged when it is in
         self._owed = False  # room may have appeared under a listing: waiters are woken once it is applied
+        self._planned: dict[OrderKey, list[Holding]] = {}  # each plan's holdings as it names them
         self._made: dict[OrderKey, float] = {}  # when each reservation was made (monotonic)
         self._until: dict[OrderKey, float] = {}  # when it lapses
         self._deadlines: list[tuple[float, OrderKey]] = []
@@ -267,6 +268,7 @@ class Books:
                 touched = self._touched()
                 ledger.set_source(source, table, uid, holdings, touched)
                 self._settle_now(touched)
+                self._refloat(order)
             watched = order is not None and (waits or order in unallocated)
             if watched and order is not None and ledger.note_unallocated(order, uid, waits):
                 self._free()
@@ -278,6 +280,7 @@ class Books:
         self.ledger.set_source(CLAIM + uid, self.ledger.claims, uid, [], touched)
         self._settle_now(touched)
         self.ledger.note_unallocated(order, uid, False)
+        self._refloat(order)
 
     def upsert_plan(self, plan: Mapping[str, Any]) -> None:
         """Add or change a LaunchPlan: its order holds the devices it places it on, at what its claim asks.
@@ -285,8 +288,9 @@ class Books:
         A plan is named after its order. Once it names the devices of the order's reservation, the
         reservation has done its work and is dropped."""
         key, holdings = plan_holdings(plan)
-        if self.ledger.plans.get(key, []) != holdings:
-            self._set_plan(key, holdings)
+        if self._planned.get(key, []) != holdings:
+            self._planned[key] = holdings
+            self._set_plan(key, self._effective(key))
         reserved = self.ledger.reservations.get(key)
         if holdings and reserved is not None and {h.device for h in reserved} <= {h.device for h in holdings}:
             self.release(key)
@@ -294,7 +298,33 @@ class Books:
     def delete_plan(self, plan: Mapping[str, Any]) -> None:
         """Forget a LaunchPlan."""
         meta = plan.get("metadata") or {}
-        self._set_plan((meta.get("namespace") or "", meta.get("name") or ""), [])
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        self._planned.pop(key, None)
+        self._set_plan(key, [])
+
+    def _effective(self, order: OrderKey) -> list[Holding]:
+        """The holdings of the order's plan, less those a claim of the order answers elsewhere: a plan on a
+        partition the driver publishes without a uuid holds one placement of its profile on its parent (its
+        claim pins no more), so once a claim of the order is allocated on another such placement, that one
+        is the plan's (issue 41: DynamicMIG)."""
+        planned = self._planned.get(order, [])
+        devices = self.fleet.devices
+        floating = [
+            h for h in planned if (d := devices.get(h.device)) is not None and d.uuid is None and d.pin
+        ]
+        if not floating:
+            return planned
+        claimed = self.ledger.claimed(order)
+        pins = [devices[k].pin for k in claimed if k in devices]
+        answered = {h.device for h in floating if h.device not in claimed and devices[h.device].pin in pins}
+        return [h for h in planned if h.device not in answered]
+
+    def _refloat(self, order: OrderKey | None) -> None:
+        """The order's claims changed: what its plan holds again (`_effective`)."""
+        if order is not None and order in self._planned:
+            effective = self._effective(order)
+            if self.ledger.plans.get(order, []) != effective:
+                self._set_plan(order, effective)
 
     def _set_plan(self, key: OrderKey, holdings: list[Holding]) -> None:
         touched = self._touched()

@@ -82,6 +82,28 @@ class Device:
         return str(value) if value is not None else None
 
     @property
+    def pin(self) -> dict[str, str] | None:
+        """The attributes that name this device alone: its uuid; or, for a partition the driver publishes
+        without one (DynamicMIG: every placement of every profile is a device), its parent's uuid and its
+        profile, which any free placement of that profile on that parent answers; None when nothing does."""
+        if self.uuid is not None:
+            return {"uuid": self.uuid}
+        attrs = self.raw.get("attributes") or {}
+        parent, profile = (
+            attribute(attrs, self.driver, "parentUUID"),
+            attribute(attrs, self.driver, "profile"),
+        )
+        if parent is None or profile is None:
+            return None
+        return {"parentUUID": str(parent), "profile": str(profile)}
+
+    @property
+    def profile(self) -> str | None:
+        """A MIG partition's profile ("3g.20gb"), if any."""
+        value = attribute(self.raw.get("attributes") or {}, self.driver, "profile")
+        return str(value) if value is not None else None
+
+    @property
     def card(self) -> str:
         """The physical card a device is part of: a partition's parentUUID, else its uuid or name."""
         parent = attribute(self.raw.get("attributes") or {}, self.driver, "parentUUID")

@@ -181,6 +181,16 @@ class Ledger:
             if h.order == order and h.device in self.fleet.devices
         }
 
+    def claimed(self, order: OrderKey) -> set[DeviceKey]:
+        """Devices the order's allocated claims hold, published or not."""
+        return {
+            h.device
+            for source in self._order_sources.get(order, ())
+            if source.startswith(CLAIM)
+            for h in self.claims.get(source[len(CLAIM) :], [])
+            if h.order == order
+        }
+
     def _source_holdings(self, source: str) -> list[Holding]:
         kind, _, rest = source.partition(":")
         if kind == "claim":

@@ -1,7 +1,14 @@
 """isvc planner client: the planner's wire contract, a typed HTTP client, its errors, and the device
 selector language (DRA CEL over quantities) that the planner and its callers both judge."""
 
-from isvc_planner_client._cel import CelJudge, SelectorError, device_activation
+from isvc_planner_client._cel import (
+    CelJudge,
+    SelectorError,
+    attribute_is,
+    cel_literal,
+    device_activation,
+    one_of,
+)
 from isvc_planner_client._client import SERVICE_ACCOUNT_TOKEN, PlannerClient, TokenFileAuth
 from isvc_planner_client._errors import (
     PlannerError,
@@ -54,5 +61,8 @@ __all__ = [
     "SelectorError",
     "TokenFileAuth",
     "Victim",
+    "attribute_is",
+    "cel_literal",
     "device_activation",
+    "one_of",
 ]

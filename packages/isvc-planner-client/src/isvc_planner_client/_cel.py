@@ -21,10 +21,32 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
 )
 from isvc_api import quantity_bytes
 
-__all__ = ["CelJudge", "SelectorError"]
+__all__ = ["CelJudge", "SelectorError", "attribute_is", "cel_literal", "one_of"]
 
 _DOMAIN = re.compile(r"device\s*\.\s*(?:attributes|capacity)\s*\[\s*['\"]([^'\"]+)['\"]\s*\]")
 _MISSING_KEY = re.compile(r'(?:NOT_FOUND:\s*)?key not found in map\s*:\s*"?([^"]*)"?', re.IGNORECASE)
+
+
+def cel_literal(value: str) -> str:
+    """A CEL string literal of `value`."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def attribute_is(driver: str, name: str, value: str) -> str:
+    """CEL true for a device whose `driver` attribute `name` is `value`, false for one without it (guarded:
+    a selector meets devices of every kind on the node, and reading a missing key is an error that stops
+    scheduling)."""
+    attrs = f"device.attributes[{cel_literal(driver)}]"
+    read = f"{attrs}.{name}" if name.isidentifier() else f"{attrs}[{cel_literal(name)}]"
+    return f"({cel_literal(name)} in {attrs} && {read} == {cel_literal(value)})"
+
+
+def one_of(driver: str, pins: list[dict[str, str]]) -> str:
+    """CEL admitting exactly the devices of `driver` each pin names by attribute values (all of a pin's
+    attributes must match: a uuid, or a partition's parent uuid and profile)."""
+    terms = [" && ".join(attribute_is(driver, k, v) for k, v in sorted(pin.items())) for pin in pins]
+    joined = " || ".join(f"({t})" if len(pins) > 1 else t for t in terms)
+    return f"device.driver == {cel_literal(driver)} && ({joined})"
 
 
 def _as_cluster_says(detail: str) -> str:

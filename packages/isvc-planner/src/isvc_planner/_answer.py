@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from isvc_api import (
     GIB,
+    DeviceSelectors,
     Placement,
     PlacementMode,
     QuantityError,
@@ -18,6 +19,7 @@ from isvc_api import (
     share_in_range,
 )
 from isvc_ledger import UNITS, Device, View, quantity_text
+from isvc_planner_client import attribute_is, cel_literal, one_of
 
 from isvc_planner._estimate import MemoryNeed
 from isvc_planner._order import Candidate
@@ -52,26 +54,46 @@ class ClaimShape:
 
 
 def profile_selector(device: Device) -> str:
-    """CEL admitting the devices of `device`'s profile: driver, type, product, memory, sharing."""
+    """CEL admitting the devices of `device`'s shape on its driver: whether claims share it, its memory and
+    shares, its type, product and MIG profile (each attribute guarded: a device without it is not admitted,
+    never an error). A further replica's claim takes any of them (issue 40)."""
     d = device.driver
-    caps, attrs = f"device.capacity['{d}']", f"device.attributes['{d}']"
+    caps = f"device.capacity[{cel_literal(d)}]"
     parts = [
-        f"device.driver == '{d}'",
-        f"'memory' in {caps}",
-        f"{caps}.memory.compareTo(quantity('{device.memory}')) == 0",
-        f"{'' if device.shareable else '!'}('shares' in {caps})",
+        f"device.driver == {cel_literal(d)}",
+        f"device.allowMultipleAllocations == {'true' if device.multi else 'false'}",
     ]
-    if device.type is not None:
-        parts.append(f"'type' in {attrs} && {attrs}.type == '{device.type}'")
-    if device.product is not None:
-        parts.append(f"'productName' in {attrs} && {attrs}.productName == '{device.product}'")
+    for name in ("memory", "shares"):
+        capacity = device.capacities.get(name)
+        if capacity is None:
+            parts.append(f"!({cel_literal(name)} in {caps})")
+        else:
+            amount = quantity_text(capacity.value)
+            parts.append(
+                f"{cel_literal(name)} in {caps} && {caps}.{name}.compareTo(quantity('{amount}')) == 0"
+            )
+    for name, value in (("type", device.type), ("productName", device.product), ("profile", device.profile)):
+        if value is not None:
+            parts.append(attribute_is(d, name, value))
     return " && ".join(parts)
+
+
+def selectors_of(devices: tuple[Device, ...]) -> DeviceSelectors:
+    """The claim's choices for devices planned: exactly those (by what names each alone), else any of their
+    shape; devices nothing names are chosen by shape only."""
+    first = devices[0]
+    alike = profile_selector(first)
+    pins = [d.pin for d in devices]
+    if any(p is None for p in pins):
+        return DeviceSelectors(pinned=alike, alike=alike)
+    return DeviceSelectors(pinned=one_of(first.driver, [p for p in pins if p is not None]), alike=alike)
 
 
 def placement_of(found: Candidate, need: MemoryNeed) -> Placement:
     """The placement a candidate is, as the wire carries it."""
     first = found.devices[0]
     memory = first.memory or 0
+    uuids = [d.uuid for d in found.devices]
     if found.mode == PlacementMode.SHARED:
         per_device = found.units * memory // UNITS
     else:
@@ -81,7 +103,8 @@ def placement_of(found: Candidate, need: MemoryNeed) -> Placement:
         driver=first.driver,
         pool=first.pool,
         devices=[d.name for d in found.devices],
-        device_uuids=[d.uuid or d.name for d in found.devices],
+        device_uuids=uuids if all(uuids) else None,
+        device_selectors=selectors_of(found.devices),
         node_name=first.node,
         accelerator_product_name=first.product,
         accelerator_memory_gi_b=gib(memory),

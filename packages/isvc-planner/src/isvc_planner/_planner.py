@@ -45,7 +45,7 @@ from isvc_planner._heard import Heard
 from isvc_planner._inventory import Inventory
 from isvc_planner._order import Ask, Candidate, Order
 from isvc_planner._refusals import Findings, refusal_for
-from isvc_planner._search import fit, largest, passes, preempt, search, undecidable
+from isvc_planner._search import MIG, fit, largest, passes, preempt, search, undecidable
 from isvc_planner._stock import Kinds
 from isvc_planner._survey import Surveys
 from isvc_planner._together import kinds_of, place_together
@@ -521,7 +521,7 @@ def _shapes_of(
             shares = found[0] if found[2] == SharingMode.SHARES else None
             out.setdefault((cls, selector, 1, shares), ClaimShape(cls, (selector, *extra), 1, shares))
             continue
-        if alone:  # a model one device of the class holds never spans several
+        if alone or device.type == MIG:  # one device holds it, or partitions (never combined)
             continue
         usable = ask.usable(device.memory)
         for count in (2, 4, 8):

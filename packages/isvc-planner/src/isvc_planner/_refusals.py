@@ -35,6 +35,7 @@ class Findings:
     # (its selector, its minimum compute capability): product -> how many.
     excluded: dict[str, int] = field(default_factory=dict)
     constraint: str = ""  # the policy's words for what it admits, when it restricts anything
+    partitions: bool = False  # MIG partitions were among the devices seen (never combined for one order)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Survey:
     holders: list[tuple[int, OrderKey]] = field(default_factory=list)  # (lowest priority held at, order)
     lowered: list[tuple[int, str, Device]] = field(default_factory=list)  # by lowest
     closed: dict[int, set[str]] = field(default_factory=dict)  # memory -> "node (why)" out of service
+    partitions: bool = False  # MIG partitions among the devices
     # Devices in service the order's filters leave out: (product, memory, shareable, free units), how many.
     filtered: dict[tuple[str, int, bool, int], int] = field(default_factory=dict)
 
@@ -67,6 +69,7 @@ def observe_survey(survey: Survey, ask: Ask, f: Findings, priority: int, order: 
         if ask.holds(memory):
             f.out_of_service |= where
     f.admitted += survey.admitted
+    f.partitions = f.partitions or survey.partitions
     f.unprofiled.extend(survey.unprofiled)
     for pool, n in survey.unprofiled_per_pool.items():
         f.unprofiled_per_pool[pool] = f.unprofiled_per_pool.get(pool, 0) + n
@@ -196,6 +199,12 @@ def _too_large(need: MemoryNeed, where: str, f: Findings) -> Refusal:
                 f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."
             ),
         )
+    partitions = (
+        " MIG partitions are never combined for one order (a CUDA process sees one MIG device, so tensor "
+        "parallel cannot span them): a larger profile, or whole cards."
+        if f.partitions
+        else ""
+    )
     return Refusal(
         reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
         message=(
@@ -203,7 +212,7 @@ def _too_large(need: MemoryNeed, where: str, f: Findings) -> Refusal:
             f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
             f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
             f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
-            "A larger accelerator or more devices of one node are needed."
+            f"A larger accelerator or more devices of one node are needed.{partitions}"
         ),
     )
 

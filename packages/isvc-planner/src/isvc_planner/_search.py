@@ -24,9 +24,13 @@ from isvc_planner_client import SelectorError
 
 from isvc_planner._order import Ask, Candidate
 
-__all__ = ["fit", "largest", "passes", "preempt", "refused_for", "search", "single", "undecidable"]
+__all__ = ["MIG", "fit", "largest", "passes", "preempt", "refused_for", "search", "single", "undecidable"]
 
 _POLICY = "accelerator policy"
+# The type a MIG partition publishes. NVIDIA's MIG user guide ("CUDA Device Enumeration"): a CUDA process
+# sees one MIG device, so vLLM's tensor parallel (one process per device, NCCL between them) cannot span
+# partitions; vLLM's docs list MIG as unsupported for multi-GPU serving.
+MIG = "mig"
 
 
 def _semver(text: str) -> tuple[int, ...]:
@@ -197,6 +201,8 @@ def _multi(
 ) -> Candidate | None:
     """Tensor parallel on one node: the fewest devices of this group that hold the order together."""
     memory, shareable = gkey[0], gkey[1]
+    if gkey[2] == MIG:  # a CUDA process sees one MIG device: tensor parallel never spans partitions
+        return None
     sharing = SharingMode.SHARES if shareable else SharingMode.NONE
     count = ask.spans(memory) if memory > 0 and ask.allows(PlacementMode.MULTI_DEVICE, sharing) else None
     if count is None:

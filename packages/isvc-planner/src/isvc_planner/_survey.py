@@ -9,7 +9,7 @@ from isvc_ledger import UNITS, Device, GroupKey, View
 
 from isvc_planner._order import Ask
 from isvc_planner._refusals import Findings, Survey, observe_survey, would_hold
-from isvc_planner._search import passes, refused_for
+from isvc_planner._search import MIG, passes, refused_for
 
 __all__ = ["Surveys"]
 
@@ -71,7 +71,7 @@ class Surveys:
                     f.excluded[product] = f.excluded.get(product, 0) + 1
                 continue
             _observe_one(view, cls, device, ask, f, priority, order)
-            if device.memory is not None:
+            if device.memory is not None and device.type != MIG:  # partitions are never combined
                 pools[(device.pool, device.group)] = pools.get((device.pool, device.group), 0) + 1
         for (_, gkey), n in pools.items():
             if (count := ask.spans(gkey[0])) is not None and count <= n:
@@ -102,6 +102,7 @@ def _observe_one(
     """What one device in service the order's filters admit adds to its findings."""
     ledger = view.ledger
     f.admitted += 1
+    f.partitions = f.partitions or device.type == MIG
     free = ledger.room(device.key, (order,)) if device.key in ask.own else ledger.room(device.key)
     if device.key in ask.distrust and refused_for(device, ask):
         free = 0  # the scheduler said there is no room there for this order's claim
@@ -145,6 +146,7 @@ def _walk(view: View, cls: str, ask: Ask, survey: Survey) -> None:
                 survey.filtered[slot] = survey.filtered.get(slot, 0) + 1
             continue
         survey.admitted += 1
+        survey.partitions = survey.partitions or device.type == MIG
         free = ledger.room(device.key)
         under: int | None = None
         for h in ledger.holdings_on(device.key):
@@ -163,7 +165,8 @@ def _walk(view: View, cls: str, ask: Ask, survey: Survey) -> None:
             survey.largest = (device.memory, f"{device.product or device.ident}, class {cls}")
         survey.largest_free = max(survey.largest_free, _free_bytes(device, free))
         (survey.shared_sizes if device.shareable else survey.whole_sizes).add(device.memory)
-        pools[(device.pool, device.group)] = pools.get((device.pool, device.group), 0) + 1
+        if device.type != MIG:  # partitions are never combined
+            pools[(device.pool, device.group)] = pools.get((device.pool, device.group), 0) + 1
     for (_, gkey), n in pools.items():
         survey.sizes[gkey[0]] = max(survey.sizes.get(gkey[0], 0), n)
     survey.holders = sorted((p, o) for o, p in lowest.items())
