@@ -89,3 +89,29 @@ def launch_plan_of(name: str, units: int) -> dict[str, Any]:
             },
         },
     }
+
+
+def test_growth_is_blocked_by_priority_only_when_no_device_of_the_plans_shape_has_room_issue_40() -> None:
+    """A further replica takes any device of its plan's shape: a second card with room means growth is not
+    blocked, however the order's own card is held; with both full, it is blocked where higher priority holds."""
+    two = [fleet_slice("n1", [fleet_gpu("n1", 0)]), fleet_slice("n2", [fleet_gpu("n2", 0)])]
+
+    def fleet(*claims: dict[str, Any]) -> Inventory:
+        return Inventory.from_objects(
+            fleet_device_classes(),
+            two,
+            list(claims),
+            priority_classes=[fleet_priority_class("high", 1000)],
+            orders=[fleet_order("ns", "o"), fleet_order("ns", "h", "high")],
+            service_classes=[fleet_service_class("high", "high")],
+        )
+
+    mine, theirs = shares("o-0", "o", 40), shares("h-0", "h", 60)
+    both = [("gpu.nvidia.com", "n1", "gpu-0"), ("gpu.nvidia.com", "n2", "gpu-0")]
+    free_elsewhere = fleet(mine, theirs)
+    assert free_elsewhere.view.ranking.outranked(ORDER, 40) == [
+        f"{CARD}: ns/h at priority 1000"
+    ]  # its card only
+    assert free_elsewhere.view.ranking.outranked(ORDER, 40, both) == []  # the other card has room
+    full = fleet(mine, theirs, fleet_claim("ns", "x", None, [("n2", "gpu-0", 100)]))
+    assert full.view.ranking.outranked(ORDER, 40, both) == [f"{CARD}: ns/h at priority 1000"]

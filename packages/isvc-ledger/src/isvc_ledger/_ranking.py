@@ -9,7 +9,7 @@ a superset of those, it can never be placed back on the device it lost while the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from isvc_api import DeviceKey, OrderKey
@@ -119,32 +119,49 @@ class Ranking:
                 )
         return None
 
-    def outranked(self, order: OrderKey, units: int) -> list[str]:
-        """Devices the order holds where orders of higher priority than it hold the room it needs, with who.
+    def outranked(self, order: OrderKey, units: int, alike: Collection[DeviceKey] | None = None) -> list[str]:
+        """Devices where orders of higher priority than the order hold the room it needs, with who.
 
-        Where it has lost the device (`displaced`): its own holding would fit were they gone, so the loss is
-        preemption. Where it stands: a further claim of `units` (one more replica of it) finds no room now and
-        would were they gone, so growth there is blocked by priority, not by a full device. Holders of no order
-        and orders of its own priority or below never outrank it: they came first, or yield to it.
+        Where it has lost a device it holds (`displaced`): its own holding would fit were they gone, so the
+        loss is preemption. Growth: a further claim of `units` (one more replica) may take any device of
+        `alike` (its plan's shape on the class; default: the devices it holds); where one has room, growth is
+        not blocked; otherwise each that would have room were they gone is named, so growth is blocked by
+        priority, not by a full class. Holders of no order and orders of its own priority or below never
+        outrank it: they came first, or yield to it.
         """
-        out: list[str] = []
+        ledger = self.ledger
+        held = ledger.holds(order)
+        lost = {key for key in held if self.displaced_on(order, key) is not None}
+        out = [said for key in sorted(lost) if (said := self._above(order, key, units, (order,)))]
+        growth = [
+            k
+            for k in sorted(alike if alike is not None else held)
+            if k not in lost and k in ledger.fleet.devices
+        ]
+        if any(ledger.room(k) >= self._need(k, units) for k in growth):
+            return out
+        return out + [said for key in growth if (said := self._above(order, key, units, ()))]
+
+    def _need(self, key: DeviceKey, units: int) -> int:
+        return units if self.ledger.fleet.devices[key].shareable else UNITS
+
+    def _above(
+        self, order: OrderKey, key: DeviceKey, units: int, mine_too: tuple[OrderKey, ...]
+    ) -> str | None:
+        """Who of higher priority than the order holds the room it needs on one device (counting `mine_too`'s
+        holdings as free), when they alone stand in the way; None otherwise."""
         ledger, prio = self.ledger, self.priorities
         mine = prio.of_order(order)
-        for key in sorted(ledger.holds(order)):
-            above: dict[OrderKey, int] = {}
-            for h in ledger.holdings_on(key):
-                held_at = prio.of_holding(h)
-                if h.order is not None and h.order != order and held_at > mine:
-                    above[h.order] = max(above.get(h.order, held_at), held_at)
-            if not above:
-                continue
-            need = units if ledger.fleet.devices[key].shareable else UNITS
-            mine_too = (order,) if self.displaced_on(order, key) is not None else ()
-            if ledger.room(key, mine_too) >= need or ledger.room(key, (*mine_too, *above)) < need:
-                continue
-            who = ", ".join(f"{ns}/{n} at priority {p}" for (ns, n), p in sorted(above.items())[:4])
-            out.append(f"{ledger.fleet.devices[key].ident}: {who}")
-        return out
+        above: dict[OrderKey, int] = {}
+        for h in ledger.holdings_on(key):
+            held_at = prio.of_holding(h)
+            if h.order is not None and h.order != order and held_at > mine:
+                above[h.order] = max(above.get(h.order, held_at), held_at)
+        need = self._need(key, units)
+        if not above or ledger.room(key, mine_too) >= need or ledger.room(key, (*mine_too, *above)) < need:
+            return None
+        who = ", ".join(f"{ns}/{n} at priority {p}" for (ns, n), p in sorted(above.items())[:4])
+        return f"{ledger.fleet.devices[key].ident}: {who}"
 
     def _ranked(self, key: DeviceKey) -> list[tuple[OrderKey | None, int, float, Consumption | None]]:
         """The holders of a device in standing order: (order, priority, since, what it takes or None for all)."""

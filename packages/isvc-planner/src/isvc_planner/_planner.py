@@ -247,7 +247,7 @@ class Planner:
         where it lost them: preemption; for one more replica where it stands: growth blocked by priority)."""
         units = placement.share_percent if placement.placement_mode == PlacementMode.SHARED else None
         with self.inventory.reading() as view:
-            return view.ranking.outranked((namespace, name), units or UNITS)
+            return view.ranking.outranked((namespace, name), units or UNITS, _alike(view, placement))
 
     def standing(self, namespace: str, name: str) -> list[str]:
         """Why an order has lost devices it holds to holders ranked above it (empty: it stands)."""
@@ -496,6 +496,19 @@ def _closest(view: View, o: Order) -> DeviceKey | None:
             if best is None or candidate < best:
                 best = candidate
     return None if best is None else best[2]
+
+
+def _alike(view: View, placement: Placement) -> list[DeviceKey] | None:
+    """Devices a further replica of the plan may take: those of its class its claim's second choice admits
+    (None for a plan made before, whose replicas take its own devices)."""
+    chosen, cls = placement.device_selectors, placement.device_class_name
+    if chosen is None or cls is None:
+        return None
+    return [
+        d.key
+        for d in view.fleet.class_devices(cls)
+        if not d.tainted and view.classes.selects(chosen.alike, d) is True
+    ]
 
 
 def _undecidable_any(view: View, o: Order) -> bool:
