@@ -1,6 +1,19 @@
 """isvc API: the custom resources, their conditions and the closed set of reasons."""
 
 from isvc_api._base import Wire
+from isvc_api._class import (
+    TLS,
+    AcceleratorPolicy,
+    AdmissionPolicy,
+    Exposure,
+    InferenceServiceClass,
+    InferenceServiceClassSpec,
+    InferenceServiceClassStatus,
+    ModelPolicy,
+    ScalingPolicy,
+    ScalingTargets,
+    UpdateStrategy,
+)
 from isvc_api._conditions import Condition, condition_of, conditions_of, find_condition, now, set_condition
 from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_ru, structural_schema
 from isvc_api._examples import example_cases
@@ -23,6 +36,18 @@ from isvc_api._memory import (
     visible_bytes,
     vllm_margin,
 )
+from isvc_api._plan import (
+    CompiledRuntime,
+    DeviceSelectors,
+    Estimates,
+    LaunchPlan,
+    LaunchPlanSpec,
+    LaunchPlanStatus,
+    LoadMetrics,
+    Placement,
+    Port,
+    claim_capacity_requests,
+)
 from isvc_api._quantity import GIB, QuantityError, format_gib, gib, parse_quantity, quantity_bytes
 from isvc_api._reasons import (
     CONDITION_ORDER,
@@ -37,6 +62,23 @@ from isvc_api._reasons import (
     StatusReason,
 )
 from isvc_api._types import (
+    AuthSecretRef,
+    Constraints,
+    EndpointStatus,
+    HealthStatus,
+    InferenceService,
+    InferenceServiceSpec,
+    InferenceServiceStatus,
+    ModelRef,
+    ModelSpec,
+    ModelStatus,
+    Resolved,
+    ScalingStatus,
+    StartupFailure,
+    parse,
+)
+from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
+from isvc_api._vocabulary import (
     API_VERSION,
     GROUP,
     LABEL_MANAGED_BY,
@@ -44,57 +86,21 @@ from isvc_api._types import (
     LABEL_PRIORITY,
     MANAGER,
     MIN_REPLICAS_ZERO,
-    TLS,
     VERSION,
-    AcceleratorPolicy,
-    AdmissionPolicy,
     Authentication,
-    AuthSecretRef,
     CatalogKind,
-    CompiledRuntime,
-    Constraints,
-    DeviceSelectors,
-    EndpointStatus,
     EndpointType,
-    Estimates,
-    Exposure,
     ExposureType,
-    HealthStatus,
-    InferenceService,
-    InferenceServiceClass,
-    InferenceServiceClassSpec,
-    InferenceServiceClassStatus,
-    InferenceServiceSpec,
-    InferenceServiceStatus,
-    LaunchPlan,
-    LaunchPlanSpec,
-    LaunchPlanStatus,
-    LoadMetrics,
     MetricsPath,
     ModelFormat,
-    ModelPolicy,
-    ModelRef,
     ModelSource,
-    ModelSpec,
-    ModelStatus,
     ObjectMeta,
-    Placement,
     PlacementMode,
-    Port,
     Quantization,
-    Resolved,
     ScalingMetric,
-    ScalingPolicy,
     ScalingSignal,
-    ScalingStatus,
-    ScalingTargets,
     SharingMode,
-    StartupFailure,
-    UpdateStrategy,
-    claim_capacity_requests,
-    parse,
 )
-from isvc_api._verdict import SHARE_RANGE, Verdict, share_in_range
 
 __all__ = [
     "API_VERSION",

@@ -17,15 +17,21 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from isvc_api._types import (
-    GROUP,
-    VERSION,
+from isvc_api._class import (
     InferenceServiceClassSpec,
     InferenceServiceClassStatus,
-    InferenceServiceSpec,
-    InferenceServiceStatus,
+)
+from isvc_api._plan import (
     LaunchPlanSpec,
     LaunchPlanStatus,
+)
+from isvc_api._types import (
+    InferenceServiceSpec,
+    InferenceServiceStatus,
+)
+from isvc_api._vocabulary import (
+    GROUP,
+    VERSION,
 )
 
 __all__ = ["MissingTranslations", "all_crds", "crd_documents", "doc_ru", "main", "structural_schema"]

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from isvc_api._base import Wire
 from isvc_api._reasons import Reason
-from isvc_api._types import (
+from isvc_api._vocabulary import (
     EndpointType,
     ModelFormat,
     ModelSource,

@@ -44,7 +44,10 @@ from enum import StrEnum
 
 from isvc_api._facts import ModelFacts
 from isvc_api._quantity import gib
-from isvc_api._types import ModelFormat, Quantization
+from isvc_api._vocabulary import (
+    ModelFormat,
+    Quantization,
+)
 
 __all__ = [
     "MIN_CONTEXT",
