@@ -7,12 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from isvc_api import ModelFormat, Reason
+from isvc_api import ModelFormat, Quantization, Reason
 from isvc_catalog._gguf import GgufHeader
 from isvc_catalog._hubfacts import Weights, _Quant, _Refused, model_facts
 from isvc_catalog._refs import RepoRef
-
-from isvc_api import Quantization
 
 REF = RepoRef("someone/tiny-gguf")
 HEADER = {
