@@ -104,13 +104,10 @@ def test_the_webhook_answers_no_caller_but_the_api_server_issue_29(
             httpx.post(url, json=body, verify=plain, timeout=10)
         as_alice = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         as_alice.load_cert_chain(cluster.workdir / "pki" / "alice.crt", cluster.workdir / "pki" / "alice.key")
-        answer = httpx.post(
-            url, json=body, verify=as_alice, timeout=10
-        )  # the API server's authority, not its name
+        with pytest.raises(httpx.HTTPError):  # the API server's authority, not its name: closed (issue 44)
+            httpx.post(url, json=body, verify=as_alice, timeout=10)
     finally:
         ignore_404(lambda: k8s.CoreV1Api(admin_api).delete_namespaced_secret("hf-forged", OTHER))
-
-    assert answer.status_code == 403
 
 
 def test_an_estimate_reads_a_token_secret_only_for_a_user_who_may_read_it_issue_29(
