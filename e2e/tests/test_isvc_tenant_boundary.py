@@ -32,6 +32,7 @@ from isvc_testbed.module import ModuleProcesses, estimate_webhook
 from isvc_testbed.orders import Orders, hf
 from isvc_testing import Endpoint, admits
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 pytestmark = pytest.mark.e2e
 
@@ -180,6 +181,11 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
         image = computed.spec.template.spec.containers[0].image
         selector = core.read_namespaced_service(name, NS).spec.selector
         paths = [p.path for p in net.read_namespaced_ingress(name, NS).spec.rules[0].http.paths]
+        root = {
+            "path": "/",
+            "pathType": "Prefix",
+            "backend": {"service": {"name": name, "port": {"name": "http"}}},
+        }
         edits = [
             lambda: apps.patch_namespaced_stateful_set(
                 name,
@@ -199,31 +205,16 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
                 },
             ),
             lambda: core.patch_namespaced_service(name, NS, {"spec": {"selector": {"app": "mine"}}}),
-            lambda: net.patch_namespaced_ingress(
-                name,
-                NS,
-                {
-                    "spec": {
-                        "rules": [
-                            {
-                                "host": f"{name}--{NS}.example.test",
-                                "http": {
-                                    "paths": [
-                                        {
-                                            "path": "/",
-                                            "pathType": "Prefix",
-                                            "backend": {"service": {"name": name, "port": {"name": "http"}}},
-                                        }
-                                    ]
-                                },
-                            }
-                        ]
-                    }
-                },
-            ),
         ]
         for edit in edits:
             edit()  # `edit` lets her: what stops her is the controller
+        with pytest.raises(ApiException) as refused:  # her order's host: the API server refuses (issue 44)
+            net.patch_namespaced_ingress(
+                name,
+                NS,
+                {"spec": {"rules": [{"host": f"{name}--{NS}.example.test", "http": {"paths": [root]}}]}},
+            )
+        assert refused.value.status == 403
 
         def undone() -> bool:
             s = apps.read_namespaced_stateful_set(name, NS).spec

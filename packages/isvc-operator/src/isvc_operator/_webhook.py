@@ -3,6 +3,7 @@ webhook over TLS (each connection's handshake in its own thread, with a deadline
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -117,10 +118,8 @@ class _TLSThreadingServer(ThreadingHTTPServer):
 
 def _cut(connection: ssl.SSLSocket) -> None:
     """End a connection that overran its deadline: its thread's read or write fails, and the slot is free."""
-    try:
+    with contextlib.suppress(OSError):
         connection.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _common_name(cert: Any) -> str | None:
