@@ -13,12 +13,14 @@ module's editor role in tb-alice, a pod's ServiceAccount bob with the same in tb
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from isvc_testbed.helpers import ignore_404, wait_for
 from isvc_testbed.module import ModuleProcesses
@@ -249,6 +251,67 @@ def test_an_orders_claim_template_is_neither_deleted_nor_changed_by_the_user_iss
     assert "claim template is the module's" in deleted and "claim template is the module's" in unowned
     assert (after.metadata.uid, after.spec) == (held.metadata.uid, held.spec)
     assert [c.spec.devices.requests[0].exactly.count for c in bed.claims(name)] == [1]
+
+
+# ---------------------------------------------------------------- the planner's callers
+
+FLOOD_THREADS = 8
+FLOOD_PER_SECOND = 1000
+
+
+def _flood(module: ModuleProcesses, stop: threading.Event, sent: list[int], statuses: dict[int, int]) -> None:
+    """Junk bearer tokens, each new, at FLOOD_PER_SECOND / FLOOD_THREADS a second from this thread."""
+    ident = threading.get_ident()
+    with httpx.Client(verify=module.planner_verify(), timeout=5) as client:
+        i = 0
+        while not stop.is_set():
+            second = time.monotonic() + 1.0
+            for _ in range(FLOOD_PER_SECOND // FLOOD_THREADS):
+                if stop.is_set() or time.monotonic() > second:
+                    break
+                try:
+                    code = client.get(
+                        f"{module.planner_url}/v1/reservations",
+                        headers={"Authorization": f"Bearer junk-{ident}-{i}"},
+                    ).status_code
+                except httpx.HTTPError:
+                    code = 0
+                statuses[code] = statuses.get(code, 0) + 1
+                sent[0] += 1
+                i += 1
+            time.sleep(max(0.0, second - time.monotonic()))
+
+
+def test_an_order_is_planned_during_a_junk_token_flood_after_the_controllers_review_expired_issue_44(
+    bed: Orders, module: ModuleProcesses
+) -> None:
+    """Before: once the controller's cached review expired (60 s), its own calls waited in the review budget
+    (10 new tokens a second) behind the junk: an order created during a flood read PlannerRequestFailed
+    ("HTTP 429 too many tokens to review") for 40 s."""
+    stop, sent = threading.Event(), [0]
+    statuses: dict[int, int] = {}
+    flooders = [
+        threading.Thread(target=_flood, args=(module, stop, sent, statuses), daemon=True)
+        for _ in range(FLOOD_THREADS)
+    ]
+    started = time.monotonic()
+    for thread in flooders:
+        thread.start()
+    try:
+        time.sleep(65)  # past the minute the controller's last review is remembered for
+        rate = sent[0] / (time.monotonic() - started)
+        created = time.monotonic()
+        name = bed.create("tb-flood", hf(SMALL), "default-llm")
+        bed.wait_true(name, "Planned", timeout=60)
+        planned = time.monotonic() - created
+    finally:
+        stop.set()
+        for thread in flooders:
+            thread.join(10)
+    print(f"junk tokens: {rate:.0f}/s ({statuses}); the order planned {planned:.1f}s after its create")
+
+    assert statuses.get(429, 0) > 10 * statuses.get(401, 1)  # the budget was spent all along
+    assert planned < 10
 
 
 # ---------------------------------------------------------------- warnings that cry wolf (issue 45)
