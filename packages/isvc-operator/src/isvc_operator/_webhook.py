@@ -131,6 +131,17 @@ def _common_name(cert: Any) -> str | None:
     return None
 
 
+def _context(cert_dir: Path, client_ca: Path | None) -> ssl.SSLContext:
+    """The webhook's TLS: its serving certificate, and a client certificate of `client_ca` when given."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
+    return context
+
+
 def serve_estimates(
     host: str,
     port: int,
@@ -183,12 +194,7 @@ def serve_estimates(
         def log_message(self, *args: Any) -> None:
             return
 
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
-    if client_ca is not None:
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(cafile=str(client_ca))
+    context = _context(cert_dir, client_ca)
     server = _TLSThreadingServer(
         (host, port), Handler, context, handshake_timeout, max_connections, client_names, request_timeout
     )

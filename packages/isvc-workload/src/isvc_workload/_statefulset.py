@@ -257,16 +257,20 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         "template": {"metadata": template_meta, "spec": pod_spec},
         "volumeClaimTemplates": [_claim_template(volume, name)],
     }
+    return _counted(inputs, spec)
+
+
+def _counted(inputs: WorkloadInputs, spec: dict[str, Any]) -> dict[str, Any]:
+    """The set with its replica count, or none when its autoscaler owns it; whose the count is, said on the set
+    itself (under the module's seal), so a `kubectl scale` or a user's autoscaler is undone like any change."""
     replicas = _replicas(inputs)
     if replicas is not None:
         spec = {"replicas": replicas, **spec}
-    # Whose the replica count is, said on the set itself (under the module's seal): the autoscaler's, or the
-    # module's (then a `kubectl scale` or a user's autoscaler is undone like any other change).
     annotations = {REPLICAS_BY: REPLICAS_BY_AUTOSCALER if replicas is None else REPLICAS_BY_MODULE}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": child_metadata(inputs.order, name, annotations),
+        "metadata": child_metadata(inputs.order, inputs.name, annotations),
         "spec": spec,
     }
 

@@ -69,6 +69,10 @@ class Caches:
         # orders naming it are passed; a pass reads the one Secret it needs live (get_secret).
         self.secrets = watch("v1", "Secret", metadata_only=True, store=False)
         self.catalog_enabled = catalog_enabled
+        self._index()
+
+    def _index(self) -> None:
+        """Every child informer by its kind, and the list of every informer."""
         self._owned = {
             i.kind: i
             for i in (
