@@ -19,10 +19,11 @@ import pytest
 from isvc_testbed import BinariesMissing
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.fleet import Fleet
-from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.helpers import namespace, user_namespace, wait_for, wait_granted
 from isvc_testbed.module import ModuleProcesses, install_chart
 from isvc_testbed.standin import StandIn
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 E2E = Path(__file__).resolve().parents[1]
 DEFAULT_FLEET = E2E / "fleets" / "default.yaml"
@@ -146,3 +147,53 @@ def module(cluster: Cluster, fleet: Fleet, standin: StandIn, team_a: str) -> Ite
         if os.environ.get("ISVC_E2E_LOGS"):
             for name in ("controller", "planner", "hub"):
                 print(f"----- {name} -----\n{processes.log(name)[-5000:]}")
+
+
+# ---- the tenants of the tenant-boundary suites (issues 29 and 44)
+
+TENANT, OTHER_TENANT = "tb-alice", "tb-bob"
+EDITOR = "d8:user-authz:isvc:editor"
+
+
+def _bind(api: k8s.ApiClient, ns: str, subject: dict[str, str], role: str) -> None:
+    binding = {
+        "metadata": {"name": f"{subject['name']}-{role.replace(':', '-')}", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+    try:
+        k8s.RbacAuthorizationV1Api(api).create_namespaced_role_binding(ns, binding)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    user = subject["name"]
+    if subject["kind"] == "ServiceAccount":
+        user = f"system:serviceaccount:{subject['namespace']}:{user}"
+    wait_granted(api, ns, user, role)
+
+
+@pytest.fixture(scope="module")
+def tenants(module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient) -> dict[str, Path]:
+    """alice with `edit` and the module's editor role in tb-alice, as real clusters give namespace owners; a
+    pod's ServiceAccount in tb-bob with the same; and one in tb-alice with the module's editor role only."""
+    user_namespace(admin_api, TENANT, user="alice", cluster_role=EDITOR)
+    _bind(
+        admin_api, TENANT, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}, "edit"
+    )
+    namespace(admin_api, OTHER_TENANT)
+    core = k8s.CoreV1Api(admin_api)
+    for ns, name in ((OTHER_TENANT, "bob"), (TENANT, "estimator")):
+        try:
+            core.create_namespaced_service_account(ns, {"metadata": {"name": name}})
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    bob = {"kind": "ServiceAccount", "name": "bob", "namespace": OTHER_TENANT}
+    for role in (EDITOR, "edit"):
+        _bind(admin_api, OTHER_TENANT, bob, role)
+    _bind(admin_api, TENANT, {"kind": "ServiceAccount", "name": "estimator", "namespace": TENANT}, EDITOR)
+    return {
+        "alice": cluster.alice_kubeconfig,
+        "bob": cluster.service_account_kubeconfig(OTHER_TENANT, "bob"),
+        "estimator": cluster.service_account_kubeconfig(TENANT, "estimator"),
+    }

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from isvc_testbed.cluster import Cluster
-from isvc_testbed.helpers import ignore_404, namespace, user_namespace, wait_for, wait_granted
+from isvc_testbed.helpers import ignore_404, wait_for
 from isvc_testbed.module import ModuleProcesses, estimate_webhook
 from isvc_testbed.orders import Orders, hf
 from isvc_testing import Endpoint, admits
@@ -40,49 +40,6 @@ NS, OTHER = "tb-alice", "tb-bob"
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 GATED = "meta-llama/Llama-3.1-8B-Instruct"  # the stand-in Hub's token hf_test_token has access
 PLUGIN = Path(sys.executable).parent / "kubectl-isvc"
-EDITOR = "d8:user-authz:isvc:editor"
-
-
-def _bind(api: k8s.ApiClient, ns: str, subject: dict[str, str], role: str) -> None:
-    binding = {
-        "metadata": {"name": f"{subject['name']}-{role.replace(':', '-')}", "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [subject],
-    }
-    try:
-        k8s.RbacAuthorizationV1Api(api).create_namespaced_role_binding(ns, binding)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-    user = subject["name"]
-    if subject["kind"] == "ServiceAccount":
-        user = f"system:serviceaccount:{subject['namespace']}:{user}"
-    wait_granted(api, ns, user, role)
-
-
-@pytest.fixture(scope="module")
-def tenants(module: ModuleProcesses, cluster: Cluster, admin_api: k8s.ApiClient) -> dict[str, Path]:
-    """alice with `edit` and the module's editor role in tb-alice, as real clusters give namespace owners; a
-    pod's ServiceAccount in tb-bob with the same; and one in tb-alice with the module's editor role only."""
-    user_namespace(admin_api, NS, user="alice", cluster_role=EDITOR)
-    _bind(admin_api, NS, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}, "edit")
-    namespace(admin_api, OTHER)
-    core = k8s.CoreV1Api(admin_api)
-    for ns, name in ((OTHER, "bob"), (NS, "estimator")):
-        try:
-            core.create_namespaced_service_account(ns, {"metadata": {"name": name}})
-        except ApiException as e:
-            if e.status != 409:
-                raise
-    bob = {"kind": "ServiceAccount", "name": "bob", "namespace": OTHER}
-    for role in (EDITOR, "edit"):
-        _bind(admin_api, OTHER, bob, role)
-    _bind(admin_api, NS, {"kind": "ServiceAccount", "name": "estimator", "namespace": NS}, EDITOR)
-    return {
-        "alice": cluster.alice_kubeconfig,
-        "bob": cluster.service_account_kubeconfig(OTHER, "bob"),
-        "estimator": cluster.service_account_kubeconfig(NS, "estimator"),
-    }
 
 
 @pytest.fixture
@@ -148,13 +105,10 @@ def test_the_webhook_answers_no_caller_but_the_api_server_issue_29(
             httpx.post(url, json=body, verify=plain, timeout=10)
         as_alice = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         as_alice.load_cert_chain(cluster.workdir / "pki" / "alice.crt", cluster.workdir / "pki" / "alice.key")
-        answer = httpx.post(
-            url, json=body, verify=as_alice, timeout=10
-        )  # the API server's authority, not its name
+        with pytest.raises(httpx.HTTPError):  # the API server's authority, not its name: closed (issue 44)
+            httpx.post(url, json=body, verify=as_alice, timeout=10)
     finally:
         ignore_404(lambda: k8s.CoreV1Api(admin_api).delete_namespaced_secret("hf-forged", OTHER))
-
-    assert answer.status_code == 403
 
 
 def test_an_estimate_reads_a_token_secret_only_for_a_user_who_may_read_it_issue_29(
@@ -227,6 +181,11 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
         image = computed.spec.template.spec.containers[0].image
         selector = core.read_namespaced_service(name, NS).spec.selector
         paths = [p.path for p in net.read_namespaced_ingress(name, NS).spec.rules[0].http.paths]
+        root = {
+            "path": "/",
+            "pathType": "Prefix",
+            "backend": {"service": {"name": name, "port": {"name": "http"}}},
+        }
         edits = [
             lambda: apps.patch_namespaced_stateful_set(
                 name,
@@ -246,31 +205,16 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
                 },
             ),
             lambda: core.patch_namespaced_service(name, NS, {"spec": {"selector": {"app": "mine"}}}),
-            lambda: net.patch_namespaced_ingress(
-                name,
-                NS,
-                {
-                    "spec": {
-                        "rules": [
-                            {
-                                "host": f"{name}--{NS}.example.test",
-                                "http": {
-                                    "paths": [
-                                        {
-                                            "path": "/",
-                                            "pathType": "Prefix",
-                                            "backend": {"service": {"name": name, "port": {"name": "http"}}},
-                                        }
-                                    ]
-                                },
-                            }
-                        ]
-                    }
-                },
-            ),
         ]
         for edit in edits:
             edit()  # `edit` lets her: what stops her is the controller
+        with pytest.raises(ApiException) as refused:  # her order's host: the API server refuses (issue 44)
+            net.patch_namespaced_ingress(
+                name,
+                NS,
+                {"spec": {"rules": [{"host": f"{name}--{NS}.example.test", "http": {"paths": [root]}}]}},
+            )
+        assert refused.value.status == 403
 
         def undone() -> bool:
             s = apps.read_namespaced_stateful_set(name, NS).spec
@@ -283,7 +227,7 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
             )
 
         wait_for(undone, 60, interval=1, what="every edit of the order's children undone")
-    assert "had been changed by someone other than the module" in module.log("controller")
+    assert "and is restored to what the module computes" in module.log("controller")
     bed.wait_ready(name)
 
 
@@ -293,9 +237,9 @@ def test_a_users_edits_of_her_orders_children_are_undone_issue_29(
 def test_a_host_another_namespace_published_first_is_not_published_issue_29(
     bed: Orders, tenants: dict[str, Path]
 ) -> None:
-    """Before: bob's Ingress for alice's predictable host, made first, was never noticed."""
-    from kubernetes import config as k8s_config
-
+    """Before: bob's Ingress for alice's predictable host, made first, was never noticed. Since issue 44 the API
+    server refuses such an Ingress to a namespace user (test_isvc_tenant_boundary_hosts.py); one an
+    administrator made, or made before the module's admission policy, is still found here."""
     name, host = "tb-squat", f"tb-squat--{NS}.example.test"
     squat = {
         "metadata": {"name": "catch-all"},
@@ -316,16 +260,15 @@ def test_a_host_another_namespace_published_first_is_not_published_issue_29(
             ]
         },
     }
-    with k8s_config.new_client_from_config(config_file=str(tenants["bob"])) as bob:
-        net = k8s.NetworkingV1Api(bob)
-        net.create_namespaced_ingress(OTHER, squat)
-        try:
-            bed.create(name, hf(QWEN), "default-llm")
-            status = bed.wait_reason(name, "WorkloadReady", "WorkloadError")
-            message = next(c for c in status["conditions"] if c["type"] == "WorkloadReady")["message"]
-            published = k8s.NetworkingV1Api(bed.admin_api).list_namespaced_ingress(NS).items
-        finally:
-            ignore_404(lambda: net.delete_namespaced_ingress("catch-all", OTHER))
+    net = k8s.NetworkingV1Api(bed.admin_api)
+    net.create_namespaced_ingress(OTHER, squat)
+    try:
+        bed.create(name, hf(QWEN), "default-llm")
+        status = bed.wait_reason(name, "WorkloadReady", "WorkloadError")
+        message = next(c for c in status["conditions"] if c["type"] == "WorkloadReady")["message"]
+        published = net.list_namespaced_ingress(NS).items
+    finally:
+        ignore_404(lambda: net.delete_namespaced_ingress("catch-all", OTHER))
 
     assert f"host {host} is already published by Ingress {OTHER}/catch-all" in message
     assert [i.metadata.name for i in published] == []

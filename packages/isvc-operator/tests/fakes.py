@@ -161,6 +161,16 @@ class FakeCluster:
     def cached(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._get(kind, namespace, name)
 
+    def autoscalers_of(self, namespace: str, kind: str, names: set[str]) -> list[Obj]:
+        return [
+            {**copy.deepcopy(o), "target": (o.get("spec") or {}).get("scaleTargetRef") or {}}
+            for (k, ns, _), o in self.objects.items()
+            if k == "HorizontalPodAutoscaler"
+            and ns == namespace
+            and ((o.get("spec") or {}).get("scaleTargetRef") or {}).get("kind") == kind
+            and ((o.get("spec") or {}).get("scaleTargetRef") or {}).get("name") in names
+        ]
+
     def ingresses_naming(self, host: str) -> list[Obj]:
         return [
             copy.deepcopy(o)
@@ -518,6 +528,9 @@ class FakeWorkload:
                     "labels": labels,
                     "ownerReferences": [order.owner_reference()],
                 },
+                "spec": {
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": self._exactly(plan)}]}}
+                },
             },
             {
                 "apiVersion": "apps/v1",
@@ -532,6 +545,14 @@ class FakeWorkload:
             },
             *self.extra,
         ]
+
+    @staticmethod
+    def _exactly(plan: LaunchPlanSpec) -> Obj:
+        """The plan's one device, pinned by its uuids when it names them."""
+        exactly: Obj = {"deviceClassName": plan.placement.device_class_name, "count": 1}
+        if plan.placement.device_uuids:
+            exactly["selectors"] = [{"cel": {"expression": f"uuid == {plan.placement.device_uuids[0]!r}"}}]
+        return exactly
 
     @staticmethod
     def _template(policy: EffectivePolicy) -> Obj:
@@ -673,6 +694,7 @@ class World:
         self.last: PassResult | None = None
         self.clock_offset = timedelta(0)
         self.sealer = Sealer(b"a key of the world, kept across restarts")
+        self.restores: list[tuple[str, str, str]] = []  # children restored, as the controller counts them
 
     def reconciler(self) -> OrderReconciler:
         """One reconciler for the world, as the controller keeps one for its life."""
@@ -698,6 +720,7 @@ class World:
                 sealer=self.sealer,  # the key survives restarts: it is the chart's Secret
                 rolls=self.rolls,
                 start_waiters=self.start_waiters,
+                restored=lambda namespace, order, kind: self.restores.append((namespace, order, kind)),
             )
         )
 

@@ -30,6 +30,7 @@ from isvc_api import (
 )
 from isvc_workload import (
     CPU_TARGET_PERCENT,
+    REPLICAS_BY,
     RUNTIME_HASH_ANNOTATION,
     START_PERMIT_ANNOTATION,
     ModelVolume,
@@ -516,7 +517,7 @@ def test_a_changed_runtime_rolls_the_workload_and_an_unchanged_one_never_does() 
         RUNTIME_HASH_ANNOTATION: "hash-2",
         **gate,
     }
-    assert "annotations" not in first["metadata"]
+    assert first["metadata"]["annotations"] == {REPLICAS_BY: "module"}  # whose the count is, under the seal
 
 
 def test_the_model_is_fetched_by_an_init_container_when_a_fetch_image_is_set() -> None:

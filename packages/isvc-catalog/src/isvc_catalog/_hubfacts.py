@@ -143,7 +143,7 @@ def model_facts(
     weights: Weights,
     template: str | None,
 ) -> ModelFacts:
-    """The facts of a repository: config.json speaks first, a GGUF header fills what it left out."""
+    """The facts of a repository: config.json's, a GGUF header's geometry over them (reconciled), each range-checked."""
     gguf_info: dict[str, Any] = info["gguf"] if isinstance(info.get("gguf"), dict) else {}
     heads, kv_heads, head_dim, hidden = _attention(config)
     architectures = config.get("architectures")
@@ -187,10 +187,77 @@ def model_facts(
         and any(n.startswith("consolidated") and n.endswith(".safetensors") for n in root),
         endpoint_types=None,  # a bare Hugging Face reference carries no endpoint-type facts
     )
-    if weights.header is None:
-        return facts
-    geometry = {k: v for k, v in _gguf_geometry(weights.header).items() if getattr(facts, k) is None}
+    if weights.header is not None:
+        facts = _reconciled(ref, facts, weights.header)
+    return _in_range(ref, facts)
+
+
+# The geometry both config.json and a GGUF header state (ggml docs/gguf.md keys): llama.cpp reads the header
+# alone, so it is the model's; a config.json that says otherwise is a repository contradicting itself.
+_RECONCILED = {
+    "num_layers": "block_count",
+    "num_attention_heads": "attention.head_count",
+    "num_kv_heads": "attention.head_count_kv",
+    "hidden_size": "embedding_length",
+}
+# What a model's facts may be: positive counts, within bounds no published model comes near (DeepSeek-V3:
+# 61 layers, 128 heads, hidden 7,168, 256 experts; Llama 3.1 405B: hidden 16,384, intermediate 53,248; Gemma
+# 3: a vocabulary of 262,144; Llama 4 Scout: a context of 10,485,760 tokens, from their config.json files).
+FACT_RANGES: dict[str, tuple[int, int]] = {
+    "parameter_count": (1, 10**14),
+    "quantization_bits": (1, 32),
+    "context_length": (1, 1 << 24),
+    "num_layers": (1, 1024),
+    "num_attention_heads": (1, 1024),
+    "num_kv_heads": (1, 1024),
+    "hidden_size": (1, 1 << 17),
+    "head_dim": (1, 4096),
+    "weight_bytes": (0, 1 << 50),
+    "intermediate_size": (1, 1 << 20),
+    "vocab_size": (1, 1 << 22),
+    "num_experts": (1, 4096),
+    "sliding_window": (1, 1 << 24),
+    "sliding_window_layers": (0, 1024),
+    "kv_lora_rank": (1, 1 << 16),
+    "qk_rope_head_dim": (1, 4096),
+}
+
+
+def _reconciled(ref: RepoRef, facts: ModelFacts, header: GgufHeader) -> ModelFacts:
+    """The GGUF header's geometry over config.json's: the rule is that the header is the model (llama.cpp
+    reads nothing else); a config.json stating another value for a field both state is refused, naming it."""
+    geometry = _gguf_geometry(header)
+    for field, key in _RECONCILED.items():
+        said, read = getattr(facts, field), geometry.get(field)
+        if said is not None and read is not None and said != read:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref.repo} contradicts itself: config.json gives {field} {said}, the GGUF header "
+                f"({header.architecture}.{key}) {read}; llama.cpp reads the header, so the memory the model "
+                "needs cannot be told from a config.json that disagrees. Fix or remove the repository's "
+                "config.json, or name another repository.",
+            )
     return facts.model_copy(update=geometry)
+
+
+def _in_range(ref: RepoRef, facts: ModelFacts) -> ModelFacts:
+    """The facts, each within FACT_RANGES and KV heads no more than heads; else refused naming the field."""
+    for field, (low, high) in FACT_RANGES.items():
+        value = getattr(facts, field)
+        if value is not None and not low <= value <= high:
+            raise _refuse(
+                Reason.INVALID_MODEL_SOURCE,
+                f"{ref.repo} states {field} {value}, outside what a model can have ({low}..{high}); its "
+                "files are not a model the platform can plan. Name another repository.",
+            )
+    heads, kv_heads = facts.num_attention_heads, facts.num_kv_heads
+    if heads is not None and kv_heads is not None and kv_heads > heads:
+        raise _refuse(
+            Reason.INVALID_MODEL_SOURCE,
+            f"{ref.repo} states num_kv_heads {kv_heads} over num_attention_heads {heads}, which no attention "
+            "layout has; its files are not a model the platform can plan. Name another repository.",
+        )
+    return facts
 
 
 def _attention(config: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:

@@ -110,10 +110,20 @@ class Controller:
         k.classes.add_handler(self._on_class)
         k.plans.add_handler(lambda _, obj: self.order_queue.add(order_of_plan(obj)))
         children = [k.statefulsets, k.deployments, k.pods, k.ingresses, k.services, k.autoscalers, k.claims]
-        unless_off = (getattr(k, "network_policies", None), getattr(k, "budgets", None))
+        unless_off = (
+            *(
+                getattr(k, "network_policies", None),
+                getattr(k, "budgets", None),
+                getattr(k, "templates", None),
+            ),
+            *(getattr(k, "pod_monitors", None), getattr(k, "pod_metrics", None)),
+        )
         children += [informer for informer in unless_off if informer is not None]
         for informer in children:
             informer.add_handler(self._by_label)
+        scalers = getattr(k, "scalers", None)
+        if scalers is not None:
+            scalers.add_handler(self._on_scaler)
         k.priority_classes.add_handler(self._on_priority)
         quotas = getattr(k, "quotas", None)
         if quotas is not None:
@@ -140,6 +150,12 @@ class Controller:
         name = (meta.get("labels") or {}).get(LABEL_ORDER)
         if name:
             self.order_queue.add((meta.get("namespace", ""), name))
+
+    def _on_scaler(self, _: str, obj: Obj) -> None:
+        """Any autoscaler aimed at a StatefulSet: the order of that name (an order's set is named after it)."""
+        target = obj.get("target") or {}
+        if target.get("kind") == "StatefulSet" and target.get("name"):
+            self.order_queue.add((obj["metadata"].get("namespace", ""), str(target["name"])))
 
     def _on_class(self, _: str, obj: Obj) -> None:
         name = obj["metadata"]["name"]

@@ -173,6 +173,17 @@ def _room_gauges(room: WaitingRoom) -> None:
     ).set_function(lambda: room.passes)
 
 
+def _restores_counter() -> Callable[[str, str, str], None]:
+    """isvc_child_restores_total: the children someone else changed and the module restored, per order."""
+    counter = Counter(
+        "isvc_child_restores_total",
+        "Children of an order someone other than the module changed, restored",
+        ["namespace", "order", "kind"],
+        registry=REGISTRY,
+    )
+    return lambda namespace, order, kind: counter.labels(namespace, order, kind).inc()
+
+
 def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
     """Wire the controller from flags; the dependencies are shared with the estimate webhook."""
     kube = _kube(args)
@@ -195,6 +206,7 @@ def build(args: argparse.Namespace) -> tuple[Controller, Deps]:
         start_waiters=StartWaiters(),
         namespace=args.namespace,
         start_turn_seconds=args.start_turn_seconds,
+        restored=_restores_counter(),
     )
     controller = Controller(
         kube,

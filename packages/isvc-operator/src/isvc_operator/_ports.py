@@ -319,3 +319,5 @@ class Deps:
     start_turn_seconds: int = 600  # how long one start may keep the co-tenants of its device waiting
     rolls: RollsPort | None = None  # None: every roll at once
     start_waiters: StartWaitersPort | None = None  # None: a co-tenant waiting its turn looks again in 5 s
+    # counts a child restored (namespace, order, kind): the controller's isvc_child_restores_total
+    restored: Callable[[str, str, str], None] = lambda namespace, order, kind: None

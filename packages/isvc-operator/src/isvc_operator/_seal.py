@@ -7,14 +7,19 @@ client names its own field manager, so a user can write as `isvc-controller`.
 
 When the controller writes a child it asks the API server first what the object would then be (a dry run of
 the same write) and stamps the real write with a seal: an HMAC, under a key only the controller holds, of the
-child's *view* — its kind, labels, annotations (the seal aside), owner references, finalizers and spec (a
-StatefulSet's replica count aside: an autoscaler owns it; the step bounds it apart). Any change by anyone
-else breaks the seal, and the controller restores the child to what it computes. Fields the API server
-defaults are part of the view, as the dry run returned them.
+child's *view* — its kind, labels, annotations (the seal aside), owner references, finalizers and spec, every
+field the module decides. Two parts of a spec are left out: a set's replica count when its autoscaler owns it
+(the set says so in a sealed annotation, REPLICAS_BY; the step bounds it apart), and the address the API
+server allocates a Service (a dry run allocates another than the real write, so the seal of every new
+Service broke on its first write). Any change by anyone else breaks the seal, and the controller restores
+the child to what it computes. Fields the API server defaults are part of the view, as the dry run returned
+them.
 
-The informer computes each cached child's view digest from the object as it arrived, so that the cache may
-drop what the controller does not read (users' annotations among them) and the seal is still checked against
-the whole object.
+The informer computes each cached child's view digest from the object as it arrived, and who else wrote it
+after the controller's last write (its managedFields, which the cache then drops), so that the cache may drop
+what the controller does not read (users' annotations among them) and the seal is still checked against the
+whole object. Field managers are names a client gives itself: they say whom to name in a warning, never
+whether to restore (the seal decides that).
 """
 
 from __future__ import annotations
@@ -26,16 +31,54 @@ import os
 from pathlib import Path
 from typing import Any
 
-from isvc_workload import QUOTA_RETRY_ANNOTATION
+from isvc_api import MANAGER
+from isvc_workload import QUOTA_RETRY_ANNOTATION, REPLICAS_BY, REPLICAS_BY_AUTOSCALER
 
-__all__ = ["DIGEST", "SEAL", "SEALED_KINDS", "WRITTEN_APART", "Sealer", "view_digest"]
+__all__ = ["DIGEST", "EDITORS", "SEAL", "SEALED_KINDS", "WRITTEN_APART", "Sealer", "editors", "view_digest"]
 
 SEAL = "ai.deckhouse.io/seal"
 # Annotations the controller writes on a child apart from its manifest (a merge patch), which the seal leaves out
 # and a restore keeps: the quota retry mark that makes the cluster try a refused pod again.
 WRITTEN_APART = frozenset({QUOTA_RETRY_ANNOTATION})
 DIGEST = "_isvcViewDigest"  # where the informer keeps a cached child's view digest, in its metadata
-SEALED_KINDS = frozenset({"StatefulSet", "Service", "Ingress", "HorizontalPodAutoscaler", "NetworkPolicy"})
+EDITORS = "_isvcEditors"  # where it keeps the field managers that wrote the child after the controller
+# Every kind of child the module decides: an order's children are the module's, whatever kind.
+SEALED_KINDS = frozenset(
+    {
+        "StatefulSet",
+        "Service",
+        "Ingress",
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "ResourceClaimTemplate",
+        "PodDisruptionBudget",
+        "PodMonitor",
+        "PodMetric",
+    }
+)  # not a ScaledObject: KEDA writes its own finalizer there
+_ALLOCATED = ("clusterIP", "clusterIPs")  # what the API server allocates a Service: another on a dry run
+
+
+def editors(obj: dict[str, Any]) -> list[str]:
+    """The field managers other than the controller's that wrote the object (its status aside) at or after
+    the controller's last write, from its managedFields (or as the informer kept them)."""
+    meta = obj.get("metadata") or {}
+    kept = meta.get(EDITORS)
+    if isinstance(kept, list):
+        return [str(m) for m in kept]
+    entries = [
+        e
+        for e in meta.get("managedFields") or []
+        if isinstance(e, dict) and e.get("subresource", "") != "status"
+    ]
+    ours = max((str(e.get("time") or "") for e in entries if e.get("manager") == MANAGER), default="")
+    return sorted(
+        {
+            str(e.get("manager") or "(no name)")
+            for e in entries
+            if e.get("manager") != MANAGER and str(e.get("time") or "") >= ours
+        }
+    )
 
 
 def view_digest(obj: dict[str, Any]) -> str:
@@ -45,14 +88,16 @@ def view_digest(obj: dict[str, Any]) -> str:
     if isinstance(cached, str):
         return cached
     spec = dict(obj.get("spec") or {})
-    if obj.get("kind") == "StatefulSet":
+    annotations = meta.get("annotations") or {}
+    if obj.get("kind") == "StatefulSet" and annotations.get(REPLICAS_BY) == REPLICAS_BY_AUTOSCALER:
         spec.pop("replicas", None)
+    if obj.get("kind") == "Service":
+        for field in _ALLOCATED:
+            spec.pop(field, None)
     view = {
         "kind": obj.get("kind"),
         "labels": meta.get("labels") or {},
-        "annotations": {
-            k: v for k, v in (meta.get("annotations") or {}).items() if k != SEAL and k not in WRITTEN_APART
-        },
+        "annotations": {k: v for k, v in annotations.items() if k != SEAL and k not in WRITTEN_APART},
         "ownerReferences": meta.get("ownerReferences") or [],
         "finalizers": meta.get("finalizers") or [],
         "spec": spec,

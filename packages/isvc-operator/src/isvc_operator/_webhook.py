@@ -3,8 +3,10 @@ webhook over TLS (each connection's handshake in its own thread, with a deadline
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +40,7 @@ def serve_health(port: int, ready: threading.Event) -> ThreadingHTTPServer:
 
 _MAX_REVIEW = 1 << 20  # bytes of one AdmissionReview; the API server's own request limit is larger
 _HANDSHAKE_SECONDS = 10.0  # a client that has not finished its TLS handshake by then is dropped
-_REQUEST_SECONDS = 10.0  # each read or write of a request after the handshake (the API server waits 10 s)
+_REQUEST_SECONDS = 10.0  # a whole request after the handshake, read and answered (the API server waits 10 s)
 
 
 class _TLSThreadingServer(ThreadingHTTPServer):
@@ -51,6 +53,11 @@ class _TLSThreadingServer(ThreadingHTTPServer):
     thread) handshakes under `handshake_timeout`; a silent or failing client costs its own thread only, for
     the handshake deadline at most. A thousand silent connections would hold a thousand threads, so past
     `max_connections` a connection is closed as soon as it is accepted, before any thread is started.
+
+    Issue 44: 64 clients with any certificate of the client authority, each dripping a byte every 5 s, held
+    every slot (the deadline was per read). Now a certificate of another name than `client_names` is closed
+    right after the handshake, before a byte is read, and a connection is cut `request_timeout` after its
+    handshake whatever it sends.
     """
 
     request_queue_size = 128  # connections the kernel queues before accept: a burst is accepted, then judged
@@ -62,9 +69,13 @@ class _TLSThreadingServer(ThreadingHTTPServer):
         context: ssl.SSLContext,
         handshake_timeout: float = _HANDSHAKE_SECONDS,
         max_connections: int = 64,
+        client_names: tuple[str, ...] = (),
+        request_timeout: float = _REQUEST_SECONDS,
     ) -> None:
         super().__init__(address, handler)
         self.handshake_timeout = handshake_timeout
+        self.request_timeout = request_timeout
+        self.client_names = client_names
         self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self._slots = threading.BoundedSemaphore(max_connections)
         self.turned_away = 0  # connections closed at once, all slots being held
@@ -94,7 +105,21 @@ class _TLSThreadingServer(ThreadingHTTPServer):
         except OSError as error:  # ssl.SSLError and TimeoutError among them: this client only
             log.debug("estimate webhook: TLS handshake with %s failed: %s", client_address, error)
             return
-        super().finish_request(request, client_address)
+        if self.client_names and _common_name(request.getpeercert()) not in self.client_names:
+            log.debug("estimate webhook: %s is not the API server; closed", client_address)
+            return
+        cut = threading.Timer(self.request_timeout, _cut, (request,))
+        cut.start()
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            cut.cancel()
+
+
+def _cut(connection: ssl.SSLSocket) -> None:
+    """End a connection that overran its deadline: its thread's read or write fails, and the slot is free."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 def _common_name(cert: Any) -> str | None:
@@ -106,6 +131,17 @@ def _common_name(cert: Any) -> str | None:
     return None
 
 
+def _context(cert_dir: Path, client_ca: Path | None) -> ssl.SSLContext:
+    """The webhook's TLS: its serving certificate, and a client certificate of `client_ca` when given."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
+    return context
+
+
 def serve_estimates(
     host: str,
     port: int,
@@ -115,6 +151,7 @@ def serve_estimates(
     client_ca: Path | None = None,
     client_names: tuple[str, ...] = (),
     max_connections: int = 64,
+    request_timeout: float = _REQUEST_SECONDS,
 ) -> _TLSThreadingServer:
     """The estimate webhook over TLS: the API server sends AdmissionReviews of dry-run creations.
 
@@ -157,12 +194,9 @@ def serve_estimates(
         def log_message(self, *args: Any) -> None:
             return
 
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
-    if client_ca is not None:
-        context.verify_mode = ssl.CERT_REQUIRED
-        context.load_verify_locations(cafile=str(client_ca))
-    server = _TLSThreadingServer((host, port), Handler, context, handshake_timeout, max_connections)
+    context = _context(cert_dir, client_ca)
+    server = _TLSThreadingServer(
+        (host, port), Handler, context, handshake_timeout, max_connections, client_names, request_timeout
+    )
     threading.Thread(target=server.serve_forever, name="estimate-webhook", daemon=True).start()
     return server

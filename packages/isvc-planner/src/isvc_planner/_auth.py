@@ -10,6 +10,12 @@ Issue 29: every junk token cost a TokenReview, and a flood of them could push th
 out of the one cache. Tokens of an allowed caller now have a cache of their own that no other token enters,
 and the reviews of tokens not seen before are rate limited (a token bucket): past it the request is answered
 429 without asking the API server.
+
+Issue 44: once the controller's review expired (a minute), its own token was a new one again and waited in
+that bucket behind the junk: an order read PlannerRequestFailed (429) for 40 s of a flood. A token once
+vouched for as an allowed caller is now remembered as such for as long as a projected token lives, and its
+review, when due again, is asked at once, never from the bucket: only tokens the planner has not reviewed
+before spend it. A vouched token the API server no longer authenticates is forgotten.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ __all__ = [
 TokenReviewer = Callable[[str], str | None]
 
 _SA_PREFIX = "system:serviceaccount:"
+# How long a token vouched for as an allowed caller is re-reviewed outside the bucket: the longest a projected
+# ServiceAccount token lives by default (the kubelet asks one hour; the API server may extend it to a year
+# with --service-account-extend-token-expiration, which a review then still answers: it stays remembered
+# while it is used, as each review renews it).
+VOUCHED_FOR = 2 * 3600.0
 
 
 class ReviewFailed(Exception):
@@ -76,6 +87,7 @@ class CallerCheck:
         maxsize: int = 1024,
         reviews_per_second: float = 10.0,
         burst: int = 20,
+        vouched_for: float = VOUCHED_FOR,
         timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._review = review
@@ -83,6 +95,8 @@ class CallerCheck:
         # the allowed callers' tokens (a few, rotated hourly) apart: no other token can push one out
         self._callers: TTLCache[str, str] = TTLCache(maxsize=64, ttl=ttl, timer=timer)
         self._others: TTLCache[str, str | None] = TTLCache(maxsize=maxsize, ttl=ttl, timer=timer)
+        # tokens once vouched for as an allowed caller: reviewed again outside the bucket when due
+        self._vouched: TTLCache[str, str] = TTLCache(maxsize=64, ttl=vouched_for, timer=timer)
         self._rate, self._burst, self._timer = reviews_per_second, float(burst), timer
         self._tokens, self._at = float(burst), timer()
         self._lock = threading.Lock()
@@ -106,13 +120,14 @@ class CallerCheck:
                 return self._callers[key]
             if key in self._others:
                 return self._others[key]
-            if not self._spend():
+            if key not in self._vouched and not self._spend():
                 raise TooManyReviews
         user = self._review(token)
         with self._lock:
             if user is not None and user in self.allowed:
-                self._callers[key] = user
+                self._callers[key] = self._vouched[key] = user
             else:
+                self._vouched.pop(key, None)
                 self._others[key] = user
         return user
 

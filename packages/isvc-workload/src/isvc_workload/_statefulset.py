@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from isvc_api import LABEL_ORDER, Authentication, ModelSource, Refusal, SharingMode
+from isvc_api import GROUP, LABEL_ORDER, Authentication, ModelSource, Refusal, SharingMode
 from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
@@ -27,6 +27,9 @@ __all__ = [
     "FETCH_CONTAINER_NAME",
     "HF_TOKEN_ENV",
     "MODEL_MOUNT_PATH",
+    "REPLICAS_BY",
+    "REPLICAS_BY_AUTOSCALER",
+    "REPLICAS_BY_MODULE",
     "RUNTIME_HASH_ANNOTATION",
     "TOKEN_HASH_ANNOTATION",
     "ModelVolume",
@@ -189,6 +192,11 @@ def _container(inputs: WorkloadInputs, settings: WorkloadSettings, volume: str) 
     return container
 
 
+REPLICAS_BY = f"{GROUP}/replicas-by"  # whose the set's replica count is
+REPLICAS_BY_AUTOSCALER = "autoscaler"
+REPLICAS_BY_MODULE = "module"
+
+
 def _replicas(inputs: WorkloadInputs) -> int | None:
     constraints = inputs.constraints
     if constraints is None:
@@ -268,13 +276,20 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         "template": {"metadata": template_meta, "spec": pod_spec},
         "volumeClaimTemplates": [_claim_template(volume, name)],
     }
+    return _counted(inputs, spec)
+
+
+def _counted(inputs: WorkloadInputs, spec: dict[str, Any]) -> dict[str, Any]:
+    """The set with its replica count, or none when its autoscaler owns it; whose the count is, said on the set
+    itself (under the module's seal), so a `kubectl scale` or a user's autoscaler is undone like any change."""
     replicas = _replicas(inputs)
     if replicas is not None:
         spec = {"replicas": replicas, **spec}
+    annotations = {REPLICAS_BY: REPLICAS_BY_AUTOSCALER if replicas is None else REPLICAS_BY_MODULE}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": child_metadata(inputs.order, name),
+        "metadata": child_metadata(inputs.order, inputs.name, annotations),
         "spec": spec,
     }
 

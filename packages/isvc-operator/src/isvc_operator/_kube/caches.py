@@ -9,7 +9,14 @@ from collections.abc import Callable
 import isvc_catalog
 from isvc_api import API_VERSION, LABEL_ORDER, Obj
 
-from isvc_operator._kube.compact import compact, compact_child, compact_claim, compact_host, compact_pod
+from isvc_operator._kube.compact import (
+    compact,
+    compact_child,
+    compact_claim,
+    compact_host,
+    compact_pod,
+    compact_scaler,
+)
 from isvc_operator._kube.discovery import Discovery
 from isvc_operator._kube.informer import HostIndex, Informer
 
@@ -42,11 +49,13 @@ class Caches:
         self.services = child("v1", "Service")
         self.autoscalers = child("autoscaling/v2", "HorizontalPodAutoscaler")
         self.network_policies = child("networking.k8s.io/v1", "NetworkPolicy")
-        self.budgets = child("policy/v1", "PodDisruptionBudget", transform=compact)
+        self.budgets = child("policy/v1", "PodDisruptionBudget")
         # The metrics path's own kinds, when the cluster serves them (an informer of a kind not served waits)
-        self.pod_metrics = child("deckhouse.io/v1alpha1", "PodMetric", transform=compact)
+        self.pod_metrics = child("deckhouse.io/v1alpha1", "PodMetric")
         self.scaled_objects = child("keda.sh/v1alpha1", "ScaledObject", transform=compact)
-        self.pod_monitors = child("monitoring.coreos.com/v1", "PodMonitor", transform=compact)
+        self.pod_monitors = child("monitoring.coreos.com/v1", "PodMonitor")
+        # Every autoscaler of the cluster, by what it scales: one someone else aims at an order's set goes.
+        self.scalers = watch("autoscaling/v2", "HorizontalPodAutoscaler", transform=compact_scaler)
         # Every Ingress of the cluster, by the hosts it publishes: whose an External host is.
         self.hosts = HostIndex(watch("networking.k8s.io/v1", "Ingress", transform=compact_host))
         self.priority_classes = watch("scheduling.k8s.io/v1", "PriorityClass")
@@ -60,6 +69,10 @@ class Caches:
         # orders naming it are passed; a pass reads the one Secret it needs live (get_secret).
         self.secrets = watch("v1", "Secret", metadata_only=True, store=False)
         self.catalog_enabled = catalog_enabled
+        self._index()
+
+    def _index(self) -> None:
+        """Every child informer by its kind, and the list of every informer."""
         self._owned = {
             i.kind: i
             for i in (
@@ -76,7 +89,14 @@ class Caches:
             )
         }
         self.informers = [
-            *(self.orders, self.classes, self.plans, *self._owned.values(), self.hosts.informer),
+            *(
+                self.orders,
+                self.classes,
+                self.plans,
+                *self._owned.values(),
+                self.hosts.informer,
+                self.scalers,
+            ),
             *(self.priority_classes, self.quotas, self.secrets, *self.catalog),
         ]
 
@@ -105,6 +125,15 @@ class Caches:
     def ingresses_naming(self, host: str) -> list[Obj]:
         """Every Ingress of the cluster that publishes `host` (name, namespace, uid, owners, creation time)."""
         return self.hosts.naming(host)
+
+    def autoscalers_of(self, namespace: str, kind: str, names: set[str]) -> list[Obj]:
+        """Every HorizontalPodAutoscaler of a namespace that scales an object of `kind` named in `names`
+        (its name, owners and target)."""
+        return [
+            o
+            for o in self.scalers.list(namespace)
+            if (o.get("target") or {}).get("kind") == kind and (o.get("target") or {}).get("name") in names
+        ]
 
     def owned(self, kind: str, namespace: str, order: str) -> list[Obj]:
         """Children of an order from the cache: objects of `kind` labelled with its name."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from isvc_api import GROUP, LABEL_MANAGED_BY, Obj, request_device_class
 
-from isvc_operator._seal import DIGEST, SEALED_KINDS, view_digest
+from isvc_operator._seal import DIGEST, EDITORS, SEALED_KINDS, editors, view_digest
 
 __all__ = [
     "POD_SPEC_READ",
@@ -16,6 +16,7 @@ __all__ = [
     "compact_claim",
     "compact_host",
     "compact_pod",
+    "compact_scaler",
     "ingress_hosts",
     "slim",
 ]
@@ -86,6 +87,7 @@ def compact_child(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict) and obj.get("kind") in SEALED_KINDS:
         meta[DIGEST] = view_digest(obj)
+        meta[EDITORS] = editors(obj)
     if not _controlled_by_order(obj):
         obj = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
     return compact(obj)
@@ -122,6 +124,18 @@ def compact_host(obj: Obj) -> Obj:
 
 
 _HOSTS = 64  # hosts of one Ingress the index keeps
+
+
+def compact_scaler(obj: Obj) -> Obj:
+    """Any HorizontalPodAutoscaler of the cluster as its index keeps it: who it is, who controls it, and what
+    it scales: an autoscaler aimed at an order's set is the order's or goes."""
+    meta = obj.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "ownerReferences") if k in meta}
+    target = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+    aimed = {k: str(target[k]) for k in ("apiVersion", "kind", "name") if k in target}
+    return compact({"kind": "HorizontalPodAutoscaler", "metadata": kept, "target": aimed})
+
+
 _CLAIM_REQUESTS = 32  # requests of one claim, as the API server allows
 
 

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 # already removed, or whose log file is gone: kubernetes v1.36.3 pkg/kubelet/kuberuntime/
 # kuberuntime_container.go GetContainerLogs, and k8s.io/cri-client v0.36.3 pkg/logs/logs.go ReadLogs.
 LOG_GONE_NOTICES = ("unable to retrieve container logs for ", "failed to try resolving symlinks in path ")
+# Who records each refusal the controller reads (kubernetes v1.36.3: pkg/controller/statefulset
+# NewStatefulSetController, pkg/controller/resourceclaim NewController, their EventSource components).
+REPORTERS = {"FailedCreate": "statefulset-controller", "FailedResourceClaimCreation": "resource_claim"}
 
 
 class Records:
@@ -60,8 +63,12 @@ class Records:
         return self.refused(namespace, kind, name, uid, "FailedCreate")
 
     def refused(self, namespace: str, kind: str, name: str, uid: str, reason: str) -> str | None:
-        """The message of the newest event `reason` a controller recorded on that object (this uid), read
-        live; None when there is none or the events cannot be read."""
+        """The message of the newest event `reason` the controller that records it (REPORTERS) recorded on that
+        object (this uid), read live; None when there is none or the events cannot be read.
+
+        A user with `edit` may write events in her namespace, naming any component: only the recording
+        component's are read, which stops an event written by hand but not one forged with that name; either
+        way its words are only quoted in the order's own status, never acted on beyond a retry mark."""
         selector = f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"
         try:
             events = self.core.list_namespaced_event(
@@ -70,7 +77,16 @@ class Records:
         except ApiException as exc:
             log.warning("events of %s %s/%s not read: %s", kind, namespace, name, exc.reason)
             return None
-        ours = [e for e in events if e.involved_object.uid == uid]
+        reporter = REPORTERS.get(reason)
+        ours = [
+            e
+            for e in events
+            if e.involved_object.uid == uid
+            and (
+                reporter is None
+                or reporter in ((e.source.component if e.source else None), e.reporting_component)
+            )
+        ]
         if not ours:
             return None
         never = datetime.min.replace(tzinfo=UTC)

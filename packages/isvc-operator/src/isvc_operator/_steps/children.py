@@ -1,5 +1,6 @@
-"""WorkloadReady, the children applied: what changed is applied (sealed), what someone else changed is restored,
-an External host another Ingress published first is not published, and what the order no longer needs goes."""
+"""WorkloadReady, the children applied: what changed is applied (sealed), what someone else changed is restored
+(every time, paced per child), an autoscaler someone else aims at the order's set goes, an External host another
+Ingress published first is not published, and what the order no longer needs goes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 
 import attrs
 from cachetools import TTLCache
@@ -16,14 +18,19 @@ from isvc_operator._api import ClusterRefusal, RefusalCause
 from isvc_operator._outcome import Decisions, Delete
 from isvc_operator._ports import Deps
 from isvc_operator._scope import RETRY_CAPACITY, RETRY_SOON, OrderScope, made_for
-from isvc_operator._seal import SEAL, SEALED_KINDS, WRITTEN_APART
+from isvc_operator._seal import SEAL, SEALED_KINDS, WRITTEN_APART, editors
+from isvc_operator._steps.foreign import foreign_autoscalers
 from isvc_operator._steps.pace import templates, waits_its_turn
 
-__all__ = ["SETTLED_REGION_TOO_SMALL", "Applied", "apply_children"]
+__all__ = ["CHILD_RESTORED", "SETTLED_REGION_TOO_SMALL", "Applied", "apply_children"]
 
 log = logging.getLogger(__name__)
-RESTORES = 3  # restores of one child a window allows
-RESTORE_WINDOW = 300.0  # seconds
+# A child is restored every time someone else changes it, never given up on; a child changed faster than
+# RESTORE_BURST times at once and then once every RESTORE_EVERY seconds (something of the cluster fighting the
+# module) is restored at that pace, not on every pass: at most ten writes a minute, each one an event.
+RESTORE_BURST = 10
+RESTORE_EVERY = 6.0  # seconds
+CHILD_RESTORED = "ChildRestored"  # the event on the order: a child someone else changed, restored
 SETTLED_REGION_TOO_SMALL = "SettledRegionTooSmall"
 APPLIED = "ai.deckhouse.io/applied"  # the hash of the manifest last applied: equal means nothing to write
 
@@ -179,17 +186,38 @@ def _squatted(scope: OrderScope, deps: Deps, manifest: Obj, held: Obj | None) ->
     return None
 
 
-# Children restored lately, by (namespace, kind, name): something of the cluster that changes a child again
-# and again (a mutating webhook, another controller) must not make the module rewrite it every pass.
-_RESTORED: TTLCache[tuple[str, str, str], int] = TTLCache(maxsize=10_000, ttl=RESTORE_WINDOW)
-_RESTORED_LOCK = threading.Lock()
+@attrs.define
+class _Pace:
+    """One child's restores: a token bucket, and the version last restored (the cache may still show it)."""
+
+    tokens: float = float(RESTORE_BURST)
+    at: float = attrs.field(factory=time.monotonic)
+    version: str | None = None
+    count: int = 0
+
+    def take(self, now: float) -> float:
+        """Take one restore: 0 when one may be made now, else the seconds until one may."""
+        self.tokens = min(float(RESTORE_BURST), self.tokens + (now - self.at) / RESTORE_EVERY)
+        self.at = now
+        if self.tokens < 1:
+            return (1 - self.tokens) * RESTORE_EVERY
+        self.tokens -= 1
+        return 0.0
 
 
-def _restores(key: tuple[str, str, str]) -> int:
-    """Count one more restore of a child in the window; the count so far."""
-    with _RESTORED_LOCK:
-        _RESTORED[key] = _RESTORED.get(key, 0) + 1
-        return _RESTORED[key]
+# Each child's restores, by (namespace, kind, name); a child left alone for long enough is forgotten.
+_PACES: TTLCache[tuple[str, str, str], _Pace] = TTLCache(
+    maxsize=10_000, ttl=RESTORE_BURST * RESTORE_EVERY * 2
+)
+_PACES_LOCK = threading.Lock()
+
+
+def _pace(key: tuple[str, str, str]) -> _Pace:
+    with _PACES_LOCK:
+        found = _PACES.get(key)
+        if found is None:
+            found = _PACES[key] = _Pace()
+        return found
 
 
 @attrs.define
@@ -201,26 +229,58 @@ class Applied:
     set_applied: bool = False  # the set was written on this pass (its roll, if any, begins now)
     too_small: Verdict | None = None  # the order outgrew the model volume of the set it holds
     squat: str | None = None  # another object published the order's External host first
-    keeps: str | None = None  # a child something else keeps changing, left as it is for now
-    restored: list[str] = attrs.field(factory=list)  # children someone else had changed, restored
+    paced: str | None = None  # a child changed again faster than it is restored: restored at its pace
+    restored: list[str] = attrs.field(factory=list)  # children another field manager had changed, restored
 
 
-def _restored(deps: Deps, held: Obj, manifest: Obj, bound: int | None, applied: Applied) -> None:
-    """Restore a child someone else changed, unless something keeps changing it (then it is left as it is)."""
-    meta = manifest["metadata"]
-    if _restores((meta["namespace"], manifest["kind"], meta["name"])) > RESTORES:
-        applied.keeps = (
-            f"{manifest['kind']} {meta['name']} of the order keeps being changed by something other than the "
-            f"module: restored {RESTORES} times in {RESTORE_WINDOW // 60:g} minutes, it is left as it is for now; "
-            "a controller or admission webhook of the cluster changes it, which an administrator can tell from "
-            "its managedFields."
+def _restored(
+    scope: OrderScope, deps: Deps, d: Decisions, held: Obj, manifest: Obj, bound: int | None, applied: Applied
+) -> None:
+    """Restore a child someone else changed, every time, at its pace; a Warning event names the field managers
+    that changed it (managedFields), and the order's counter of restores goes up. A claim template, whose spec
+    the API server never changes, is deleted and made anew."""
+    meta, kind = manifest["metadata"], manifest["kind"]
+    pace = _pace((meta["namespace"], kind, meta["name"]))
+    version = str(held["metadata"].get("resourceVersion") or "")
+    if version and version == pace.version:
+        return  # restored already: the cache has not caught up with the restore yet
+    wait = pace.take(time.monotonic())
+    if wait > 0:
+        applied.paced = (
+            f"{kind} {meta['name']} of the order keeps being changed by something other than the module "
+            f"({', '.join(editors(held)) or 'a writer naming itself as the module'}): restored {pace.count} "
+            f"times lately, it is restored again in {wait:.0f}s, and every time after; find who changes it "
+            "(its managedFields, the order's ChildRestored events) and stop them."
         )
+        d.requeue(wait)
         return
-    ops = _restore(held, manifest, bound)
-    seal = deps.sealer.seal(deps.cluster.patch(manifest, ops, dry_run=True))
-    ops[1] = {**ops[1], "value": {**ops[1]["value"], SEAL: seal}}
-    deps.cluster.patch(manifest, ops)
-    applied.restored.append(f"{manifest['kind']} {meta['name']}")
+    if kind == "ResourceClaimTemplate":
+        deps.cluster.delete(manifest["apiVersion"], kind, meta["namespace"], meta["name"])
+        deps.cluster.apply(_sealed(deps, manifest))
+    else:
+        ops = _restore(held, manifest, bound)
+        seal = deps.sealer.seal(deps.cluster.patch(manifest, ops, dry_run=True))
+        ops[1] = {**ops[1], "value": {**ops[1]["value"], SEAL: seal}}
+        deps.cluster.patch(manifest, ops)
+    pace.version, pace.count = version, pace.count + 1
+    deps.restored(scope.namespace, scope.name, kind)
+    _said_restored(scope, d, held, f"{kind} {meta['name']}", applied)
+
+
+def _said_restored(scope: OrderScope, d: Decisions, held: Obj, child: str, applied: Applied) -> None:
+    """A restore said: a warning and an event naming who changed the child when another field manager did;
+    a line of the log alone when none shows (a writer that names itself as the module's manager)."""
+    who = editors(held)
+    if not who:
+        log.info("%s/%s: %s restored to what the module computes", scope.namespace, scope.name, child)
+        return
+    message = (
+        f"{child} of the order was changed by {', '.join(who)} and is restored to what the module computes; "
+        "an order's children are the module's: change the order instead."
+    )
+    log.warning("%s/%s: %s", scope.namespace, scope.name, message)
+    d.event("Warning", CHILD_RESTORED, message)
+    applied.restored.append(f"{child} (changed by {', '.join(who)})")
 
 
 def _apply_one(
@@ -241,7 +301,7 @@ def _apply_one(
     )
     if _tampered(deps, held, manifest, bound):
         assert held is not None
-        _restored(deps, held, manifest, bound, applied)
+        _restored(scope, deps, d, held, manifest, bound, applied)
         return
     if _unchanged(deps, manifest):
         return
@@ -286,18 +346,19 @@ def _after(
             d.write(Delete("apps/v1", "Deployment", old["metadata"]["name"]))
     current = {m["metadata"]["name"] for m in manifests if m["kind"] == "ResourceClaimTemplate"}
     _prune_templates(scope, deps, d, current)
-    for words in (applied.keeps, applied.squat):
-        if words is not None:
-            log.warning("%s/%s: %s", scope.namespace, scope.name, words)
-            d.requeue(RETRY_CAPACITY)
-            return Verdict.refuse(Reason.WORKLOAD_ERROR, words)
+    foreign_autoscalers(scope, deps, d, manifests)
+    if applied.squat is not None:
+        log.warning("%s/%s: %s", scope.namespace, scope.name, applied.squat)
+        d.requeue(RETRY_CAPACITY)
+        return Verdict.refuse(Reason.WORKLOAD_ERROR, applied.squat)
+    if applied.paced is not None:
+        return Verdict.refuse(Reason.WORKLOAD_NOT_READY, applied.paced)
     if applied.restored:
         message = (
-            f"{', '.join(applied.restored)} of the order had been changed by someone other than the module, and "
-            "is restored to what the module computes; the order is served again once its replicas are. An "
-            "order's children are the module's: change the order instead."
+            f"{', '.join(applied.restored)} had been changed by someone other than the module, and is restored "
+            "to what the module computes; the order is served again once its replicas are. An order's children "
+            "are the module's: change the order instead."
         )
-        log.warning("%s/%s: %s", scope.namespace, scope.name, message)
         d.requeue(RETRY_SOON)
         return Verdict.refuse(Reason.WORKLOAD_NOT_READY, message)
     return None
