@@ -100,10 +100,22 @@ def test_a_second_replica_without_a_device_waits_for_capacity_and_the_order_stay
     bed: Bed,
 ) -> None:
     """GrowthClaimUnplaced from a real order: the class asks for two replicas of a model that takes most of
-    an L4, so the second replica's claim finds no room on the planned card. The card is simply full (no order
-    of higher priority holds it): growth waits for capacity, ScalingHealthy stays True and the phase Ready;
-    one event names the replica. (ScaleUpBlocked, under preemption: test_isvc_growth.py.)"""
+    an L4; the other L4 is held whole, so no device of the plan's shape has room anywhere on the class (issue
+    40: a further replica takes any of them). Growth waits for capacity, ScalingHealthy stays True and the
+    phase Ready; one event names the replica. When the other L4 frees up, the waiting replica lands there,
+    and nothing is replanned. (ScaleUpBlocked, under preemption: test_isvc_growth.py.)"""
     gpu = "gpu.nvidia.com"
+    l4 = f"device.attributes['{gpu}'].productName == 'NVIDIA L4'"
+    bed.create_class(
+        "serve-grow-hold",
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": {"deviceClassNames": [gpu], "selector": l4, "allowedSharePercents": [100]},
+        },
+    )
+    holder = bed.create("serve-grow-hold", hf(QWEN), "serve-grow-hold")
+    held = bed.wait_ready(holder)["resolved"]["devices"]
     bed.create_class(
         "serve-grow",
         {
@@ -140,6 +152,22 @@ def test_a_second_replica_without_a_device_waits_for_capacity_and_the_order_stay
     assert "the class asks for 2" in scaling["message"] and f"({name}-1)" in scaling["message"]
     assert status["phase"] == "Ready" and set(phases) == {"Ready"}, phases
     assert len([e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"]) == 1  # once per replica
+    plan = bed.plan(name)
+    assert plan is not None and held != status["resolved"]["devices"]
+    bed.delete(holder)  # the other L4 frees up: the waiting replica takes it, nothing is replanned
+
+    def allocated() -> set[str]:
+        return {
+            f"{r.pool}/{r.device}"
+            for c in bed.claims(name)
+            if c.status and c.status.allocation
+            for r in c.status.allocation.devices.results
+        }
+
+    wait_for(lambda: len(allocated()) == 2, 90, what="the waiting replica placed")
+    assert allocated() == {*held, *status["resolved"]["devices"]}, allocated()
+    again = bed.plan(name)
+    assert again is not None and again["metadata"]["resourceVersion"] == plan["metadata"]["resourceVersion"]
 
 
 def test_an_autoscaler_within_the_class_bounds_and_gone_when_the_class_stops_asking(bed: Bed) -> None:

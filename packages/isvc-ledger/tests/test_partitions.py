@@ -96,5 +96,20 @@ def test_a_plan_on_a_partition_without_uuid_is_answered_by_its_claim_on_another_
     books.upsert_claim(_claim("gpu-0-mig-1g5gb-19-3"))  # the scheduler took another placement of it
     assert ledger.room(key(3)) == 0 and ledger.room(key(0)) == 100  # the plan's is that one: 0 is free again
     assert ledger.holds(("ns", "o")) == {key(3)}
-    books.delete_claim(_claim("gpu-0-mig-1g5gb-19-3"))  # the replica went: the plan holds what it names
-    assert ledger.room(key(0)) == 0 and ledger.room(key(3)) == 100
+    books.delete_claim(_claim("gpu-0-mig-1g5gb-19-3"))  # the replica went: it takes any such placement again
+    assert ledger.room(key(0)) == 100 and ledger.room(key(3)) == 100
+
+
+def test_a_plan_whose_every_claim_runs_on_another_device_of_its_shape_holds_that_one_only_issue_40() -> None:
+    """A card planned was taken first: the claim's second choice put the order on another of its shape. The
+    plan no longer holds the planned card, also once a replica waits again (it takes any of the shape)."""
+    books = Books.from_objects([CLASS], _slices(), [], plans=[_plan("gpu-0-mig-1g5gb-19-0")])
+    ledger = books.ledger
+    books.upsert_claim(_claim("gpu-0-mig-1g5gb-19-3"))
+    assert ledger.holds(("ns", "o")) == {key(3)} and ledger.room(key(0)) == 100
+    waiting = _claim("gpu-0-mig-1g5gb-19-3") | {
+        "metadata": {"namespace": "ns", "name": "o-1-gpu", "uid": "u1", "labels": {LABEL_ORDER: "o"}}
+    }
+    waiting["status"] = {}
+    books.upsert_claim(waiting)  # a further replica's claim, not allocated yet
+    assert ledger.holds(("ns", "o")) == {key(3)} and ledger.room(key(0)) == 100

@@ -111,6 +111,7 @@ class Books:
         self._rejudge = False  # the classes changed under a listing: every device is judged when it is in
         self._owed = False  # room may have appeared under a listing: waiters are woken once it is applied
         self._planned: dict[OrderKey, list[Holding]] = {}  # each plan's holdings as it names them
+        self._voided: dict[OrderKey, set[DeviceKey]] = {}  # devices a plan no longer holds (`_effective`)
         self._made: dict[OrderKey, float] = {}  # when each reservation was made (monotonic)
         self._until: dict[OrderKey, float] = {}  # when it lapses
         self._deadlines: list[tuple[float, OrderKey]] = []
@@ -270,8 +271,10 @@ class Books:
                 self._settle_now(touched)
                 self._refloat(order)
             watched = order is not None and (waits or order in unallocated)
-            if watched and order is not None and ledger.note_unallocated(order, uid, waits):
-                self._free()
+            if watched and order is not None:
+                if ledger.note_unallocated(order, uid, waits):
+                    self._free()
+                self._refloat(order)
 
     def delete_claim(self, claim: Mapping[str, Any]) -> None:
         """Forget a ResourceClaim."""
@@ -290,6 +293,7 @@ class Books:
         key, holdings = plan_holdings(plan)
         if self._planned.get(key, []) != holdings:
             self._planned[key] = holdings
+            self._voided.pop(key, None)  # a new plan holds what it names
             self._set_plan(key, self._effective(key))
         reserved = self.ledger.reservations.get(key)
         if holdings and reserved is not None and {h.device for h in reserved} <= {h.device for h in holdings}:
@@ -300,24 +304,39 @@ class Books:
         meta = plan.get("metadata") or {}
         key = (meta.get("namespace") or "", meta.get("name") or "")
         self._planned.pop(key, None)
+        self._voided.pop(key, None)
         self._set_plan(key, [])
 
     def _effective(self, order: OrderKey) -> list[Holding]:
-        """The holdings of the order's plan, less those a claim of the order answers elsewhere: a plan on a
-        partition the driver publishes without a uuid holds one placement of its profile on its parent (its
-        claim pins no more), so once a claim of the order is allocated on another such placement, that one
-        is the plan's (issue 41: DynamicMIG)."""
+        """The holdings of the order's plan, less those its claims answered elsewhere (issues 40, 41).
+
+        A plan holds its devices for its order until the order runs: while no claim of it is allocated,
+        or one still waits for an allocation, or one is allocated there. A claim's first choice is the
+        planned devices and its second any of their shape, so once every claim of the order is allocated and
+        none on a planned device, the order runs elsewhere and the plan no longer holds that device; and a
+        plan on a partition the driver publishes without a uuid (DynamicMIG) holds one placement of its
+        profile on its parent, so a claim on another such placement is the plan's, whatever else waits. A
+        device so let go stays let go until the plan changes: a replica made again later takes any device of
+        its shape, and never displaces whoever took the room meanwhile."""
         planned = self._planned.get(order, [])
-        devices = self.fleet.devices
-        floating = [
-            h for h in planned if (d := devices.get(h.device)) is not None and d.uuid is None and d.pin
-        ]
-        if not floating:
-            return planned
         claimed = self.ledger.claimed(order)
-        pins = [devices[k].pin for k in claimed if k in devices]
-        answered = {h.device for h in floating if h.device not in claimed and devices[h.device].pin in pins}
-        return [h for h in planned if h.device not in answered]
+        voided = self._voided.setdefault(order, set())
+        if planned and claimed:
+            devices = self.fleet.devices
+            settled = order not in self.ledger.unallocated
+            pins = [devices[k].pin for k in claimed if k in devices and devices[k].uuid is None]
+            for h in planned:
+                device = devices.get(h.device)
+                if h.device in claimed:
+                    continue
+                if settled or (
+                    device is not None and device.uuid is None and device.pin and device.pin in pins
+                ):
+                    voided.add(h.device)
+        if not voided:
+            del self._voided[order]
+            return planned
+        return [h for h in planned if h.device not in voided]
 
     def _refloat(self, order: OrderKey | None) -> None:
         """The order's claims changed: what its plan holds again (`_effective`)."""

@@ -78,19 +78,21 @@ def profile_selector(device: Device) -> str:
     return " && ".join(parts)
 
 
-def selectors_of(devices: tuple[Device, ...]) -> DeviceSelectors:
+def selectors_of(devices: tuple[Device, ...], policy: str | None = None) -> DeviceSelectors:
     """The claim's choices for devices planned: exactly those (by what names each alone), else any of their
-    shape; devices nothing names are chosen by shape only."""
+    shape the class's accelerator policy admits (`policy`, its selector); devices nothing names are chosen by
+    shape only."""
     first = devices[0]
-    alike = profile_selector(first)
+    alike = profile_selector(first) + (f" && ({policy})" if policy else "")
     pins = [d.pin for d in devices]
     if any(p is None for p in pins):
         return DeviceSelectors(pinned=alike, alike=alike)
     return DeviceSelectors(pinned=one_of(first.driver, [p for p in pins if p is not None]), alike=alike)
 
 
-def placement_of(found: Candidate, need: MemoryNeed) -> Placement:
-    """The placement a candidate is, as the wire carries it."""
+def placement_of(found: Candidate, need: MemoryNeed, policy: str | None = None) -> Placement:
+    """The placement a candidate is, as the wire carries it (`policy`: the class's accelerator selector,
+    which a further replica's device must pass too)."""
     first = found.devices[0]
     memory = first.memory or 0
     uuids = [d.uuid for d in found.devices]
@@ -104,7 +106,7 @@ def placement_of(found: Candidate, need: MemoryNeed) -> Placement:
         pool=first.pool,
         devices=[d.name for d in found.devices],
         device_uuids=uuids if all(uuids) else None,
-        device_selectors=selectors_of(found.devices),
+        device_selectors=selectors_of(found.devices, policy),
         node_name=first.node,
         accelerator_product_name=first.product,
         accelerator_memory_gi_b=gib(memory),

@@ -235,12 +235,17 @@ class Planner:
 
     def gone(self, namespace: str, name: str, placement: Placement) -> list[str]:
         """Devices of the order's plan out of service for it (node deleted, closed, device withdrawn), each
-        with why: an inventory change, not a disagreement; the plan is to be made anew."""
+        with why: an inventory change, not a disagreement; the plan is to be made anew. Not while a device of
+        the plan's shape is in service on the class: its claim's second choice takes that (issue 40), and
+        nothing is replanned (a new plan would roll every replica onto a new claim template)."""
         if not (placement.driver and placement.pool and placement.devices):
             return []
         keys = [(placement.driver, placement.pool, d) for d in placement.devices]
         with self.inventory.reading() as view:
-            return view.ledger.gone((namespace, name), keys, placement.node_name)
+            gone = view.ledger.gone((namespace, name), keys, placement.node_name)
+            if gone and _alike(view, placement):
+                return []  # a replica made again takes any device of the plan's shape in service (issue 40)
+            return gone
 
     def outranked(self, namespace: str, name: str, placement: Placement) -> list[str]:
         """Devices of the order's plan where orders of higher priority hold the room it needs (for its plan
@@ -431,7 +436,7 @@ class Planner:
 
     def answer(self, view: View, o: Order, found: Candidate, victims: list[tuple[str, str]]) -> PlanResponse:
         """The answer of a placement found: reserved (unless a dry run), with estimates and who to release."""
-        placement = placement_of(found, o.need)
+        placement = placement_of(found, o.need, o.ask.selector)
         memory = found.devices[0].memory or 0
         if not o.request.dry_run:
             self._reserve(o, found)
