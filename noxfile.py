@@ -18,6 +18,7 @@ PACKAGES = [
     "isvc-workload",
     "isvc-health",
     "isvc-operator",
+    "isvc-model-cache",
     "isvc-testing",
     "kubectl-isvc",
 ]
@@ -31,7 +32,9 @@ LOCAL_DEPS = {
     "isvc-workload": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-planner", "isvc-testing"],
     "isvc-health": ["isvc-api"],
     # the planner and test support: tests
-    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
+    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "isvc-model-cache", "kubectl-isvc")],
+    # standalone; its tests: the stand-in Hub (isvc-testing) as the upstream
+    "isvc-model-cache": ["isvc-api", "isvc-planner-client", "isvc-catalog", "isvc-planner", "isvc-testing"],
     "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-planner"],
     "kubectl-isvc": ["isvc-api", "isvc-planner-client", "isvc-planner"],
 }
@@ -106,6 +109,7 @@ def chart(session: nox.Session) -> None:
         "isvc-health",
         "isvc-planner",
         "isvc-operator",
+        "isvc-model-cache",
     ]
     session.install(*[f"-e{ROOT / 'packages' / p}" for p in runtime])
     # helm, untt, and isvc-rulecheck (tools/rulecheck), which tests/module/test_alert_rules.py runs over the
@@ -375,8 +379,8 @@ def _version() -> str:
 
 # What the model-fetcher image installs: the Hugging Face CLI (module/images/modelFetcher/Dockerfile).
 MODEL_FETCHER = "huggingface_hub[cli]>=0.34,<1"
-# The packages whose dependencies the controller and planner images install.
-IMAGE_PACKAGES = PACKAGES[:8]
+# The packages whose dependencies the controller, planner and model cache images install.
+IMAGE_PACKAGES = [*PACKAGES[:8], "isvc-model-cache"]
 
 
 @nox.session(python=PYTHON)
