@@ -197,5 +197,5 @@ def create_app(cache: ModelCache) -> Starlette:
             Route("/readyz", _ok, methods=["GET"]),
             Route("/api/{rest:path}", cache.api, methods=["GET", "HEAD"]),
             Route("/{rest:path}", cache.file, methods=["GET", "HEAD"]),
-        ]
+        ],
     )
