@@ -184,11 +184,11 @@ def realnode(session: nox.Session) -> None:
     session.install("pip>=24")  # build-bins.sh fetches the llama-cpp-python sdist with pip (hash-checked)
     session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
     # the module's images for this tree (cached by their inputs; `nox -s build` checks the wheels alone); the
-    # tests import exactly these archives: the chart's controller and planner, and the model fetcher that
-    # downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
+    # tests import exactly these archives: the chart's controller, planner and model cache, and the model
+    # fetcher that downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
-    _build_images(session, manifest, "controller planner modelFetcher")
+    _build_images(session, manifest, "controller planner modelFetcher modelCache")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
     session.run(
@@ -352,7 +352,7 @@ def build(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def images(session: nox.Session) -> None:
-    """Build the controller, planner and model-fetcher images with buildah, no Docker daemon (cached)."""
+    """Build the controller, planner, model-fetcher and model-cache images with buildah, no Docker daemon (cached)."""
     build(session)
     _build_images(session)
 
