@@ -111,13 +111,13 @@ class ModelCache:
             _log.warning("no room for %s (%s): %s", target, meta.digest, error)
             message = f"the model cache has no room for {target[2]}: {error}; download it from the Hub"
             return PlainTextResponse(message, 507, {"X-Error-Message": message})
-        start, end = span if span else (0, meta.size - 1)
-        if span:
+        start, end = span if isinstance(span, tuple) else (0, meta.size - 1)
+        if isinstance(span, tuple):
             headers["Content-Range"] = f"bytes {start}-{end}/{meta.size}"
         headers["Content-Length"] = str(end - start + 1)
         fd = os.open(path, os.O_RDONLY)
         body = self._body(meta.digest, fd, start, end, fill)
-        return StreamingResponse(body, 206 if span else 200, headers)
+        return StreamingResponse(body, 206 if isinstance(span, tuple) else 200, headers)
 
     def _source(self, meta: FileMeta, authorization: str | None) -> tuple[Path, Fill | None]:
         """Where a GET reads the file, held for it: the store's file, a fill under way, or a new fill (which
