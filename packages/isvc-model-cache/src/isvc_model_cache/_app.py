@@ -127,7 +127,7 @@ class ModelCache:
             self.metrics.served(Served.HIT)
             return held, None
         fill = self.fills.get(meta.digest)
-        if fill is None:
+        if fill is None or fill.error or fill.done:  # a fill that failed has given its room back: anew
             fill = Fill(meta, self.store.reserve(meta.digest, meta.size))
             self.fills[meta.digest] = fill
             task = asyncio.get_running_loop().create_task(self._run(fill, authorization))
@@ -143,7 +143,8 @@ class ModelCache:
         try:
             await fill.run(self.hub, authorization, self.store, self.metrics)
         finally:
-            self.fills.pop(fill.meta.digest, None)
+            if self.fills.get(fill.meta.digest) is fill:  # a failed one may have been started anew meanwhile
+                del self.fills[fill.meta.digest]
 
     async def _body(
         self, digest: str, fd: int, start: int, end: int, fill: Fill | None
