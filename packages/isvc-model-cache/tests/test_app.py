@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ def test_a_file_crosses_from_the_hub_once_for_every_download_of_it(
     assert (cache.count("Miss"), cache.count("Hit")) == (1, 2)
     assert cache.metric("isvc_model_cache_hub_bytes_total") == size
     assert cache.metric("isvc_model_cache_served_bytes_total") == 3 * size
+    assert cache.store.usage().held == 0  # every download gave its hold back
     # the stand-in answered the resolve URL with the Hub's redirect to storage, which the fill followed
     assert ("GET", f"/_lfs/{standin.repos[PUBLIC].files[WEIGHTS].etag}", None) in standin.requests
 
@@ -119,6 +121,25 @@ def test_a_gated_file_is_served_only_to_a_token_the_hub_accepts(
     assert (tmp_path / "other" / WEIGHTS).read_bytes() == _content(standin, GATED, WEIGHTS)
     assert standin.served == {f"{GATED}/{WEIGHTS}": standin.repos[GATED].files[WEIGHTS].size}
     assert (cache.count("Miss"), cache.count("Hit"), cache.count("Refused")) == (1, 1, 2)
+
+
+def test_a_download_that_leaves_gives_its_hold_back_and_the_fill_goes_on(
+    hub: tuple[StandinHub, str], start_cache: StartCache
+) -> None:
+    standin, url = hub
+    cache = start_cache(url)
+    size = standin.repos[SLOW].files[WEIGHTS].size
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream("GET", f"{cache.url}/{SLOW}/resolve/main/{WEIGHTS}") as r,
+    ):
+        next(r.iter_bytes())  # one chunk, then the client goes
+    deadline = time.monotonic() + 30
+    while cache.store.usage().files == 0 or cache.store.usage().held:
+        assert time.monotonic() < deadline, cache.store.usage()
+        time.sleep(0.1)
+    assert cache.store.usage().used == size  # the fill finished for the next download, which reads the store
+    assert standin.served == {f"{SLOW}/{WEIGHTS}": size}
 
 
 def test_a_resumed_download_gets_the_rest_of_the_file(

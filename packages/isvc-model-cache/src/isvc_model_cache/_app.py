@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
@@ -61,6 +62,22 @@ def _span(header: str | None, size: int) -> tuple[int, int] | bool | None:
         start = int(match.group(1))
         end = min(int(match.group(2)), size - 1) if match.group(2) else size - 1
     return (start, end) if start <= end else False
+
+
+class _Reading:
+    """A download's open file and its hold on it, given back once: by the body when it ends, or after the
+    response when the body never started (the client left first)."""
+
+    def __init__(self, store: Store, digest: str, path: Path) -> None:
+        self.store, self.digest = store, digest
+        self.fd = os.open(path, os.O_RDONLY)
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+            self.store.release(self.digest)
 
 
 def _passed(answer: HubAnswer) -> Response:
@@ -115,9 +132,10 @@ class ModelCache:
         if isinstance(span, tuple):
             headers["Content-Range"] = f"bytes {start}-{end}/{meta.size}"
         headers["Content-Length"] = str(end - start + 1)
-        fd = os.open(path, os.O_RDONLY)
-        body = self._body(meta.digest, fd, start, end, fill)
-        return StreamingResponse(body, 206 if isinstance(span, tuple) else 200, headers)
+        reading = _Reading(self.store, meta.digest, path)
+        body = self._body(reading, start, end, fill)
+        status = 206 if isinstance(span, tuple) else 200
+        return StreamingResponse(body, status, headers, background=BackgroundTask(reading.close))
 
     def _source(self, meta: FileMeta, authorization: str | None) -> tuple[Path, Fill | None]:
         """Where a GET reads the file, held for it: the store's file, a fill under way, or a new fill (which
@@ -146,10 +164,9 @@ class ModelCache:
             if self.fills.get(fill.meta.digest) is fill:  # a failed one may have been started anew meanwhile
                 del self.fills[fill.meta.digest]
 
-    async def _body(
-        self, digest: str, fd: int, start: int, end: int, fill: Fill | None
-    ) -> AsyncIterator[bytes]:
+    async def _body(self, reading: _Reading, start: int, end: int, fill: Fill | None) -> AsyncIterator[bytes]:
         """Bytes start..end of the file, as a fill makes them readable; the file's hold ends with the body."""
+        fd, digest = reading.fd, reading.digest
         try:
             at = start
             while at <= end:
@@ -166,8 +183,7 @@ class ModelCache:
             if fill is not None and end < start:  # an empty file: answered once it matched its hash
                 await fill.wait_past(end)
         finally:
-            os.close(fd)
-            self.store.release(digest)
+            reading.close()
 
     async def api(self, request: Request) -> Response:
         """An API call a download makes besides the files (the file list of a repository), passed on."""
