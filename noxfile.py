@@ -19,6 +19,7 @@ PACKAGES = [
     "isvc-workload",
     "isvc-health",
     "isvc-operator",
+    "isvc-model-cache",
     "isvc-testing",
     "kubectl-isvc",
 ]
@@ -40,7 +41,16 @@ LOCAL_DEPS = {
     ],
     "isvc-health": ["isvc-api"],
     # the planner and test support: tests
-    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "kubectl-isvc")],
+    "isvc-operator": [p for p in PACKAGES if p not in ("isvc-operator", "isvc-model-cache", "kubectl-isvc")],
+    # standalone; its tests: the stand-in Hub (isvc-testing) as the upstream
+    "isvc-model-cache": [
+        "isvc-api",
+        "isvc-planner-client",
+        "isvc-ledger",
+        "isvc-catalog",
+        "isvc-planner",
+        "isvc-testing",
+    ],
     "isvc-testing": ["isvc-api", "isvc-catalog", "isvc-planner-client", "isvc-ledger", "isvc-planner"],
     "kubectl-isvc": ["isvc-api", "isvc-planner-client", "isvc-ledger"],
 }
@@ -116,6 +126,7 @@ def chart(session: nox.Session) -> None:
         "isvc-ledger",
         "isvc-planner",
         "isvc-operator",
+        "isvc-model-cache",
     ]
     session.install(*[f"-e{ROOT / 'packages' / p}" for p in runtime])
     # helm, untt, and isvc-rulecheck (tools/rulecheck), which tests/module/test_alert_rules.py runs over the
@@ -190,11 +201,11 @@ def realnode(session: nox.Session) -> None:
     session.install("pip>=24")  # build-bins.sh fetches the llama-cpp-python sdist with pip (hash-checked)
     session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
     # the module's images for this tree (cached by their inputs; `nox -s build` checks the wheels alone); the
-    # tests import exactly these archives: the chart's controller and planner, and the model fetcher that
-    # downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
+    # tests import exactly these archives: the chart's controller, planner and model cache, and the model
+    # fetcher that downloads the tiny model before llama.cpp's server (built by build-bins.sh) serves it.
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
-    _build_images(session, manifest, "controller planner modelFetcher")
+    _build_images(session, manifest, "controller planner modelFetcher modelCache")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
     session.run(
@@ -358,7 +369,7 @@ def build(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def images(session: nox.Session) -> None:
-    """Build the controller, planner and model-fetcher images with buildah, no Docker daemon (cached)."""
+    """Build the controller, planner, model-fetcher and model-cache images with buildah, no Docker daemon (cached)."""
     build(session)
     _build_images(session)
 
@@ -385,8 +396,8 @@ def _version() -> str:
 
 # What the model-fetcher image installs: the Hugging Face CLI (module/images/modelFetcher/Dockerfile).
 MODEL_FETCHER = "huggingface_hub[cli]>=0.34,<1"
-# The packages whose dependencies the controller and planner images install.
-IMAGE_PACKAGES = PACKAGES[:8]
+# The packages whose dependencies the controller, planner and model cache images install.
+IMAGE_PACKAGES = [*PACKAGES[:8], "isvc-model-cache"]
 
 
 @nox.session(python=PYTHON)

@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${ISVC_CACHE_DIR:-$HOME/.cache/isvc-testbed}/images
 PY=${PYTHON:-python3}
-NAMES=${ISVC_IMAGE_NAMES:-controller planner modelFetcher}  # a subset builds only those
+NAMES=${ISVC_IMAGE_NAMES:-controller planner modelFetcher modelCache}  # a subset builds only those
 export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
 mkdir -p "$CACHE"
 log() { echo "[build-images +${SECONDS}s] $*"; }
@@ -47,9 +47,9 @@ log "base $BASE: $(buildah inspect --type image --format '{{.FromImageDigest}}' 
 log "wheelhouse: dependency wheels for Python 3.11, glibc <= 2.36 (bookworm), x86_64, into dist/"
 # every version from module/images/constraints.txt (`nox -s lock`), as the Dockerfiles install them
 declare -A WANT=([controller]="isvc-operator==0.1.0" [planner]="isvc-planner==0.1.0"
-                 [modelFetcher]="huggingface_hub[cli]")
+                 [modelFetcher]="huggingface_hub[cli]" [modelCache]="isvc-model-cache==0.1.0")
 # every image's wheels, whichever are built: an image's key hashes all of dist/, so a subset keeps the same keys
-for name in controller planner modelFetcher; do
+for name in controller planner modelFetcher modelCache; do
   "$PY" -m pip download --quiet --disable-pip-version-check --dest "$ROOT/dist" --find-links "$ROOT/dist" \
     --only-binary=:all: --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_36_x86_64 \
@@ -58,7 +58,7 @@ done
 
 manifest=()
 for name in $NAMES; do
-  tag=localhost/isvc/$(echo "$name" | sed 's/F/-f/'):0.1.0
+  tag=localhost/isvc/$(echo "$name" | sed 's/\([A-Z]\)/-\L\1/g'):0.1.0  # modelCache: model-cache
   key=$( (echo "$BASE_KEY"; cat "$ROOT/module/images/$name/Dockerfile" "$ROOT/module/images/constraints.txt" \
            "$ROOT"/dist/*.whl) | sha256sum | cut -c1-16)
   manifest+=("$name $CACHE/$name-$key.oci.tar")

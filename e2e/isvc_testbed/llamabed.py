@@ -15,7 +15,11 @@ What the test bed supplies, and why:
   URL serves the controller on the host and the fetch container in the pod;
 - the controller's probe URL is a loopback port carried to the order's pod by the API server's port-forward
   (`PodForwarder`): no Service IP is served on the host (no kube-proxy), and a service proxy would take the
-  order's token as an API credential.
+  order's token as an API credential;
+- with `model_cache`, the chart's model cache Deployment runs on the node from its image (moved there as the
+  chart's other Deployments are in test_chart_deployments.py), its Hub the stand-in relayed at the node's
+  address, and the controller's `--model-cache-endpoint` is the cache pod's address on the node's bridge (no
+  Service IP is served there).
 """
 
 from __future__ import annotations
@@ -38,14 +42,22 @@ from isvc_testbed.helpers import wait_for
 from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders
-from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, PodForwarder, llama_server_image
+from isvc_testbed.realnode import (
+    REAL_NODE_GPU_SELECTOR,
+    REAL_NODE_LABEL,
+    REAL_NODE_TOLERATION,
+    PodForwarder,
+    llama_server_image,
+)
 from isvc_testbed.tinymodel import hub_fixture, tiny_chat_model, truncated
+from isvc_testbed.volumes import STORAGE_CLASS
 
 RECIPE = "llamacpp-chat"
 REPO = "isvc-testbed/tiny-chat-GGUF"
 CUT_REPO = "isvc-testbed/tiny-chat-cut-GGUF"  # the same model without its last 64 KiB
 CLASS = "real-node-t4"
 ORDER = "tiny-chat"
+CACHE = "isvc-model-cache"  # the chart's Deployment
 
 
 @dataclass
@@ -58,6 +70,7 @@ class Bed:
     forwarder: PodForwarder
     good_model: Path
     dropped: int  # the node's dropped forwarded packets when the bed came up (nothing may dial out)
+    cache_pod: str | None = None  # the model cache's pod on the node (`model_cache`)
 
     @property
     def core(self) -> k8s.CoreV1Api:
@@ -137,6 +150,39 @@ def chart_installed(api: k8s.ApiClient) -> bool:
     return True
 
 
+def _cache_ready_on(core: k8s.CoreV1Api, node: str) -> Any:
+    pods: list[Any] = core.list_namespaced_pod(NAMESPACE, label_selector=f"app={CACHE}").items
+    here = [p for p in pods if p.spec.node_name == node and p.metadata.deletion_timestamp is None]
+    ready = [
+        p for p in here if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+    ]
+    return ready[0] if len(ready) == 1 and len(pods) == 1 else None
+
+
+def model_cache_on_node(cluster: Cluster, admin_api: k8s.ApiClient, hub: str, image: str) -> Any:
+    """The chart's model cache (on the bed's StorageClass, its Hub the stand-in at `hub`) running on the real
+    node from `image`: the Deployment moved there, nothing else of its pod changed but the placement and
+    `imagePullPolicy: Never`. Its Ready pod."""
+    install_chart(
+        cluster,
+        {
+            "images": {"modelCache": image},
+            "huggingFace": {"endpoint": f"http://{hub}"},
+            "modelCache": {"storageClassName": STORAGE_CLASS, "size": "1Gi"},
+        },
+    )
+    placement = {
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+        "tolerations": [REAL_NODE_TOLERATION],
+        "containers": [{"name": "model-cache", "imagePullPolicy": "Never"}],
+    }
+    apps, core = k8s.AppsV1Api(admin_api), k8s.CoreV1Api(admin_api)
+    apps.patch_namespaced_deployment(CACHE, NAMESPACE, {"spec": {"template": {"spec": placement}}})
+    return wait_for(
+        lambda: _cache_ready_on(core, cluster.node.name), 180, interval=1, what=f"{CACHE} on the node"
+    )
+
+
 @contextlib.contextmanager
 def llama_bed(
     cluster: Cluster,
@@ -144,6 +190,7 @@ def llama_bed(
     alice_api: k8s.ApiClient,
     standin_template: str,
     namespace: str,
+    model_cache: bool = False,
 ) -> Iterator[Bed]:
     """The images on the node, the Hub with the tiny model and its cut copy, the module's processes, a class
     for the node's card, and the node open to the orders' pods (taint lifted) while the bed is in use.
@@ -158,6 +205,9 @@ def llama_bed(
     node.import_image(llama_server_image(cluster.bin_dir, recipe.image, recipe.command), recipe.image)
     fetcher = image_archive("modelFetcher")
     node.ctr("images", "import", "--platform", "linux/amd64", str(fetcher))
+    cache_image = image_archive("modelCache") if model_cache else None
+    if cache_image is not None:
+        node.ctr("images", "import", "--platform", "linux/amd64", str(cache_image))
     good = tiny_chat_model()
     hub_dir = hub_fixture(cluster.workdir / "tiny-hub-orders", {REPO: good, CUT_REPO: truncated(good)})
     # the chart's ServiceAccounts, RBAC and webhook configuration, which the processes run under; an earlier
@@ -171,6 +221,8 @@ def llama_bed(
         module.start_volumes(cluster.workdir / "volumes")
         hub = node.relay("hub-orders", module.hub_port, module.hub_port)
         module.start_planner()
+        cache = model_cache_on_node(cluster, admin_api, hub, image_ref(cache_image)) if cache_image else None
+        cache_flags = ["--model-cache-endpoint", f"http://{cache.status.pod_ip}:8080"] if cache else []
         with (
             PodForwarder(admin_api, namespace, f"{ORDER}-0", recipe.ports.http) as forwarder,
             node.untainted(),
@@ -184,6 +236,7 @@ def llama_bed(
                 image_ref(fetcher),
                 "--probe-url-template",
                 f"http://127.0.0.1:{forwarder.port}",
+                *cache_flags,
             )
             with Orders(module, admin_api, alice_api, namespace, timeout=120) as orders:
                 orders.create_class(
@@ -197,6 +250,12 @@ def llama_bed(
                         },
                     },
                 )
-                yield Bed(cluster, module, orders, forwarder, good, dropped)
+                yield Bed(
+                    cluster, module, orders, forwarder, good, dropped, cache.metadata.name if cache else None
+                )
     finally:
         module.stop()
+        if cache_image is not None:  # the node's CPUs are the next module's: the cache scaled to none
+            k8s.AppsV1Api(admin_api).patch_namespaced_deployment_scale(
+                CACHE, NAMESPACE, {"spec": {"replicas": 0}}
+            )

@@ -37,7 +37,8 @@ __all__ = ["ROOT", "ModuleProcesses", "chart_flags", "chart_values", "install_ch
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "d8-isvc"
 RELEASE = "isvc"
-HOSTILE_REPOS = ROOT / "e2e" / "hub"  # the stand-in Hub's hostile repositories (issue 14)
+# the stand-in Hub's repositories beside isvc-testing's: hostile ones (issue 14), downloadable ones (issue 46)
+HOSTILE_REPOS = ROOT / "e2e" / "hub"
 # One model resolution's Hub deadline on the bed: the slow hostile repository must not hold a worker (and
 # the suite) for the product's 60 s; every honest fixture resolves in well under a second.
 HUB_DEADLINE = 15.0
@@ -79,6 +80,7 @@ IMAGES = {
     "controller": "localhost/isvc/controller:0.1.0",
     "planner": "localhost/isvc/planner:0.1.0",
     "modelFetcher": "localhost/isvc/model-fetcher:0.1.0",
+    "modelCache": "localhost/isvc/model-cache:0.1.0",
 }
 
 
@@ -223,6 +225,7 @@ class ModuleProcesses:
         self.planner_port = _free_port()
         self.hub_port = _free_port()
         self.metrics_port = _free_port()  # the first controller's /metrics on loopback (a standby has none)
+        self.cache_port, self.cache_metrics_port = _free_port(), _free_port()
         self.planner_args: tuple[str, ...] = ()  # extra flags of every planner start (e.g. --reservation-ttl)
         self.controller_args: tuple[str, ...] = ()  # flags of every controller start after the defaults
 
@@ -271,8 +274,9 @@ class ModuleProcesses:
         wait_for(up, timeout, what=f"{name} at {url}")
 
     def start_hub(self, *extra_models: Path) -> None:
-        """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, and the hostile
-        repositories of e2e/hub (oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py) and
+        """The stand-in Hugging Face hub on loopback: isvc-testing's fixture models, the repositories of e2e/hub
+        (hostile ones — oversized, malformed, slow, many-shard: e2e/tests/test_isvc_hostile.py — and small
+        ones a download fetches whole: e2e/tests/test_isvc_model_cache.py), and
         of isvc_testing.standin_hub.hostile_repositories (each read limit just under and just over);
         `extra_models`: more directories of repositories (the real node's tiny model, realnode.py)."""
         more = [a for d in extra_models for a in ("--extra-models", str(d))]
@@ -291,6 +295,52 @@ class ModuleProcesses:
             ],
         )
         self._wait_http("hub", f"{self.hub_url}/api/models/Qwen/Qwen2.5-7B-Instruct")
+
+    @property
+    def cache_url(self) -> str:
+        """The model cache (`start_cache`): what the bed's controller gets as --model-cache-endpoint."""
+        return f"http://127.0.0.1:{self.cache_port}"
+
+    def start_cache(self, max_bytes: int = 1 << 30) -> None:
+        """The model cache (isvc-model-cache) in front of the stand-in Hub, its files in the work dir (kept
+        over a restart, as its volume is), its /metrics on a loopback port of its own."""
+        self._spawn(
+            "cache",
+            [
+                sys.executable,
+                "-m",
+                "isvc_model_cache",
+                "serve",
+                "--data-dir",
+                str(self.cluster.workdir / "model-cache"),
+                "--max-bytes",
+                str(max_bytes),
+                "--hub-endpoint",
+                self.hub_url,
+                "--port",
+                str(self.cache_port),
+                "--metrics-host",
+                "127.0.0.1",
+                "--metrics-port",
+                str(self.cache_metrics_port),
+            ],
+        )
+        self._wait_http("cache", f"{self.cache_url}/readyz")
+
+    def cache_metric(self, name: str, **labels: str) -> float:
+        """One sample of the cache's /metrics (0 when absent)."""
+        text = httpx.get(f"http://127.0.0.1:{self.cache_metrics_port}/metrics", timeout=5).text
+        wanted = name + (
+            "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
+        )
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def hub_served(self) -> dict[str, int]:
+        """Bytes of content the stand-in Hub sent, by repository/file (its GET /_control/served)."""
+        return dict(httpx.get(f"{self.hub_url}/_control/served", timeout=5).json())
 
     def start_volumes(self, host_dir: Path | None = None) -> None:
         """The stand-in volume provisioner, as the administrator; its StorageClass exists once it runs.

@@ -241,3 +241,56 @@ its own, valid ten years, for the Service's names. */ -}}
 {{- dict "crt" $cert.Cert "key" $cert.Key "ca" $authority.Cert | toYaml }}
 {{- end }}
 {{- end }}
+
+{{- /* Usage: {{ include "isvc_model_cache_storage_class" . }} — the StorageClass of the model cache's volume:
+modelCache.storageClassName, else the default StorageClass Deckhouse discovered, else the cluster's default
+StorageClass (looked up at install), else empty. */ -}}
+{{- define "isvc_model_cache_storage_class" -}}
+{{- $cache := .Values.isvc.modelCache | default dict -}}
+{{- $discovered := dig "discovery" "defaultStorageClass" "" (.Values.global | default dict) -}}
+{{- if $cache.storageClassName -}}
+{{- $cache.storageClassName -}}
+{{- else if $discovered -}}
+{{- $discovered -}}
+{{- else -}}
+{{- $defaults := list -}}
+{{- range (lookup "storage.k8s.io/v1" "StorageClass" "" "").items | default list -}}
+{{- if eq (dig "metadata" "annotations" "storageclass.kubernetes.io/is-default-class" "" .) "true" -}}
+{{- $defaults = append $defaults .metadata.name -}}
+{{- end -}}
+{{- end -}}
+{{- first $defaults | default "" -}}
+{{- end -}}
+{{- end }}
+
+{{- /* Usage: {{ if include "isvc_model_cache_enabled" . }} — modelCache.enabled when set, else on where a StorageClass
+for its volume is known (isvc_model_cache_storage_class). */ -}}
+{{- define "isvc_model_cache_enabled" -}}
+{{- $cache := .Values.isvc.modelCache | default dict -}}
+{{- if hasKey $cache "enabled" -}}
+{{- if $cache.enabled }}true{{ end -}}
+{{- else if include "isvc_model_cache_storage_class" . -}}
+true
+{{- end -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_model_cache_url" . }} — the in-cluster URL download steps ask the model cache at. */ -}}
+{{- define "isvc_model_cache_url" -}}
+http://isvc-model-cache.{{ include "isvc_namespace" . }}.svc:8080
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_model_cache_max_bytes" . }} — nine tenths of modelCache.size in bytes (Gi or Ti): the
+cache's bound, leaving the file system's own blocks and the share ext4 keeps for root. */ -}}
+{{- define "isvc_model_cache_max_bytes" -}}
+{{- $size := .Values.isvc.modelCache.size | toString -}}
+{{- $count := regexFind "^[0-9]+" $size -}}
+{{- $unit := get (dict "Gi" 1073741824 "Ti" 1099511627776) (trimPrefix $count $size) -}}
+{{- if not $unit }}{{ fail (printf "modelCache.size %q: a whole number of Gi or Ti" $size) }}{{ end -}}
+{{- div (mul ($count | int64) $unit 9) 10 -}}
+{{- end }}
+
+{{- /* Usage: {{ include "isvc_model_cache_volume" . }} — the name of the cache's claim, from its size and class: a
+claim's size cannot shrink nor its class change, so another size or class is another (empty) claim. */ -}}
+{{- define "isvc_model_cache_volume" -}}
+isvc-model-cache-{{ list .Values.isvc.modelCache.size (include "isvc_model_cache_storage_class" .) | toJson | sha256sum | trunc 8 }}
+{{- end }}

@@ -59,7 +59,7 @@ def test_the_rendered_rules_load_in_prometheus_and_pass_every_case(
 ) -> None:
     result = _check(rulecheck, _write(_rule_objects(render), tmp_path / "rules"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "ok   parse: 3 files, 8 alerting rules" in result.stdout
+    assert "ok   parse: 4 files, 9 alerting rules" in result.stdout
     assert "FAIL" not in result.stdout
 
 
@@ -100,6 +100,20 @@ BREAKS = [
         ">= 10",
         ">= 1",
         "FAIL D8IsvcPlannerRefusingMostRequests: every plan refused, but fewer than 10 in 15 minutes",
+    ),
+    (
+        "D8IsvcModelCacheFull",
+        "for",
+        "5m",
+        "3m",
+        "FAIL D8IsvcModelCacheFull: a file refused for room 4 minutes ago stays quiet: fires at 9m0s",
+    ),
+    (
+        "D8IsvcModelCacheFull",
+        "expr",
+        'result="Full"',
+        'result="Miss"',
+        "FAIL D8IsvcModelCacheFull: an hour of hits and misses and no refusal stays quiet: fires at",
     ),
     ("D8IsvcOrdersNotReady", "expr", "> 0", "> 0)", "could not parse expression"),
     (

@@ -86,6 +86,7 @@ PYPI = {
     "pydantic/pydantic": "pydantic",
     "fastapi/fastapi": "fastapi",
     "Kludex/uvicorn": "uvicorn",
+    "Kludex/starlette": "starlette",
     "encode/httpx": "httpx",
     "python-attrs/attrs": "attrs",
     "tkem/cachetools": "cachetools",

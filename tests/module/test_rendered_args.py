@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import isvc_model_cache
 import isvc_operator
 import pytest
 from isvc_planner._cli import parser as planner_parser
@@ -19,7 +20,11 @@ VALUES = Path(__file__).resolve().parents[2] / "module" / "tests" / "values"
 PLAIN = VALUES / "plain.yaml"
 DECKHOUSE = VALUES / "deckhouse.yaml"
 
-PARSERS = {"controller": isvc_operator.parser, "planner": planner_parser}
+PARSERS = {
+    "controller": isvc_operator.parser,
+    "planner": planner_parser,
+    "model-cache": isvc_model_cache.parser,
+}
 RENDERINGS = {
     "plain defaults": ((), PLAIN),
     "Deckhouse, every optional API": ((), DECKHOUSE),
@@ -37,7 +42,16 @@ RENDERINGS = {
         ('isvc.logLevel="Debug"', 'isvc.health={"periodSeconds":5,"failureThreshold":7}'),
         PLAIN,
     ),
+    "model cache of 2Ti on a class, a mirror": (
+        (
+            'isvc.modelCache={"storageClassName":"local-path","size":"2Ti"}',
+            'isvc.huggingFace={"endpoint":"https://hf-mirror.example.com"}',
+        ),
+        PLAIN,
+    ),
 }
+# the renderings where a StorageClass for the model cache is known (Deckhouse's values name its default)
+CACHED = {"Deckhouse, every optional API", "model cache of 2Ti on a class, a mirror"}
 APIS = ("cert-manager.io/v1/Certificate", "monitoring.coreos.com/v1/ServiceMonitor")
 
 
@@ -65,7 +79,7 @@ def test_every_deployment_has_arguments_its_binary_parses(render: Any, rendering
     sets, values = RENDERINGS[rendering]
     containers = _containers(render(*sets, values=values, api_versions=APIS))
 
-    assert set(containers) == set(PARSERS)
+    assert set(containers) == set(PARSERS) - (set() if rendering in CACHED else {"model-cache"})
     for component, container in containers.items():
         _parse(component, container.get("args", []))
 
@@ -128,6 +142,31 @@ def test_the_controller_gets_the_settings_it_is_rendered_with(render: Any) -> No
     assert actual == ("None", "%s.ai.example.com", "warn", "registry.example.com/isvc/model-fetcher@sha256:0")
     assert args.leader_elect is True
     assert args.model_volume_storage_class == "local-path"
+
+
+def test_the_controller_sends_download_steps_to_the_model_cache_it_serves_on(render: Any) -> None:
+    """Issue 46: the controller's endpoint of the cache is the cache's Service, on the port the cache listens
+    on; the cache's Hub is the module's Hub endpoint, and its bound nine tenths of its volume."""
+    sets, values = RENDERINGS["model cache of 2Ti on a class, a mirror"]
+    docs = render(*sets, values=values)
+    containers = _containers(docs)
+    controller = _parse("controller", containers["controller"]["args"])
+    cache = _parse("model-cache", containers["model-cache"]["args"])
+    [service] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "isvc-model-cache"]
+    [claim] = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+
+    assert (
+        controller.model_cache_endpoint
+        == f"http://isvc-model-cache.d8-isvc.svc:{service['spec']['ports'][0]['port']}"
+    )
+    assert (cache.command, cache.host, cache.port) == ("serve", "0.0.0.0", 8080)
+    assert cache.hub_endpoint == controller.huggingface_endpoint == "https://hf-mirror.example.com"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Ti"
+    assert cache.max_bytes == 2 * 2**40 * 9 // 10
+    assert (
+        _parse("controller", _containers(render(values=PLAIN))["controller"]["args"]).model_cache_endpoint
+        is None
+    )
 
 
 def test_the_controller_leaves_the_model_volumes_to_the_default_class_unless_told(render: Any) -> None:

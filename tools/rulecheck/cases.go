@@ -8,6 +8,7 @@ const ns = `namespace="d8-isvc"`
 const (
 	controllerUp = `up{job="isvc-controller-metrics",` + ns + `}`
 	plannerUp    = `up{job="isvc-planner-metrics",` + ns + `}`
+	cacheFull    = `isvc_model_cache_downloads_total{result="Full",` + ns + `}`
 )
 
 // Series notation is promtool's and promqltest's, one sample a minute from 0: `1x30` is 1 at 0..30m (31
@@ -193,6 +194,30 @@ var cases = []Case{
 		Series: []string{
 			`isvc_planner_plans_total{outcome="Refused",reason="NoCapacity",device_class="",` + ns + `} 0+1x60`,
 			`isvc_planner_plans_total{outcome="Placed",reason="",device_class="gpu",` + ns + `} 0+3x60`,
+		},
+		At: 60 * time.Minute,
+	},
+	// The model cache had no room for a file (increase over 30m, for: 5m).
+	{
+		Name:   "a file refused for room fires 5 minutes later",
+		Alert:  "D8IsvcModelCacheFull",
+		Series: []string{cacheFull + ` 0x5 1x10`},
+		At:     11 * time.Minute,
+		Firing: []map[string]string{{"namespace": "d8-isvc"}},
+	},
+	{
+		Name:   "a file refused for room 4 minutes ago stays quiet",
+		Alert:  "D8IsvcModelCacheFull",
+		Series: []string{cacheFull + ` 0x5 1x4`},
+		At:     9 * time.Minute,
+	},
+	{
+		Name:  "an hour of hits and misses and no refusal stays quiet",
+		Alert: "D8IsvcModelCacheFull",
+		Series: []string{
+			cacheFull + ` 0x60`,
+			`isvc_model_cache_downloads_total{result="Hit",` + ns + `} 0+20x60`,
+			`isvc_model_cache_downloads_total{result="Miss",` + ns + `} 0+2x60`,
 		},
 		At: 60 * time.Minute,
 	},

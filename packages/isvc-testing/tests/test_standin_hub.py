@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -110,3 +111,32 @@ def test_a_local_file_is_served_whole_past_the_header_limit(tmp_path: Path) -> N
         hub.stop()
     assert answer.status_code == 200 and answer.content == data
     assert {s["rfilename"]: s["size"] for s in info["siblings"]}["model.gguf"] == len(data)
+
+
+def test_files_served_whole_carry_the_hubs_hashes_and_lfs_ones_redirect_to_storage() -> None:
+    """Issue 46: a download checks a file against the hash the Hub publishes; the stand-in publishes the real
+    ones (git's blob id of a small file, the sha256 of an LFS file) and answers an LFS file of a repository
+    with `lfs_storage` as the Hub does: a 302 to storage carrying X-Linked-Etag and X-Linked-Size."""
+    model = FixtureModel.model_validate(
+        {"repo": "o/tiny", "parameters": 1000, "config": {"model_type": "qwen2"}, "lfs_storage": True}
+    )
+    hub = StandinHub([model])
+    url = hub.start()
+    try:
+        with httpx.Client() as http:
+            config = http.get(f"{url}/o/tiny/resolve/main/config.json")
+            blob = b"blob %d\0" % len(config.content) + config.content
+            assert config.headers["ETag"] == f'"{hashlib.sha1(blob).hexdigest()}"'
+            weights = http.head(f"{url}/o/tiny/resolve/main/model.safetensors")
+            assert weights.status_code == 302
+            content = http.get(f"{url}/o/tiny/resolve/main/model.safetensors", follow_redirects=True).content
+            sha = hashlib.sha256(content).hexdigest()
+            assert (weights.headers["X-Linked-Etag"], weights.headers["X-Linked-Size"]) == (
+                f'"{sha}"',
+                str(len(content)),
+            )
+            assert weights.headers["Location"].endswith(f"/_lfs/{sha}")
+            served = http.get(f"{url}/_control/served").json()
+        assert served == {"o/tiny/config.json": len(config.content), "o/tiny/model.safetensors": len(content)}
+    finally:
+        hub.stop()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from isvc_api import (
 )
 from isvc_workload import (
     CPU_TARGET_PERCENT,
+    FETCH_CONTAINER_NAME,
     REPLICAS_BY,
     RUNTIME_HASH_ANNOTATION,
     START_PERMIT_ANNOTATION,
@@ -479,6 +482,83 @@ def test_the_model_is_fetched_at_the_commit_the_plan_was_sized_for_through_the_c
     fetch = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
     assert fetch["command"][-2:] == ["--revision", "0123abc"]
     assert {"name": "HF_ENDPOINT", "value": "http://hub"} in fetch["env"]
+
+
+CACHE = "http://isvc-model-cache.d8-isvc.svc:8080"
+
+
+def test_with_the_model_cache_the_download_step_asks_it_first_and_the_hub_for_the_rest() -> None:
+    """Issue 46: the same `hf download`, through the cache (HF_ENDPOINT for that try) and then the Hub."""
+    settings = SETTINGS.model_copy(
+        update={
+            "model_fetch_image": "fetch",
+            "huggingface_endpoint": "http://hub",
+            "model_cache_endpoint": CACHE,
+        }
+    )
+    inputs = make_inputs(
+        order=make_order(repo="org/model@abc123", auth_ref={"name": "my-hf", "key": "token"})
+    )
+    fetch = statefulset(inputs, settings)["spec"]["template"]["spec"]["initContainers"][0]
+    plain = statefulset(inputs, SETTINGS.model_copy(update={"model_fetch_image": "fetch"}))
+    download = plain["spec"]["template"]["spec"]["initContainers"][0]["command"]
+    assert fetch["command"][:2] == ["/bin/sh", "-c"]
+    assert fetch["command"][3:] == [FETCH_CONTAINER_NAME, *download]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in fetch["env"]}
+    assert (env["ISVC_MODEL_CACHE"], env["ISVC_MODEL_DIR"], env["HF_ENDPOINT"]) == (
+        CACHE,
+        "/models/org/model",
+        "http://hub",
+    )
+    assert env["HF_TOKEN"] == {
+        "secretKeyRef": {"name": "my-hf", "key": "token"}
+    }  # to the cache, then the Hub
+
+
+def _run_step(tmp_path: Path, cache_serves: bool) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """The download step's shell, with an `hf` on PATH that logs the endpoint of each call; through the cache
+    it leaves a partial file and fails unless `cache_serves`."""
+    settings = SETTINGS.model_copy(
+        update={
+            "model_fetch_image": "fetch",
+            "huggingface_endpoint": "http://hub",
+            "model_cache_endpoint": CACHE,
+        }
+    )
+    fetch = statefulset(make_inputs(), settings)["spec"]["template"]["spec"]["initContainers"][0]
+    model_dir = tmp_path / "models"
+    partial = model_dir / ".cache" / "huggingface" / "download" / "w.safetensors.abc.incomplete"
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "hf"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ -e "{partial}" ]; then echo "$HF_ENDPOINT partial-left" >> {calls}; '
+        f'else echo "$HF_ENDPOINT" >> {calls}; fi\n'
+        f'if [ "$HF_ENDPOINT" = "{CACHE}" ]; then mkdir -p {partial.parent}; touch {partial}; '
+        f"exit {0 if cache_serves else 1}; fi\n"
+    )
+    fake.chmod(0o755)
+    env = {e["name"]: e["value"] for e in fetch["env"] if "value" in e}
+    env.update(ISVC_MODEL_DIR=str(model_dir), PATH=f"{bin_dir}:/usr/bin:/bin")
+    done = subprocess.run(fetch["command"], env=env, capture_output=True, text=True, timeout=30)
+    return calls.read_text().splitlines(), done
+
+
+def test_the_download_step_goes_to_the_hub_when_the_cache_does_not_serve_and_drops_the_cut_partial(
+    tmp_path: Path,
+) -> None:
+    calls, done = _run_step(tmp_path, cache_serves=False)
+    assert done.returncode == 0, done.stderr
+    assert calls == [CACHE, "http://hub"]  # the partial the cache's try left was removed before the Hub's
+    assert "downloading the rest from the Hub" in done.stderr
+
+
+def test_the_download_step_ends_when_the_cache_served_it(tmp_path: Path) -> None:
+    calls, done = _run_step(tmp_path, cache_serves=True)
+    assert (done.returncode, calls) == (0, [CACHE])
+    assert "through the model cache at " + CACHE in done.stdout
 
 
 def test_inference_pods_are_hardened() -> None:

@@ -34,6 +34,18 @@ def test_a_new_priority_class_recreates_the_pods_on_the_same_devices() -> None:
     assert not recreates_pods(None, wanted, _templates(wanted_template))  # nothing held: nothing to recreate
 
 
+def test_switching_the_model_cache_on_recreates_the_pods_on_the_same_devices() -> None:
+    """Issue 46: the download step changes with the module's model cache; the pods are recreated, so the
+    operator paces the roll like any other on the same devices."""
+    fetching = SETTINGS.model_copy(update={"model_fetch_image": "fetch"})
+    cached = fetching.model_copy(update={"model_cache_endpoint": "http://isvc-model-cache.d8-isvc.svc:8080"})
+    inputs = make_inputs()
+    held, wanted = statefulset(inputs, fetching), statefulset(inputs, cached)
+    template = _templates(resource_claim_template(inputs))
+    assert recreates_pods(held, wanted, template)
+    assert not recreates_pods(wanted, statefulset(inputs, cached), template)
+
+
 def test_a_move_to_other_devices_is_not_a_roll_on_the_same_devices() -> None:
     held, held_template = _pair()
     moved = make_inputs().placement.model_copy(update={"device_uuids": ["GPU-2"]})

@@ -94,6 +94,12 @@ def _workload(p: argparse.ArgumentParser) -> None:
         "onto the model volume before the runtime starts",
     )
     g.add_argument(
+        "--model-cache-endpoint",
+        default=None,
+        help="the module's model cache (its Service URL): the download step asks it first and the Hub "
+        "for whatever it does not serve; absent: the Hub alone",
+    )
+    g.add_argument(
         "--model-volume-storage-class",
         default=None,
         help="StorageClass of the model volumes of new sets; absent: the cluster's default class",

@@ -111,6 +111,7 @@ def _workload(args: argparse.Namespace, kube: KubeCluster, recipes: Recipes) -> 
         model_fetch_image=args.model_fetch_image,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
+        model_cache_endpoint=args.model_cache_endpoint or None,
         controller_namespace=args.namespace,
         ingress_controller_namespaces=tuple(args.ingress_controller_namespace or ("d8-ingress-nginx",)),
         monitoring_namespaces=tuple(args.monitoring_namespace or ("d8-monitoring",)),

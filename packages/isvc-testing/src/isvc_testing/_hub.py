@@ -43,6 +43,7 @@ __all__ = ["FixtureModel", "StandinHub", "load_fixtures", "packaged_fixtures"]
 
 _SERVE_LIMIT = 64 * 1024 * 1024  # bytes of zeros one answer may carry past a file's real content
 _LFS_POINTER = 135
+_LFS_SUFFIXES = (".gguf", ".safetensors", ".bin")  # what the Hub's .gitattributes keep in LFS
 
 
 class GgufSpec(BaseModel):
@@ -115,6 +116,11 @@ class FixtureModel(BaseModel):
         default=None, description="Header length every safetensors file announces, with no header behind it."
     )
     drip: float = Field(default=0.0, description="Seconds between 1 KiB chunks of every resolved file.")
+    lfs_storage: bool = Field(
+        default=False,
+        description="LFS files served whole are answered as the Hub answers them: the resolve URL redirects "
+        "(302, X-Linked-Etag and X-Linked-Size) to the file in storage (/_lfs/<sha256>, no token needed).",
+    )
 
     @property
     def commit(self) -> str:
@@ -131,10 +137,35 @@ class _File:
     lfs: bool = False
     filler_at: int = 0  # where in `prefix` `filler` bytes of _FILLER are served (a padded header), never held
     filler: int = 0
+    _digest: str | None = field(default=None, repr=False)
 
     @property
     def oid(self) -> str:
         return hashlib.sha1(self.prefix + str(self.size + self.filler).encode()).hexdigest()
+
+    @property
+    def whole(self) -> bool:
+        """Whether a GET of the whole file is served (its zeros within the serve limit): a file a download
+        can fetch, so the Hub's hash of it is published."""
+        return self.size - self.real <= _SERVE_LIMIT
+
+    @property
+    def etag(self) -> str:
+        """The hash the Hub publishes for a file: its sha256 when kept in LFS, else git's blob id (sha1 of
+        "blob <size>\\0" and the content); for a file served only in part, a stand-in id (nothing downloads it)."""
+        if not self.whole:
+            return self.oid
+        if self._digest is None:
+            h = hashlib.sha256() if self.lfs else hashlib.sha1(b"blob %d\0" % self.size)
+            for chunk in self.chunks(0, self.size - 1):
+                h.update(chunk)
+            self._digest = h.hexdigest()
+        return self._digest
+
+    @property
+    def lfs_oid(self) -> str:
+        """The sha256 the tree and model info list for an LFS file."""
+        return self.etag if self.whole else hashlib.sha256(self.oid.encode()).hexdigest()
 
     @property
     def real(self) -> int:
@@ -213,7 +244,7 @@ def build_repo(model: FixtureModel) -> _Repo:
         files[name] = _File(len(text.encode()), text.encode())
     for name, local in model.local_files.items():
         content = local.read_bytes()
-        files[name] = _File(len(content), content)
+        files[name] = _File(len(content), content, lfs=name.endswith(_LFS_SUFFIXES))
     return repo
 
 
@@ -359,7 +390,7 @@ def _info(repo: _Repo, blobs: bool) -> dict[str, Any]:
             entry.update(blobId=f.oid, size=f.size)
             if f.lfs:
                 entry["lfs"] = {
-                    "sha256": hashlib.sha256(f.oid.encode()).hexdigest(),
+                    "sha256": f.lfs_oid,
                     "size": f.size,
                     "pointerSize": _LFS_POINTER,
                 }
@@ -407,6 +438,10 @@ class StandinHub:
         self.tree_page_size = 1000
         self.sizes_in_info = True  # False: model info lists files without sizes, as some mirrors do
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range
+        # bytes of file content sent, by "repo/file" (a test shows a file crossed once: GET /_control/served)
+        self.served: dict[str, int] = {}
+        self.storage: dict[str, tuple[str, str]] = {}  # sha256 -> (repo, file) of the files /_lfs serves
+        self._served_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -429,6 +464,11 @@ class StandinHub:
         self._thread.start()
         bound_host, bound_port = self._server.server_address[:2]
         return f"http://{bound_host!s}:{bound_port}"
+
+    def count(self, key: str, sent: int) -> None:
+        """Add `sent` bytes of content to the file's count (handler threads serve at once)."""
+        with self._served_lock:
+            self.served[key] = self.served.get(key, 0) + sent
 
     def stop(self) -> None:
         """Stop the background server."""
@@ -496,7 +536,12 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [unquote(p) for p in url.path.split("/")[1:]]
         auth = self.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
-        if parts[:2] == ["api", "models"] and len(parts) >= 4:
+        if parts == ["_control", "served"]:
+            with self.hub._served_lock:
+                self._json(dict(self.hub.served), head)
+        elif len(parts) == 2 and parts[0] == "_lfs":
+            self._storage(parts[1], head)
+        elif parts[:2] == ["api", "models"] and len(parts) >= 4:
             self._api(parts[2] + "/" + parts[3], parts[4:], query, token, head)
         elif len(parts) >= 5 and parts[2] == "resolve":
             self._resolve(parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:]), token, head)
@@ -567,7 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
             entry: dict[str, Any] = {"type": "file", "oid": f.oid, "size": f.size, "path": name}
             if f.lfs:
                 entry["lfs"] = {
-                    "oid": hashlib.sha256(f.oid.encode()).hexdigest(),
+                    "oid": f.lfs_oid,
                     "size": f.size,
                     "pointerSize": _LFS_POINTER,
                 }
@@ -593,12 +638,33 @@ class _Handler(BaseHTTPRequestHandler):
         if f is None:
             self._error(404, "EntryNotFound", f"{path} does not exist on {revision}", head)
             return
-        headers = {
-            "X-Repo-Commit": repo.model.commit,
-            "ETag": f'"{f.oid}"',
-            "Accept-Ranges": "bytes",
-            "Content-Type": "application/octet-stream",
-        }
+        headers = {"X-Repo-Commit": repo.model.commit, "ETag": f'"{f.etag}"'}
+        if f.lfs and f.whole and repo.model.lfs_storage:  # as the Hub: a redirect to the file in storage
+            self.hub.storage[f.etag] = (repo_id, path)
+            host = self.headers.get("Host", "127.0.0.1")
+            headers.update(
+                {
+                    "Location": f"http://{host}/_lfs/{f.etag}",
+                    "X-Linked-Etag": f'"{f.etag}"',
+                    "X-Linked-Size": str(f.size),
+                }
+            )
+            self._send(302, b"", headers, head)
+            return
+        self._file(f"{repo_id}/{path}", f, repo.model.drip, headers, head)
+
+    def _storage(self, sha: str, head: bool) -> None:
+        """A file in storage by its sha256 (the redirect's target): no token asked, as a signed URL's."""
+        where = self.hub.storage.get(sha)
+        if where is None:
+            self._send(404, b"no such object", head=head)
+            return
+        repo = self.hub.repos[where[0]]
+        self._file("/".join(where), repo.files[where[1]], repo.model.drip, {"ETag": f'"{sha}"'}, head)
+
+    def _file(self, key: str, f: _File, drip: float, headers: dict[str, str], head: bool) -> None:
+        """The file's bytes, whole or the asked Range, counted under `key` (repository/file)."""
+        headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         wanted = _range(self.headers.get("Range"), f.size)
         if wanted is None and self.headers.get("Range"):
             self._send(416, b"", {"Content-Range": f"bytes */{f.size}"}, head)
@@ -612,21 +678,21 @@ class _Handler(BaseHTTPRequestHandler):
                 416, b"the stand-in Hub serves headers only", {"Content-Range": f"bytes */{f.size}"}, head
             )
             return
-        if repo.model.drip and not head:
+        if drip and not head:
             body = b"".join(f.chunks(start, end)) if f.size else b""
-            self._drip(206 if wanted else 200, body, headers, repo.model.drip)
+            self._drip(206 if wanted else 200, body, headers, drip, key)
             return
         if wanted:
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
-        self._stream(206 if wanted else 200, f, start, end if f.size else start - 1, headers, head)
+        self._stream(206 if wanted else 200, f, start, end if f.size else start - 1, headers, head, key)
 
     def _stream(
-        self, status: int, f: _File, start: int, end: int, headers: dict[str, str], head: bool
+        self, status: int, f: _File, start: int, end: int, headers: dict[str, str], head: bool, key: str
     ) -> None:
         """Bytes start..end of `f`, written a chunk at a time (a padded header is never held whole)."""
         self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(end - start + 1))
         self.end_headers()
         if head:
@@ -634,20 +700,22 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             for chunk in f.chunks(start, end):
                 self.wfile.write(chunk)
+                self.hub.count(key, len(chunk))
         except OSError:  # the client stopped reading (a capped read); nothing to tell it
             self.close_connection = True
 
-    def _drip(self, status: int, body: bytes, headers: dict[str, str], pause: float) -> None:
+    def _drip(self, status: int, body: bytes, headers: dict[str, str], pause: float, key: str) -> None:
         """Send `body` 1 KiB at a time, `pause` seconds apart, until done or the client leaves."""
         self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         try:
             for at in range(0, len(body), 1024):
                 self.wfile.write(body[at : at + 1024])
                 self.wfile.flush()
+                self.hub.count(key, len(body[at : at + 1024]))
                 time.sleep(pause)
         except OSError:
             self.close_connection = True

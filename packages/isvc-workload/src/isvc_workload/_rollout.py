@@ -2,9 +2,10 @@
 
 The StatefulSet controller recreates a set's pods (one at a time, `RollingUpdate`) whenever its pod template
 changes; for the module's sets that is a change of the compiled runtime or the endpoint's token (the template's
-annotations), of the priority class (which the claim template's labels carry too, so it gets a new name), or
-of an image. Pods that keep their devices can wait for their turn; a claim template asking for other devices is
-a move to a new plan, which is never held back (the devices it was planned on wait for it).
+annotations), of the priority class (which the claim template's labels carry too, so it gets a new name), of
+an image, or of the download step (the model cache switched on or off, another Hub endpoint). Pods that keep
+their devices can wait for their turn; a claim template asking for other devices is a move to a new plan, which
+is never held back (the devices it was planned on wait for it).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ def _identity(statefulset: dict[str, Any]) -> tuple[object, ...]:
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     pod = template.get("spec") or {}
     images = [c.get("image") for key in ("initContainers", "containers") for c in pod.get(key) or []]
+    # the download step's command and environment (the model cache set or unset, another Hub endpoint)
+    fetch = [(c.get("command"), c.get("env")) for c in pod.get("initContainers") or []]
     return (
         annotations.get(RUNTIME_HASH_ANNOTATION),
         annotations.get(TOKEN_HASH_ANNOTATION),
         pod.get("priorityClassName"),
         tuple(images),
+        json.dumps(fetch, sort_keys=True),
     )
 
 

@@ -61,6 +61,11 @@ class WorkloadSettings(BaseModel):
         description="Hub endpoint the fetch container downloads from (HF_ENDPOINT); None: the "
         "Hugging Face Hub.",
     )
+    model_cache_endpoint: str | None = Field(
+        default=None,
+        description="The module's model cache, which the fetch container asks first (HF_ENDPOINT for that "
+        "try); anything it does not serve comes from the Hub. None: the Hub alone.",
+    )
     controller_namespace: str = Field(
         default="d8-isvc", description="The module's namespace, whose controller pods probe the runtimes."
     )

@@ -26,6 +26,7 @@ __all__ = [
     "CONTAINER_NAME",
     "FETCH_CONTAINER_NAME",
     "HF_TOKEN_ENV",
+    "MODEL_CACHE_ENV",
     "MODEL_MOUNT_PATH",
     "REPLICAS_BY",
     "REPLICAS_BY_AUTOSCALER",
@@ -123,6 +124,17 @@ _CONTAINER_SECURITY = {
     "runAsNonRoot": True,
 }
 _FETCH_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+MODEL_CACHE_ENV = "ISVC_MODEL_CACHE"
+# The download through the module's model cache, then, if that did not bring every file (the cache down, not
+# there, full, a file it cannot check, a fill cut off), the same download from the Hub: the cache is never a
+# reason an order cannot start. `hf` resumes a file from its partial download, so a cut-off file's partial
+# goes first; files already complete stay (their metadata names the commit, so `hf` does not fetch them).
+_VIA_CACHE = r"""echo "fetch-model: downloading through the model cache at $ISVC_MODEL_CACHE"
+if HF_ENDPOINT="$ISVC_MODEL_CACHE" "$@"; then exit 0; fi
+echo "fetch-model: the model cache did not serve every file; downloading the rest from the Hub" >&2
+find "$ISVC_MODEL_DIR/.cache/huggingface/download" -name '*.incomplete' -exec rm -f {} + 2>/dev/null
+exec "$@"
+"""
 
 
 def _fetch_container(
@@ -131,7 +143,8 @@ def _fetch_container(
     """Downloads a Hugging Face model at the commit the order was resolved to, with the user's token: the
     files the plan names (a GGUF repository's chosen variant, not its every variant), else the repository.
     A catalog model is downloaded from the repository its catalog object names; one without a Hugging Face
-    source gets no download step (its files reach the volume another way)."""
+    source gets no download step (its files reach the volume another way). With the module's model cache,
+    the same download goes through the cache first and to the Hub for whatever the cache did not serve."""
     model = inputs.order.spec.model
     if settings.model_fetch_image is None:
         return None
@@ -148,6 +161,12 @@ def _fetch_container(
     env = [{"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}, {"name": "HF_HOME", "value": "/tmp/hf"}]
     if settings.huggingface_endpoint:
         env.append({"name": "HF_ENDPOINT", "value": settings.huggingface_endpoint})
+    if settings.model_cache_endpoint:  # the cache first, the Hub for what it does not serve
+        command = ["/bin/sh", "-c", _VIA_CACHE, FETCH_CONTAINER_NAME, *command]
+        env += [
+            {"name": MODEL_CACHE_ENV, "value": settings.model_cache_endpoint},
+            {"name": "ISVC_MODEL_DIR", "value": _model_dir(inputs)},
+        ]
     return {
         "name": FETCH_CONTAINER_NAME,
         "image": settings.model_fetch_image,
