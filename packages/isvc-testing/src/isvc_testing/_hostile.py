@@ -8,7 +8,7 @@ from typing import Any
 
 from isvc_catalog import HubLimits
 
-from isvc_testing._hub import FixtureModel
+from isvc_testing._repos import FixtureModel
 
 __all__ = ["HOSTILE_CONFIG", "HOSTILE_PARAMETERS", "gguf_repository", "hostile_repositories", "json_values"]
 

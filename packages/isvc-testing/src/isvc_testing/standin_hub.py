@@ -13,7 +13,8 @@ from isvc_testing._hostile import (
     hostile_repositories,
     json_values,
 )
-from isvc_testing._hub import FixtureModel, StandinHub, load_fixtures, packaged_fixtures
+from isvc_testing._hub import StandinHub
+from isvc_testing._repos import FixtureModel, load_fixtures, packaged_fixtures
 
 __all__ = [
     "HOSTILE_CONFIG",
