@@ -1,6 +1,19 @@
-"""isvc test support: fleet builders for DRA objects, a NetworkPolicy judge; the stand-in Hub and the benchmark
-are submodules."""
+"""isvc test support: the NVIDIA DRA driver's shapes, fleet builders for DRA objects, a NetworkPolicy judge;
+the stand-in Hub and the benchmark are submodules."""
 
+from isvc_testing._driver import (
+    MIG_PROFILES,
+    RELEASES,
+    Gpu,
+    Installation,
+    MigInstance,
+    MigProfile,
+    driver_device_classes,
+    driver_devices,
+    driver_slices,
+    quantity_binary,
+    quantity_decimal,
+)
 from isvc_testing._fleet import (
     DRIVER,
     fleet_claim,
@@ -17,8 +30,17 @@ from isvc_testing._netpol import Endpoint, admits
 
 __all__ = [
     "DRIVER",
+    "MIG_PROFILES",
+    "RELEASES",
     "Endpoint",
+    "Gpu",
+    "Installation",
+    "MigInstance",
+    "MigProfile",
     "admits",
+    "driver_device_classes",
+    "driver_devices",
+    "driver_slices",
     "fleet_claim",
     "fleet_consumable",
     "fleet_device_classes",
@@ -28,4 +50,6 @@ __all__ = [
     "fleet_priority_class",
     "fleet_service_class",
     "fleet_slice",
+    "quantity_binary",
+    "quantity_decimal",
 ]
