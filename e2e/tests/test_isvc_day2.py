@@ -101,8 +101,7 @@ SPARE_H100 = {
     "count": 1,
     "memory": "80Gi",
     "architecture": "Hopper",
-    "cudaComputeCapability": "9.0.0",
-    "shares": 100,
+    "cudaComputeCapability": "9.0",
 }
 
 
@@ -169,7 +168,13 @@ def test_a_drain_of_the_node_every_replica_of_an_order_runs_on_ends_with_the_ord
     the cordoned node, the other still ran there, so the plan stood, and the budget refused the next
     eviction for ever: the drain never ended. Now a replica that cannot start on hardware out of service
     moves the order; the drain ends, and the order serves on another node with both replicas."""
-    spare = Fleet.from_dict({"nodes": [{"name": "gpu-h100-spare", "gpus": [SPARE_H100]}]}, "spare")
+    spare = Fleet.from_dict(
+        {
+            "driver": {"release": "main", "consumableShares": "100"},  # the default fleet's installation
+            "nodes": [{"name": "gpu-h100-spare", "gpus": [SPARE_H100]}],
+        },
+        "spare",
+    )
     spare.publish(bed.admin_api)  # a second H100 node: somewhere to move to
     bed.cleanup.append(lambda: spare.unpublish(bed.admin_api))
     bed.create_class(
