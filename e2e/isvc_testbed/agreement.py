@@ -13,7 +13,8 @@ or a full batch first waits for every claim in flight to be settled by the sched
 the operator's claim template asks for the placement (`isvc_api.claim_capacity_requests`: the share and
 the memory the planner computed from the device's request policy).
 
-With `sizes`, orders take mixed shares of the shareable cards the run is confined to until they are full
+With `sizes`, orders take mixed shares of the shareable cards the run is confined to (or, with `fill_class`
+mig.nvidia.com, MIG devices) until they are full
 (issue 26: rounded memory requests summed past an H100 and left orders stuck on a planned device). With
 `plant`, once they are full, one placed claim is deleted and a claim the planner cannot see (its watch
 skips it) takes that room back at the scheduler: the next order of that shape is planned there, the
@@ -21,9 +22,12 @@ scheduler refuses its claim, and the planner must learn it at once, log it once,
 that shape again while nothing changes there, and answer ResourceClaimExhausted with the scheduler's words
 when nothing else has room.
 
+Fleets of one product are published side by side: a run's orders keep to its fleet by `Fleet.selector()`
+(each fleet file's host driver version is its own).
+
 `python -m isvc_testbed.agreement --seed N` (`nox -s agreement -- --seed N`) starts its own control
-plane, publishes the default and the partition-heavy fleets and runs both; the e2e test runs a short
-seeded round of each.
+plane, publishes the default (consumable shares) and the dynamic-MIG fleets and runs both; the e2e test runs
+a short seeded round of each.
 """
 
 from __future__ import annotations
@@ -102,16 +106,22 @@ def _facts(need_gib: float, name: str) -> ModelFacts:
     )
 
 
-def _order(rng: random.Random, i: int, products: list[str], confine: list[str] | None) -> PlanRequest:
+def _selector(within: str | None, products: list[str] | None) -> str | None:
+    """The orders' selector: the run's fleet alone (`within`), and of it these products."""
+    names = None if products is None else ", ".join(f"'{p}'" for p in products)
+    clauses = [within, None if names is None else f"device.attributes['{DRIVER}'].productName in [{names}]"]
+    return " && ".join(c for c in clauses if c) or None
+
+
+def _order(
+    rng: random.Random, i: int, products: list[str], confine: list[str] | None, within: str | None
+) -> PlanRequest:
     """One random order: size log-uniform in [2, 90] GiB, a random class policy and priority."""
     need = math.exp(rng.uniform(math.log(2), math.log(90)))
     classes = rng.choice([None, ["gpu.nvidia.com"], ["mig.nvidia.com"], ["mig.nvidia.com", "gpu.nvidia.com"]])
     chosen = sorted(rng.sample(products, rng.randint(1, len(products)))) if rng.random() < 0.3 else None
     allowed = confine if chosen is None else [p for p in chosen if confine is None or p in confine] or confine
-    selector = None
-    if allowed is not None:
-        names = ", ".join(f"'{p}'" for p in allowed)
-        selector = f"device.attributes['{DRIVER}'].productName in [{names}]"
+    selector = _selector(within, allowed)
     shares = rng.choice([None, None, [25, 50, 75, 100], [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]])
     policy = AcceleratorPolicy(device_class_names=classes, selector=selector, allowed_share_percents=shares)
     priority = rng.choice([None, None, "agree-low", "agree-high"])
@@ -124,14 +134,15 @@ def _order(rng: random.Random, i: int, products: list[str], confine: list[str] |
 
 
 def _sized_order(
-    rng: random.Random, i: int, sizes: Sequence[float], confine: list[str] | None
+    rng: random.Random,
+    i: int,
+    sizes: Sequence[float],
+    confine: list[str] | None,
+    within: str | None,
+    device_class: str,
 ) -> PlanRequest:
-    """One order of a size drawn from `sizes` (GiB), on the shareable cards the run is confined to."""
-    selector = None
-    if confine is not None:
-        names = ", ".join(f"'{p}'" for p in confine)
-        selector = f"device.attributes['{DRIVER}'].productName in [{names}]"
-    policy = AcceleratorPolicy(device_class_names=["gpu.nvidia.com"], selector=selector)
+    """One order of a size drawn from `sizes` (GiB), on the cards of `device_class` the run is confined to."""
+    policy = AcceleratorPolicy(device_class_names=[device_class], selector=_selector(within, confine))
     return PlanRequest(
         order=OrderRef(namespace="", name=f"o{i:03d}"),
         facts=_facts(rng.choice(list(sizes)), f"agree/s{i}"),
@@ -291,13 +302,16 @@ class _Bed:
 
 
 def _pin(placement: Any) -> dict[str, Any]:
-    """The claim spec the operator's template builds for a placement (isvc_workload `_claim_spec`): pinned
-    by uuid, asking what `claim_capacity_requests` says."""
+    """The claim spec the operator's template builds for a placement (isvc_workload `_request`): the planned
+    devices as the plan's selectors pin them (by uuid in a plan made before it had selectors), asking what
+    `claim_capacity_requests` says."""
+    chosen = placement.device_selectors
+    pinned = chosen.pinned if chosen is not None else uuid_selector(placement.driver, placement.device_uuids)
     exactly: dict[str, Any] = {
         "deviceClassName": placement.device_class_name,
         "allocationMode": "ExactCount",
         "count": placement.device_count,
-        "selectors": [{"cel": {"expression": uuid_selector(placement.driver, placement.device_uuids)}}],
+        "selectors": [{"cel": {"expression": pinned}}],
     }
     requests = claim_capacity_requests(placement)
     if requests:
@@ -321,6 +335,7 @@ def run(
     max_orders: int = 400,
     batch: int = 6,
     confine: list[str] | None = None,
+    fill_class: str = "gpu.nvidia.com",
     ns: str | None = None,
     sizes: Sequence[float] | None = None,
     plant: bool = False,
@@ -328,6 +343,7 @@ def run(
     """One seeded run against the fleets published on the cluster (see the module docstring)."""
     started = time.monotonic()
     report = Report(fleet, seed)
+    within = Fleet.load(FLEETS[fleet]).selector() if fleet in FLEETS else None
     ns = namespace(api, ns or f"agree-{fleet}-{seed}")
     scheduling = k8s.SchedulingV1Api(api)
     for name, value in _PRIORITIES.items():
@@ -421,9 +437,9 @@ def run(
 
         while report.orders < max_orders and report.refusals < refusals:
             request = (
-                _sized_order(rng, report.orders, sizes, confine)
+                _sized_order(rng, report.orders, sizes, confine, within, fill_class)
                 if sizes
-                else _order(rng, report.orders, products, confine)
+                else _order(rng, report.orders, products, confine, within)
             )
             request = request.model_copy(update={"order": OrderRef(namespace=ns, name=request.order.name)})
             name = request.order.name
@@ -486,11 +502,12 @@ def _plant(
 ) -> None:
     """The planted disagreement (module docstring): the fleet is full; one placed claim goes and a claim the
     planner cannot see takes its room back at the scheduler."""
-    shared = [n for n, (_, a) in live.items() if a.placement is not None and a.placement.share_percent]
-    if not shared:
-        report.planted.append("no shared placement to plant beside")
+    placed = [(n, a.placement) for n, (_, a) in live.items() if a.placement is not None]
+    if not placed:
+        report.planted.append("no placement to plant beside")
         return
-    victim = shared[-1]
+    shared = [n for n, p in placed if p.share_percent]
+    victim = (shared or [n for n, _ in placed])[-1]  # a share beside others, else a device taken whole
     request, answer = live.pop(victim)
     placement = answer.placement
     assert placement is not None

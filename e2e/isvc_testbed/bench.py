@@ -178,13 +178,14 @@ def bench_fleet(orders: int) -> dict[str, Any]:
                         "count": 8,
                         "memory": "80Gi",
                         "architecture": "Hopper",
-                        "cudaComputeCapability": "9.0.0",
-                        "shares": 100,
+                        "cudaComputeCapability": "9.0",
                     }
                 ],
             }
         )
-    return {"driverVersion": "580.65.6", "cudaDriverVersion": "13.0.0", "nodes": nodes}
+    # the default fleet's installation of the driver: main with consumableShares 100
+    driver = {"release": "main", "consumableShares": "100"}
+    return {"driver": driver, "driverVersion": "580.95.05", "cudaDriverVersion": "13.0", "nodes": nodes}
 
 
 # ---- the bed ---------------------------------------------------------------------------------------------
@@ -655,8 +656,7 @@ def waiting_fleet() -> dict[str, Any]:
                 "count": 1,
                 "memory": "23034Mi",
                 "architecture": "Ada Lovelace",
-                "cudaComputeCapability": "8.9.0",
-                "shares": 100,
+                "cudaComputeCapability": "8.9",
             }
         ],
     }

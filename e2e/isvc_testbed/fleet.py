@@ -1,9 +1,11 @@
-"""A fake GPU DRA driver: KWOK nodes plus NVIDIA-shaped resource.k8s.io/v1 ResourceSlices from a fleet file.
+"""A fake GPU DRA driver: KWOK nodes plus the ResourceSlices kubernetes-sigs/dra-driver-nvidia-gpu would
+publish for them, from a fleet file.
 
-The shapes follow the NVIDIA DRA driver (driver `gpu.nvidia.com`): full GPUs with type/uuid/productName/...
-attributes and a `memory` capacity; shareable GPUs in the ConsumableShares N=100 shape; MIG-like
-partitions either as partitionable devices (a counters-only slice plus a device slice) or as static MIG
-devices. Rendering is pure (unit-testable); `publish`/`withdraw` talk to the API server.
+A fleet file names one installation of the driver (its release, DynamicMIG gate and consumableShares value,
+as a cluster runs one) and each node's GPUs as NVML would report them; every node's pool is rendered by
+`isvc_testing.driver_slices`, the one renderer of the driver's shapes, which `packages/isvc-testing` holds
+against what the driver's own code published. Rendering is pure (unit-testable); `publish`/`withdraw` talk to
+the API server.
 
 Run `python -m isvc_testbed.fleet --kubeconfig K --fleet F` to publish a fleet file.
 """
@@ -20,8 +22,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from isvc_api import GROUP, VERSION
-from isvc_testing import fleet_consumable, fleet_device_classes
+from isvc_api import GROUP, VERSION, quantity_bytes
+from isvc_testing import (
+    MIG_PROFILES,
+    Gpu,
+    Installation,
+    MigInstance,
+    driver_device_classes,
+    driver_slices,
+)
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -36,8 +45,8 @@ __all__ = [
     "Device",
     "Fleet",
     "GpuGroup",
+    "Installation",
     "NodeSpec",
-    "Partition",
     "main",
 ]
 
@@ -48,34 +57,32 @@ POOL_LABEL = "isvc.deckhouse.io/fleet-pool"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 _GROUP, _VERSION = "resource.k8s.io", "v1"
 _UUID_NS = uuid.UUID("6f1c3f5e-2b1a-4d9e-9a51-0c7e2f1d8a11")
-_MAX_DEVICES = 128
-_MAX_DEVICES_WITH_COUNTERS = 64
-
-
-@dataclass(frozen=True)
-class Partition:
-    """A MIG-like profile: `count` instances of `profile` per GPU."""
-
-    profile: str
-    memory: str
-    multiprocessors: int
-    count: int
+_GROUP_KEYS = {
+    "product",
+    "count",
+    "memory",
+    "architecture",
+    "cudaComputeCapability",
+    "brand",
+    "mig",
+    "migMode",
+}
+_DRIVER_KEYS = {"release", "dynamicMIG", "consumableShares"}
+_MAX_COUNTER_SETS = 8  # ResourceSliceMaxCounterSets (k8s.io/api resource/v1): DynamicMIG's slice 0 holds all
 
 
 @dataclass(frozen=True)
 class GpuGroup:
-    """`count` identical GPUs on one node."""
+    """`count` identical GPUs on one node; `mig`: the static MIG devices made on each (MIG mode on)."""
 
     product: str
     count: int
-    memory: str | None
+    memory: str | None  # NVML's memory total as a quantity; None: NVML reports none
     architecture: str
     compute_capability: str
     brand: str = "Nvidia"
-    multiprocessors: int = 0
-    shares: int | None = None
-    partitions: tuple[Partition, ...] = ()
-    mig: tuple[Partition, ...] = ()
+    mig: tuple[str, ...] = ()  # profiles, placed first fit as `nvidia-smi mig -cgi` places them
+    mig_mode: bool = False  # MIG mode on (implied by `mig`); an A100 under DynamicMIG publishes MIG only then
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,12 @@ class Device:
 
     node: str
     name: str
-    uuid: str
+    uuid: str | None  # None for a DynamicMIG placement: the driver gives it none
     type: str
     product: str
     memory: str | None
     profile: str | None = None
+    parent: str | None = None  # a MIG device's parentUUID
 
 
 def _str(d: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
@@ -112,43 +120,80 @@ def _str(d: dict[str, Any], key: str, where: str, default: str | None = None) ->
     return str(value)
 
 
-def _partitions(raw: Any, where: str) -> tuple[Partition, ...]:
-    out = []
-    for i, p in enumerate(raw or []):
-        w = f"{where}[{i}]"
-        out.append(
-            Partition(
-                _str(p, "profile", w),
-                _str(p, "memory", w),
-                int(p.get("multiprocessors", 0)),
-                int(p.get("count", 1)),
-            )
-        )
-    return tuple(out)
-
-
 def _gpu_group(raw: dict[str, Any], where: str) -> GpuGroup:
-    group = GpuGroup(
+    if "shares" in raw:
+        raise FleetError(f"{where}: `shares` is the driver installation's: set `driver.consumableShares`")
+    if "partitions" in raw:
+        raise FleetError(
+            f"{where}: dynamic MIG is the driver installation's (`driver.dynamicMIG: true`); a GPU group gives "
+            "its static MIG devices as `mig: [profile, ...]`, or `migMode: true`"
+        )
+    unknown = set(raw) - _GROUP_KEYS
+    if unknown:
+        raise FleetError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_GROUP_KEYS)})")
+    mig = raw.get("mig") or []
+    if not all(isinstance(p, str) for p in mig):
+        raise FleetError(f"{where}: `mig` lists MIG profiles, e.g. [3g.20gb, 3g.20gb]")
+    return GpuGroup(
         product=_str(raw, "product", where),
         count=int(raw.get("count", 1)),
         memory=None if raw.get("memory") is None else str(raw["memory"]),
         architecture=_str(raw, "architecture", where),
         compute_capability=_str(raw, "cudaComputeCapability", where),
         brand=str(raw.get("brand", "Nvidia")),
-        multiprocessors=int(raw.get("multiprocessors", 0)),
-        shares=None if raw.get("shares") is None else int(raw["shares"]),
-        partitions=_partitions(raw.get("partitions"), f"{where}.partitions"),
-        mig=_partitions(raw.get("mig"), f"{where}.mig"),
+        mig=tuple(mig),
+        mig_mode=bool(raw.get("migMode", bool(mig))),
     )
-    if group.partitions and group.mig:
+
+
+def _installation(raw: Any, where: str) -> Installation:
+    """The fleet's one installation of the driver (`driver:` at its top)."""
+    if not isinstance(raw, dict):
         raise FleetError(
-            f"{where}: a GPU group has either `partitions` (dynamic) or `mig` (static), not both"
+            f"{where}: `driver: {{release, dynamicMIG, consumableShares}}` is required: a cluster runs one "
+            "installation of the driver"
         )
-    if group.partitions and (group.memory is None or group.shares is not None):
-        raise FleetError(f"{where}: partitionable GPUs need `memory` and cannot be `shares`-shareable")
-    if group.shares is not None and not 1 <= group.shares <= 1000:
-        raise FleetError(f"{where}: `shares` must be 1..1000")
-    return group
+    unknown = set(raw) - _DRIVER_KEYS
+    if unknown:
+        raise FleetError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(_DRIVER_KEYS)})")
+    try:
+        return Installation(
+            release=str(raw.get("release", "main")),
+            dynamic_mig=bool(raw.get("dynamicMIG", False)),
+            consumable_shares=str(raw.get("consumableShares", "disabled")),
+        )
+    except ValueError as e:
+        raise FleetError(f"{where}: {e}") from e
+
+
+def _cuda(text: str) -> int:
+    """NVML's CUDA driver version (13000) from "13.0"."""
+    major, _, minor = text.partition(".")
+    return int(major) * 1000 + int(minor.split(".")[0] or 0) * 10
+
+
+def _placed(product: str, profiles: tuple[str, ...], where: str) -> list[tuple[str, int]]:
+    """Static MIG devices at placement starts the card allows, in the order given, each at the lowest start
+    that leaves room for the rest (as one would make them with `nvidia-smi mig -cgi <id>:<start>`)."""
+    table = {p.name: p for p in MIG_PROFILES.get(product, ())}
+    for name in profiles:
+        if name not in table:
+            raise FleetError(f"{where}: {product!r} has no MIG profile {name!r} known ({sorted(table)})")
+
+    def place(rest: tuple[str, ...], taken: frozenset[int]) -> list[tuple[str, int]] | None:
+        if not rest:
+            return []
+        profile = table[rest[0]]
+        for start in profile.starts:
+            slices = frozenset(range(start, start + profile.size))
+            if not slices & taken and (tail := place(rest[1:], taken | slices)) is not None:
+                return [(profile.name, start), *tail]
+        return None
+
+    placed = place(profiles, frozenset())
+    if placed is None:
+        raise FleetError(f"{where}: {list(profiles)} do not fit one {product}'s memory slices together")
+    return placed
 
 
 @dataclass
@@ -156,8 +201,9 @@ class Fleet:
     """A declarative set of fake GPU nodes; publishes them as Nodes, DeviceClasses and ResourceSlices."""
 
     nodes: list[NodeSpec]
-    driver_version: str = "580.65.6"
-    cuda_driver_version: str = "13.0.0"
+    installation: Installation = field(default_factory=Installation)
+    driver_version: str = "580.95.05"  # NVML's, as the host's driver reports it
+    cuda_driver_version: str = "13.0"
     withdrawn: set[tuple[str, str]] = field(default_factory=set)
 
     # ---- loading --------------------------------------------------------------------------------------
@@ -191,9 +237,33 @@ class Fleet:
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise FleetError(f"{where}: node names must be unique")
-        return cls(
-            nodes, str(raw.get("driverVersion", "580.65.6")), str(raw.get("cudaDriverVersion", "13.0.0"))
+        fleet = cls(
+            nodes,
+            _installation(raw.get("driver"), f"{where}.driver"),
+            str(raw.get("driverVersion", "580.95.05")),
+            str(raw.get("cudaDriverVersion", "13.0")),
         )
+        for i, spec in enumerate(fleet.nodes):
+            fleet._check(spec, f"{where}.nodes[{i}]")
+        return fleet
+
+    def _check(self, spec: NodeSpec, where: str) -> None:
+        """What the driver would refuse or the API server reject, said at load time."""
+        for j, g in enumerate(spec.gpus):
+            if g.mig and self.installation.dynamic_mig:
+                raise FleetError(
+                    f"{where}.gpus[{j}]: DynamicMIG destroys MIG devices made before the driver starts "
+                    "(DestroyUnknownMIGDevices); give `migMode: true` to have an A100 publish its placements"
+                )
+        try:
+            gpus = self._gpus(spec)
+        except ValueError as e:
+            raise FleetError(f"{where}: {e}") from e
+        if self.installation.dynamic_mig and sum(bool(g.profiles) for g in gpus) > _MAX_COUNTER_SETS:
+            raise FleetError(
+                f"{where}: more than {_MAX_COUNTER_SETS} MIG-capable GPUs under DynamicMIG: the driver puts "
+                "every counter set in one slice and the API server takes 8"
+            )
 
     def node(self, name: str) -> NodeSpec:
         """The node spec called `name`."""
@@ -201,6 +271,15 @@ class Fleet:
             if n.name == name:
                 return n
         raise FleetError(f"no node {name!r} in the fleet")
+
+    def selector(self) -> str:
+        """A CEL clause admitting this fleet's devices alone, when fleets of one product are published side by
+        side: each fleet file's host driver version is its own."""
+        version = ".".join(str(int(p)) for p in self.driver_version.split("."))
+        return (
+            f"device.driver == '{DRIVER}' && "
+            f"device.attributes['{DRIVER}'].driverVersion.compareTo(semver('{version}')) == 0"
+        )
 
     # ---- pure rendering -------------------------------------------------------------------------------
 
@@ -238,139 +317,81 @@ class Fleet:
 
     @staticmethod
     def render_device_classes() -> list[dict[str, Any]]:
-        """DeviceClasses as the NVIDIA driver's chart ships them (whole GPUs and MIG devices), labelled as the
-        fleet's."""
+        """DeviceClasses as the NVIDIA driver's chart ships them, labelled as the fleet's."""
         return [
             {**dc, "metadata": {**dc["metadata"], "labels": {FLEET_NODE_LABEL: "true"}}}
-            for dc in fleet_device_classes()
+            for dc in driver_device_classes()
         ]
 
     def _uuid(self, prefix: str, *parts: object) -> str:
         return f"{prefix}-{uuid.uuid5(_UUID_NS, '/'.join(map(str, parts)))}"
 
-    def _base_attrs(self, g: GpuGroup, minor: int) -> dict[str, Any]:
-        return {
-            "productName": {"string": g.product},
-            "brand": {"string": g.brand},
-            "architecture": {"string": g.architecture},
-            "cudaComputeCapability": {"version": g.compute_capability},
-            "driverVersion": {"version": self.driver_version},
-            "cudaDriverVersion": {"version": self.cuda_driver_version},
-            "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x10 + minor:02x}:00.0"},
-        }
-
-    def _node_devices(
-        self, spec: NodeSpec
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Device]]:
-        """(devices, counter sets, device index) of one node, withdrawn devices left out."""
-        devices: list[dict[str, Any]] = []
-        counter_sets: list[dict[str, Any]] = []
-        index: list[Device] = []
-        minor = 0
-
-        def add(dev: dict[str, Any], info: Device) -> None:
-            if (spec.name, info.name) not in self.withdrawn:
-                devices.append(dev)
-                index.append(info)
-
+    def _gpus(self, spec: NodeSpec) -> list[Gpu]:
+        """The node's GPUs as NVML would report them: minors counting up across groups, bus IDs from 0x10,
+        the first half of the cards on PCIe root 0 (NUMA node 0), the rest on root 0x80 (node 1)."""
+        gpus, minor = [], 0
+        total = sum(g.count for g in spec.gpus)
         for g in spec.gpus:
             for _ in range(g.count):
-                gpu_uuid = self._uuid("GPU", spec.name, minor)
-                gpu_name = f"gpu-{minor}"
-                attrs = {
-                    "type": {"string": "gpu"},
-                    "uuid": {"string": gpu_uuid},
-                    **self._base_attrs(g, minor),
-                }
-                if g.mig:
-                    for p in g.mig:
-                        for i in range(p.count):
-                            name = f"gpu-{minor}-mig-{p.profile.replace('.', '')}-{i}"
-                            mig_uuid = self._uuid("MIG", spec.name, minor, p.profile, i)
-                            mig_attrs = {
-                                **attrs,
-                                "type": {"string": "mig"},
-                                "uuid": {"string": mig_uuid},
-                                "parentUUID": {"string": gpu_uuid},
-                                "profile": {"string": p.profile},
-                            }
-                            cap = {
-                                "memory": {"value": p.memory},
-                                "multiprocessors": {"value": str(p.multiprocessors)},
-                            }
-                            add(
-                                {"name": name, "attributes": mig_attrs, "capacity": cap},
-                                Device(spec.name, name, mig_uuid, "mig", g.product, p.memory, p.profile),
-                            )
-                    minor += 1
-                    continue
-                capacity: dict[str, Any] = {} if g.memory is None else {"memory": {"value": g.memory}}
-                if g.shares is not None:
-                    capacity = fleet_consumable(g.memory, g.shares)
-                dev: dict[str, Any] = {"name": gpu_name, "attributes": attrs, "capacity": capacity}
-                if g.shares is not None:
-                    dev["allowMultipleAllocations"] = True
-                if g.partitions:
-                    set_name = f"gpu-{minor}-counter-set"
-                    sms = g.multiprocessors or max(p.multiprocessors * p.count for p in g.partitions)
-                    assert g.memory is not None
-                    counter_sets.append(
-                        {
-                            "name": set_name,
-                            "counters": {
-                                "memory": {"value": g.memory},
-                                "multiprocessors": {"value": str(sms)},
-                            },
-                        }
+                far = minor >= (total + 1) // 2 and total > 1
+                mig = _placed(g.product, g.mig, f"gpu-{minor}")
+                gpus.append(
+                    Gpu(
+                        minor=minor,
+                        uuid=self._uuid("GPU", spec.name, minor),
+                        product=g.product,
+                        memory=None if g.memory is None else quantity_bytes(g.memory),
+                        architecture=g.architecture,
+                        compute_capability=g.compute_capability,
+                        pci_bus_id=f"0000:{0x10 + minor + (0x80 if far else 0):02x}:00.0",
+                        brand=g.brand,
+                        pcie_root="pci0000:80" if far else "pci0000:00",
+                        numa_node=1 if far else 0,
+                        mig_mode=g.mig_mode,
+                        mig=tuple(
+                            MigInstance(p, start, self._uuid("MIG", spec.name, minor, p, start))
+                            for p, start in mig
+                        ),
                     )
-                    dev["consumesCounters"] = [
-                        {
-                            "counterSet": set_name,
-                            "counters": {
-                                "memory": {"value": g.memory},
-                                "multiprocessors": {"value": str(sms)},
-                            },
-                        }
-                    ]
-                    dev["attributes"] = {**attrs, "partitionable": {"bool": True}}
-                add(dev, Device(spec.name, gpu_name, gpu_uuid, "gpu", g.product, g.memory))
-                for p in g.partitions:
-                    for i in range(p.count):
-                        name = f"gpu-{minor}-mig-{p.profile.replace('.', '')}-{i}"
-                        mig_uuid = self._uuid("MIG", spec.name, minor, p.profile, i)
-                        used = {
-                            "memory": {"value": p.memory},
-                            "multiprocessors": {"value": str(p.multiprocessors)},
-                        }
-                        add(
-                            {
-                                "name": name,
-                                "attributes": {
-                                    **attrs,
-                                    "type": {"string": "mig"},
-                                    "uuid": {"string": mig_uuid},
-                                    "parentUUID": {"string": gpu_uuid},
-                                    "profile": {"string": p.profile},
-                                },
-                                "capacity": copy.deepcopy(used),
-                                "consumesCounters": [{"counterSet": set_name, "counters": used}],
-                            },
-                            Device(spec.name, name, mig_uuid, "mig", g.product, p.memory, p.profile),
-                        )
+                )
                 minor += 1
-        return devices, counter_sets, index
+        return gpus
+
+    def render_slices(
+        self, spec: NodeSpec, generation: int, node_uid: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The ResourceSlices of one node's pool at `generation` (none for a node without GPUs), as the driver
+        publishes them, withdrawn devices left out."""
+        if not spec.gpus:
+            return []
+        slices = driver_slices(
+            spec.name,
+            self._gpus(spec),
+            self.installation,
+            driver_version=self.driver_version,
+            cuda_driver_version=_cuda(self.cuda_driver_version),
+            generation=generation,
+            node_uid=node_uid,
+        )
+        for s in slices:
+            s["metadata"]["labels"] = {POOL_LABEL: spec.name}
+            if "devices" in s["spec"]:
+                s["spec"]["devices"] = [
+                    d for d in s["spec"]["devices"] if (spec.name, d["name"]) not in self.withdrawn
+                ]
+        return slices
 
     def render_devices(self, spec: NodeSpec) -> list[dict[str, Any]]:
         """The published devices of one node as resource.k8s.io/v1 Device objects (no counter sets): what a
         kubelet plugin publishing the same cards itself puts in its pool (realnode.py)."""
-        return self._node_devices(spec)[0]
+        return [d for s in self.render_slices(spec, 1) for d in s["spec"].get("devices", [])]
 
     def devices(self, node: str | None = None) -> list[Device]:
         """Every currently published device (of one node, or of the whole fleet)."""
         out: list[Device] = []
         for spec in self.nodes:
             if node is None or spec.name == node:
-                out += self._node_devices(spec)[2]
+                out += [_device(spec.name, d) for d in self.render_devices(spec)]
         return out
 
     def device(self, node: str, name: str) -> Device:
@@ -403,53 +424,6 @@ class Fleet:
             if d.type == type and (node, d.name) not in held:
                 return d
         raise FleetError(f"every {type} of {node} is held: {sorted(held)}")
-
-    def render_slices(
-        self, spec: NodeSpec, generation: int, node_uid: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The ResourceSlices of one node's pool at `generation` (none for a node without GPUs)."""
-        if not spec.gpus:
-            return []
-        devices, counter_sets, _ = self._node_devices(spec)
-        limit = _MAX_DEVICES_WITH_COUNTERS if counter_sets else _MAX_DEVICES
-        chunks: list[dict[str, Any]] = []
-        if counter_sets:
-            chunks.append({"sharedCounters": counter_sets})
-        for i in range(0, len(devices), limit):
-            chunks.append({"devices": devices[i : i + limit]})
-        if not any("devices" in c for c in chunks):
-            chunks.append({"devices": []})
-        slices = []
-        for i, body in enumerate(chunks):
-            meta: dict[str, Any] = {"name": f"{spec.name}-{DRIVER}-{i}", "labels": {POOL_LABEL: spec.name}}
-            if node_uid:
-                meta["ownerReferences"] = [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "name": spec.name,
-                        "uid": node_uid,
-                        "controller": True,
-                    }
-                ]
-            slices.append(
-                {
-                    "apiVersion": f"{_GROUP}/{_VERSION}",
-                    "kind": "ResourceSlice",
-                    "metadata": meta,
-                    "spec": {
-                        "driver": DRIVER,
-                        "nodeName": spec.name,
-                        "pool": {
-                            "name": spec.name,
-                            "generation": generation,
-                            "resourceSliceCount": len(chunks),
-                        },
-                        **body,
-                    },
-                }
-            )
-        return slices
 
     # ---- talking to the API server ------------------------------------------------------------------
 
@@ -503,6 +477,27 @@ class Fleet:
                     _GROUP, _VERSION, "resourceslices", name
                 )
             )
+
+
+def _device(node: str, raw: dict[str, Any]) -> Device:
+    """The index entry of one rendered device."""
+    attrs = raw.get("attributes") or {}
+
+    def attr(name: str) -> str | None:
+        value = attrs.get(name)
+        return None if value is None else str(next(iter(value.values())))
+
+    memory = (raw.get("capacity") or {}).get("memory")
+    return Device(
+        node,
+        raw["name"],
+        attr("uuid"),
+        attr("type") or "",
+        attr("productName") or "",
+        None if memory is None else str(memory["value"]),
+        attr("profile"),
+        attr("parentUUID"),
+    )
 
 
 def _strip(spec: dict[str, Any]) -> dict[str, Any]:

@@ -48,9 +48,10 @@ from kubernetes import client as k8s
 
 from isvc_testbed._errors import BinariesMissing, StartTimeout, TestbedError
 from isvc_testbed._kube import api_client
-from isvc_testbed.fleet import DRIVER, Device, Fleet, GpuGroup, NodeSpec
+from isvc_testbed.fleet import DRIVER, Device, Fleet, GpuGroup, Installation, NodeSpec
 
 __all__ = [
+    "REAL_NODE_DRIVER",
     "REAL_NODE_GPU",
     "REAL_NODE_GPU_SELECTOR",
     "REAL_NODE_LABEL",
@@ -77,8 +78,10 @@ REALNODE_BINS = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "isv
 # https://www.nvidia.com/en-us/data-center/tesla-t4/), compute capability 7.5
 # (https://developer.nvidia.com/cuda-gpus). No fleet file has it, so a productName selector keeps to it.
 REAL_NODE_GPU = GpuGroup(
-    product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing", compute_capability="7.5.0", shares=100
+    product="NVIDIA T4", count=1, memory="16Gi", architecture="Turing", compute_capability="7.5"
 )
+# The driver installation the real node's plugin stands for: the default fleet's (main, consumableShares 100).
+REAL_NODE_DRIVER = Installation(release="main", consumable_shares="100")
 REAL_NODE_GPU_SELECTOR = (
     f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].productName == '{REAL_NODE_GPU.product}'"
 )
@@ -328,7 +331,7 @@ class PodForwarder:
 def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
     """A one-node fleet holding the real node's cards: what renders them in the fleet's shape."""
     spec = NodeSpec(node, "gpu", "", "", "", {}, (), gpus)
-    return Fleet([spec]), spec
+    return Fleet([spec], REAL_NODE_DRIVER), spec
 
 
 def _free_subnet_index() -> int:

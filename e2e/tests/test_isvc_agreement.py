@@ -1,11 +1,12 @@
-"""Issue 18: the planner and kube-scheduler agree. Seeded random orders fill the default fleet and a
-partition-heavy one until refusals start: every placement is allocated by the scheduler, and where the
-planner said no the scheduler finds no room for any shape the order could take.
+"""Issue 18: the planner and kube-scheduler agree. Seeded random orders fill the default fleet (consumable
+shares) and a dynamic-MIG one until refusals start: every placement is allocated by the scheduler, and where
+the planner said no the scheduler finds no room for any shape the order could take.
 
-Issue 26: shares of mixed sizes (9 % and 23 % of an H100, as reported) fill the shareable cards of both
-fleets to full, each claim asking what the operator's template asks; then a claim the planner cannot see
-takes back room the ledger saw freed, and the planner learns the scheduler's refusal at once, logs and
-counts it once, and answers ResourceClaimExhausted naming the device and the scheduler's words."""
+Issue 26: shares of mixed sizes (9 % and 23 % of an H100, as reported) fill the shareable cards of the
+default fleet to full, and orders of those sizes the MIG devices of the dynamic-MIG fleet (issue 41: no
+shares in that installation), each claim asking what the operator's template asks; then a claim the planner
+cannot see takes back room the ledger saw freed, and the planner learns the scheduler's refusal at once,
+logs and counts it once, and answers ResourceClaimExhausted naming the device and the scheduler's words."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from kubernetes import client as k8s
 pytestmark = pytest.mark.e2e
 
 SEED = 20260818
-# The shareable cards of each fleet, and sizes (GiB) taking 9 % and 23 % of an H100 80GB (shares of the
-# memory the runtime sees, rounded up): 7 GiB and 18 GiB, which are 30 % and 76 % of an L4, 5 % and 13 % of
-# an H200.
-SHAREABLE = {"default": ["NVIDIA H100 80GB HBM3", "NVIDIA L4"], "partitioned": ["NVIDIA H200"]}
+# What each fleet's fill takes (its products and device class), and sizes (GiB) taking 9 % and 23 % of an
+# H100 80GB (shares of the memory the runtime sees, rounded up): 7 GiB and 18 GiB, which are 30 % and 76 %
+# of an L4; on the dynamic-MIG fleet they take MIG devices (1g.10gb and 2g.20gb or larger).
+FILL = {
+    "default": (["NVIDIA H100 80GB HBM3", "NVIDIA L4"], "gpu.nvidia.com"),
+    "partitioned": (products("partitioned"), "mig.nvidia.com"),
+}
 SIZES = [7.0, 7.0, 7.0, 18.0]
 NO_ROOM = {"NoCapacity", "NoCompatiblePlacement", "PlanningPreemptionFailed"}
 
@@ -41,7 +45,8 @@ def test_every_placement_is_allocated_and_every_refusal_is_true(
             fleet_name,
             SEED,
             refusals=3,
-            confine=SHAREABLE[fleet_name],
+            confine=FILL[fleet_name][0],
+            fill_class=FILL[fleet_name][1],
             sizes=SIZES,
             plant=True,
             ns=f"fill-{fleet_name}",

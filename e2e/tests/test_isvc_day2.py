@@ -99,10 +99,9 @@ H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM
 SPARE_H100 = {
     "product": "NVIDIA H100 80GB HBM3",
     "count": 1,
-    "memory": "80Gi",
+    "memory": "81559Mi",  # as the default fleet's H100s: a replica takes a card of the plan's shape
     "architecture": "Hopper",
-    "cudaComputeCapability": "9.0.0",
-    "shares": 100,
+    "cudaComputeCapability": "9.0",
 }
 
 
@@ -169,7 +168,13 @@ def test_a_drain_of_one_node_of_a_spread_order_keeps_a_replica_serving_throughou
     starts again on another node, while the other never stops. Sampled every 0.5 s, at least one replica is
     ready and the order Ready throughout; the drain ends, and nothing is replanned (the plan, and so every
     replica's claim template, stays)."""
-    spare = Fleet.from_dict({"nodes": [{"name": "gpu-h100-spare", "gpus": [SPARE_H100]}]}, "spare")
+    spare = Fleet.from_dict(
+        {
+            "driver": {"release": "main", "consumableShares": "100"},  # the default fleet's installation
+            "nodes": [{"name": "gpu-h100-spare", "gpus": [SPARE_H100]}],
+        },
+        "spare",
+    )
     spare.publish(bed.admin_api)  # a second H100 node: somewhere to spread to
     bed.cleanup.append(lambda: spare.unpublish(bed.admin_api))
     bed.create_class(

@@ -137,7 +137,7 @@ def test_a_model_larger_than_every_accelerator_says_no_accelerator_with_enough_m
         status,
         "Planned",
         "NoAcceleratorWithEnoughMemory",
-        "the largest accelerator found publishes 80",
+        "the largest accelerator found publishes 79.65 GiB (NVIDIA H100 80GB HBM3",  # 81559Mi, NVML's total
         "NVIDIA H100 80GB HBM3",
     )
     required = float(message.split("The model needs ")[1].split(" GiB")[0])
@@ -507,7 +507,7 @@ def test_a_ready_order_edited_to_an_unplaceable_model_keeps_its_plan_in_force(be
     planned = condition(status, "Planned")
     assert planned["status"] == "True"
     assert "NoAcceleratorWithEnoughMemory" in planned["message"]
-    assert "the largest accelerator found publishes 80" in planned["message"]
+    assert "the largest accelerator found publishes 79.65 GiB" in planned["message"]  # an H100's 81559Mi
     assert status["phase"] == "Ready" and condition(status, "Ready")["status"] == "True"
     assert status["resolved"]["replanCount"] == count + 1
     time.sleep(8)  # several passes: still Ready, on the same plan, counted once

@@ -140,8 +140,7 @@ def test_why_a_planned_refusal_for_an_administrator_and_capacity_lists_it_as_wai
     waiting = [(w["namespace"], w["name"], w["reason"]) for w in c["waiting"]]
     assert (bed.ns, "why-no-profile", "NoCompatiblePlacement") in waiting
     gh200 = next(x for x in c["devices"] if x["pool"] == "gpu-nomem-0")
-    # no memory published: claims cannot each take part of it (issue 41: shareable is read from what the
-    # device publishes, and the driver gives a card without memory no shares either)
+    # NVML reports no memory: the driver publishes it with no capacity, so no shares to share it by
     assert ("memoryBytes" not in gh200, gh200["shareable"], gh200["product"]) == (
         True,
         False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from isvc_testbed.agreement import FLEETS
 from isvc_testbed.cluster import Cluster, install_crds
 from isvc_testbed.fleet import DRIVER, POOL_LABEL, Fleet
 from isvc_testbed.helpers import ensure_cluster_role, namespace, user_namespace, wait_for
@@ -163,7 +165,7 @@ def test_the_fleets_slices_are_published(admin_api: k8s.ApiClient, fleet: Fleet)
     published = {n.name: slices(admin_api, n.name) for n in fleet.nodes if n.gpus}
     assert {n: len(s) for n, s in published.items()} == {
         "gpu-h100-0": 1,
-        "gpu-a100-0": 2,
+        "gpu-a100-0": 1,
         "gpu-l4-0": 1,
         "gpu-nomem-0": 1,
     }
@@ -173,7 +175,7 @@ def test_the_fleets_slices_are_published(admin_api: k8s.ApiClient, fleet: Fleet)
     assert h100["metadata"]["ownerReferences"][0]["kind"] == "Node"
     assert h100["spec"]["devices"][0]["capacity"]["shares"]["value"] == "100"
     nomem = published["gpu-nomem-0"][0]["spec"]["devices"][0]
-    assert "memory" not in nomem["capacity"]
+    assert "capacity" not in nomem and nomem["allowMultipleAllocations"] is True  # no memory: no shares
     classes = k8s.CustomObjectsApi(admin_api).list_cluster_custom_object(*RESOURCE, "deviceclasses")
     assert {"gpu.nvidia.com", "mig.nvidia.com"} <= {
         c["metadata"]["name"] for c in cast(Any, classes)["items"]
@@ -292,16 +294,11 @@ def test_two_half_shares_fit_one_gpu_and_a_third_stays_unschedulable(
     assert "allocation" not in third.get("status", {})
 
 
-def test_a_mig_like_partition_is_allocated_from_the_partitionable_a100s(
-    admin_api: k8s.ApiClient, fleet: Fleet, claims_namespace: Callable[[str], str]
-) -> None:
-    ns = claims_namespace("smoke-mig")
-    custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
-    profile = f"device.attributes['{DRIVER}'].profile == '1g.5gb'"
-    claim = {
+def mig_claim(name: str, selector: str) -> dict[str, Any]:
+    return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {"name": "small"},
+        "metadata": {"name": name},
         "spec": {
             "devices": {
                 "requests": [
@@ -309,20 +306,75 @@ def test_a_mig_like_partition_is_allocated_from_the_partitionable_a100s(
                         "name": "gpu",
                         "exactly": {
                             "deviceClassName": "mig.nvidia.com",
-                            "selectors": [{"cel": {"expression": profile}}],
+                            "selectors": [{"cel": {"expression": selector}}],
                         },
                     }
                 ]
             }
         },
     }
+
+
+def allocate(admin_api: k8s.ApiClient, ns: str, claim: dict[str, Any]) -> dict[str, Any]:
+    """Create the claim and a pod on it; the claim's one result once the pod runs."""
+    custom, core = k8s.CustomObjectsApi(admin_api), k8s.CoreV1Api(admin_api)
+    name = claim["metadata"]["name"]
     custom.create_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", claim)
-    core.create_namespaced_pod(ns, cast(Any, claim_pod("small", "small")))
-    wait_for(lambda: core.read_namespaced_pod("small", ns).status.phase == "Running", 60, what="pod Running")
-    got = cast(dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", "small"))
+    core.create_namespaced_pod(ns, cast(Any, claim_pod(name, name)))
+    wait_for(lambda: core.read_namespaced_pod(name, ns).status.phase == "Running", 60, what="pod Running")
+    got = cast(dict[str, Any], custom.get_namespaced_custom_object(*RESOURCE, ns, "resourceclaims", name))
     [result] = got["status"]["allocation"]["devices"]["results"]
+    return cast(dict[str, Any], result)
+
+
+def test_a_static_mig_device_is_allocated_from_the_a100s_in_mig_mode(
+    admin_api: k8s.ApiClient, fleet: Fleet, claims_namespace: Callable[[str], str]
+) -> None:
+    """The default fleet's A100s in MIG mode publish their pre-made 3g.20gb devices (named with the profile's
+    id and placement start) on the driver's class mig.nvidia.com."""
+    ns = claims_namespace("smoke-mig")
+    result = allocate(
+        admin_api, ns, mig_claim("small", f"device.attributes['{DRIVER}'].profile == '3g.20gb'")
+    )
     assert result["pool"] == "gpu-a100-0"
-    assert result["device"].startswith(("gpu-0-mig-1g5gb-", "gpu-1-mig-1g5gb-"))
+    assert result["device"].startswith(("gpu-2-mig-3g20gb-9-", "gpu-3-mig-3g20gb-9-"))
+
+
+def test_a_dynamic_mig_placement_without_a_uuid_is_allocated_and_draws_on_its_cards_counters(
+    admin_api: k8s.ApiClient, fleet: Fleet, claims_namespace: Callable[[str], str]
+) -> None:
+    """The dynamic-MIG fleet as the driver publishes it under DynamicMIG (counter sets in a slice of their
+    own, placements without a uuid) is taken by the API server and allocated by kube-scheduler: a claim for
+    the whole H100 beside a 1g.10gb placement of the same card finds no room, the card's counters drawn."""
+    part = Fleet.load(FLEETS["partitioned"])
+    part.publish(admin_api, ["part-h100-0"])
+    ns = claims_namespace("smoke-dynamic-mig")
+    core = k8s.CoreV1Api(admin_api)
+    try:
+        small = f"device.attributes['{DRIVER}'].profile == '1g.10gb'"
+        result = allocate(admin_api, ns, mig_claim("small", f"{part.selector()} && {small}"))
+        assert result["pool"] == "part-h100-0"
+        assert re.fullmatch(r"gpu-[01]-mig-1g10gb-19-[0-6]", result["device"]), result["device"]
+        card = part.device("part-h100-0", result["device"].split("-mig-")[0])
+        whole = mig_claim(
+            "whole", f"{part.selector()} && device.attributes['{DRIVER}'].uuid == '{card.uuid}'"
+        )
+        whole["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.com"
+        k8s.CustomObjectsApi(admin_api).create_namespaced_custom_object(
+            *RESOURCE, ns, "resourceclaims", whole
+        )
+        core.create_namespaced_pod(ns, cast(Any, claim_pod("whole", "whole")))
+
+        def unschedulable() -> str | None:
+            for c in core.read_namespaced_pod("whole", ns).status.conditions or []:
+                if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                    return str(c.message)
+            return None
+
+        assert "cannot allocate all claims" in wait_for(unschedulable, 60, what="the whole card refused")
+    finally:
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)  # before their node goes
+        part.unpublish(admin_api)
 
 
 def test_a_service_account_kubeconfig_authenticates_as_that_account(

@@ -172,7 +172,7 @@ def test_mig_partition_smallest_sufficient(models: dict[str, ModelFacts]) -> Non
     assert (p.device_class_name, p.sharing_mode, p.devices) == (
         "mig.nvidia.com",
         SharingMode.PARTITION,
-        ["gpu-0-mig-2g20gb-4"],
+        ["gpu-0-mig-2g20gb-14-4"],
     )
 
 

@@ -68,7 +68,10 @@ def test_with_no_other_room_it_says_resource_claim_exhausted_in_the_schedulers_w
     assert answer.refusal is not None and answer.refusal.reason == Reason.RESOURCE_CLAIM_EXHAUSTED
     message = answer.refusal.message
     assert "n1/gpu-0 (gpu.nvidia.com)" in message and "cannot allocate all claims" in message
-    assert "Every device class the order may use was tried (gpu.nvidia.com, mig.nvidia.com)" in message
+    assert (
+        "Every device class the order may use was tried (gpu.nvidia.com, mig.nvidia.com, vfio.gpu.nvidia.com)"
+        in message
+    )
 
 
 def test_another_class_the_order_may_use_is_tried(models: dict[str, ModelFacts]) -> None:

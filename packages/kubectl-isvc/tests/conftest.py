@@ -87,5 +87,9 @@ def data() -> Any:
 
 @pytest.fixture
 def fleet() -> list[Obj]:
-    """The default test-bed fleet as its fake DRA driver publishes it (DeviceClasses and ResourceSlices)."""
-    return list(yaml.safe_load_all((DATA / "fleet.yaml").read_text(encoding="utf-8")))
+    """The default test-bed fleet as its fake DRA driver publishes it (DeviceClasses and ResourceSlices), and
+    the dynamic-MIG fleet's H100 node beside it (whole cards and MIG placements drawing on counters)."""
+    return [
+        *yaml.safe_load_all((DATA / "fleet.yaml").read_text(encoding="utf-8")),
+        *yaml.safe_load_all((DATA / "fleet-partitioned.yaml").read_text(encoding="utf-8")),
+    ]

@@ -56,7 +56,7 @@ def objects(fleet: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         "resourceclaims": [
             _claim("team-a", "half-1", "gpu-h100-0", "gpu-0", "30"),
             _claim("team-b", "half-2", "gpu-h100-0", "gpu-0", "40"),
-            _claim("team-b", "small", "gpu-a100-0", "gpu-0-mig-3g20gb-0"),
+            _claim("team-b", "small", "part-h100-0", "gpu-0-mig-3g40gb-9-0"),
             _claim("team-a", "whole", "gpu-l4-0", "gpu-1"),
         ],
         "launchplans": [
@@ -125,8 +125,8 @@ def test_a_plan_not_yet_allocated_holds_its_room(objects: dict[str, Any]) -> Non
 
 def test_a_partition_taken_leaves_its_whole_card_blocked_and_names_the_card(objects: dict[str, Any]) -> None:
     devices = compute(objects).devices
-    mig = _device(devices, "gpu-a100-0", "gpu-0-mig-3g20gb-0")
-    whole = _device(devices, "gpu-a100-0", "gpu-0")
+    mig = _device(devices, "part-h100-0", "gpu-0-mig-3g40gb-9-0")
+    whole = _device(devices, "part-h100-0", "gpu-0")
     assert (mig.held_units, mig.device_classes, mig.card) == (100, ["mig.nvidia.com"], whole.card)
     assert (whole.blocked, whole.free_units, whole.holders) == (True, 0, [])
     assert _device(devices, "gpu-l4-0", "gpu-1").holders[0].units is None  # an unshared allocation: whole
@@ -148,7 +148,7 @@ def test_the_text_is_a_table_per_device_class(objects: dict[str, Any]) -> None:
     assert "mig.nvidia.com: " in text and "gpu.nvidia.com: " in text
     h100 = next(line for line in text.splitlines() if line.split()[:2] == ["gpu-h100-0", "gpu-0"])
     assert h100.split()[-9:] == [
-        "80.0",
+        "79.6",  # 81559Mi, NVML's total of an H100 80GB HBM3
         "70%",
         "30%",
         "team-a/half-1",

@@ -2,6 +2,7 @@
 the stand-in Hub and the benchmark are submodules."""
 
 from isvc_testing._driver import (
+    DRIVER,
     MIG_PROFILES,
     RELEASES,
     Gpu,
@@ -15,7 +16,6 @@ from isvc_testing._driver import (
     quantity_decimal,
 )
 from isvc_testing._fleet import (
-    DRIVER,
     fleet_claim,
     fleet_consumable,
     fleet_device_classes,

@@ -31,6 +31,7 @@ __all__ = [
     "driver_slices",
     "quantity_binary",
     "quantity_decimal",
+    "shared_device",
 ]
 
 DRIVER = "gpu.nvidia.com"  # main.go:45 DriverName
@@ -364,7 +365,7 @@ def _dynamic(gpu: Gpu, host: _Host, shares: str) -> _Dynamic:
             "capacity": _caps(maxima),
             "consumesCounters": [{"counterSet": set_name, "counters": _counters(maxima, 0, slices)}],
         }
-        out.devices.append(_shared(device, shares))
+        out.devices.append(shared_device(device, shares))
     for profile in gpu.profiles:
         for start in profile.starts:
             device = {
@@ -375,7 +376,7 @@ def _dynamic(gpu: Gpu, host: _Host, shares: str) -> _Dynamic:
                     {"counterSet": set_name, "counters": _counters(profile.capacities(), start, profile.size)}
                 ],
             }
-            out.devices.append(_shared(device, shares))
+            out.devices.append(shared_device(device, shares))
     counters = _counters(maxima, 0, slices)
     if whole and shares.isdigit():
         # PartCapacities returns maxCapacities itself, which applyConsumableShares then writes `shares` into
@@ -387,7 +388,7 @@ def _dynamic(gpu: Gpu, host: _Host, shares: str) -> _Dynamic:
     return out
 
 
-def _shared(device: dict[str, Any], shares: str) -> dict[str, Any]:
+def shared_device(device: dict[str, Any], shares: str) -> dict[str, Any]:
     """applyConsumableShares (consumable_shares.go:40-119): several claims per device; memory rounded down
     to 1Mi with a request policy, and `shares` of N; nothing but the flag on a device without memory."""
     if shares == "disabled":
@@ -426,14 +427,14 @@ def _node_slices(gpus: Sequence[Gpu], installation: Installation, host: _Host) -
         devices: list[dict[str, Any]] = []
         for gpu in sorted(gpus, key=lambda g: _pci_bus_id(g.pci_bus_id)):
             devices += _static_mig(gpu, host) if gpu.mig_mode else [_whole(gpu, host)]
-        return [{"devices": [_shared(d, shares) for d in devices]} if devices else {}]
+        return [{"devices": [shared_device(d, shares) for d in devices]} if devices else {}]
     # GenerateDriverResources (driver.go:189-307): one device slice per GPU by PCI bus ID; a GPU not
     # DynamicMIG-capable (no MIG; an Ampere with MIG off, nvlib.go:1517-1551) publishes its memory alone.
     per_gpu: list[_Dynamic] = []
     for gpu in sorted(gpus, key=lambda g: _pci_bus_id(g.pci_bus_id)):
         capable = bool(gpu.profiles) and (gpu.mig_mode or gpu.architecture in _TOGGLES_MIG)
         per_gpu.append(
-            _dynamic(gpu, host, shares) if capable else _Dynamic([_shared(_whole(gpu, host), shares)])
+            _dynamic(gpu, host, shares) if capable else _Dynamic([shared_device(_whole(gpu, host), shares)])
         )
     sets = [g.counter_set for g in per_gpu if g.counter_set is not None]
     if installation.split_slices and any(g.profiles for g in gpus):  # IsMigCapable (device_state.go:1811)

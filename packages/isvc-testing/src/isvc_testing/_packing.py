@@ -14,6 +14,7 @@ from isvc_api import GIB, visible_bytes
 from isvc_planner import Inventory, Planner
 from isvc_planner_client import OrderRef, PlanRequest, PlanResponse
 
+from isvc_testing._driver import MIG_PROFILES
 from isvc_testing._fleet import fleet_device_classes, fleet_gpu, fleet_mig, fleet_slice
 from isvc_testing._milp import Solved, milp_optimum
 from isvc_testing._models import PRODUCTS, Tally, required_bytes, sized_facts
@@ -251,9 +252,25 @@ LARGE_INSTANCES = 60
 LARGE_ORDERS = "30–100"
 LARGE_DEVICES = "10–50"
 LARGE_TIME_LIMIT = 5.0  # seconds HiGHS may take per instance; the gap says what it proved by then
-# Static MIG geometries of one A100 80 GB (GiB per partition): 4g+3g, 3g+2g+1g+1g, 2g×3+1g, 1g×7, 7g.
-_MIG_GEOMETRIES = ((40, 40), (40, 20, 10, 10), (20, 20, 20, 10), (10,) * 7, (80,))
-_MIG_PROFILES = {10: "1g.10gb", 20: "2g.20gb", 40: "3g.40gb", 80: "7g.80gb"}
+# Static MIG geometries of one H100 80GB HBM3 (GiB per partition, rounded up): 4g+3g, 3g+2g+1g+1g, 2g×3+1g,
+# 1g×7, 7g; each partition's profile and placement start, as the card allows them (isvc_testing._driver).
+_MIG_GEOMETRIES: dict[tuple[int, ...], tuple[tuple[str, int], ...]] = {
+    (40, 40): (("4g.40gb", 0), ("3g.40gb", 4)),
+    (40, 20, 10, 10): (("3g.40gb", 4), ("2g.20gb", 0), ("1g.10gb", 2), ("1g.10gb", 3)),
+    (20, 20, 20, 10): (("2g.20gb", 0), ("2g.20gb", 2), ("2g.20gb", 4), ("1g.10gb", 6)),
+    (10,) * 7: tuple(("1g.10gb", start) for start in range(7)),
+    (80,): (("7g.80gb", 0),),
+}
+_MIG_CARD = "NVIDIA H100 80GB HBM3"
+
+
+def _placements(parts: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
+    """A geometry's partitions, or the first of them when an instance cut it short."""
+    whole = next(g for g in _MIG_GEOMETRIES if g[: len(parts)] == parts)
+    return _MIG_GEOMETRIES[whole][: len(parts)]
+
+
+_MIG_MEMORY = {p.name: p.memory_mib << 20 for p in MIG_PROFILES[_MIG_CARD]}
 
 
 @dataclass(frozen=True)
@@ -265,6 +282,8 @@ class Node:
 
     def flat(self) -> list[tuple[int, bool]]:
         """(memory bytes, shareable) per device the node publishes, in the order of its slice."""
+        if self.mode == "mig":
+            return [(_MIG_MEMORY[p], False) for parts in self.gpus for p, _ in _placements(parts)]
         return [(m * GIB, self.mode == "shares") for parts in self.gpus for m in parts]
 
     def slice(self, name: str) -> dict[str, Any]:
@@ -272,10 +291,8 @@ class Node:
         devices = []
         for g, parts in enumerate(self.gpus):
             if self.mode == "mig":
-                profiles = ["4g.40gb", "3g.40gb"] if parts == (40, 40) else [_MIG_PROFILES[m] for m in parts]
                 devices += [
-                    fleet_mig(name, g, profile, slot, m)
-                    for slot, (profile, m) in enumerate(zip(profiles, parts, strict=True))
+                    fleet_mig(name, g, p, start, product=_MIG_CARD) for p, start in _placements(parts)
                 ]
             else:
                 devices.append(
@@ -290,7 +307,7 @@ def large_instance(rng: random.Random) -> tuple[list[Node], list[float]]:
     """One random large packing instance: nodes, and order sizes in GiB (see README).
 
     10–50 devices (uniform), on nodes of 1–8 GPUs of one kind: shareable (probability 0.45), whole
-    (0.30) or one A100 80 GB per GPU cut into a static MIG geometry (0.25, 1–4 GPUs). Shareable and whole
+    (0.30) or one H100 80GB HBM3 per GPU cut into a static MIG geometry (0.25, 1–4 GPUs). Shareable and whole
     GPUs have 24, 40, 80 or 141 GiB. Order sizes are log-uniform in [4, min(largest device − 2, 60)] GiB
     (many small orders, some large); their count is the load factor, uniform in [0.9, 1.5], times the
     fleet's memory over the mean size, kept within 30–100. Every order fits one device of the empty fleet.
@@ -302,7 +319,7 @@ def large_instance(rng: random.Random) -> tuple[list[Node], list[float]]:
         mode = rng.choices(["shares", "whole", "mig"], weights=[45, 30, 25])[0]
         gpus: tuple[tuple[int, ...], ...]
         if mode == "mig":
-            gpus = tuple(rng.choice(_MIG_GEOMETRIES) for _ in range(rng.randint(1, 4)))
+            gpus = tuple(rng.choice(list(_MIG_GEOMETRIES)) for _ in range(rng.randint(1, 4)))
         else:
             memory = rng.choice(sorted(PRODUCTS))
             gpus = ((memory,),) * rng.randint(1, 8)
