@@ -77,6 +77,8 @@ class Report:
     disagreements: list[str] = field(default_factory=list)
     false_refusals: list[str] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)  # refusals by reason
+    grown: int = 0  # further replicas' claims (the template's prioritized list) the scheduler allocated
+    waiting_growth: int = 0  # further replicas' claims no device of the plan's shape had room for
     planted: list[str] = field(default_factory=list)  # what went wrong with the planted disagreement
     learned: str = ""  # the planner's answer once it learned the planted disagreement
     seconds: float = 0.0
@@ -88,7 +90,13 @@ class Report:
             f"{self.allocated} allocated, {len(self.disagreements)} disagreements, "
             f"{self.refusals} refusals checked by {self.probes} probes, "
             f"{len(self.false_refusals)} false, {self.preempted} preempted, "
-            f"refusals {dict(sorted(self.reasons.items()))}, {self.seconds:.0f} s"
+            f"refusals {dict(sorted(self.reasons.items()))}, "
+            + (
+                f"growth {self.grown} allocated {self.waiting_growth} waiting, "
+                if self.grown or self.waiting_growth
+                else ""
+            )
+            + f"{self.seconds:.0f} s"
             + (f"; planted: {self.learned or 'not learned'}" if self.learned or self.planted else "")
         )
 
@@ -319,6 +327,42 @@ def _pin(placement: Any) -> dict[str, Any]:
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
 
 
+def _growth(placement: Any) -> dict[str, Any]:
+    """The claim of a further replica as the operator's template asks it (isvc_workload `_request`): the
+    planned devices first, else any of their shape (issue 40)."""
+    chosen = placement.device_selectors
+    assert chosen is not None
+    base: dict[str, Any] = {
+        "deviceClassName": placement.device_class_name,
+        "allocationMode": "ExactCount",
+        "count": placement.device_count,
+    }
+    requests = claim_capacity_requests(placement)
+    if requests:
+        base["capacity"] = {"requests": requests}
+    choices = [
+        {"name": n, **base, "selectors": [{"cel": {"expression": e}}]}
+        for n, e in (("planned", chosen.pinned), ("alike", chosen.alike))
+    ]
+    return {"devices": {"requests": [{"name": "gpu", "firstAvailable": choices}]}}
+
+
+def _same(inventory: Inventory, allocated: list[tuple[str, str]], placement: Any) -> bool:
+    """Whether the scheduler allocated what the plan placed: its devices, or, for partitions published
+    without a uuid (DynamicMIG), placements of the same profile on the same parents (what their pin names)."""
+    planned = sorted((placement.pool or "", d) for d in placement.devices or [])
+    if sorted(allocated) == planned:
+        return True
+    devices = inventory.view.fleet.devices
+
+    def pins(pairs: list[tuple[str, str]]) -> list[str]:
+        return sorted(
+            str(devices[(DRIVER, pool, d)].pin) for pool, d in pairs if (DRIVER, pool, d) in devices
+        )
+
+    return len(pins(allocated)) == len(planned) and pins(allocated) == pins(planned)
+
+
 def _where(answer: PlanResponse) -> str:
     p = answer.placement
     assert p is not None
@@ -339,6 +383,7 @@ def run(
     ns: str | None = None,
     sizes: Sequence[float] | None = None,
     plant: bool = False,
+    growth: bool = False,
 ) -> Report:
     """One seeded run against the fleets published on the cluster (see the module docstring)."""
     started = time.monotonic()
@@ -392,10 +437,26 @@ def run(
                     continue
                 p = answer.placement
                 assert p is not None
-                if sorted(allocated) != sorted((p.pool or "", d) for d in p.devices or []):
+                if not _same(inventory, allocated, p):
                     report.disagreements.append(f"{name} planned on {_where(answer)}, allocated {allocated}")
                 report.allocated += 1
             in_flight.clear()
+
+        growing: list[tuple[str, Any]] = []
+
+        def grow() -> None:
+            """Further replicas of orders placed and allocated: each claim as the operator's template asks
+            it (the planned devices, else any of their shape), labelled with its order, so the ledger counts
+            it as the order's and the plans after it must still agree with the scheduler (issue 40)."""
+            for name, placement in growing:
+                bed.create(f"{name}-grow", _growth(placement), {LABEL_ORDER: name})
+            for name, _ in growing:
+                allocated, _words = bed.settle(f"{name}-grow", timeout=30.0, persist=5.0)
+                if allocated is not None:
+                    report.grown += 1
+                else:
+                    report.waiting_growth += 1
+            growing.clear()
 
         def forget(names: list[str]) -> None:
             """Delete claims and wait until the planner's ledger has seen them go, as it will in time."""
@@ -474,9 +535,13 @@ def run(
             report.placed += 1
             live[name] = _where(answer)
             in_flight.append((name, answer))
+            if growth and report.placed % 3 == 0 and answer.placement.device_selectors is not None:
+                growing.append((name, answer.placement))
             if len(in_flight) >= batch:
                 settle()
+                grow()
         settle()
+        grow()
         if plant:
             _plant(report, bed, planner, inventory, live_requests, ns, forget, disagreements)
     finally:

@@ -2,6 +2,9 @@
 shares) and a dynamic-MIG one until refusals start: every placement is allocated by the scheduler, and where
 the planner said no the scheduler finds no room for any shape the order could take.
 
+Issue 40: every third order of the fill grows a further replica, its claim as the operator's template asks it
+(the planned devices, else any of their shape): the plans after it still agree with the scheduler.
+
 Issue 26: shares of mixed sizes (9 % and 23 % of an H100, as reported) fill the shareable cards of the
 default fleet to full, and orders of those sizes the MIG devices of the dynamic-MIG fleet (issue 41: no
 shares in that installation), each claim asking what the operator's template asks; then a claim the planner
@@ -49,6 +52,7 @@ def test_every_placement_is_allocated_and_every_refusal_is_true(
             fill_class=FILL[fleet_name][1],
             sizes=SIZES,
             plant=True,
+            growth=True,
             ns=f"fill-{fleet_name}",
         )
     finally:
@@ -56,6 +60,7 @@ def test_every_placement_is_allocated_and_every_refusal_is_true(
             Fleet.load(FLEETS[fleet_name]).unpublish(admin_api)
     print(filled.line())
     assert filled.placed > 10 and filled.refusals == 3
+    assert filled.grown > 0  # further replicas' claims (issue 40) in the fill, counted as their orders'
     assert filled.disagreements == []  # 0 orders stuck on a planned device
     assert filled.false_refusals == []
     assert set(filled.reasons) <= NO_ROOM
