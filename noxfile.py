@@ -85,7 +85,9 @@ def _kubernetes(session: nox.Session, end: str) -> None:
     write the tests never ran with it)."""
     ranges = set(_kubernetes_range().values())
     if len(ranges) != 1:
-        session.error(f"every package must accept one range of the kubernetes client, the one CI tests: {ranges}")
+        session.error(
+            f"every package must accept one range of the kubernetes client, the one CI tests: {ranges}"
+        )
     [spec] = ranges
     lowest = re.search(r">=\s*([0-9][0-9.]*)", spec)
     if lowest is None:

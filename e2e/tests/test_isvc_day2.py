@@ -396,16 +396,30 @@ def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed)
     bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
     [pod] = bed.pods(name)
     assert _evict(bed, pod.metadata.name) == 201
-    began, seen = time.monotonic(), set()
+    began, seen, phases, lies = time.monotonic(), set(), [], []
 
-    def moved(s: dict[str, Any]) -> bool:
+    def ready_endpoints() -> int:
+        return sum(
+            any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            for p in bed.pods(name)
+        )
+
+    def moved() -> dict[str, Any] | None:
+        # Issue 45, point 2: the phase read Degraded ("serves") with no replica ready for 1-2 s. A sample counts
+        # only when the pods read before and after the status both have none ready.
+        before, s, after = ready_endpoints(), bed.status(name), ready_endpoints()
         seen.update(c.get("reason") for c in s.get("conditions", []))
-        return s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node
+        phases.append(s.get("phase"))
+        if s.get("phase") == "Degraded" and before == after == 0:
+            lies.append(round(time.monotonic() - began, 1))
+        return s if s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node else None
 
-    status = bed.wait(name, moved, 30, "Ready again on another node")
+    status = wait_for(moved, 30, interval=0.5, what="Ready again on another node")
     print(
-        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction"
+        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction; "
+        f"phases sampled every 0.5 s: {phases}"
     )
+    assert lies == [], f"Degraded with no replica ready at {lies} s"
     assert not seen & {"ResourceClaimExhausted", "LaunchPlanNotAPlacement"}, seen
     # Not a disagreement with the scheduler: the planner learned no refusal, so it distrusts no device.
     assert f"the scheduler refused the claim of {bed.ns}/{name}" not in bed.module.log("planner")

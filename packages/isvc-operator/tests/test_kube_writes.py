@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -31,7 +31,7 @@ _DISCOVERY: dict[str, Any] = {
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    seen: list[tuple[str, str, bytes]] = []
+    seen: ClassVar[list[tuple[str, str, bytes]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -83,7 +83,12 @@ def test_a_server_side_apply_is_the_manifest_as_yaml_with_its_characters_beyond_
     cluster: tuple[KubeCluster, list[tuple[str, str, bytes]]],
 ) -> None:
     kube, seen = cluster
-    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "x": "\U0001f600"}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "x": "\U0001f600",
+    }
 
     kube.apply(manifest)
 
@@ -93,7 +98,9 @@ def test_a_server_side_apply_is_the_manifest_as_yaml_with_its_characters_beyond_
     assert yaml.safe_load(body) == manifest
 
 
-def test_a_json_patch_is_the_list_of_operations(cluster: tuple[KubeCluster, list[tuple[str, str, bytes]]]) -> None:
+def test_a_json_patch_is_the_list_of_operations(
+    cluster: tuple[KubeCluster, list[tuple[str, str, bytes]]],
+) -> None:
     kube, seen = cluster
     ops = [{"op": "replace", "path": "/spec/x", "value": 1}]
 

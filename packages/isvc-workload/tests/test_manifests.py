@@ -45,6 +45,7 @@ from isvc_workload import (
     external_host,
     ingress,
     model_volume,
+    outgrown,
     read_token,
     resource_claim_template,
     service,
@@ -443,6 +444,9 @@ def test_an_order_that_outgrew_the_held_volume_is_refused_with_the_procedure() -
     refusal = settle(statefulset(make_inputs(), SETTINGS), held)
     assert isinstance(refusal, Refusal) and refusal.reason == Reason.WORKLOAD_ERROR
     assert "20Gi" in refusal.message and "40Gi" in refusal.message and "Release notes" in refusal.message
+    # what the operator asks before it takes a new plan (issue 45): the same refusal, from the held set alone
+    assert outgrown(held, "40Gi") == refusal
+    assert outgrown(held, "20Gi") is None and outgrown(None, "40Gi") is None
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ from isvc_workload._judge import (
     judge_workload,
     workload_error,
 )
-from isvc_workload._kube import awaits_claim
+from isvc_workload._kube import awaits_claim, serving
 from isvc_workload._network import CONTROLLER_POD_LABELS, NAMESPACE_NAME_LABEL, network_policy
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
@@ -83,6 +83,7 @@ from isvc_workload._statefulset import (
     TOKEN_HASH_ANNOTATION,
     ModelVolume,
     model_volume,
+    outgrown,
     settle,
     statefulset,
 )
@@ -158,6 +159,7 @@ __all__ = [
     "load_metrics",
     "model_volume",
     "network_policy",
+    "outgrown",
     "overdue_message",
     "owner_reference",
     "permit_manifest",
@@ -171,6 +173,7 @@ __all__ = [
     "scrape_annotations",
     "scrape_labels",
     "service",
+    "serving",
     "set_rolling",
     "settle",
     "settled_region_check",

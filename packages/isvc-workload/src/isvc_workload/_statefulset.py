@@ -31,6 +31,7 @@ __all__ = [
     "TOKEN_HASH_ANNOTATION",
     "ModelVolume",
     "model_volume",
+    "outgrown",
     "settle",
     "statefulset",
 ]
@@ -275,6 +276,25 @@ def model_volume(statefulset: dict[str, Any] | None) -> ModelVolume | None:
     return None
 
 
+def outgrown(held: dict[str, Any] | None, needed_size: str) -> Refusal | None:
+    """WorkloadError when the model volume of the set the cluster holds is smaller than `needed_size` (a set's
+    claim templates never change), with the procedure; None without a set or when it is large enough."""
+    kept = model_volume(held)
+    refusal = settled_region_check(kept.size if kept is not None else None, needed_size)
+    if held is None or refusal is None:
+        return None
+    meta = held["metadata"]
+    return refusal.model_copy(
+        update={
+            "message": (
+                f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
+                f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
+                "new size (the old replicas stop serving until a new one is ready)."
+            )
+        }
+    )
+
+
 def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any] | Refusal:
     """The set to apply over the one the cluster holds: `wanted` keeping the held model volume (the API server
     refuses any change to a set's claim templates), or WorkloadError when the order now needs more than it.
@@ -284,18 +304,9 @@ def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any
     kept, needed = model_volume(held), model_volume(wanted)
     if kept is None or needed is None or kept == needed:
         return wanted
-    refusal = settled_region_check(kept.size, needed.size)
+    refusal = outgrown(held, needed.size)
     if refusal is not None:
-        meta = wanted["metadata"]
-        return refusal.model_copy(
-            update={
-                "message": (
-                    f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
-                    f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
-                    "new size (the old replicas stop serving until a new one is ready)."
-                )
-            }
-        )
+        return refusal
     order = str((wanted["metadata"].get("labels") or {}).get(LABEL_ORDER) or wanted["metadata"]["name"])
     spec = dict(wanted["spec"])
     spec["volumeClaimTemplates"] = [_claim_template(kept, order)]
