@@ -8,8 +8,10 @@ from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey
 from isvc_api._memory import (
     GIB,
+    KV_GEOMETRY_UNKNOWN,
     MIN_CONTEXT,
     PLANNING_BATCH,
+    SIZED_BY_KV,
     VLLM_LADDER,
     Batch,
     Fit,
@@ -21,6 +23,7 @@ from isvc_api._memory import (
     kv_layout,
     need_per_device,
     runtime_for,
+    unknown_kv_bytes,
     visible_bytes,
     vllm_margin,
 )
@@ -100,6 +103,7 @@ __all__ = [
     "CONDITION_ORDER",
     "GIB",
     "GROUP",
+    "KV_GEOMETRY_UNKNOWN",
     "LABEL_MANAGED_BY",
     "LABEL_ORDER",
     "LABEL_PRIORITY",
@@ -110,6 +114,7 @@ __all__ = [
     "PLANNING_BATCH",
     "READINESS",
     "SHARE_RANGE",
+    "SIZED_BY_KV",
     "TLS",
     "VERSION",
     "VLLM_LADDER",
@@ -195,6 +200,7 @@ __all__ = [
     "set_condition",
     "share_in_range",
     "structural_schema",
+    "unknown_kv_bytes",
     "visible_bytes",
     "vllm_margin",
 ]
