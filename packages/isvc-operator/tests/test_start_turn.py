@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from isvc_api import PlacementMode, Reason, SharingMode, Verdict
 from isvc_operator import PlanOutcome, StartWaiters
-from isvc_workload import START_PERMIT_ANNOTATION, turn_lease_name, turn_of
+from isvc_workload import (
+    START_PERMIT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
+    gate_pod_spec,
+    turn_lease_name,
+    turn_of,
+)
 
 from .fakes import ESTIMATES, PLACEMENT, World, order
 
@@ -42,19 +48,29 @@ def world() -> World:
 
 
 def _waiting_pod(
-    w: World, ns: str, name: str, restarts: int = 0, ready: bool = False, permit: str = "0"
+    w: World,
+    ns: str,
+    name: str,
+    restarts: int = 0,
+    ready: bool = False,
+    permit: str = "0",
+    sealed: bool = False,
+    seal: str | None = None,
 ) -> None:
     pod = f"{name}-0"
+    _, volumes = gate_pod_spec({"name": "server", "command": ["vllm"]}, 600)
+    annotations = {START_PERMIT_ANNOTATION: permit} | ({START_PERMIT_SEAL_ANNOTATION: seal} if seal else {})
     w.cluster.put(
         {
             "apiVersion": "v1",
             "kind": "Pod",
+            "spec": {"volumes": volumes if sealed else []},
             "metadata": {
                 "name": pod,
                 "namespace": ns,
                 "uid": f"uid-{pod}",
                 "labels": {"ai.deckhouse.io/inference-service": name},
-                "annotations": {START_PERMIT_ANNOTATION: permit},
+                "annotations": annotations,
                 "ownerReferences": [
                     {"kind": "StatefulSet", "name": name, "uid": f"set-{name}", "controller": True}
                 ],
@@ -218,3 +234,32 @@ def test_a_pod_the_set_did_not_make_takes_no_turn(world: World) -> None:
     pod["metadata"]["ownerReferences"] = []  # a namespace user's pod with the order's label
     world.run(order(A[1], A[0]))
     assert _permit(world, *A) == "0" and _turn(world) is None
+
+
+def test_a_permit_the_module_did_not_seal_gets_the_replica_deleted_to_wait_its_turn_issue_44(
+    world: World,
+) -> None:
+    """A namespace user (Kubernetes' `edit`) wrote the start permit on her pod herself: its runtime would start
+    beside a co-tenant's start. The module seals its permits; a pod of the sealed gate whose permit it did not
+    seal is deleted (its set makes it anew, behind the gate), with one event."""
+    world.run(order(A[1], A[0]))  # A holds the card's turn
+    _waiting_pod(world, *B, permit="1", sealed=True, seal="0123456789abcdef0123456789abcdef")
+    status = world.run(order(B[1], B[0]))
+    assert ("Pod", B[0], "chat-b-0") not in world.cluster.objects  # deleted: the set makes it anew
+    said = _workload(status)
+    assert said["reason"] == "WorkloadNotReady" and "its start permit was not the module's" in said["message"]
+    [event] = [e for e in world.cluster.events if e[2] == "StartPermitForged"]
+    assert event[1] == "Warning" and "a seal that does not hold" in event[3]
+    assert _turn(world).pod == "chat-a-0"  # A's turn is untouched
+
+
+def test_the_modules_own_sealed_permit_stands_and_an_earlier_gates_pod_is_left_alone(world: World) -> None:
+    _waiting_pod(world, *A, sealed=True)
+    world.run(order(A[1], A[0]))
+    assert _permit(world, *A) == "1"  # permitted, with the module's seal
+    world.run(order(A[1], A[0]))
+    assert ("Pod", A[0], "chat-a-0") in world.cluster.objects
+    _waiting_pod(world, *B, permit="3")  # a pod of the earlier gate (no seal mounted): nothing to check
+    world.run(order(B[1], B[0]))
+    assert ("Pod", B[0], "chat-b-0") in world.cluster.objects
+    assert not [e for e in world.cluster.events if e[2] == "StartPermitForged"]

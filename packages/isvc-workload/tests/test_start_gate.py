@@ -14,11 +14,15 @@ from isvc_workload import (
     START_COUNT_PATH,
     START_GATE_PATH,
     START_PERMIT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
     WorkloadSettings,
     device_of,
     gate_pod_spec,
     overdue_message,
     permit_manifest,
+    permit_seal,
+    permit_view,
+    sealed_gate,
     start_asked,
     start_state,
     statefulset,
@@ -144,15 +148,38 @@ def test_the_wait_names_the_neighbour_but_not_its_namespace() -> None:
 
 
 def test_the_permit_is_the_pods_own_metadata_only() -> None:
-    manifest = permit_manifest(_pod(), 2, NOW)
+    manifest = permit_manifest(_pod(), 2, NOW, "sealed")
     assert set(manifest) == {"apiVersion", "kind", "metadata"}
     assert manifest["metadata"]["annotations"][START_PERMIT_ANNOTATION] == "2"
+    assert permit_seal(manifest) == "sealed"
+
+
+def test_the_gate_reads_the_permits_seal_and_the_controller_knows_such_a_pod_issue_44() -> None:
+    _, volumes = gate_pod_spec({"name": "server", "command": ["vllm"]}, 60)
+    items = {i["path"]: i["fieldRef"]["fieldPath"] for i in volumes[0]["downwardAPI"]["items"]}
+    assert items["seal"] == f"metadata.annotations['{START_PERMIT_SEAL_ANNOTATION}']"
+    assert sealed_gate({"spec": {"volumes": volumes}}) and not sealed_gate(_pod())
+    pod = _pod()
+    view = permit_view(pod, 2)
+    assert view["spec"] == {
+        "pod": f"team-a/{pod['metadata']['name']}/{pod['metadata'].get('uid')}",
+        "start": 2,
+    }
+    assert permit_view(pod, 3) != view
+
+
+def test_a_permit_without_a_seal_starts_nothing_issue_44(tmp_path: Path) -> None:
+    """A user who writes the permit annotation on her pod: the gate waits for the seal the module writes."""
+    done = _gate(tmp_path, "1", limit=1, seal=None)
+    assert "had no turn after 1 s" in done.stderr
 
 
 # ------------------------------------------------------------------ the script itself, run by a real sh
 
 
-def _gate(tmp: Path, permit: str | None, limit: int = 3) -> subprocess.CompletedProcess[str]:
+def _gate(
+    tmp: Path, permit: str | None, limit: int = 3, seal: str | None = "s"
+) -> subprocess.CompletedProcess[str]:
     """The container's command with the gate's paths moved under `tmp`; the runtime is `echo ran`."""
     container, _ = gate_pod_spec({"name": "server", "command": ["echo", "ran"]}, limit)
     script = (
@@ -164,6 +191,8 @@ def _gate(tmp: Path, permit: str | None, limit: int = 3) -> subprocess.Completed
     (tmp / "gate").mkdir(exist_ok=True)
     if permit is not None:
         (tmp / "gate" / "permit").write_text(permit)
+    if seal is not None:
+        (tmp / "gate" / "seal").write_text(seal)
     sh = shutil.which("sh")
     assert sh is not None
     return subprocess.run(

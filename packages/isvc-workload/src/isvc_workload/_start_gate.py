@@ -27,18 +27,25 @@ from typing import Any
 from isvc_api import LABEL_MANAGED_BY, DeviceKey
 
 __all__ = [
+    "SEAL_ITEM",
     "START_COUNT_PATH",
+    "START_GATE_ANNOTATIONS",
     "START_GATE_PATH",
+    "START_GATE_VOLUME",
     "START_PERMITTED_AT_ANNOTATION",
     "START_PERMIT_ANNOTATION",
+    "START_PERMIT_SEAL_ANNOTATION",
     "START_TURN_LABEL",
     "Turn",
     "device_of",
     "gate_pod_spec",
     "overdue_message",
     "permit_manifest",
+    "permit_seal",
+    "permit_view",
     "permitted_at",
     "permitted_start",
+    "sealed_gate",
     "start_asked",
     "start_state",
     "turn_lease",
@@ -49,13 +56,22 @@ __all__ = [
 
 START_PERMIT_ANNOTATION = "ai.deckhouse.io/start-permit"  # the start the pod may run: 0 none yet, then 1, 2 …
 START_PERMITTED_AT_ANNOTATION = "ai.deckhouse.io/start-permitted-at"  # when that permit was written
+# The controller's seal of that permit: an HMAC of the pod and the start under a key only the controller holds.
+# A namespace user can write the pod's annotations (Kubernetes' `edit`), so the permit alone is no proof.
+START_PERMIT_SEAL_ANNOTATION = "ai.deckhouse.io/start-permit-seal"
+START_GATE_ANNOTATIONS = (
+    START_PERMIT_ANNOTATION,
+    START_PERMITTED_AT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
+)
 START_TURN_LABEL = "ai.deckhouse.io/start-turn"  # on the Leases that hold a device's turn
 _HOLDER = "ai.deckhouse.io/start-holder"  # on the Lease: <namespace>/<pod>/<uid>/<start>
 _ORDER = "ai.deckhouse.io/start-order"  # on the Lease: <namespace>/<order> of the holder
 _DEVICE = "ai.deckhouse.io/start-device"  # on the Lease: <driver>/<pool>/<device>
 START_GATE_PATH = "/etc/isvc/start-gate"
 START_COUNT_PATH = "/run/isvc/start"
-_GATE_VOLUME = "start-gate"
+START_GATE_VOLUME = "start-gate"
+SEAL_ITEM = "seal"  # the gate volume's item of the permit's seal: a pod of a gate that waits for one
 _COUNT_VOLUME = "start-count"
 _FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
 
@@ -70,7 +86,8 @@ w=0
 while :; do
   p=0; {{ read -r p < {gate}/permit; }} 2>/dev/null
   case "$p" in ''|*[!0-9]*) p=0;; esac
-  [ "$p" -ge "$n" ] && break
+  s=; {{ read -r s < {gate}/seal; }} 2>/dev/null
+  [ "$p" -ge "$n" ] && [ -n "$s" ] && break
   if [ "$w" -ge {limit} ]; then
     echo "isvc start gate: start $n had no turn after {limit} s; starting without one" >&2; break
   fi
@@ -99,19 +116,23 @@ def gate_pod_spec(
         "command": ["/bin/sh", "-c", script, "start-gate", *command],
         "volumeMounts": [
             *container.get("volumeMounts", []),
-            {"name": _GATE_VOLUME, "mountPath": START_GATE_PATH, "readOnly": True},
+            {"name": START_GATE_VOLUME, "mountPath": START_GATE_PATH, "readOnly": True},
             {"name": _COUNT_VOLUME, "mountPath": START_COUNT_PATH},
         ],
     }
     volumes = [
         {
-            "name": _GATE_VOLUME,
+            "name": START_GATE_VOLUME,
             "downwardAPI": {
                 "items": [
                     {
                         "path": "permit",
                         "fieldRef": {"fieldPath": f"metadata.annotations['{START_PERMIT_ANNOTATION}']"},
-                    }
+                    },
+                    {
+                        "path": SEAL_ITEM,
+                        "fieldRef": {"fieldPath": f"metadata.annotations['{START_PERMIT_SEAL_ANNOTATION}']"},
+                    },
                 ]
             },
         },
@@ -188,8 +209,32 @@ def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | 
     return None
 
 
-def permit_manifest(pod: dict[str, Any], start: int, at: datetime) -> dict[str, Any]:
-    """The annotations that let start `start` of the pod run (server-side apply of its metadata)."""
+def sealed_gate(pod: dict[str, Any]) -> bool:
+    """Whether the pod runs a gate that waits for a sealed permit (its spec, which no one changes after the pod
+    is made, mounts the seal): a pod of an earlier gate waited for the permit alone."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if isinstance(volume, dict) and volume.get("name") == START_GATE_VOLUME:
+            items = (volume.get("downwardAPI") or {}).get("items") or []
+            return any(isinstance(i, dict) and i.get("path") == SEAL_ITEM for i in items)
+    return False
+
+
+def permit_view(pod: dict[str, Any], start: int) -> dict[str, Any]:
+    """What the controller seals of a permit: the pod, by namespace, name and uid, and the start it lets run."""
+    meta = pod.get("metadata") or {}
+    who = f"{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}"
+    return {"kind": "StartPermit", "metadata": {}, "spec": {"pod": who, "start": start}}
+
+
+def permit_seal(pod: dict[str, Any]) -> str | None:
+    """The seal the pod's permit carries, as written on it (anyone's word until the controller checks it)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMIT_SEAL_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
+def permit_manifest(pod: dict[str, Any], start: int, at: datetime, seal: str) -> dict[str, Any]:
+    """The annotations that let start `start` of the pod run (server-side apply of its metadata), with the
+    controller's seal of them (`seal`, of `permit_view`)."""
     meta = pod["metadata"]
     return {
         "apiVersion": "v1",
@@ -200,6 +245,7 @@ def permit_manifest(pod: dict[str, Any], start: int, at: datetime) -> dict[str, 
             "annotations": {
                 START_PERMIT_ANNOTATION: str(start),
                 START_PERMITTED_AT_ANNOTATION: _stamp(at),
+                START_PERMIT_SEAL_ANNOTATION: seal,
             },
         },
     }

@@ -10,6 +10,7 @@ else within 5 s: a restarted controller reads the Leases and the pods and goes o
 
 from __future__ import annotations
 
+import hmac
 import logging
 
 from isvc_api import Obj, Reason, Verdict
@@ -18,8 +19,12 @@ from isvc_workload import (
     device_of,
     overdue_message,
     permit_manifest,
+    permit_seal,
+    permit_view,
     permitted_at,
     permitted_start,
+    sealed_gate,
+    serving,
     start_asked,
     start_state,
     turn_lease,
@@ -28,13 +33,16 @@ from isvc_workload import (
     waiting_message,
 )
 
-from isvc_operator._outcome import Apply, Decisions
+from isvc_operator._outcome import Apply, Decisions, Delete
 from isvc_operator._ports import Deps
 from isvc_operator._scope import RETRY_SOON, OrderScope, controlled_by
 
-__all__ = ["take_turns"]
+__all__ = ["FORGED_PERMIT", "take_turns"]
 
 log = logging.getLogger(__name__)
+FORGED_PERMIT = (
+    "StartPermitForged"  # the event on an order whose replica carried a permit the module did not seal
+)
 _LOST_RACE = 1.0  # another pass took the turn between read and write: look again in a second
 
 
@@ -44,8 +52,8 @@ def _of_set(pod: Obj, workload: Obj | None) -> bool:
     return bool(uid) and controlled_by(pod, "StatefulSet", uid)
 
 
-def _permit(scope: OrderScope, d: Decisions, pod: Obj, start: int) -> None:
-    d.write(Apply(permit_manifest(pod, start, scope.now)))
+def _permit(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int) -> None:
+    d.write(Apply(permit_manifest(pod, start, scope.now, deps.sealer.seal(permit_view(pod, start)))))
     log.info(
         "%s/%s: pod %s may start (start %d)", scope.namespace, scope.name, pod["metadata"]["name"], start
     )
@@ -74,7 +82,7 @@ def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, cla
     lease = deps.cluster.lease(deps.namespace, turn_lease_name(device))
     turn = turn_of(lease)
     if turn is not None and turn.of(pod, start):  # taken on an earlier pass; its permit may not be written
-        _permit(scope, d, pod, start)
+        _permit(scope, deps, d, pod, start)
         return None
     if turn is not None and scope.now < turn.until and turn.uid != pod["metadata"].get("uid"):
         holder = deps.cluster.cached("Pod", turn.namespace, turn.pod)
@@ -91,8 +99,36 @@ def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, cla
     if not deps.cluster.take_lease(wanted):
         d.requeue(_LOST_RACE)
         return None
-    _permit(scope, d, pod, start)
+    _permit(scope, deps, d, pod, start)
     return None
+
+
+def _forged(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj) -> str | None:
+    """A replica whose start permit the controller did not seal (issue 44: a namespace user can write a pod's
+    annotations and so let its runtime start out of turn) is deleted, and its set makes it anew to wait for
+    its turn; what it carried is said once, as an event. None for a permit of the controller's, or a pod of an
+    earlier gate that waits for no seal."""
+    start = permitted_start(pod)
+    if start < 1 or not sealed_gate(pod):
+        return None
+    seal = permit_seal(pod)
+    if seal is not None and hmac.compare_digest(seal, deps.sealer.seal(permit_view(pod, start))):
+        return None
+    name = pod["metadata"]["name"]
+    if not pod["metadata"].get("deletionTimestamp"):
+        d.write(Delete("v1", "Pod", name))
+        words = (
+            f"Replica {name} carried a start permit the module did not write (start {start}, "
+            f"{'a seal that does not hold' if seal else 'no seal'}): it is deleted, and made anew to wait for its "
+            "turn on its shared device."
+        )
+        log.warning("%s/%s: %s", scope.namespace, scope.name, words)
+        d.event("Warning", FORGED_PERMIT, words)
+    d.requeue(RETRY_SOON)
+    return (
+        f"Replica {name} is made anew: its start permit was not the module's. Runtimes that share a device start "
+        "one at a time, in the turns the module gives. This passes on its own."
+    )
 
 
 def _wake_waiters(deps: Deps, d: Decisions, pod: Obj, claims: list[Obj]) -> None:
@@ -122,8 +158,14 @@ def take_turns(
     The verdict changes only where it said the replicas are coming up (WorkloadNotReady)."""
     waits: list[str] = []
     overdue: list[str] = []
+    forged: set[str] = set()
     for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
         if not _of_set(pod, workload):
+            continue
+        remade = _forged(scope, deps, d, pod)
+        if remade is not None:
+            waits.append(remade)
+            forged.add(pod["metadata"]["name"])
             continue
         start = start_asked(pod, CONTAINER_NAME)
         if start is None:
@@ -134,6 +176,8 @@ def take_turns(
         if words is not None:
             (waits if start is not None else overdue).append(words)
     said = waits + overdue
+    if forged and {p["metadata"]["name"] for p in serving(pods)} <= forged:  # up only out of its turn
+        return Verdict.refuse(Reason.WORKLOAD_NOT_READY, waits[0])
     if not said or verdict.holds or verdict.reason != Reason.WORKLOAD_NOT_READY.value:
         return verdict
     return Verdict.refuse(Reason.WORKLOAD_NOT_READY, said[0])
