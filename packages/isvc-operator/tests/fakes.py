@@ -117,6 +117,8 @@ class FakeCluster:
         self.said_reads: list[tuple[str, str, str]] = []
         self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
         self.ready_pods = True  # an applied set gets a ready replica
+        self.start_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its current instance's output
+        self.start_log_reads: list[tuple[str, str]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -283,6 +285,10 @@ class FakeCluster:
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
         return None
 
+    def start_log(self, namespace: str, pod: str, container: str, lines: int = 200) -> str | None:
+        self.start_log_reads.append((namespace, pod))
+        return self.start_logs.get((namespace, pod))
+
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         self.failed_create_reads.append((namespace, kind, name, uid))
         return self.failed_creates.get((namespace, name))
@@ -423,6 +429,7 @@ class FakeRecipes:
             tool_call_parser=self.parsers[0],
             reasoning_parser=self.parsers[1],
             content_hash="abc",
+            runtime="vllm",  # the recipe's runtime, as the book compiles it
         )
 
 

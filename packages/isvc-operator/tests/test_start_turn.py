@@ -263,3 +263,31 @@ def test_the_modules_own_sealed_permit_stands_and_an_earlier_gates_pod_is_left_a
     world.run(order(B[1], B[0]))
     assert ("Pod", B[0], "chat-b-0") in world.cluster.objects
     assert not [e for e in world.cluster.events if e[2] == "StartPermitForged"]
+
+
+VLLM_TOOK_ITS_MEMORY = (
+    "INFO [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens\n"
+    "INFO [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB\n"
+)
+
+
+def test_the_turn_passes_once_the_runtime_says_its_memory_is_taken_not_at_ready_issue_45(world: World) -> None:
+    """Each turn was held until the start was Ready: the warm-up and the readiness probe's period after the
+    runtime had taken its memory kept every co-tenant of a freed card waiting, one after the other."""
+    world.start_waiters = StartWaiters()
+    world.restart()
+    world.run(order(A[1], A[0]))
+    world.run(order(B[1], B[0]))  # waits for A's start
+    world.cluster.start_logs[(A[0], "chat-a-0")] = "INFO Loading weights took 4.1 seconds\n"
+    world.run(order(A[1], A[0]))  # still loading: its output is looked at again shortly
+    assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 2
+    assert world.last.wake == () and _turn(world).settled is None
+    world.cluster.start_logs[(A[0], "chat-a-0")] += VLLM_TOOK_ITS_MEMORY
+    world.run(order(A[1], A[0]))  # not Ready yet, but its memory is taken: B is passed now
+    assert world.last is not None and world.last.wake == (B,)
+    assert _turn(world).settled is not None
+    world.run(order(B[1], B[0]))
+    assert (_permit(world, *A), _permit(world, *B)) == ("1", "1") and _turn(world).pod == "chat-b-0"
+    reads = len(world.cluster.start_log_reads)
+    world.run(order(A[1], A[0]))  # A no longer holds the turn: its output is not read again
+    assert len(world.cluster.start_log_reads) == reads

@@ -18,11 +18,13 @@ from isvc_workload import (
     WorkloadSettings,
     device_of,
     gate_pod_spec,
+    memory_taken,
     overdue_message,
     permit_manifest,
     permit_seal,
     permit_view,
     sealed_gate,
+    settled_lease,
     start_asked,
     start_state,
     statefulset,
@@ -224,3 +226,36 @@ def test_the_script_reads_a_missing_or_bad_permit_as_none(tmp_path: Path) -> Non
         "had no turn after 1 s"
         in _gate(tmp_path / "x" if (tmp_path / "x").mkdir() else tmp_path, "1;2", 1).stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("runtime", "output", "taken"),
+    [
+        ("vllm", "INFO [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB", True),
+        ("vllm", "INFO [core.py:210] init engine (profile, create kv cache, warmup model) took 41.20 seconds", True),
+        ("vllm", "INFO [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens", False),
+        (
+            "llamacpp",
+            "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to "
+            "disable)",
+            True,
+        ),
+        ("llamacpp", "load_tensors: CPU model buffer size = 0.46 MiB", False),
+        ("tei", "Warming up model", False),  # a runtime that says nothing known holds its turn until Ready
+        ("vllm", None, False),
+    ],
+)
+def test_a_start_is_settled_when_its_runtime_says_its_memory_is_taken_issue_45(
+    runtime: str, output: str | None, taken: bool
+) -> None:
+    assert memory_taken(runtime, output) is taken
+
+
+def test_a_settled_turn_is_over_from_then_whatever_its_bound() -> None:
+    pod = _pod()
+    lease = turn_lease("d8-isvc", ("gpu.nvidia.com", "n", "gpu-0"), pod, 1, "llm-a", NOW, 600, "7")
+    settled = settled_lease(lease, NOW + timedelta(seconds=20))
+    turn = turn_of(settled)
+    assert turn is not None and turn.of(pod, 1) and turn.settled == NOW + timedelta(seconds=20)
+    assert turn.until == NOW + timedelta(seconds=20) and turn.resource_version == "7"
+    assert turn_of(lease) is not None and turn_of(lease).until == NOW + timedelta(seconds=600)  # type: ignore[union-attr]

@@ -20,6 +20,7 @@ Pure: dicts in, dicts and words out.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from isvc_api import LABEL_MANAGED_BY, DeviceKey
 
 __all__ = [
+    "MEMORY_TAKEN",
     "SEAL_ITEM",
     "START_COUNT_PATH",
     "START_GATE_ANNOTATIONS",
@@ -39,6 +41,7 @@ __all__ = [
     "Turn",
     "device_of",
     "gate_pod_spec",
+    "memory_taken",
     "overdue_message",
     "permit_manifest",
     "permit_seal",
@@ -46,6 +49,7 @@ __all__ = [
     "permitted_at",
     "permitted_start",
     "sealed_gate",
+    "settled_lease",
     "start_asked",
     "start_state",
     "turn_lease",
@@ -73,6 +77,20 @@ START_COUNT_PATH = "/run/isvc/start"
 START_GATE_VOLUME = "start-gate"
 SEAL_ITEM = "seal"  # the gate volume's item of the permit's seal: a pod of a gate that waits for one
 _COUNT_VOLUME = "start-count"
+_SETTLED = "ai.deckhouse.io/start-settled"  # on the Lease: when its start's runtime said its memory is taken
+# What each runtime prints once its start has taken the memory it keeps, after which a neighbour starting no
+# longer moves what it measures; the turn ends there, not at Ready (the warm-up and the readiness probe's
+# period after it take no memory of the card's). vLLM v0.11.0: "Graph capturing finished in %.0f secs, took
+# %.2f GiB" (vllm/v1/worker/gpu_model_runner.py, after the KV cache is allocated), or with CUDA graphs off
+# "init engine (profile, create kv cache, warmup model) took %.2f seconds" (vllm/v1/engine/core.py).
+# llama.cpp: "warming up the model with an empty run" (common/common.cpp, common_init_from_params, once the
+# weights, the KV cache and the compute buffers are allocated).
+MEMORY_TAKEN = {
+    "vllm": re.compile(
+        r"Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took"
+    ),
+    "llamacpp": re.compile(r"warming up the model with an empty run"),
+}
 _FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
 
 
@@ -192,6 +210,12 @@ def start_state(pod: dict[str, Any] | None, container: str, start: int) -> str:
     return "ready" if status.get("ready") else "starting"
 
 
+def memory_taken(runtime: str | None, output: str | None) -> bool:
+    """Whether a start's own output (its container's current instance) says its runtime took its memory."""
+    pattern = MEMORY_TAKEN.get(runtime or "")
+    return pattern is not None and output is not None and pattern.search(output) is not None
+
+
 def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | None:
     """The device allocated to the claim the pod's status names and the pod owns (its first result), or None
     while it has none. Claims are read by the name the pod's status gives, never by labels a user can write."""
@@ -273,6 +297,7 @@ class Turn:
     since: datetime
     until: datetime
     resource_version: str | None
+    settled: datetime | None = None  # its runtime said its memory is taken: the turn ended then
 
     def of(self, pod: dict[str, Any], start: int) -> bool:
         """Whether the turn is this pod's, for this start."""
@@ -311,6 +336,7 @@ def turn_of(lease: dict[str, Any] | None) -> Turn | None:
     seconds = spec.get("leaseDurationSeconds")
     if len(holder) != 4 or not holder[3].isdigit() or since is None or not isinstance(seconds, int):
         return None
+    settled = _parse(annotations.get(_SETTLED))
     return Turn(
         namespace=holder[0],
         pod=holder[1],
@@ -319,8 +345,11 @@ def turn_of(lease: dict[str, Any] | None) -> Turn | None:
         order_namespace=order[0] if len(order) == 2 else holder[0],
         order=order[1] if len(order) == 2 else holder[1],
         since=since,
-        until=since + timedelta(seconds=seconds),
+        until=min(since + timedelta(seconds=seconds), settled)
+        if settled
+        else since + timedelta(seconds=seconds),
         resource_version=meta.get("resourceVersion"),
+        settled=settled,
     )
 
 
@@ -360,6 +389,22 @@ def turn_lease(
             "renewTime": _stamp(at),
             "leaseDurationSeconds": int(seconds),
         },
+    }
+
+
+def settled_lease(lease: dict[str, Any], at: datetime) -> dict[str, Any]:
+    """The Lease of a turn whose start's runtime said at `at` that its memory is taken: the turn is over then
+    (written with the resourceVersion read, so a turn taken since is never overwritten)."""
+    meta = dict(lease.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), _SETTLED: _stamp(at)}
+    kept = {
+        k: meta[k] for k in ("name", "namespace", "labels", "annotations", "resourceVersion") if k in meta
+    }
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": kept,
+        "spec": lease.get("spec"),
     }
 
 

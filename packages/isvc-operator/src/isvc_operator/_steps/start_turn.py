@@ -17,6 +17,7 @@ from isvc_api import Obj, Reason, Verdict
 from isvc_workload import (
     CONTAINER_NAME,
     device_of,
+    memory_taken,
     overdue_message,
     permit_manifest,
     permit_seal,
@@ -25,6 +26,7 @@ from isvc_workload import (
     permitted_start,
     sealed_gate,
     serving,
+    settled_lease,
     start_asked,
     start_state,
     turn_lease,
@@ -44,6 +46,7 @@ FORGED_PERMIT = (
     "StartPermitForged"  # the event on an order whose replica carried a permit the module did not seal
 )
 _LOST_RACE = 1.0  # another pass took the turn between read and write: look again in a second
+SETTLE_LOOK = 2.0  # while a start holds its device's turn, its output is read this often for its memory taken
 
 
 def _of_set(pod: Obj, workload: Obj | None) -> bool:
@@ -131,6 +134,38 @@ def _forged(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj) -> str | None
     )
 
 
+def _settle(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, claims: list[Obj]) -> None:
+    """A start that holds its device's turn gives it up once its runtime says its memory is taken (issue 45:
+    each turn was held until Ready, the warm-up and the readiness probe's period included, so the co-tenants
+    of a freed card started one after the other over minutes). Its output is read every SETTLE_LOOK seconds
+    while it holds the turn; the orders waiting are passed as soon as it is over."""
+    start = permitted_start(pod)
+    compiled = scope.plan.runtime if scope.plan is not None else None
+    runtime = (compiled.model_extra or {}).get("runtime") if compiled is not None else None
+    if start < 1 or runtime is None or start_state(pod, CONTAINER_NAME, start) != "starting":
+        return
+    device = device_of(pod, claims)
+    lease = deps.cluster.lease(deps.namespace, turn_lease_name(device)) if device is not None else None
+    turn = turn_of(lease)
+    if device is None or lease is None or turn is None or not turn.of(pod, start) or scope.now >= turn.until:
+        return
+    if not memory_taken(
+        runtime, deps.cluster.start_log(scope.namespace, pod["metadata"]["name"], CONTAINER_NAME)
+    ):
+        d.requeue(SETTLE_LOOK)
+        return
+    if deps.cluster.take_lease(settled_lease(lease, scope.now)):
+        log.info(
+            "%s/%s: pod %s took its memory %.1f s after its permit; the device's turn passes on",
+            scope.namespace,
+            scope.name,
+            pod["metadata"]["name"],
+            (scope.now - turn.since).total_seconds(),
+        )
+        if deps.start_waiters is not None:
+            d.wake.extend(deps.start_waiters.freed(device))
+
+
 def _wake_waiters(deps: Deps, d: Decisions, pod: Obj, claims: list[Obj]) -> None:
     """A start of the pod that is over (Ready, ended) no longer holds its device's turn: the orders waiting for
     that turn are passed now, not on their next look."""
@@ -170,6 +205,7 @@ def take_turns(
         start = start_asked(pod, CONTAINER_NAME)
         if start is None:
             _wake_waiters(deps, d, pod, claims)
+            _settle(scope, deps, d, pod, claims)
         words = (
             _take(scope, deps, d, pod, start, claims) if start is not None else _overdue(scope, deps, d, pod)
         )
