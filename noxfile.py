@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
+import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
@@ -356,8 +359,31 @@ def up(session: nox.Session) -> None:
     _wheels(session)
     _build_images(session, manifest, "modelFetcher")
     session.chdir(ROOT)
-    # Ctrl-C reaches the demo too, which then tears the real node down: nox waits for that
-    session.run(*argv, env={"ISVC_IMAGES_MANIFEST": str(manifest)}, interrupt_timeout=300)
+    _run_handing_on_signals(session, argv, {"ISVC_IMAGES_MANIFEST": str(manifest)})
+
+
+def _run_handing_on_signals(session: nox.Session, argv: list[str], env: dict[str, str]) -> None:
+    """Run `argv` in the session's environment, handing SIGTERM and SIGINT on to it as SIGINT and waiting for it:
+    the demo tears the real node down on either. (nox's own run waits out a Ctrl-C the terminal sent the whole
+    group, and a SIGTERM to nox alone ended nox and left the demo and the real node running: issue 45.)"""
+    bin_dir = str(session.bin)
+    path = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    full = {**os.environ, **{k: v for k, v in session.env.items() if v is not None}, **env, "PATH": path}
+    session.log(" ".join(argv))
+    proc = subprocess.Popen([str(Path(bin_dir) / argv[0]), *argv[1:]], env=full, cwd=ROOT)
+
+    def hand_on(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, hand_on)
+    while True:
+        with contextlib.suppress(InterruptedError):
+            code = proc.wait()
+            break
+    if code != 0:
+        session.error(f"{' '.join(argv)} ended with {code}")
 
 
 @nox.session(python=PYTHON)

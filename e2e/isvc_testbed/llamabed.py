@@ -13,9 +13,9 @@ What the test bed supplies, and why:
   toleration, and the planner counts a tainted node's card as closed;
 - the Hugging Face endpoint is the stand-in Hub relayed at the node's address (`RealNode.relay`): the same
   URL serves the controller on the host and the fetch container in the pod;
-- the controller's probe URL is a loopback port carried to the order's pod by the API server's port-forward
-  (`PodForwarder`): no Service IP is served on the host (no kube-proxy), and a service proxy would take the
-  order's token as an API credential.
+- the controller's probe URL is a loopback port carried to a pod of the order its path names by the API
+  server's port-forward (`OrderForwarder`, `http://127.0.0.1:<port>/{namespace}/{name}`): no Service IP is
+  served on the host (no kube-proxy), and a service proxy would take the order's token as an API credential.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from isvc_testbed.helpers import wait_for
 from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders
-from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, PodForwarder, llama_server_image
+from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, OrderForwarder, llama_server_image
 from isvc_testbed.tinymodel import hub_fixture, tiny_chat_model, truncated
 
 RECIPE = "llamacpp-chat"
@@ -55,7 +55,7 @@ class Bed:
     cluster: Cluster
     module: ModuleProcesses
     orders: Orders
-    forwarder: PodForwarder
+    forwarder: OrderForwarder
     good_model: Path
     dropped: int  # the node's dropped forwarded packets when the bed came up (nothing may dial out)
 
@@ -78,7 +78,7 @@ class Bed:
     def client(self, order: str, api_key: str | None = None, timeout: float = 60) -> openai.OpenAI:
         """An openai client for the order's pod through the forwarder's loopback port (the order's token)."""
         return openai.OpenAI(
-            base_url=f"http://127.0.0.1:{self.forwarder.port}/v1",
+            base_url=f"{self.forwarder.url(self.orders.ns, order)}/v1",
             api_key=self.token(order) if api_key is None else api_key,
             max_retries=0,
             timeout=timeout,
@@ -172,7 +172,7 @@ def llama_bed(
         hub = node.relay("hub-orders", module.hub_port, module.hub_port)
         module.start_planner()
         with (
-            PodForwarder(admin_api, namespace, f"{ORDER}-0", recipe.ports.http) as forwarder,
+            OrderForwarder(admin_api, recipe.ports.http) as forwarder,
             node.untainted(),
         ):
             module.start_controller(
@@ -183,7 +183,7 @@ def llama_bed(
                 "--model-fetch-image",
                 image_ref(fetcher),
                 "--probe-url-template",
-                f"http://127.0.0.1:{forwarder.port}",
+                forwarder.template(),
             )
             with Orders(module, admin_api, alice_api, namespace, timeout=120) as orders:
                 orders.create_class(

@@ -128,7 +128,6 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
 ) -> None:
     llama, watch = bed
     orders = llama.orders
-    llama.forwarder.pod = f"{ORDER}-0"
     orders.create_class(
         CLASS,
         {

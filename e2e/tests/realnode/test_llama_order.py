@@ -96,7 +96,6 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
 ) -> None:
     orders = bed.orders
     name = "tiny-cut"
-    bed.forwarder.pod = f"{name}-0"
     orders.create(name, hf(CUT_REPO), CLASS)
     try:
         status = orders.wait(
@@ -140,7 +139,6 @@ def test_two_orders_on_the_one_card_start_their_llama_servers_one_at_a_time(bed:
     from the API server: the pods' conditions and the containers' own lines)."""
     orders, core = bed.orders, bed.core
     names = ["tiny-one", "tiny-two"]
-    bed.forwarder.pod = f"{names[0]}-0"  # the probe reaches one of them; the gate is about their pods
     for name in names:
         orders.create(name, hf(REPO), CLASS)
     try:
