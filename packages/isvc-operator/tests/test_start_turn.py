@@ -271,7 +271,9 @@ VLLM_TOOK_ITS_MEMORY = (
 )
 
 
-def test_the_turn_passes_once_the_runtime_says_its_memory_is_taken_not_at_ready_issue_45(world: World) -> None:
+def test_the_turn_passes_once_the_runtime_says_its_memory_is_taken_not_at_ready_issue_45(
+    world: World,
+) -> None:
     """Each turn was held until the start was Ready: the warm-up and the readiness probe's period after the
     runtime had taken its memory kept every co-tenant of a freed card waiting, one after the other."""
     world.start_waiters = StartWaiters()

@@ -731,3 +731,9 @@ def test_the_token_digest_rolls_the_pods() -> None:
     two = statefulset(make_inputs().model_copy(update={"token_digest": "bbbb"}), SETTINGS)
     assert one["spec"]["template"]["metadata"]["annotations"]["ai.deckhouse.io/token-hash"] == "aaaa"
     assert one["spec"]["template"] != two["spec"]["template"]
+
+
+def test_a_runtime_that_answers_is_behind_the_service_within_two_seconds_issue_45() -> None:
+    """A restarted llama-server answered for 8.5 s before the kubelet's 10 s readiness probe marked it ready."""
+    probe = _container(statefulset(make_inputs(), SETTINGS))["readinessProbe"]
+    assert probe["periodSeconds"] == 2 and probe["periodSeconds"] * probe["failureThreshold"] == 30

@@ -232,7 +232,11 @@ def test_the_script_reads_a_missing_or_bad_permit_as_none(tmp_path: Path) -> Non
     ("runtime", "output", "taken"),
     [
         ("vllm", "INFO [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB", True),
-        ("vllm", "INFO [core.py:210] init engine (profile, create kv cache, warmup model) took 41.20 seconds", True),
+        (
+            "vllm",
+            "INFO [core.py:210] init engine (profile, create kv cache, warmup model) took 41.20 seconds",
+            True,
+        ),
         ("vllm", "INFO [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens", False),
         (
             "llamacpp",

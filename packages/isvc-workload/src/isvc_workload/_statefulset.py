@@ -42,6 +42,7 @@ MODEL_MOUNT_PATH = "/models"
 HF_TOKEN_ENV = "HF_TOKEN"
 RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
 TOKEN_HASH_ANNOTATION = "ai.deckhouse.io/token-hash"
+READINESS_PERIOD = 2  # seconds between the kubelet's readiness probes of a runtime
 _MODEL_VOLUME = "models"  # the prefix of the claim template's name, which the volume takes
 
 
@@ -178,10 +179,13 @@ def _container(inputs: WorkloadInputs, settings: WorkloadSettings, volume: str) 
             "claims": [{"name": CLAIM_NAME}],
         },
         "securityContext": _CONTAINER_SECURITY,
+        # Every 2 s, out of service after 30 s of failures: a runtime that answers again is behind the
+        # order's Service within 2 s (issue 45: a restarted llama-server answered for 8.5 s before the 10 s
+        # probe marked it ready, and the order read that it did not serve).
         "readinessProbe": {
             "httpGet": {"path": runtime.health_path, "port": "http"},
-            "periodSeconds": 10,
-            "failureThreshold": 3,
+            "periodSeconds": READINESS_PERIOD,
+            "failureThreshold": 15,
         },
         "volumeMounts": mounts,
     }
