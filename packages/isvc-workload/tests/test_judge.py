@@ -458,7 +458,7 @@ def test_a_replica_waiting_for_cpu_is_told_apart_from_one_waiting_for_a_device_i
     verdict = judge_growth(deployment(replicas=2), pods, [], autoscaler=True, outranked=outranked)
     assert (verdict.status, verdict.reason, verdict.unplaced) == ("True", StatusReason.SCALING_OK, ())
     assert "p2 waits for a node with room for it (1 Insufficient cpu)" in verdict.message
-    assert "not a device" in verdict.message and "full" not in verdict.message
+    assert "the device is full" not in verdict.message
     assert isvc_workload.claim_refusal(pods) is None  # the planner learns no device refusal from it
     alone = judge_workload(deployment(), [pod("p1", scheduled=SHORT_OF_CPU)], [], None, no_logs)
     assert alone.reason == Reason.WORKLOAD_NOT_READY and "1 Insufficient cpu" in alone.message

@@ -131,7 +131,11 @@ def _short_of_room(live: list[dict[str, Any]]) -> str:
     """What replicas waiting for a node's CPU, memory or pod room (not for a device) say, as a clause."""
     short = [(name_of(p), ", ".join(n)) for p in live if (s := unscheduled(p)) and (n := short_of_room(*s))]
     held = "; ".join(f"{pod} waits for a node with room for it ({why})" for pod, why in short)
-    return f", but {held}: CPU, memory or pod room, not a device" if held else ""
+    return (
+        f", but {held}: CPU, memory or room for pods on a node, which a full device is not said to be"
+        if held
+        else ""
+    )
 
 
 def _unplaced(live: list[dict[str, Any]], device_class: str | None) -> tuple[UnplacedReplica, ...]:

@@ -337,9 +337,9 @@ def _not_up_yet(
             return Verdict.refuse(
                 Reason.WORKLOAD_NOT_READY,
                 (
-                    f"The replicas wait for a node with the CPU, memory or pod room they ask, not only for a device "
-                    f"(pod {name_of(pod)}: {', '.join(short)}): {message}. This passes when a node has room; a node "
-                    "smaller than what the replica asks never will (its requests are in the LaunchPlan's estimates)."
+                    f"The replicas wait for a node with the CPU, memory or pod room they ask (pod {name_of(pod)}: "
+                    f"{', '.join(short)}): {message}. This passes when a node has room; a node smaller than what the "
+                    "replica asks never will (its requests are in the LaunchPlan's estimates)."
                 ),
             )
     for pod, (_, message) in scheduling:
