@@ -162,9 +162,9 @@ def test_two_orders_on_the_one_card_start_their_llama_servers_one_at_a_time(bed:
     ready = next(c.last_transition_time for c in pods[earlier].status.conditions if c.type == "Ready")
     assert "waits for its turn on the shared device" in logs[later], logs[later][-2000:]
     later_goes = goes[later]
-    # Issue 45, point 9: the turn passes once the earlier llama-server has taken its memory (its own line,
-    # before its warm-up), not at its Ready (the readiness probe's period after it)
-    taken = _gate_line(logs[earlier], "warming up the model with an empty run")
+    # Issue 45, point 9: the turn passes once the earlier llama-server has taken its memory (its own line),
+    # not at its Ready (the readiness probe's period after it)
+    taken = _gate_line(logs[earlier], ": model loaded")
     earlier_goes = goes[earlier]
     assert taken is not None and earlier_goes is not None, logs[earlier][-2000:]
     assert later_goes is not None and later_goes >= taken, (later_goes, taken)

@@ -245,6 +245,7 @@ def test_the_script_reads_a_missing_or_bad_permit_as_none(tmp_path: Path) -> Non
             True,
         ),
         ("llamacpp", "load_tensors: CPU model buffer size = 0.46 MiB", False),
+        ("llamacpp", "0.00.498.832 I srv  llama_server: model loaded", True),  # the real node's llama-server
         ("tei", "Warming up model", False),  # a runtime that says nothing known holds its turn until Ready
         ("vllm", None, False),
     ],

@@ -84,12 +84,14 @@ _SETTLED = "ai.deckhouse.io/start-settled"  # on the Lease: when its start's run
 # %.2f GiB" (vllm/v1/worker/gpu_model_runner.py, after the KV cache is allocated), or with CUDA graphs off
 # "init engine (profile, create kv cache, warmup model) took %.2f seconds" (vllm/v1/engine/core.py).
 # llama.cpp: "warming up the model with an empty run" (common/common.cpp, common_init_from_params, once the
-# weights, the KV cache and the compute buffers are allocated).
+# weights, the KV cache and the compute buffers are allocated), which the server of the recipes' build does not
+# print at its default verbosity, or else the server's "model loaded" (tools/server/server.cpp, after that
+# warm-up: what the real node's llama-server prints half a second after it loads the tiny model).
 MEMORY_TAKEN = {
     "vllm": re.compile(
         r"Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took"
     ),
-    "llamacpp": re.compile(r"warming up the model with an empty run"),
+    "llamacpp": re.compile(r"warming up the model with an empty run|: model loaded"),
 }
 _FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
 
