@@ -904,11 +904,15 @@ def freed_cards(total: int, freed: int, cards: int, timeout: float = 900.0) -> d
 
         def settled() -> bool:  # no order became Ready over the last 20 s
             seen.append(len(ready()))
-            return len(seen) > 10 and seen[-1] == seen[-11] and seen[-1] > freed
+            return len(seen) > 10 and seen[-1] == seen[-11] and seen[-1] > 0
 
         with explained(b):
             wait_for(settled, timeout, interval=2, what="the fleet filled")
         before = ready()
+        if len(before) <= freed:
+            raise SystemExit(
+                f"{len(before)} orders Ready, not more than the {freed} to delete: give more --cards"
+            )
         chats = sorted(n for n in before if "chat" in n)[: freed // 5]
         gone = chats + sorted(n for n in before if "emb" in n)[: freed - len(chats)]
         say(f"  {len(before)} Ready, {total - len(before)} waiting; deleting {len(gone)} Ready ones")
@@ -970,6 +974,10 @@ def _children(b: Bed, order: str) -> dict[str, int]:
     return counts
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m isvc_testbed.bench", description=__doc__.split("\n")[0])
     p.add_argument("--orders", type=int, default=200)
@@ -1006,7 +1014,9 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: --orders orders on --cards shared H100s, most waiting, then this many Ready ones deleted: "
         "seconds from the deletion to each newly Ready order (issue 45); `freed_cards` in .bench/operator.json",
     )
-    p.add_argument("--cards", type=int, default=5, help="with --freed: shared H100s")
+    p.add_argument(
+        "--cards", type=int, default=10, help="with --freed: shared H100s (about 8 orders Ready each)"
+    )
     p.add_argument(
         "--room-period",
         type=float,
@@ -1020,6 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
         help="default .bench/operator.json (200 orders), else .bench/operator-N.json",
     )
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)  # a SIGTERM stops what was started, as Ctrl-C does
     if args.freed:
         target = args.out or ROOT / ".bench" / "operator.json"
         known = json.loads(target.read_text()) if target.exists() else {}
