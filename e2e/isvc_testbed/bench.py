@@ -923,8 +923,8 @@ def freed_cards(total: int, freed: int, cards: int, timeout: float = 900.0) -> d
             )
         first_ready: dict[str, float] = {}
         quiet_since = time.time()
-        while time.time() - quiet_since < 30 and time.time() - t_delete < timeout:
-            for name in ready() - before - set(first_ready):
+        while (not first_ready or time.time() - quiet_since < 30) and time.time() - t_delete < timeout:
+            for name in ready() - before - set(first_ready):  # until none more for 30 s after the first
                 first_ready[name] = time.time()
                 quiet_since = time.time()
             time.sleep(0.5)
