@@ -293,22 +293,3 @@ def test_the_turn_passes_once_the_runtime_says_its_memory_is_taken_not_at_ready_
     reads = len(world.cluster.start_log_reads)
     world.run(order(A[1], A[0]))  # A no longer holds the turn: its output is not read again
     assert len(world.cluster.start_log_reads) == reads
-
-
-def test_a_pass_that_lost_the_race_for_the_turn_is_woken_when_the_winners_start_is_over_issue_45(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The passes that lost the race for a freed turn looked again a second later: a winner Ready sooner woke
-    no one, and each hop on a card of eleven co-tenants cost a second or more (63 orders on freed cards were
-    Ready at a median of 24 s on the bench)."""
-    world.start_waiters = StartWaiters()
-    world.restart()
-    stale = world.cluster.lease
-    before = stale("d8-isvc", turn_lease_name(DEVICE))
-    world.run(order(B[1], B[0]))  # B takes the turn
-    monkeypatch.setattr(world.cluster, "lease", lambda ns, name: before)
-    world.run(order(A[1], A[0]))  # A read the turn free, and lost the race
-    monkeypatch.setattr(world.cluster, "lease", stale)
-    _update_pod(world, *B, ready=True)
-    world.run(order(B[1], B[0]))  # B's start is over at once: A is passed now, not a second later
-    assert world.last is not None and world.last.wake == (A,)

@@ -99,10 +99,8 @@ def _take(scope: OrderScope, deps: Deps, d: Decisions, pod: Obj, start: int, cla
     wanted = turn_lease(
         deps.namespace, device, pod, start, scope.name, scope.now, deps.start_turn_seconds, version
     )
-    if not deps.cluster.take_lease(wanted):  # another start took the turn since the read
+    if not deps.cluster.take_lease(wanted):
         d.requeue(_LOST_RACE)
-        if deps.start_waiters is not None:  # woken when that start is over, however soon (issue 45)
-            deps.start_waiters.wait(device, scope.key)
         return None
     _permit(scope, deps, d, pod, start)
     return None
