@@ -247,8 +247,9 @@ def _geometry_unknown(facts: ModelFacts, endpoint: EndpointType, recipes: list[R
         message=(
             f"The memory profile of {_describe_model(facts, endpoint)} is incomplete: {KV_GEOMETRY_UNKNOWN}, "
             f"and every recipe that serves it ({names}) starts with such a context: a guessed one does not "
-            "start. A catalog object needs a Hugging Face source whose config.json the module reads; an "
-            "administrator's subject."
+            "start. A catalog object needs numLayers, numKVHeads and headDim (or hiddenSize and "
+            "numAttentionHeads) from the model's config.json; ordered from Hugging Face, the module reads them "
+            "itself. An administrator's subject."
         ),
     )
 
