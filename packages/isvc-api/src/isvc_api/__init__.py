@@ -20,8 +20,10 @@ from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey, request_device_class
 from isvc_api._memory import (
+    KV_GEOMETRY_UNKNOWN,
     MIN_CONTEXT,
     PLANNING_BATCH,
+    SIZED_BY_KV,
     VLLM_LADDER,
     Batch,
     Fit,
@@ -33,6 +35,7 @@ from isvc_api._memory import (
     kv_layout,
     need_per_device,
     runtime_for,
+    unknown_kv_bytes,
     visible_bytes,
     vllm_margin,
 )
@@ -107,6 +110,7 @@ __all__ = [
     "CONDITION_ORDER",
     "GIB",
     "GROUP",
+    "KV_GEOMETRY_UNKNOWN",
     "LABEL_MANAGED_BY",
     "LABEL_ORDER",
     "LABEL_PRIORITY",
@@ -117,6 +121,7 @@ __all__ = [
     "PLANNING_BATCH",
     "READINESS",
     "SHARE_RANGE",
+    "SIZED_BY_KV",
     "TLS",
     "VERSION",
     "VLLM_LADDER",
@@ -211,6 +216,7 @@ __all__ = [
     "set_condition",
     "share_in_range",
     "structural_schema",
+    "unknown_kv_bytes",
     "visible_bytes",
     "vllm_margin",
 ]

@@ -50,8 +50,10 @@ from isvc_api._vocabulary import (
 )
 
 __all__ = [
+    "KV_GEOMETRY_UNKNOWN",
     "MIN_CONTEXT",
     "PLANNING_BATCH",
+    "SIZED_BY_KV",
     "VLLM_LADDER",
     "Batch",
     "Fit",
@@ -63,6 +65,7 @@ __all__ = [
     "kv_layout",
     "need_per_device",
     "runtime_for",
+    "unknown_kv_bytes",
     "visible_bytes",
     "vllm_margin",
 ]
@@ -119,6 +122,17 @@ class MemoryRuntime(StrEnum):
     VLLM = "vllm"
     TEI = "tei"
     LLAMACPP = "llamacpp"
+
+
+# Runtimes started with a context their KV cache must hold (vLLM's --max-model-len, llama.cpp's -c): without
+# the model's KV geometry that context cannot be sized, and a guessed one need not start (vLLM refuses a
+# max-model-len its KV cache cannot hold: "The model's max seq len ... is larger than the maximum number of
+# tokens that can be stored in KV cache"). TEI sizes no context.
+SIZED_BY_KV = frozenset({MemoryRuntime.VLLM, MemoryRuntime.LLAMACPP})
+KV_GEOMETRY_UNKNOWN = (
+    "its KV cache geometry is unknown (no layer, KV head and head size counts), so the context a KV budget "
+    "holds cannot be computed"
+)
 
 
 @dataclass(frozen=True)
@@ -431,6 +445,11 @@ def vllm_margin(inside: int) -> int:
     return MARGIN_BUFFER + math.ceil(inside * MARGIN_FRACTION)
 
 
+def unknown_kv_bytes(weights: int) -> int:
+    """The KV bytes counted for a model whose KV geometry is unknown: a tenth of its weights."""
+    return math.ceil(weights * 0.10)
+
+
 def need_per_device(
     facts: ModelFacts,
     runtime: MemoryRuntime,
@@ -448,8 +467,10 @@ def need_per_device(
     b = (batch or PLANNING_BATCH) if runtime == MemoryRuntime.VLLM else None
     inside, outside = _overhead(facts, runtime, tp, b)
     batched = b.max_num_batched_tokens if b else LLAMACPP_UBATCH
-    if kv is None:  # geometry unknown: a tenth of the weights, as before
-        kv_bytes, kv_words = math.ceil(w.total * 0.10), "KV cache unknown, taken as 10 % of weights"
+    if (
+        kv is None
+    ):  # geometry unknown: a tenth of the weights (a runtime sizing a context is refused such a model)
+        kv_bytes, kv_words = unknown_kv_bytes(w.total), "KV cache geometry unknown, taken as 10 % of weights"
     else:
         kv_bytes = kv.bytes_for(ctx, batched) if kv.per_token else 0
         kv_words = f"KV {kv.per_token:,} B/token ({kv.words}) × {ctx:,} tokens"
@@ -492,21 +513,21 @@ def fit_launch(
     max_context: int | None = None,
 ) -> Fit | str:
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
-
-    vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
-    maximum if smaller); its utilization from the share (less `margin`, floored to a percent); its KV
-    budget in bytes, what that claim holds after weights, vLLM's own non-KV need and `vllm_margin`; the
-    context, what the budget holds. TEI and llama.cpp: what the share holds after weights and overhead.
-    """
+    vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own maximum
+    if smaller); its utilization from the share (less `margin`, floored to a percent); its KV budget in
+    bytes, what that claim holds after weights, vLLM's own non-KV need and `vllm_margin`; the context, what
+    the budget holds. TEI and llama.cpp: what the share holds after weights and overhead. None on a guess."""
     w = checkpoint_weights(facts)
     if w is None:
         return "the weights are unknown (no parameter count, element counts or file size)"
+    kv = kv_layout(facts, tp)
+    if kv is None and runtime in SIZED_BY_KV:
+        return KV_GEOMETRY_UNKNOWN
     visible = visible_bytes(published)
     if visible <= 0:
         return f"a card of {gib(published)} GiB leaves the runtime nothing after the driver's own memory"
     share_bytes = visible * share_percent // 100
     cap = facts.context_length or max_context or UNKNOWN_CONTEXT
-    kv = kv_layout(facts, tp)
     per_weights = math.ceil(w.total / tp)
     floor = _min_context(facts, min_context)
     options: tuple[Batch | None, ...] = ladder if runtime == MemoryRuntime.VLLM else (None,)

@@ -26,6 +26,7 @@ from isvc_api import (
     kv_layout,
     need_per_device,
     runtime_for,
+    unknown_kv_bytes,
 )
 
 __all__ = [
@@ -48,6 +49,9 @@ class MemoryNeed:
     kv_per_token: int
     context: int
     one: tuple[int, str]  # the need on one device and its arithmetic
+    kv_unknown: int = (
+        0  # KV bytes taken for a model whose KV geometry is unknown (its per-token figure is not)
+    )
     # Other tensor-parallel sizes, worked out when first asked (most orders fit one device; None: not told).
     _more: dict[int, tuple[int, str] | None] = field(default_factory=dict, compare=False, repr=False)
 
@@ -63,8 +67,8 @@ class MemoryNeed:
 
     @property
     def kv_cache(self) -> int:
-        """KV bytes of the minimum context on one device."""
-        return self.kv_per_token * self.context
+        """KV bytes of the minimum context on one device (the bytes taken when the geometry is unknown)."""
+        return self.kv_unknown or self.kv_per_token * self.context
 
     @property
     def overhead(self) -> int:
@@ -115,6 +119,7 @@ def memory_need(
         kv_per_token=layout.per_token if layout else 0,
         context=ctx,
         one=one,
+        kv_unknown=0 if layout else unknown_kv_bytes(weights.total),
     )
 
 
@@ -152,10 +157,11 @@ def estimate(
     return Estimates(
         required_memory_gi_b=gib(per_device),
         weights_gi_b=gib(need.weights),
-        kv_cache_gi_b=gib(kv_per_token * context),
+        # a geometry unknown has no per-token figure (it was shown as 0 B/token beside a KV cache of 0)
+        kv_cache_gi_b=gib(need.kv_unknown or kv_per_token * context),
         overhead_gi_b=gib(overhead),
         context_length=context,
-        kv_bytes_per_token=kv_per_token,
+        kv_bytes_per_token=None if need.kv_unknown else kv_per_token,
         kv_cache_bytes=kv_bytes,
         margin_gi_b=margin,
         cpu=str(cpu),

@@ -14,6 +14,7 @@ from typing import Any
 
 from isvc_api import (
     GIB,
+    KV_GEOMETRY_UNKNOWN,
     CompiledRuntime,
     EndpointType,
     Estimates,
@@ -31,6 +32,7 @@ from isvc_api import (
     SharingMode,
     checkpoint_weights,
     fit_launch,
+    kv_layout,
     share_in_range,
 )
 
@@ -222,6 +224,36 @@ def _describe_model(facts: ModelFacts, endpoint: EndpointType) -> str:
     return f"{facts.name} ({', '.join(parts)}) as {endpoint}"
 
 
+def _sizable(
+    facts: ModelFacts, endpoint: EndpointType, candidates: list[Recipe]
+) -> tuple[list[Recipe], Refusal | None]:
+    """The candidates whose launch can be sized for the model: without its KV geometry, none that starts with
+    a context its KV cache must hold (the refusal when that is every one)."""
+    if kv_layout(facts) is not None:
+        return candidates, None
+    unsized = [r for r in candidates if _uses(r, "maxContextLength")]
+    if unsized and len(unsized) == len(candidates):
+        return [], _geometry_unknown(facts, endpoint, unsized)
+    return [r for r in candidates if r not in unsized], None
+
+
+def _geometry_unknown(facts: ModelFacts, endpoint: EndpointType, recipes: list[Recipe]) -> Refusal:
+    """NoCompatiblePlacement, the model's memory profile incomplete: every recipe that serves it starts with a
+    context its KV cache must hold, which its facts cannot size (issue 45: vLLM was given 32768 tokens on a KV
+    budget of about 1 GB, taken as a tenth of the weights, and refuses to start so)."""
+    names = ", ".join(r.name for r in recipes)
+    return Refusal(
+        reason=Reason.NO_COMPATIBLE_PLACEMENT,
+        message=(
+            f"The memory profile of {_describe_model(facts, endpoint)} is incomplete: {KV_GEOMETRY_UNKNOWN}, "
+            f"and every recipe that serves it ({names}) starts with such a context: a guessed one does not "
+            "start. A catalog object needs numLayers, numKVHeads and headDim (or hiddenSize and "
+            "numAttentionHeads) from the model's config.json; ordered from Hugging Face, the module reads them "
+            "itself. An administrator's subject."
+        ),
+    )
+
+
 def _refusal(
     facts: ModelFacts,
     endpoint: EndpointType,
@@ -358,6 +390,9 @@ class RecipeBook:
                 failures.append(failure)
         if not candidates:
             return _refusal(facts, endpoint, failures, serves_as=self._serves_as(facts, endpoint))
+        candidates, unsized = _sizable(facts, endpoint, candidates)
+        if unsized is not None:
+            return unsized
         lowest: list[str] = []
         for recipe in candidates:
             accel = recipe.accelerator
@@ -400,6 +435,11 @@ class RecipeBook:
                 compute_capability=known.compute_capability or placement.accelerator_compute_capability,
             ),
         )
+        unsized = _sizable(
+            facts, endpoint, [r for r in self.recipes if not _model_failure(r, facts, endpoint)]
+        )[1]
+        if unsized is not None:
+            return unsized
         failures: list[_Failure] = []
         for recipe in self.recipes:
             failure = _model_failure(recipe, facts, endpoint) or _hardware_failure(recipe, hw)

@@ -15,11 +15,12 @@ from isvc_api import (
     Verdict,
     find_condition,
 )
+from isvc_workload import model_volume
 
 from isvc_operator._outcome import Annotate, Decisions, Delete, Outcome
 from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_SOON, Children, OrderScope, controlled_by, made_for
-from isvc_operator._steps.children import apply_children
+from isvc_operator._steps.children import _settled_region_too_small, apply_children
 from isvc_operator._steps.pace import pace
 from isvc_operator._steps.start_turn import take_turns
 
@@ -218,6 +219,15 @@ def _resolved_as_served(scope: OrderScope, d: Decisions) -> None:
     )
 
 
+def _volume_held(scope: OrderScope, deps: Deps, d: Decisions) -> None:
+    """status.resolved names the model volume the set holds, which stays when a later plan needs a smaller one
+    (a set's volume never changes): an order edited from a 7B model to a 3B keeps its 17Gi volume."""
+    resolved = scope.status.resolved
+    held = model_volume(deps.cluster.cached("StatefulSet", scope.namespace, scope.name))
+    if resolved is not None and held is not None and held.size != resolved.model_volume:
+        d.decide(resolved=resolved.model_copy(update={"model_volume": held.size}))
+
+
 def _out_of_service(scope: OrderScope, deps: Deps, d: Decisions, verdict: Verdict) -> Verdict:
     """A claim the scheduler cannot allocate, on a plan whose devices went out of service (a cordon and an
     eviction, a node deleted): not capacity. The planner is asked afresh; when it says so the order reads
@@ -286,9 +296,14 @@ def _applied(scope: OrderScope, deps: Deps, d: Decisions, auth: str | None) -> V
             ),
         )
     applied = apply_children(scope, deps, d, manifests)
+    if (
+        applied.refusal is None and scope.outgrown is not None
+    ):  # the plan serving stays; the edit's is refused
+        applied.refusal = _settled_region_too_small(scope, d, scope.outgrown)
     if applied.refusal is not None:
         _resolved_as_served(scope, d)
         return applied.refusal
+    _volume_held(scope, deps, d)
     _prune(scope, deps, d, manifests)
     runtime = scope.plan.runtime
     d.decide(
