@@ -13,6 +13,8 @@ from isvc_api import (
     Obj,
     Reason,
     Verdict,
+    condition_of,
+    conditions_of,
     find_condition,
 )
 from isvc_workload import model_volume
@@ -101,7 +103,7 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
         return workload
     status = dict(workload.get("status") or {})
     status["conditions"] = [
-        *(status.get("conditions") or []),
+        *conditions_of(workload),
         {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": said},
     ]
     return {**workload, "status": status}
@@ -167,8 +169,7 @@ def _turned_down(children: Children, claim_refusals: dict[str, str]) -> list[tup
         for p in children.pods
         if p["metadata"]["name"] in claim_refusals
     ]
-    conditions = (children.deployment or {}).get("status", {}).get("conditions") or []
-    failed_create = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
+    failed_create = condition_of(children.deployment, "ReplicaFailure")
     if children.deployment is not None and failed_create is not None:
         said = str(failed_create.get("message") or "")
         refused.append((children.deployment, "apps/v1", "StatefulSet", said))
