@@ -11,6 +11,7 @@ environment and the model fetcher image (cached by its inputs: the archive `nox 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import shutil
@@ -123,15 +124,23 @@ def _answers(kubeconfig: Path, port: int) -> dict[str, Any]:
 
 
 def _end(nox: subprocess.Popen[bytes], signalled: bool, seen: dict[int, int]) -> None:
-    """After a failure: nox asked to stop (once), given the bound, then its group and what the run had killed."""
-    if nox.poll() is None:
-        if not signalled:
-            nox.send_signal(signal.SIGTERM)
-        try:
-            nox.wait(timeout=TEARDOWN_BOUND)
-        except subprocess.TimeoutExpired:
-            os.killpg(nox.pid, signal.SIGKILL)
-            nox.wait()
+    """After a failure, what the run left: nox asked to stop (once) and given the bound, a demo that outlived it
+    SIGTERMed (its own teardown) and given the bound, then whatever of the run is still there killed."""
+    if nox.poll() is None and not signalled:
+        nox.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        nox.wait(timeout=TEARDOWN_BOUND)
+    demos = [
+        p for p, start in seen.items() if process_start(p) == start and "isvc_testbed.demo" in command(p)
+    ]
+    for pid in demos:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + TEARDOWN_BOUND
+    while time.monotonic() < deadline and any(process_start(p) == seen[p] for p in demos):
+        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(nox.pid, signal.SIGKILL)
+    nox.wait()
     for pid, start in seen.items():
         if process_start(pid) == start:
             os.kill(pid, signal.SIGKILL)
@@ -194,8 +203,10 @@ def test_sigterm_to_nox_up_real_node_with_two_answering_orders_leaves_nothing(tm
         while left and time.monotonic() - t1 < TEARDOWN_BOUND:
             time.sleep(0.5)
             left = _left(workdir, netns, seen)
+        demo_ready = float(re.findall(r"Ready in ([0-9.]+)s", text)[-1])
         print(
-            f"nox -s up -- --real-node --orders 2: serving after {up_seconds:.1f}s; SIGTERM to nox: nox ended "
+            f"nox -s up -- --real-node --orders 2: serving after {up_seconds:.1f}s (both orders Ready "
+            f"{demo_ready:.1f}s after the demo began); SIGTERM to nox: nox ended "
             f"after {nox_seconds:.1f}s, nothing left after {time.monotonic() - t1:.1f}s ({len(seen)} processes, "
             f"{len(before['mount'])} mounts, {len(before['cgroup'])} cgroups before; replies "
             f"{ {n: r.choices[0].message.content for n, r in replies.items()} })"
