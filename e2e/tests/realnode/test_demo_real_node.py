@@ -203,15 +203,20 @@ def test_sigterm_to_nox_up_real_node_with_two_answering_orders_leaves_nothing(tm
         while left and time.monotonic() - t1 < TEARDOWN_BOUND:
             time.sleep(0.5)
             left = _left(workdir, netns, seen)
+        clean_seconds = time.monotonic() - t1
         demo_ready = float(re.findall(r"Ready in ([0-9.]+)s", text)[-1])
         print(
             f"nox -s up -- --real-node --orders 2: serving after {up_seconds:.1f}s (both orders Ready "
-            f"{demo_ready:.1f}s after the demo began); SIGTERM to nox: nox ended "
-            f"after {nox_seconds:.1f}s, nothing left after {time.monotonic() - t1:.1f}s ({len(seen)} processes, "
-            f"{len(before['mount'])} mounts, {len(before['cgroup'])} cgroups before; replies "
-            f"{ {n: r.choices[0].message.content for n, r in replies.items()} })"
+            f"{demo_ready:.1f}s after the demo began; replies "
+            f"{ {n: r.choices[0].message.content for n, r in replies.items()} }); before SIGTERM: {len(seen)} "
+            f"processes, {len(before['mount'])} mounts, {len(before['cgroup'])} cgroups; SIGTERM to nox: nox "
+            f"ended ({code}) after {nox_seconds:.1f}s, "
+            + (f"nothing left after {clean_seconds:.1f}s" if not left else f"{len(left)} traces left")
         )
-        assert (code, left) == (0, []), _tail(log)
+        assert left == [], (
+            f"{TEARDOWN_BOUND:.0f}s after SIGTERM to nox, left:\n" + "\n".join(left) + f"\n{_tail(log)}"
+        )
+        assert code == 0, f"nox ended with {code}:\n{_tail(log)}"
         assert "SIGINT: stopped alice's order" in log.read_text(errors="replace"), _tail(log)
     finally:
         _end(nox, signalled, seen)
