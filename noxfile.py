@@ -284,6 +284,7 @@ def realnode(session: nox.Session) -> None:
     _build_images(session, manifest, "controller planner modelFetcher modelCache")
     session.chdir(ROOT)
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
+    # ISVC_NOX_PYTHON: the Python running this nox, with which test_demo_real_node.py runs `nox -s up`
     session.run(
         "pytest",
         *paths,
@@ -292,7 +293,7 @@ def realnode(session: nox.Session) -> None:
         "no:cacheprovider",
         "--real-node",
         *session.posargs,
-        env={"ISVC_IMAGES_MANIFEST": str(manifest)},
+        env={"ISVC_IMAGES_MANIFEST": str(manifest), "ISVC_NOX_PYTHON": sys.executable},
     )
 
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import yaml
 from kubernetes import client as k8s
@@ -58,13 +58,16 @@ __all__ = [
     "REAL_NODE_NAME",
     "REAL_NODE_TAINT",
     "REAL_NODE_TOLERATION",
+    "NodeNames",
     "OrderForwarder",
     "PodForwarder",
     "RealNode",
     "build_image",
     "busybox_image",
+    "cgroup_roots",
     "gpu_pool",
     "llama_server_image",
+    "node_names",
     "port_forward",
 ]
 
@@ -436,6 +439,28 @@ def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
     return Fleet([spec], REAL_NODE_DRIVER), spec
 
 
+class NodeNames(NamedTuple):
+    """What a real node is called on the host: its network namespace, its cgroup (in every hierarchy) and the
+    host's end of its veth."""
+
+    netns: str
+    cgroup: str
+    host_link: str
+
+
+def node_names(index: int, pid: int) -> NodeNames:
+    """The names of the real node with subnet index `index` started by process `pid`."""
+    return NodeNames(f"isvc-tb-{index}-{pid}", f"isvc-testbed-{index}-{pid}", f"itb{index}h{pid % 1000}")
+
+
+def cgroup_roots() -> list[Path]:
+    """The root of each cgroup hierarchy: cgroup v2's one, or each v1 controller's."""
+    root = Path("/sys/fs/cgroup")
+    if (root / "cgroup.controllers").exists():  # cgroup v2: one hierarchy
+        return [root]
+    return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+
+
 def _free_subnet_index() -> int:
     """An N free for 10.253.N.0/30 (the node link) and 10.254.N.0/24 (its pods) on this host."""
     used = _run(["ip", "-4", "-o", "addr"]).stdout + _run(["ip", "-4", "route"]).stdout
@@ -583,8 +608,7 @@ class RealNode:
         self._dir = self.workdir / "realnode"
         self._dir.mkdir()
         self.index = _free_subnet_index()
-        self.netns = f"isvc-tb-{self.index}-{os.getpid()}"
-        self._cgroup = f"isvc-testbed-{self.index}-{os.getpid()}"
+        self.netns, self._cgroup, _ = node_names(self.index, os.getpid())
         self._network()
         self._cgroups()
         self._write_configs()
@@ -702,7 +726,7 @@ class RealNode:
 
     def _network(self) -> None:
         n, ns = self.index, self.netns
-        host_if, node_if = f"itb{n}h{os.getpid() % 1000}", f"itb{n}n{os.getpid() % 1000}"
+        host_if, node_if = node_names(n, os.getpid()).host_link, f"itb{n}n{os.getpid() % 1000}"
         _run(["ip", "netns", "add", ns])
         _run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if])
         _run(["ip", "link", "set", node_if, "netns", ns])
@@ -754,15 +778,9 @@ class RealNode:
             ]
         )
 
-    def _v1_controllers(self) -> list[Path]:
-        root = Path("/sys/fs/cgroup")
-        if (root / "cgroup.controllers").exists():  # cgroup v2: one hierarchy
-            return [root]
-        return [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
-
     def _cgroups(self) -> None:
         """The kubelet's cgroupRoot, made in every hierarchy (kubelet requires it to exist)."""
-        for ctl in self._v1_controllers():
+        for ctl in cgroup_roots():
             d = ctl / self._cgroup
             d.mkdir(exist_ok=True)
             for f in ("cpuset.cpus", "cpuset.mems"):
@@ -771,7 +789,7 @@ class RealNode:
 
     def _cgroup_dirs(self) -> list[Path]:
         dirs: list[Path] = []
-        for ctl in self._v1_controllers():
+        for ctl in cgroup_roots():
             top = ctl / self._cgroup
             if top.is_dir():
                 dirs += sorted((Path(p) for p, _, _ in os.walk(top)), key=lambda p: -len(p.parts))
