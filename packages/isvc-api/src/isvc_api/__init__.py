@@ -27,8 +27,6 @@ from isvc_api._memory import (
     Fit,
     KvLayout,
     MemoryRuntime,
-    Weights,
-    checkpoint_weights,
     fit_launch,
     kv_layout,
     need_per_device,
@@ -101,6 +99,7 @@ from isvc_api._vocabulary import (
     ScalingSignal,
     SharingMode,
 )
+from isvc_api._weights import Weights, checkpoint_weights
 
 __all__ = [
     "API_VERSION",
