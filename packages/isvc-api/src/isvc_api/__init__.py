@@ -19,17 +19,17 @@ from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_r
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey, request_device_class
+from isvc_api._kv import KvLayout, kv_layout
 from isvc_api._memory import (
     MIN_CONTEXT,
     PLANNING_BATCH,
     VLLM_LADDER,
     Batch,
     Fit,
-    KvLayout,
     MemoryRuntime,
     fit_launch,
-    kv_layout,
     need_per_device,
+    planning_batch,
     runtime_for,
     visible_bytes,
     vllm_margin,
@@ -59,6 +59,7 @@ from isvc_api._reasons import (
     Reason,
     StatusReason,
 )
+from isvc_api._serving import SERVING_DEFAULTS, Load, ServingTarget, serving_load
 from isvc_api._types import (
     AuthSecretRef,
     Constraints,
@@ -115,6 +116,7 @@ __all__ = [
     "NO_ROOM",
     "PLANNING_BATCH",
     "READINESS",
+    "SERVING_DEFAULTS",
     "SHARE_RANGE",
     "TLS",
     "VERSION",
@@ -151,6 +153,7 @@ __all__ = [
     "LaunchPlanConditionType",
     "LaunchPlanSpec",
     "LaunchPlanStatus",
+    "Load",
     "LoadMetrics",
     "MemoryRuntime",
     "MetricsPath",
@@ -180,6 +183,7 @@ __all__ = [
     "ScalingSignal",
     "ScalingStatus",
     "ScalingTargets",
+    "ServingTarget",
     "SharingMode",
     "StartupFailure",
     "StatusReason",
@@ -204,9 +208,11 @@ __all__ = [
     "now",
     "parse",
     "parse_quantity",
+    "planning_batch",
     "quantity_bytes",
     "request_device_class",
     "runtime_for",
+    "serving_load",
     "set_condition",
     "share_in_range",
     "structural_schema",

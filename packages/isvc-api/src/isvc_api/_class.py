@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from isvc_api._base import Wire
 from isvc_api._conditions import Condition
+from isvc_api._serving import ServingTarget
 from isvc_api._vocabulary import (
     API_VERSION,
     MIN_REPLICAS_ZERO,
@@ -179,6 +180,11 @@ class InferenceServiceClassSpec(Wire):
         default=None, description="PriorityClass of order workloads.", max_length=253
     )
     accelerator_policy: AcceleratorPolicy | None = Field(default=None, description="Accelerators.")
+    serving: ServingTarget | None = Field(
+        default=None,
+        description="The load one replica of an order must carry; the plan's KV budget, longest request and "
+        "parallel sequences are sized for it. Absent: the defaults of the order's endpoint type.",
+    )
     update_strategy: UpdateStrategy | None = Field(default=None, description="Workload rollout.")
 
 
