@@ -719,7 +719,9 @@ def test_a_larger_serving_target_gets_a_larger_share_and_the_estimates_say_what_
         models["qwen7b"],
         name="b",
         dry_run=True,
-        serving=ServingTarget(concurrent_requests=64, typical_request_tokens=2048, longest_request_tokens=8192),
+        serving=ServingTarget(
+            concurrent_requests=64, typical_request_tokens=2048, longest_request_tokens=8192
+        ),
     )
     assert default.placement is not None and bigger.placement is not None
     assert default.placement.share_percent is not None and bigger.placement.share_percent is not None
