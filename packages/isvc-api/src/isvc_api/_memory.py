@@ -171,8 +171,13 @@ class Fit:
 
     @property
     def sequences(self) -> int:
-        """Requests the runtime runs at once: vLLM's --max-num-seqs, llama.cpp's slots; 0 when it states none."""
-        return self.batch.max_num_seqs if self.batch is not None else self.slots
+        """Requests the runtime runs at once: vLLM's --max-num-seqs, llama.cpp's slots, the typical requests of
+        one TEI batch (--max-batch-tokens); 0 when it states none."""
+        if self.batch is not None:
+            return self.batch.max_num_seqs
+        if self.runtime == MemoryRuntime.TEI and self.typical:
+            return max(1, TEI_BATCH_TOKENS // self.typical)
+        return self.slots
 
     @property
     def kv_tokens(self) -> int:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import string
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -17,7 +15,7 @@ from isvc_api import (
     CompiledRuntime,
     EndpointType,
     Estimates,
-    Fit,
+    Load,
     MemoryRuntime,
     ModelFacts,
     ModelFormat,
@@ -52,6 +50,7 @@ from isvc_runtime_recipes._model import (
     parse_compute_capability,
     placeholders,
 )
+from isvc_runtime_recipes._values import Sized, launch_values, render
 
 __all__ = ["RecipeBook", "content_hash", "load_recipes"]
 
@@ -282,17 +281,6 @@ def content_hash(compiled: CompiledRuntime) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _render(groups: list[list[str]], values: Mapping[str, str | None]) -> list[str]:
-    """Argument groups with placeholders filled; a group naming a value that is None is left out."""
-    args: list[str] = []
-    for group in groups:
-        if any(values.get(name) is None for name in placeholders(group)):
-            continue
-        rendered = (string.Formatter().vformat(token, (), dict(values)) for token in group)
-        args.extend(token for token in rendered if token != "")  # an empty value: the flag alone
-    return args
-
-
 def _uses(recipe: Recipe, name: str) -> bool:
     groups = recipe.args + (recipe.tool_calling.args if recipe.tool_calling else [])
     groups = groups + (recipe.reasoning.args if recipe.reasoning else [])
@@ -385,8 +373,10 @@ class RecipeBook:
         estimates: Estimates,
         served_name: str,
         accelerator: AcceleratorFacts | None = None,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Refusal:
-        """The first recipe that serves the model on this placement, compiled to a container."""
+        """The first recipe that serves the model on this placement, compiled to a container; its launch holds
+        `serving`, the order's serving target (issue 42), when given."""
         problem = _placement_problem(placement)
         if problem is not None:
             return problem
@@ -404,7 +394,7 @@ class RecipeBook:
         for recipe in self.recipes:
             failure = _model_failure(recipe, facts, endpoint) or _hardware_failure(recipe, hw)
             if failure is None:
-                compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name)
+                compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name, serving)
                 if isinstance(compiled, CompiledRuntime):
                     return compiled
                 failure = compiled
@@ -422,10 +412,11 @@ class RecipeBook:
         hw: _Hardware,
         estimates: Estimates,
         served_name: str,
+        serving: Load | None = None,
     ) -> CompiledRuntime | _Failure:
         directory = model_dir(facts.name)
         path = _model_path(recipe, facts, directory)
-        sized = _sized(recipe, facts, hw, estimates)
+        sized = _sized(recipe, facts, hw, estimates, serving)
         if isinstance(sized, _Failure):
             return sized
         chat = endpoint == EndpointType.CHAT
@@ -433,15 +424,15 @@ class RecipeBook:
         reasoning_rule = reasoning_parser(recipe, facts) if chat else None
         parser = tool_rule.parser if tool_rule else None
         thinking = reasoning_rule.parser if reasoning_rule else None
-        values = _values(recipe, facts, hw.placement, sized, path, served_name, parser, thinking)
+        values = launch_values(recipe, facts, hw.placement, sized, path, served_name, parser, thinking)
         launch = sized.launch
-        args = _render(recipe.args, values)
+        args = render(recipe.args, values)
         tool_args: list[str] = []
         if tool_rule is not None and recipe.tool_calling is not None:
-            tool_args = _render(recipe.tool_calling.args + tool_rule.args, values)
+            tool_args = render(recipe.tool_calling.args + tool_rule.args, values)
         reasoning_args: list[str] = []
         if reasoning_rule is not None and recipe.reasoning is not None:
-            reasoning_args = _render(recipe.reasoning.args + reasoning_rule.args, values)
+            reasoning_args = render(recipe.reasoning.args + reasoning_rule.args, values)
         compiled = CompiledRuntime(
             recipe=recipe.name,
             image=_image(recipe, hw.compute_capability),
@@ -467,23 +458,20 @@ class RecipeBook:
             memory=launch.words() if launch else None,
             kv_cache_bytes=(launch.kv_bytes or None) if launch else None,
             margin_gi_b=round(launch.margin / GIB, 2) if launch else None,
+            kv_cache_tokens=(launch.kv_tokens or None) if launch else None,
+            concurrent_requests=(launch.sequences or None) if launch else None,
+            request_tokens=(launch.typical or None) if launch else None,
             load_metrics=recipe.load_metrics.to_wire() if recipe.load_metrics else None,
         )
         compiled.content_hash = content_hash(compiled)
         return compiled
 
 
-@dataclass(frozen=True)
-class _Sized:
-    """What the memory of the placement allows a recipe: its utilization, context and launch."""
-
-    utilization: Decimal
-    context: int | None = None
-    launch: Fit | None = None
-
-
-def _sized(recipe: Recipe, facts: ModelFacts, hw: _Hardware, estimates: Estimates) -> _Sized | _Failure:
-    """The launch that starts under the runtime's own accounting, or the recipe's memory failure."""
+def _sized(
+    recipe: Recipe, facts: ModelFacts, hw: _Hardware, estimates: Estimates, serving: Load | None = None
+) -> Sized | _Failure:
+    """The launch that starts under the runtime's own accounting and holds `serving`, or the recipe's memory
+    failure."""
     placement = hw.placement
     utilization = memory_utilization(placement, recipe.memory)
     if utilization <= 0:
@@ -505,50 +493,18 @@ def _sized(recipe: Recipe, facts: ModelFacts, hw: _Hardware, estimates: Estimate
             min_context=recipe.memory.min_context_length,
             granularity=recipe.memory.context_granularity,
             max_context=estimates.context_length,
+            load=serving,
         )
         if isinstance(fitted, str):
             return _Failure(recipe.name, "memory", fitted)
         used = utilization if fitted.utilization is None else fitted.utilization
-        return _Sized(used, fitted.context, fitted)
+        return Sized(used, fitted.context, fitted)
     if _uses(recipe, "maxContextLength"):
         context, why = max_context_length(facts, placement, estimates, recipe.memory, device_gib, utilization)
         if context is None:
             return _Failure(recipe.name, "memory", why)
-        return _Sized(utilization, context)
-    return _Sized(utilization)
-
-
-def _values(
-    recipe: Recipe,
-    facts: ModelFacts,
-    placement: Placement,
-    sized: _Sized,
-    path: str,
-    served_name: str,
-    parser: str | None,
-    thinking: str | None,
-) -> dict[str, str | None]:
-    """The values a recipe's argument templates name."""
-    launch, context = sized.launch, sized.context
-    return {
-        "modelPath": path,
-        "servedName": served_name,
-        "httpPort": str(recipe.ports.http),
-        "metricsPort": str(recipe.ports.metrics),
-        "tensorParallelSize": str(placement.device_count),
-        "gpuMemoryUtilization": f"{sized.utilization:.2f}",
-        "maxContextLength": None if context is None else str(context),
-        "quantization": recipe.quantization_values.get(facts.quantization),
-        "toolCallParser": parser,
-        "reasoningParser": thinking,
-        "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
-        "maxNumBatchedTokens": (
-            str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
-        ),
-        "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
-        # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
-        "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
-    }
+        return Sized(utilization, context)
+    return Sized(utilization)
 
 
 def _image(recipe: Recipe, compute_capability: str | None) -> str:
