@@ -17,6 +17,7 @@ from isvc_api import (
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    Load,
     ModelFacts,
     ModelSource,
     ModelSpec,
@@ -379,6 +380,7 @@ class FakeRecipes:
         self.refusal: Refusal | None = None
         self.compile_refusal: Refusal | None = None
         self.parsers: tuple[str | None, str | None] = (None, None)  # tool-call, reasoning
+        self.serving: list[Load | None] = []  # the serving target of each compile
 
     def requirements(
         self, facts: ModelFacts, endpoint_type: EndpointType | None
@@ -392,10 +394,15 @@ class FakeRecipes:
         placement: Placement,
         estimates: Estimates,
         served_name: str,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Refusal:
+        self.serving.append(serving)
         if self.compile_refusal is not None:
             return self.compile_refusal
         return CompiledRuntime(
+            kv_cache_tokens=serving.tokens if serving else None,
+            concurrent_requests=serving.requests if serving else None,
+            request_tokens=serving.typical if serving else None,
             recipe="vllm",
             image="vllm/vllm-openai:v0.11.0",
             args=["serve", served_name],
@@ -422,6 +429,7 @@ class FakePlanner:
         self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
         self.outranked: dict[str, tuple[str, ...]] = {}  # per order: orders of higher priority on its devices
         self.forgotten: list[tuple[str, str]] = []
+        self.serving: list[Load | None] = []  # the serving target each plan was asked for
 
     def plan(
         self,
@@ -433,7 +441,9 @@ class FakePlanner:
         refused: str | None = None,
         dry_run: bool = False,
         refused_since: datetime | None = None,
+        serving: Load | None = None,
     ) -> PlanOutcome:
+        self.serving.append(serving)
         self.refused.append(refused)
         self.refused_since.append(refused_since)
         self.dry_runs.append(dry_run)

@@ -1,4 +1,5 @@
-"""The sibling packages bound to the reconciler's ports: the only module that knows their APIs."""
+"""The sibling packages bound to the reconciler's ports: the only module that knows their APIs (the recipe
+book's: `_recipes`)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ from datetime import datetime
 import isvc_catalog
 import isvc_health
 import isvc_planner_client
-import isvc_runtime_recipes
 import isvc_workload
 from cachetools import TTLCache
 from isvc_api import (
     CompiledRuntime,
     EndpointType,
-    Estimates,
     ExposureType,
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    Load,
     LoadMetrics,
     ModelFacts,
     ModelSpec,
@@ -28,6 +28,7 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     ScalingStatus,
+    ServingTarget,
     StartupFailure,
     Verdict,
 )
@@ -36,7 +37,7 @@ from isvc_operator._policy import EffectivePolicy
 from isvc_operator._ports import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable
 from isvc_operator._waiting import WaitingRoom
 
-__all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
+__all__ = ["CatalogModels", "Health", "PlannerService", "Workload"]
 
 
 class CatalogModels:
@@ -53,33 +54,6 @@ class CatalogModels:
 
     def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None:
         return isvc_catalog.admit(facts, policy.spec)
-
-
-class Recipes:
-    """RecipesPort over isvc-runtime-recipes."""
-
-    def __init__(self, book: isvc_runtime_recipes.RecipeBook, version: str) -> None:
-        self.book = book
-        self._version = version
-
-    @property
-    def version(self) -> str:
-        return self._version
-
-    def requirements(
-        self, facts: ModelFacts, endpoint_type: EndpointType | None
-    ) -> RuntimeRequirements | Refusal:
-        return self.book.requirements(facts, endpoint_type)
-
-    def compile(
-        self,
-        facts: ModelFacts,
-        endpoint_type: EndpointType | None,
-        placement: Placement,
-        estimates: Estimates,
-        served_name: str,
-    ) -> CompiledRuntime | Refusal:
-        return self.book.compile(facts, endpoint_type, placement, estimates, served_name)
 
 
 class PlannerService:
@@ -119,6 +93,7 @@ class PlannerService:
         refused: str | None = None,
         dry_run: bool = False,
         refused_since: datetime | None = None,
+        serving: Load | None = None,
     ) -> PlanOutcome:
         scheduler = (
             isvc_planner_client.SchedulerRefusal(placement=holding, message=refused, since=refused_since)
@@ -133,6 +108,7 @@ class PlannerService:
             accelerator_policy=policy.accelerator,
             priority_class_name=policy.priority_class_name,
             requirements=requirements,
+            serving=ServingTarget.of(serving) if serving is not None else None,
             holding=holding,
             refused=scheduler,
             dry_run=dry_run,
