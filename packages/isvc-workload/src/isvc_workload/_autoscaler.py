@@ -211,7 +211,8 @@ def autoscaler(inputs: WorkloadInputs) -> dict[str, Any] | None:
 def _signals(inputs: WorkloadInputs, load: LoadMetrics) -> list[tuple[str, str, str, str]]:
     """(suffix, gauge, aggregation, target per replica) of each signal the class and the runtime agree on."""
     targets = _policy(inputs).effective_targets
-    out = [("waiting", load.requests_waiting, "sum", str(targets.requests_waiting_per_replica))]
+    waiting = targets.waiting_for(inputs.runtime.concurrent_requests)  # beyond what a replica serves at once
+    out = [("waiting", load.requests_waiting, "sum", str(waiting))]
     if targets.cache_usage_percent is not None and load.cache_usage:
         fraction = Decimal(targets.cache_usage_percent) / 100
         out.append(("cache", load.cache_usage, "max", _quantity(fraction)))
