@@ -50,7 +50,7 @@ from isvc_runtime_recipes._model import (
     parse_compute_capability,
     placeholders,
 )
-from isvc_runtime_recipes._values import Sized, launch_values, render
+from isvc_runtime_recipes._values import Sized, launch_values, render, served_figures
 
 __all__ = ["RecipeBook", "content_hash", "load_recipes"]
 
@@ -458,9 +458,7 @@ class RecipeBook:
             memory=launch.words() if launch else None,
             kv_cache_bytes=(launch.kv_bytes or None) if launch else None,
             margin_gi_b=round(launch.margin / GIB, 2) if launch else None,
-            kv_cache_tokens=(launch.kv_tokens or None) if launch else None,
-            concurrent_requests=(launch.sequences or None) if launch else None,
-            request_tokens=(launch.typical or None) if launch else None,
+            **served_figures(launch),
             load_metrics=recipe.load_metrics.to_wire() if recipe.load_metrics else None,
         )
         compiled.content_hash = content_hash(compiled)

@@ -11,7 +11,7 @@ from isvc_api import Fit, ModelFacts, Placement
 
 from isvc_runtime_recipes._model import Recipe, placeholders
 
-__all__ = ["Sized", "launch_values", "render"]
+__all__ = ["Sized", "launch_values", "render", "served_figures"]
 
 
 @dataclass(frozen=True)
@@ -72,3 +72,15 @@ def launch_values(
 
 def _text(value: int | None) -> str | None:
     return None if value is None else str(value)
+
+
+def served_figures(launch: Fit | None) -> dict[str, int | None]:
+    """What the compiled launch serves (issue 42): its KV cache in tokens, the requests it runs at once and their
+    typical length; nothing for a launch the memory model did not fit."""
+    if launch is None:
+        return {}
+    return {
+        "kv_cache_tokens": launch.kv_tokens or None,
+        "concurrent_requests": launch.sequences or None,
+        "request_tokens": launch.typical or None,
+    }
