@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import re
+import signal
+import subprocess
 import sys
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -73,15 +80,75 @@ def _install(session: nox.Session, *packages: str, extras: str = "test") -> None
     args = [f"-e{ROOT / 'packages' / d}" for d in deps if d not in packages]
     args += [f"-e{ROOT / 'packages' / p}[{extras}]" for p in packages]
     session.install(*args)
+    if any(_uses_kubernetes(p) for p in packages):
+        _kubernetes(session, "highest")
+
+
+def _kubernetes_range() -> dict[str, str]:
+    """The kubernetes client's range each package (and the test bed) accepts, by distribution directory."""
+    ranges = {}
+    for pyproject in [*sorted((ROOT / "packages").glob("*/pyproject.toml")), ROOT / "e2e" / "pyproject.toml"]:
+        for requirement in tomllib.loads(pyproject.read_text())["project"].get("dependencies", []):
+            if re.split(r"[<>=!~ ;\[]", requirement, maxsplit=1)[0] == "kubernetes":
+                ranges[pyproject.parent.name] = requirement.removeprefix("kubernetes").strip()
+    return ranges
+
+
+def _uses_kubernetes(package: str) -> bool:
+    """Whether the package, or a sibling its tests install, needs the kubernetes client."""
+    ranges = _kubernetes_range()
+    return package in ranges or any(dep in ranges for dep in LOCAL_DEPS[package])
+
+
+def _kubernetes(session: nox.Session, end: str) -> None:
+    """Install the kubernetes client at one end of the one range every package accepts: `lowest`, the release
+    its lower bound names, or `highest`, the newest the index has within it. CI runs the unit tests of the
+    packages that use it at both ends, and the e2e suite too (issue 45: a client the range admitted broke a
+    write the tests never ran with it)."""
+    ranges = set(_kubernetes_range().values())
+    if len(ranges) != 1:
+        session.error(
+            f"every package must accept one range of the kubernetes client, the one CI tests: {ranges}"
+        )
+    [spec] = ranges
+    lowest = re.search(r">=\s*([0-9][0-9.]*)", spec)
+    if lowest is None:
+        session.error(f"the kubernetes client's range names no lower bound: {spec}")
+    if end == "lowest":
+        session.install(f"kubernetes=={lowest.group(1)}")
+    elif session.venv_backend == "uv":
+        session.install("--upgrade-package", "kubernetes", f"kubernetes{spec}")
+    else:
+        session.install("--upgrade", f"kubernetes{spec}")
+
+
+def _at_each_end(session: nox.Session, run: Callable[[], object], whole: bool) -> None:
+    """`run` with the highest kubernetes client (what `_install` left), then with the lowest when `whole`;
+    ISVC_KUBERNETES=highest|lowest|both chooses otherwise."""
+    ends = os.environ.get("ISVC_KUBERNETES") or ("both" if whole else "highest")
+    if ends not in ("both", "highest", "lowest"):
+        session.error(f"ISVC_KUBERNETES is {ends!r}: highest, lowest or both")
+    if ends != "lowest":
+        session.log("kubernetes client: the highest the packages accept")
+        run()
+    if ends != "highest":
+        _kubernetes(session, "lowest")
+        session.log("kubernetes client: the lowest the packages accept")
+        run()
 
 
 @nox.session(python=PYTHON)
 @nox.parametrize("package", PACKAGES, ids=PACKAGES)
 def tests(session: nox.Session, package: str) -> None:
-    """Unit tests of one package in its own environment (no cluster); `-- -k expr` passes to pytest."""
+    """Unit tests of one package in its own environment (no cluster); `-- -k expr` passes to pytest. A package
+    that uses the kubernetes client is tested with the lowest and the highest one it accepts."""
     _install(session, package)
     session.chdir(ROOT)
-    session.run("pytest", f"packages/{package}/tests", "-q", *session.posargs)
+    run = functools.partial(session.run, "pytest", f"packages/{package}/tests", "-q", *session.posargs)
+    if _uses_kubernetes(package):
+        _at_each_end(session, run, whole=True)
+    else:
+        run()
 
 
 @nox.session(python=PYTHON)
@@ -162,7 +229,9 @@ def _e2e_env(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """End-to-end tests on a local control plane, or on your cluster with `-- --kubeconfig PATH`."""
+    """End-to-end tests on a local control plane, or on your cluster with `-- --kubeconfig PATH`. The whole
+    suite runs with the highest and then the lowest kubernetes client the packages accept; a part of it (a
+    path, `-k`) with the highest alone, unless ISVC_KUBERNETES=lowest|both."""
     _e2e_env(session)
     session.chdir(ROOT)
     if "--kind" in session.posargs:
@@ -173,7 +242,14 @@ def e2e(session: nox.Session) -> None:
     # `nox -s e2e -- e2e/tests/FILE.py` runs that file alone; without a path, the whole suite.
     # `-- --kubeconfig PATH [--no-kwok]`: against that cluster, not one started here (e2e/tests/conftest.py).
     paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests"]
-    session.run("pytest", *paths, "-q", "-p", "no:cacheprovider", *_e2e_workers(session), *session.posargs)
+    part = not paths or any(a.startswith(("-k", "-m")) for a in session.posargs)
+    _at_each_end(
+        session,
+        lambda: session.run(
+            "pytest", *paths, "-q", "-p", "no:cacheprovider", *_e2e_workers(session), *session.posargs
+        ),
+        whole=not part,
+    )
 
 
 def _e2e_workers(session: nox.Session) -> list[str]:
@@ -304,8 +380,31 @@ def up(session: nox.Session) -> None:
     _wheels(session)
     _build_images(session, manifest, "modelFetcher")
     session.chdir(ROOT)
-    # Ctrl-C reaches the demo too, which then tears the real node down: nox waits for that
-    session.run(*argv, env={"ISVC_IMAGES_MANIFEST": str(manifest)}, interrupt_timeout=300)
+    _run_handing_on_signals(session, argv, {"ISVC_IMAGES_MANIFEST": str(manifest)})
+
+
+def _run_handing_on_signals(session: nox.Session, argv: list[str], env: dict[str, str]) -> None:
+    """Run `argv` in the session's environment, handing SIGTERM and SIGINT on to it as SIGINT and waiting for it:
+    the demo tears the real node down on either. (nox's own run waits out a Ctrl-C the terminal sent the whole
+    group, and a SIGTERM to nox alone ended nox and left the demo and the real node running: issue 45.)"""
+    bin_dir = str(session.bin)
+    path = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    full = {**os.environ, **{k: v for k, v in session.env.items() if v is not None}, **env, "PATH": path}
+    session.log(" ".join(argv))
+    proc = subprocess.Popen([str(Path(bin_dir) / argv[0]), *argv[1:]], env=full, cwd=ROOT)
+
+    def hand_on(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, hand_on)
+    while True:
+        with contextlib.suppress(InterruptedError):
+            code = proc.wait()
+            break
+    if code != 0:
+        session.error(f"{' '.join(argv)} ended with {code}")
 
 
 @nox.session(python=PYTHON)

@@ -443,6 +443,7 @@ def run(
             in_flight.clear()
 
         growing: list[tuple[str, Any]] = []
+        waiting: list[str] = []  # further replicas' claims left waiting for room
 
         def grow() -> None:
             """Further replicas of orders placed and allocated: each claim as the operator's template asks
@@ -456,6 +457,7 @@ def run(
                     report.grown += 1
                 else:
                     report.waiting_growth += 1
+                    waiting.append(f"{name}-grow")
             growing.clear()
 
         def forget(names: list[str]) -> None:
@@ -543,6 +545,7 @@ def run(
         settle()
         grow()
         if plant:
+            forget(waiting)  # a replica waiting for room would take the room freed for the planted claim
             _plant(report, bed, planner, inventory, live_requests, ns, forget, disagreements)
     finally:
         sync.stop()

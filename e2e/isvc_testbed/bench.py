@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
-from isvc_testbed.cluster import Cluster
+from isvc_testbed.cluster import SLOW_START_NAMESPACE, Cluster
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.module import NAMESPACE, ROOT, ModuleProcesses, install_chart
@@ -818,6 +819,140 @@ def waiting_room(
         }
 
 
+H100_ONLY = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+EMBEDDINGS: dict[str, Any] = {"src": "HuggingFace", "ref": {"name": "BAAI/bge-m3"}}
+
+
+def freed_fleet(cards: int) -> dict[str, Any]:
+    """A system node and one node of `cards` shareable H100s, CPU and pods to spare."""
+    fleet = bench_fleet(1)
+    fleet["nodes"] = fleet["nodes"][:2]
+    fleet["nodes"][1]["gpus"][0]["count"] = cards
+    return fleet
+
+
+def _orders_in(b: Bed, namespace: str) -> list[dict[str, Any]]:
+    listed: Any = b.orders_api().list_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices")
+    return list(listed["items"])
+
+
+def _permitted_at(b: Bed, namespace: str) -> dict[str, float]:
+    """When each order's replica was permitted to start (its pod's start-permitted-at), in epoch seconds."""
+    out: dict[str, float] = {}
+    pods: list[Any] = k8s.CoreV1Api(b.admin).list_namespaced_pod(namespace, label_selector=LABEL_ORDER).items
+    for pod in pods:
+        at = (pod.metadata.annotations or {}).get("ai.deckhouse.io/start-permitted-at")
+        if at:
+            out[pod.metadata.labels[LABEL_ORDER]] = datetime.fromisoformat(
+                at.replace("Z", "+00:00")
+            ).timestamp()
+    return out
+
+
+def freed_cards(total: int, freed: int, cards: int, timeout: float = 900.0) -> dict[str, Any]:
+    """Issue 45's load run: `total` orders (4 embeddings to 1 7B chat, created alternately) on `cards` shared
+    H100s, most waiting; then `freed` Ready ones deleted at once (4 embeddings to 1 chat). The seconds from the
+    deletion to each order's start permit and to its Ready, for the orders Ready after it, on a stand-in whose
+    start takes 1.5 s (namespace start-slow)."""
+    namespace = SLOW_START_NAMESPACE
+    with bed(0, fleet_spec=freed_fleet(cards), health_period=30) as b:
+        user_namespace(b.admin, namespace, user="alice", cluster_role="d8:user-authz:isvc:editor")
+        custom = k8s.CustomObjectsApi(b.admin)
+        for name, kind in (("bench-emb", "Embeddings"), ("bench-chat", "Chat")):
+            custom.create_cluster_custom_object(
+                GROUP,
+                VERSION,
+                "inferenceserviceclasses",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "InferenceServiceClass",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "modelPolicy": {"allowedEndpointTypes": [kind]},
+                        "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+                        "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": H100_ONLY},
+                    },
+                },
+            )
+        say(f"freed cards: {total} orders on {cards} shared H100s")
+        for i in range(total):
+            chat = i % 5 == 4
+            b.orders_api().create_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                "inferenceservices",
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "InferenceService",
+                    "metadata": {"name": f"load-{'chat' if chat else 'emb'}-{i:03d}"},
+                    "spec": {
+                        "inferenceServiceClassName": "bench-chat" if chat else "bench-emb",
+                        "model": dict(MODEL if chat else EMBEDDINGS),
+                    },
+                },
+            )
+
+        def ready() -> set[str]:
+            return {
+                o["metadata"]["name"]
+                for o in _orders_in(b, namespace)
+                if (o.get("status") or {}).get("phase") == "Ready"
+            }
+
+        seen: list[int] = []
+
+        def settled() -> bool:  # no order became Ready over the last 20 s
+            seen.append(len(ready()))
+            return len(seen) > 10 and seen[-1] == seen[-11] and seen[-1] > 0
+
+        with explained(b):
+            wait_for(settled, timeout, interval=2, what="the fleet filled")
+        before = ready()
+        if len(before) <= freed:
+            raise SystemExit(
+                f"{len(before)} orders Ready, not more than the {freed} to delete: give more --cards"
+            )
+        chats = sorted(n for n in before if "chat" in n)[: freed // 5]
+        gone = chats + sorted(n for n in before if "emb" in n)[: freed - len(chats)]
+        say(f"  {len(before)} Ready, {total - len(before)} waiting; deleting {len(gone)} Ready ones")
+        t_delete = time.time()
+        for name in gone:
+            b.orders_api().delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, "inferenceservices", name
+            )
+        first_ready: dict[str, float] = {}
+        quiet_since = time.time()
+        while (not first_ready or time.time() - quiet_since < 30) and time.time() - t_delete < timeout:
+            for name in ready() - before - set(first_ready):  # until none more for 30 s after the first
+                first_ready[name] = time.time()
+                quiet_since = time.time()
+            time.sleep(0.5)
+        permits = _permitted_at(b, namespace)
+        after_ready = sorted(t - t_delete for t in first_ready.values())
+        after_permit = sorted(permits[n] - t_delete for n in first_ready if n in permits)
+        figures = {
+            "orders": total,
+            "cards": cards,
+            "ready_before_deletion": len(before),
+            "deleted": len(gone),
+            "ready_after_deletion": len(first_ready),
+            "chats_ready_after_deletion": sum("chat" in n for n in first_ready),
+            "deletion_to_ready_seconds": {
+                "median": round(percentile(after_ready, 50), 1) if after_ready else None,
+                "last": round(after_ready[-1], 1) if after_ready else None,
+            },
+            "deletion_to_permit_seconds": {
+                "median": round(percentile(after_permit, 50), 1) if after_permit else None,
+                "last": round(after_permit[-1], 1) if after_permit else None,
+            },
+            "standin_start_seconds": 1.5,
+            "loadavg": _loadavg(),
+        }
+        say(f"  {figures}")
+        return figures
+
+
 def _children(b: Bed, order: str) -> dict[str, int]:
     """The objects made for an order, by kind (labelled with its name)."""
     label = f"ai.deckhouse.io/inference-service={order}"
@@ -837,6 +972,10 @@ def _children(b: Bed, order: str) -> dict[str, int]:
         "Secret": len(core.list_namespaced_secret(BENCH_NS, label_selector=label).items),
     }
     return counts
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -869,6 +1008,16 @@ def main(argv: list[str] | None = None) -> int:
         "--window", type=float, default=330.0, help="with --waiting: seconds at rest that are measured"
     )
     p.add_argument(
+        "--freed",
+        type=int,
+        default=0,
+        help="instead: --orders orders on --cards shared H100s, most waiting, then this many Ready ones deleted: "
+        "seconds from the deletion to each newly Ready order (issue 45); `freed_cards` in .bench/operator.json",
+    )
+    p.add_argument(
+        "--cards", type=int, default=10, help="with --freed: shared H100s (about 8 orders Ready each)"
+    )
+    p.add_argument(
         "--room-period",
         type=float,
         default=300.0,
@@ -881,6 +1030,16 @@ def main(argv: list[str] | None = None) -> int:
         help="default .bench/operator.json (200 orders), else .bench/operator-N.json",
     )
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)  # a SIGTERM stops what was started, as Ctrl-C does
+    if args.freed:
+        target = args.out or ROOT / ".bench" / "operator.json"
+        known = json.loads(target.read_text()) if target.exists() else {}
+        known["freed_cards"] = freed_cards(args.orders, args.freed, args.cards, args.timeout)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(known, indent=2) + "\n")
+        print(json.dumps(known["freed_cards"], indent=2))
+        say(f"written to {target}")
+        return 0
     if args.waiting:
         target = args.out or ROOT / ".bench" / "operator.json"
         known = json.loads(target.read_text()) if target.exists() else {}

@@ -288,9 +288,10 @@ def _watch_order(
     return wait_for(ready, timeout, interval=0.5, what=f"{name} Ready")
 
 
-def up_real_node(timeout: float, serve: bool = True) -> int:
-    """Alice's order for the tiny model served by llama.cpp on a real node, in the foreground until a signal
-    (or, without `serve`, right after the completion), then everything torn down."""
+def up_real_node(timeout: float, serve: bool = True, orders: int = 1) -> int:
+    """Alice's `orders` orders for the tiny model served by llama.cpp on a real node (shares of its one card),
+    in the foreground until a signal (or, without `serve`, right after the completions), then everything torn
+    down."""
     why = check_real_node()
     if why:
         say(f"cannot start the real node: {why}")
@@ -316,26 +317,16 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
             standin = stack.enter_context(StandIn.from_kubeconfig(cluster.admin_kubeconfig))
             bed = stack.enter_context(llama_bed(cluster, admin, alice, standin.url_template, team_a))
             say(f"module running (logs: {bed.module.logs}); class {CLASS} admits the real node's card alone")
-            bed.orders.create(ORDER, hf(REPO), CLASS)
-            say(f"alice created {team_a}/{ORDER} for {REPO} (a generated tiny GGUF model); its conditions:")
-            status = _watch_order(lambda: bed.orders.status(ORDER), bed.module.check, ORDER, timeout)
-            plan = bed.orders.plan(ORDER)
-            assert plan is not None
-            runtime = plan["spec"]["runtime"]
-            resolved = status.get("resolved", {})
-            say(f"Ready in {time.monotonic() - t0:.1f}s: phase={status['phase']} {conditions_line(status)}")
+            names = [ORDER] + [f"{ORDER}-{i + 1}" for i in range(1, orders)]
+            for name in names:
+                bed.orders.create(name, hf(REPO), CLASS)
             say(
-                f"  {resolved.get('placementMode')} {resolved.get('acceleratorProductName')} on "
-                f"{plan['spec']['placement']['nodeName']}, runtime {runtime['recipe']} ({runtime['image']})"
+                f"alice created {', '.join(f'{team_a}/{n}' for n in names)} for {REPO} (a generated tiny GGUF model)"
             )
-            say(serves_line(resolved))
-            reply = bed.chat(ORDER, runtime["servedName"])
-            say(
-                f"chat completion from llama-server ({runtime['servedName']}): "
-                f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the "
-                "generated model's weights are random, so is its text)"
-            )
-            _how_to_reach(cluster, bed.forwarder.port, team_a, runtime["servedName"])
+            for name in names:
+                say(f"{name}'s conditions:")
+                _serve_one(bed, name, timeout, t0)
+            _how_to_reach(cluster, bed.forwarder, team_a, names)
             if serve:
                 say("Serving until Ctrl-C (or SIGTERM); then the real node and everything else stop.")
                 while True:
@@ -352,24 +343,50 @@ def up_real_node(timeout: float, serve: bool = True) -> int:
     return 0
 
 
-def _how_to_reach(cluster: Cluster, port: int, namespace: str, served: str) -> None:
+def _serve_one(bed: Any, name: str, timeout: float, t0: float) -> None:
+    """One order of the demo watched to Ready, its placement and runtime, and a chat completion from it."""
+    status = _watch_order(lambda: bed.orders.status(name), bed.module.check, name, timeout)
+    plan = bed.orders.plan(name)
+    assert plan is not None
+    runtime = plan["spec"]["runtime"]
+    resolved = status.get("resolved", {})
+    say(f"Ready in {time.monotonic() - t0:.1f}s: phase={status['phase']} {conditions_line(status)}")
+    say(
+        f"  {resolved.get('placementMode')} {resolved.get('sharePercent') or 100}% of "
+        f"{resolved.get('acceleratorProductName')} on {plan['spec']['placement']['nodeName']}, runtime "
+        f"{runtime['recipe']} ({runtime['image']})"
+    )
+    say(f"  {serves_line(resolved)}")
+    reply = bed.chat(name, runtime["servedName"])
+    say(
+        f"chat completion from {name}'s llama-server ({runtime['servedName']}): "
+        f"{reply.choices[0].message.content!r} ({reply.usage.completion_tokens} tokens; the generated model's "
+        "weights are random, so is its text)"
+    )
+
+
+def _how_to_reach(cluster: Cluster, forwarder: Any, namespace: str, names: list[str]) -> None:
     kubectl = f"{bin_dir() / 'kubectl'} --kubeconfig {cluster.admin_kubeconfig}"
     recipe = load_recipes().get(RECIPE)
     assert recipe is not None
-    say(f"  {kubectl} get inferenceservice {ORDER} -n {namespace} -o wide")
+    name = names[-1]
+    say(f"  {kubectl} get inferenceservice -n {namespace} -o wide")
     say(
-        f"  TOKEN=$({kubectl} get secret {auth_secret_name(ORDER)} -n {namespace} "
+        f"  TOKEN=$({kubectl} get secret {auth_secret_name(name)} -n {namespace} "
         f"-o jsonpath='{{.data.{AUTH_SECRET_KEY}}}' | base64 -d)"
     )
-    say(f"The order's pod, through the API server's port-forward, already on 127.0.0.1:{port}:")
     say(
-        f'  curl -sS http://127.0.0.1:{port}/v1/chat/completions -H "Authorization: Bearer $TOKEN" '
-        f'-H \'Content-Type: application/json\' -d \'{{"model": "{served}", "max_tokens": 16, '
+        f"Each order's pod, through the API server's port-forward, already on 127.0.0.1:{forwarder.port} under "
+        f"/<namespace>/<order>, e.g. {name}:"
+    )
+    say(
+        f'  curl -sS {forwarder.url(namespace, name)}/v1/chat/completions -H "Authorization: Bearer $TOKEN" '
+        f'-H \'Content-Type: application/json\' -d \'{{"model": "{REPO}", "max_tokens": 16, '
         f'"messages": [{{"role": "user", "content": "Hello"}}]}}\''
     )
     say(
         f"  or a port-forward of your own (it prints its local port): {kubectl} -n {namespace} port-forward "
-        f"--address 127.0.0.1 pod/{ORDER}-0 :{recipe.ports.http}"
+        f"--address 127.0.0.1 pod/{name}-0 :{recipe.ports.http}"
     )
 
 
@@ -426,6 +443,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "foreground until Ctrl-C; everything stops on exit",
     )
     p.add_argument(
+        "--orders",
+        type=int,
+        default=1,
+        help="with --real-node: this many orders for the tiny model, shares of the node's one card",
+    )
+    p.add_argument(
         "--exit-after-ready",
         action="store_true",
         help="with --real-node: stop right after the chat completion instead of serving",
@@ -439,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "down":
         return down(args.state_dir)
     if args.real_node:
-        return up_real_node(args.timeout, serve=not args.exit_after_ready)
+        return up_real_node(args.timeout, serve=not args.exit_after_ready, orders=max(1, args.orders))
     return up(args.state_dir, args.timeout)
 
 

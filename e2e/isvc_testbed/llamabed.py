@@ -13,9 +13,9 @@ What the test bed supplies, and why:
   toleration, and the planner counts a tainted node's card as closed;
 - the Hugging Face endpoint is the stand-in Hub relayed at the node's address (`RealNode.relay`): the same
   URL serves the controller on the host and the fetch container in the pod;
-- the controller's probe URL is a loopback port carried to the order's pod by the API server's port-forward
-  (`PodForwarder`): no Service IP is served on the host (no kube-proxy), and a service proxy would take the
-  order's token as an API credential;
+- the controller's probe URL is a loopback port carried to a pod of the order its path names by the API
+  server's port-forward (`OrderForwarder`, `http://127.0.0.1:<port>/{namespace}/{name}`): no Service IP is
+  served on the host (no kube-proxy), and a service proxy would take the order's token as an API credential;
 - with `model_cache`, the chart's model cache Deployment runs on the node from its image (moved there as the
   chart's other Deployments are in test_chart_deployments.py), its Hub the stand-in relayed at the node's
   address, and the controller's `--model-cache-endpoint` is the cache pod's address on the node's bridge (no
@@ -46,7 +46,7 @@ from isvc_testbed.realnode import (
     REAL_NODE_GPU_SELECTOR,
     REAL_NODE_LABEL,
     REAL_NODE_TOLERATION,
-    PodForwarder,
+    OrderForwarder,
     llama_server_image,
 )
 from isvc_testbed.tinymodel import hub_fixture, tiny_chat_model, truncated
@@ -67,7 +67,7 @@ class Bed:
     cluster: Cluster
     module: ModuleProcesses
     orders: Orders
-    forwarder: PodForwarder
+    forwarder: OrderForwarder
     good_model: Path
     dropped: int  # the node's dropped forwarded packets when the bed came up (nothing may dial out)
     cache_pod: str | None = None  # the model cache's pod on the node (`model_cache`)
@@ -91,7 +91,7 @@ class Bed:
     def client(self, order: str, api_key: str | None = None, timeout: float = 60) -> openai.OpenAI:
         """An openai client for the order's pod through the forwarder's loopback port (the order's token)."""
         return openai.OpenAI(
-            base_url=f"http://127.0.0.1:{self.forwarder.port}/v1",
+            base_url=f"{self.forwarder.url(self.orders.ns, order)}/v1",
             api_key=self.token(order) if api_key is None else api_key,
             max_retries=0,
             timeout=timeout,
@@ -224,7 +224,7 @@ def llama_bed(
         cache = model_cache_on_node(cluster, admin_api, hub, image_ref(cache_image)) if cache_image else None
         cache_flags = ["--model-cache-endpoint", f"http://{cache.status.pod_ip}:8080"] if cache else []
         with (
-            PodForwarder(admin_api, namespace, f"{ORDER}-0", recipe.ports.http) as forwarder,
+            OrderForwarder(admin_api, recipe.ports.http) as forwarder,
             node.untainted(),
         ):
             module.start_controller(
@@ -235,7 +235,7 @@ def llama_bed(
                 "--model-fetch-image",
                 image_ref(fetcher),
                 "--probe-url-template",
-                f"http://127.0.0.1:{forwarder.port}",
+                forwarder.template(),
                 *cache_flags,
             )
             with Orders(module, admin_api, alice_api, namespace, timeout=120) as orders:

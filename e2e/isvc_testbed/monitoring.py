@@ -35,6 +35,8 @@ import httpx
 import yaml
 from isvc_api import LABEL_ORDER
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
 from isvc_testbed._errors import BinariesMissing, TestbedError
 from isvc_testbed._pki import Pki
@@ -355,10 +357,11 @@ class Monitoring:
         while it answers no list."""
         path = f"/apis/custom.metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/*/{metric}"
         with self.cluster.api_client("admin") as api:
-            answer: Any = api.call_api("GET", api.configuration.host + path, {"Accept": "application/json"})
-            data = answer.read()
-        if answer.status != 200:  # not served yet, or the adapter restarting on new rules
-            return []
+            try:  # the dynamic client's request: one signature on every kubernetes client the packages accept
+                answer: Any = DynamicClient(api).request("get", path, serialize=False)
+            except ApiException:  # not served yet, or the adapter restarting on new rules
+                return []
+            data = answer.data
         items: list[dict[str, Any]] = json.loads(data).get("items") or []
         return items
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from kubernetes import client as k8s
@@ -58,6 +58,7 @@ __all__ = [
     "REAL_NODE_NAME",
     "REAL_NODE_TAINT",
     "REAL_NODE_TOLERATION",
+    "OrderForwarder",
     "PodForwarder",
     "RealNode",
     "build_image",
@@ -270,7 +271,7 @@ class PodForwarder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True, name=f"forward-{pod}")
 
-    def __enter__(self) -> PodForwarder:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -324,6 +325,107 @@ class PodForwarder:
             finally:
                 forward.close()
                 # the client library leaves the websocket's socket open when the server ended the stream
+                with contextlib.suppress(Exception):
+                    forward.websocket.shutdown()
+
+
+_HEAD_LIMIT = 64 * 1024
+
+
+def _read_head(conn: socket.socket) -> bytes | None:
+    """An HTTP request's head and whatever of its body came with it; None when it is not one."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk or len(data) > _HEAD_LIMIT:
+            return None
+        data += chunk
+    return data
+
+
+def routed(data: bytes) -> tuple[str, str, bytes] | None:
+    """(namespace, order, the request for the order's pod) of a request to `/<namespace>/<order>/<path>`: its
+    target without the prefix, and `Connection: close`, so that one connection carries one request to one pod."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    first, *fields = head.split(b"\r\n")
+    parts = first.split(b" ")
+    if len(parts) != 3 or not parts[1].startswith(b"/"):
+        return None
+    segments = parts[1].split(b"/", 3)
+    if len(segments) < 3 or not segments[1] or not segments[2]:
+        return None
+    target = b"/" + (segments[3] if len(segments) > 3 else b"")
+    kept = [f for f in fields if not f.lower().startswith(b"connection:")]
+    request = b"\r\n".join([b" ".join([parts[0], target, parts[2]]), *kept, b"Connection: close"])
+    return segments[1].decode(), segments[2].decode(), request + b"\r\n\r\n" + rest
+
+
+class OrderForwarder(PodForwarder):
+    """127.0.0.1:<port>/<namespace>/<order>/… on the host, each request carried to a running pod of that order
+    (a ready one first) by the API server's port-forward: any number of orders behind one port, as the
+    controller's probe URL template `http://127.0.0.1:<port>/{namespace}/{name}` and clients address them
+    (issue 45: one pod's forwarder carried every order's probe to the first order's pod, and the second order
+    read 401). One request a connection: the pod is told `Connection: close`."""
+
+    def __init__(self, api: k8s.ApiClient, port: int) -> None:
+        super().__init__(api, "", "", port)
+
+    def template(self) -> str:
+        """The controller's --probe-url-template for this forwarder."""
+        return f"http://127.0.0.1:{self.port}/{{namespace}}/{{name}}"
+
+    def url(self, namespace: str, order: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{namespace}/{order}"
+
+    def _pod_of(self, core: k8s.CoreV1Api, namespace: str, order: str) -> str | None:
+        from isvc_api import LABEL_ORDER
+
+        pods: list[Any] = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_ORDER}={order}").items
+        running = [
+            p for p in pods if p.status and p.status.phase == "Running" and not p.metadata.deletion_timestamp
+        ]
+        ready = [
+            p
+            for p in running
+            if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+        ]
+        chosen = sorted(ready or running, key=lambda p: str(p.metadata.name))
+        return str(chosen[0].metadata.name) if chosen else None
+
+    def _carry(self, conn: socket.socket) -> None:
+        from kubernetes.stream import portforward
+
+        own = k8s.ApiClient(self.api.configuration)
+        core = k8s.CoreV1Api(own)
+        with conn, own:
+            try:
+                data = _read_head(conn)
+                found = routed(data) if data else None
+                pod = self._pod_of(core, found[0], found[1]) if found else None
+                if found is None or pod is None:
+                    return  # nothing to forward to: the caller sees its connection closed
+                forward: Any = portforward(
+                    core.connect_get_namespaced_pod_portforward, pod, found[0], ports=str(self.target)
+                )
+            except (k8s.ApiException, OSError, ValueError):
+                return
+            try:
+                remote: socket.socket = forward.socket(self.target)
+                remote.setblocking(True)
+                remote.sendall(found[2])
+                done = threading.Event()
+
+                def pump(src: socket.socket, dst: socket.socket) -> None:
+                    with contextlib.suppress(OSError):
+                        while chunk := src.recv(65536):
+                            dst.sendall(chunk)
+                    done.set()
+
+                threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
+                threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
+                done.wait()
+            finally:
+                forward.close()
                 with contextlib.suppress(Exception):
                     forward.websocket.shutdown()
 

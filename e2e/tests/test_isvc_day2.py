@@ -82,11 +82,27 @@ def test_a_quota_leaving_no_device_is_workload_error_naming_it_and_its_raise_is_
         assert "exceeded quota: gpus" in message  # the cluster's own words
     time.sleep(4)
     assert condition(bed.status(names[0]), "WorkloadReady")["reason"] == "WorkloadError"  # not on its own
+    said = len(bed.module.log("controller"))
     bed.quota("gpus", {key: "2" for key in DEVICE_QUOTA})
     raised = time.monotonic()
+    ready = {}
     for name in names:
         bed.wait_ready(name, timeout=30)
-    print(f"both orders Ready {time.monotonic() - raised:.1f} s after the quota was raised")
+        ready[name] = time.monotonic() - raised
+    print(f"orders Ready {', '.join(f'{t:.1f} s' for t in ready.values())} after the quota was raised")
+    # Issue 45, point 0: the retry's merge patch raised TypeError on kubernetes 37 (10 tracebacks, both orders
+    # NotJudged for 5-20 s, the annotation never written), and the orders came up on the cluster's own retry.
+    lines = bed.module.log("controller")[said:].splitlines()
+    loud = [line for line in lines if "Traceback" in line or " ERROR " in line or "NotJudged" in line]
+    assert loud == [], "\n".join(loud[:20])
+    retried = [
+        p.metadata.annotations["ai.deckhouse.io/quota-retry"]
+        for name in names
+        for p in bed.pods(name)
+        if "ai.deckhouse.io/quota-retry" in (p.metadata.annotations or {})
+    ]
+    assert len(retried) == len(names) and all(r.startswith("gpus@") for r in retried), retried
+    assert max(ready.values()) < 10, ready  # judged at once, not after the cluster's backoff
 
 
 @pytest.fixture
@@ -355,7 +371,7 @@ def test_deleting_a_namespace_with_orders_is_routine_for_the_controller(
     time.sleep(2)  # passes woken by the last deletions
     lines = module.log("controller")[said:].splitlines()
     loud = [line for line in lines if " ERROR " in line or " WARNING " in line or "Traceback" in line]
-    assert loud == [], "\n".join(loud[:20])
+    assert loud == [], "\n".join(lines[:80])
     about = [line for line in lines if namespace in line]
     assert len(about) <= len(names), "\n".join(about)
 
@@ -381,16 +397,30 @@ def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed)
     bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
     [pod] = bed.pods(name)
     assert _evict(bed, pod.metadata.name) == 201
-    began, seen = time.monotonic(), set()
+    began, seen, phases, lies = time.monotonic(), set(), [], []
 
-    def moved(s: dict[str, Any]) -> bool:
+    def ready_endpoints() -> int:
+        return sum(
+            any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            for p in bed.pods(name)
+        )
+
+    def moved() -> dict[str, Any] | None:
+        # Issue 45, point 2: the phase read Degraded ("serves") with no replica ready for 1-2 s. A sample counts
+        # only when the pods read before and after the status both have none ready.
+        before, s, after = ready_endpoints(), bed.status(name), ready_endpoints()
         seen.update(c.get("reason") for c in s.get("conditions", []))
-        return s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node
+        phases.append(s.get("phase"))
+        if s.get("phase") == "Degraded" and before == after == 0:
+            lies.append(round(time.monotonic() - began, 1))
+        return s if s.get("phase") == "Ready" and (s.get("resolved") or {}).get("nodeName") != node else None
 
-    status = bed.wait(name, moved, 30, "Ready again on another node")
+    status = wait_for(moved, 30, interval=0.5, what="Ready again on another node")
     print(
-        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction"
+        f"Ready on {status['resolved']['nodeName']} (was {node}) {time.monotonic() - began:.1f} s after the eviction; "
+        f"phases sampled every 0.5 s: {phases}"
     )
+    assert lies == [], f"Degraded with no replica ready at {lies} s"
     assert not seen & {"ResourceClaimExhausted", "LaunchPlanNotAPlacement"}, seen
     # Not a disagreement with the scheduler: the planner learned no refusal, so it distrusts no device.
     assert f"the scheduler refused the claim of {bed.ns}/{name}" not in bed.module.log("planner")

@@ -38,9 +38,10 @@ class Bed(Orders):
         replicas: int = 1,
         also: str | None = None,
         shares: list[int] | None = None,
+        classes: tuple[str, ...] = (GPU, MIG),
     ) -> str:
         selector = fleet.selector() + (f" && {also}" if also else "")
-        accel: dict[str, Any] = {"deviceClassNames": [GPU, MIG], "selector": selector}
+        accel: dict[str, Any] = {"deviceClassNames": list(classes), "selector": selector}
         if shares:
             accel["allowedSharePercents"] = shares
         spec = {
@@ -118,7 +119,10 @@ def test_an_order_goes_ready_on_each_mode_of_the_driver_issue_41(
     bed: Bed, fleets: dict[str, Fleet], mode: str, model: str, device_class: str
 ) -> None:
     fleet = fleets[mode]
-    klass = bed.klass(f"mode-{mode}", fleet, also=H100 if mode in ("partitioned", "static-mig") else None)
+    mig = mode in ("partitioned", "static-mig")  # classes are tried in the policy's order: partitions first
+    klass = bed.klass(
+        f"mode-{mode}", fleet, also=H100 if mig else None, classes=(MIG, GPU) if mig else (GPU, MIG)
+    )
     name = bed.create(f"mode-{mode}", hf(model), klass)
     [[(pool, device)]] = _ready(bed, name, 1)
     status = bed.status(name)

@@ -251,6 +251,11 @@ def test_a_recipe_the_administrator_adds_in_the_module_settings_serves_what_none
             "quantization": "BitsAndBytes",
             "quantizationBits": 4,
             "contextLength": 131072,
+            # its geometry (config.json): a launch's context is sized against its KV budget (issue 45)
+            "numLayers": 32,
+            "numAttentionHeads": 32,
+            "numKVHeads": 8,
+            "hiddenSize": 4096,
             "endpointTypes": ["Chat"],
             "size": "6Gi",
         },

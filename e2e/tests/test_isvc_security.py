@@ -168,6 +168,7 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("controller", "patch", "networking.k8s.io", "networkpolicies", "team-a", True),  # issue 29: per order
     ("controller", "update", "networking.k8s.io", "networkpolicies", "team-a", False),
     ("controller", "get", "", "pods/log", "team-a", True),
+    ("controller", "delete", "", "pods", "team-a", True),  # issue 44: a replica whose permit it did not seal
     ("controller", "create", "", "events", "team-a", True),
     ("controller", "list", "", "events", "team-a", True),  # a set's FailedCreate, while it has no pod
     ("controller", "watch", "", "events", "team-a", False),

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 from isvc_api import LABEL_ORDER
+from isvc_planner_client import PlannerClient
+from isvc_testbed.cluster import Cluster
 from isvc_testbed.helpers import wait_for
+from isvc_testbed.module import NAMESPACE, token_file
 from isvc_testbed.orders import GROUP, VERSION, Orders, condition, hf
 from isvc_testbed.volumes import STORAGE_CLASS
 from kubernetes import client as k8s
@@ -60,12 +63,28 @@ def bed(module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, team_a:
         yield b
 
 
+def _held_units(module: Any, cluster: Cluster, namespace: str, name: str) -> set[int | None]:
+    """The share units the planner's ledger holds for an order (`GET /v1/capacity`, asked as the controller)."""
+    token = token_file(cluster.service_account_kubeconfig(NAMESPACE, "controller"))
+    with PlannerClient(
+        module.planner_url, timeout=10, token_file=token, ca_file=module.planner_ca
+    ) as planner:
+        return {
+            h.units
+            for d in planner.capacity().devices
+            for h in d.holders
+            if h.order is not None and (h.order.namespace, h.order.name) == (namespace, name)
+        }
+
+
 def _volume(workload: Any) -> tuple[str, int]:
     [template] = workload.spec.volume_claim_templates
     return template.metadata.name, int(parse_quantity(template.spec.resources.requests["storage"]))
 
 
-def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_brings_it_back(bed: Bed) -> None:
+def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_brings_it_back(
+    bed: Bed, cluster: Cluster
+) -> None:
     bed.create_class(
         "settled",
         {
@@ -102,7 +121,22 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
         k: served.get(k) for k in ("acceleratorProductName", "devices", "modelVolume")
     }
     assert resolved["replanCount"] == served["replanCount"] + 1  # the recomputation is counted all the same
-    assert LARGE in bed.plan(name)["spec"]["runtime"]["servedName"]  # type: ignore[index]
+    # Issue 45, point 3: Planned and the LaunchPlan (InForce) described the refused plan, and the planner held
+    # its share beside the one serving. Now they describe the small model, naming the refused plan.
+    planned = condition(status, "Planned")
+    assert (planned["status"], planned["reason"]) == ("True", "LaunchPlanInForce"), planned
+    assert "is not taken" in planned["message"], planned
+    plan = bed.plan(name)
+    assert plan is not None and SMALL in plan["spec"]["runtime"]["servedName"]
+    [in_force] = plan["status"]["conditions"]
+    assert (in_force["type"], in_force["status"], in_force["reason"]) == (
+        "InForce",
+        "True",
+        "LaunchPlanInForce",
+    )
+    share = plan["spec"]["placement"].get("sharePercent")
+    held_units = _held_units(bed.module, cluster, bed.ns, name)
+    assert held_units == {share}, held_units  # the serving plan's share alone
     message = condition(status, "WorkloadReady")["message"]
     assert "Release notes" in message and f"delete statefulset {name}" in message
     events = wait_for(
@@ -137,7 +171,7 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
 
     # A smaller model fits on the volume the set holds: the set rolls, its claim template stays.
     bed.edit(name, SMALL)
-    bed.wait(
+    status = bed.wait(
         name,
         lambda s: (
             condition(s, "WorkloadReady").get("status") == "True"
@@ -150,3 +184,5 @@ def test_an_order_outgrowing_its_settled_volume_is_refused_and_the_procedure_bri
     assert kept is not None and kept.metadata.uid == remade.metadata.uid
     assert _volume(kept) == (second_volume, second_size)
     assert kept.metadata.generation > remade.metadata.generation  # the pod template did change
+    # Issue 45, point 3: status said the small model's estimate while the set kept the larger volume.
+    assert int(parse_quantity(status["resolved"]["modelVolume"])) == second_size, status["resolved"]

@@ -6,8 +6,10 @@ start permit, and only then does its runtime "start" and get Ready. Times are re
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from isvc_testbed.helpers import user_namespace, wait_for
 from isvc_testbed.module import START_TURN_SECONDS
 from isvc_testbed.orders import Orders, condition, hf
 from kubernetes import client as k8s
+from kubernetes import watch
 
 pytestmark = pytest.mark.e2e
 
@@ -23,6 +26,8 @@ QWEN = "Qwen/Qwen2.5-7B-Instruct"
 GPU = "gpu.nvidia.com"
 PERMIT = "ai.deckhouse.io/start-permit"
 PERMITTED_AT = "ai.deckhouse.io/start-permitted-at"
+SEAL = "ai.deckhouse.io/start-permit-seal"
+EDITOR = "d8:user-authz:isvc:editor"
 
 
 class Bed(Orders):
@@ -153,3 +158,86 @@ def test_a_co_tenant_that_never_gets_ready_holds_the_other_only_for_the_bounded_
             "the hanging order saying why its co-tenants went on",
         )
         assert condition(said, "WorkloadReady")["reason"] == "WorkloadNotReady"
+
+
+def _readiness(
+    api: k8s.ApiClient, namespace: str, order: str, seen: list[tuple[str, datetime]], stop: Any
+) -> None:
+    """Every moment a pod of the order reads Ready, as the API server streams its changes: (uid, when)."""
+    stream = watch.Watch()
+    for event in stream.stream(
+        k8s.CoreV1Api(api).list_namespaced_pod,
+        namespace,
+        label_selector=f"ai.deckhouse.io/inference-service={order}",
+        timeout_seconds=120,
+    ):
+        pod = event["object"]
+        if any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])):
+            seen.append((pod.metadata.uid, datetime.now(UTC)))
+        if stop.is_set():
+            stream.stop()
+
+
+def test_a_pod_writing_its_own_permit_does_not_start_before_its_turn_issue_44(
+    module: Any, admin_api: k8s.ApiClient, alice_api: k8s.ApiClient, fleet: Any
+) -> None:
+    """Issue 44, point 5: a namespace user with `edit` wrote `start-permit` on her order's waiting pod and its
+    runtime started while a co-tenant's start held the card. The permit alone now starts nothing (the gate
+    waits for the module's seal); a made-up seal gets the pod deleted at once (KWOK "starts" it the moment the
+    annotations arrive; a real runtime would have loaded nothing yet); her replica starts in its turn, once the
+    co-tenant's bounded turn is over."""
+    hanging = user_namespace(admin_api, HANGING_NAMESPACE, user="alice", cluster_role=EDITOR)
+    forger = user_namespace(admin_api, "gate-forger", user="alice", cluster_role=EDITOR)
+    user_namespace(admin_api, forger, user="alice", cluster_role="edit")
+    with (
+        Bed(module, admin_api, alice_api, hanging) as there,
+        Bed(module, admin_api, alice_api, forger) as here,
+    ):
+        klass = here.one_card("gate-forge-card", fleet)
+        holder = there.create("gate-holds", hf(QWEN), klass)
+        wait_for(lambda: there.permit(holder) == "1", 60, what="the co-tenant holding the card's turn")
+        held_since = _permitted(there.pod(holder))
+        name = here.create("gate-forges", hf(QWEN), klass)
+        here.wait(
+            name,
+            lambda s: "waits for its turn" in condition(s, "WorkloadReady").get("message", ""),
+            60,
+            "her order waiting for its turn",
+        )
+        seen: list[tuple[str, datetime]] = []
+        stop = threading.Event()
+        watcher = threading.Thread(target=_readiness, args=(admin_api, forger, name, seen, stop), daemon=True)
+        watcher.start()
+        pods = k8s.CoreV1Api(alice_api)  # alice herself, with `edit`
+        forged_uids, lived = [], []
+        for forged in ({PERMIT: "1"}, {PERMIT: "1", SEAL: "0" * 32}):
+            pod = here.pod(name)
+            assert (pod.metadata.annotations or {}).get(PERMIT) == "0"
+            forged_uids.append(pod.metadata.uid)
+            pods.patch_namespaced_pod(pod.metadata.name, forger, {"metadata": {"annotations": forged}})
+            began = time.monotonic()
+            wait_for(
+                lambda uid=pod.metadata.uid: (p := here.pod(name)) is not None and p.metadata.uid != uid,
+                30,
+                what=f"the pod with {sorted(forged)} made anew",
+            )
+            lived.append(round(time.monotonic() - began, 2))
+        here.wait_ready(name, timeout=START_TURN_SECONDS + 60)
+        stop.set()
+        ready = here.pod(name)
+        print(f"forged pods made anew after {lived} s; Ready moments of her pods: {seen}")
+        # the permit alone starts nothing: the gate waits for the module's seal
+        assert [at for uid, at in seen if uid == forged_uids[0]] == [], seen
+        # a made-up seal starts the runtime only until the controller deletes its pod, on the pod's change
+        assert lived[1] < 2, lived
+        # her replica that serves started in its turn, once the co-tenant's bounded turn was over
+        turn_over = (_permitted(ready) - held_since).total_seconds()
+        assert turn_over >= START_TURN_SECONDS, turn_over
+        assert all(
+            (at - held_since).total_seconds() >= START_TURN_SECONDS
+            for uid, at in seen
+            if uid not in forged_uids
+        ), seen
+        events = [e for e in here.events(name) if e[1] == "StartPermitForged"]
+        assert len(events) == 2 and events[0][0] == "Warning", here.events(name)
+        assert (ready.metadata.annotations or {}).get(SEAL)  # the module's own permit carries its seal

@@ -6,11 +6,13 @@ token), prometheus-adapter serves the PodMetric the controller made as the custo
 server's aggregation layer, and kube-controller-manager's HPA controller scales the order's StatefulSet. The
 load is the openai client's concurrent streaming chats, more than the server's four slots hold.
 
-The card is set up so that the second replica has no room: the class permits 60 % shares only, so the planned
-card (100 shares) holds one replica; the second replica's claim finds no device. The card is simply full (no
-order of higher priority holds it: that would be ScaleUpBlocked, test_isvc_growth.py), so the replica waits for
-capacity: the order says GrowthClaimUnplaced, ScalingHealthy stays True and the phase Ready throughout, and when
-the load stops the set goes back to one replica after the class's (shortened) scale-down window.
+The second replica has no room: the class permits 60 % shares only, so the planned card (100 shares) holds one
+replica, and a replica on a 60 % share asks 2 CPUs, all the 2-CPU node has; kube-scheduler's resource check
+comes first and says so ("1 Insufficient cpu"). So the replica waits for a node with room, and the order says
+that, not that the device is full (issue 45: it said GrowthClaimUnplaced "the device is full", and the planner
+learned a device refusal, while CPU held it back); ScalingHealthy stays True and the phase Ready throughout, and
+when the load stops the set goes back to one replica after the class's (shortened) scale-down window. A full
+device alone is test_isvc_growth.py's (KWOK nodes have CPU to spare).
 """
 
 from __future__ import annotations
@@ -128,7 +130,6 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
 ) -> None:
     llama, watch = bed
     orders = llama.orders
-    llama.forwarder.pod = f"{ORDER}-0"
     orders.create_class(
         CLASS,
         {
@@ -214,26 +215,20 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
         assert (current.type, current.pods.metric.name) == ("Pods", metric)
         assert current.pods.current.average_value not in ("0", None), current  # the queue, per replica
         assert hpa.status.desired_replicas == 2
-        # the new replica's claim finds no device on the planned card: the order says so, and serves
-        event = wait_for(
-            lambda: look() and [e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"],
-            60,
-            interval=1,
-            what="a GrowthClaimUnplaced event",
-        )
-        assert len(event) == 1 and f"{ORDER}-1" in event[0][2], event
+        # the new replica finds no node with the CPU it asks: the order says so, and serves
         status = orders.wait(
             ORDER,
             lambda s: (
                 look() is not None
-                and "wait for capacity" in condition(s, "ScalingHealthy").get("message", "")
+                and "waits for a node with room for it" in condition(s, "ScalingHealthy").get("message", "")
             ),
-            30,
-            "ScalingHealthy saying the replica waits for capacity",
+            60,
+            "ScalingHealthy saying the replica waits for a node with room",
         )
         scaling = condition(status, "ScalingHealthy")
         assert (scaling.get("status"), scaling.get("reason")) == ("True", "ScalingOK"), scaling
-        assert "the autoscaler asked for 2" in scaling["message"] and f"({ORDER}-1)" in scaling["message"]
+        assert f"{ORDER}-1 waits for a node with room for it" in scaling["message"], scaling
+        assert "Insufficient cpu" in scaling["message"] and "the device is full" not in scaling["message"]
         load.stop.set()
         stopped = time.monotonic()  # the queue was long until now: the window starts here at the earliest
     assert load.done > 0, load.errors[-3:]
@@ -250,7 +245,7 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
     )
     assert condition(status, "ScalingHealthy").get("status") == "True"
     assert set(phases) == {"Ready"}, phases  # the order was Ready all along, never Degraded
-    assert len([e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"]) == 1  # once per replica
+    assert [e for e in orders.events(ORDER) if e[1] == "GrowthClaimUnplaced"] == []  # no device was said full
     print(
         f"growth: a second replica {grew:.0f}s after the load began with {peak['value'][1]} chats waiting at most "
         f"({STREAMS} streams; HPA sync {HPA_SYNC_SECONDS}s, scrape "

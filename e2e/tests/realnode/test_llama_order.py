@@ -96,7 +96,6 @@ def test_a_crashing_runtime_is_reported_with_its_own_lines_and_the_report_lifts_
 ) -> None:
     orders = bed.orders
     name = "tiny-cut"
-    bed.forwarder.pod = f"{name}-0"
     orders.create(name, hf(CUT_REPO), CLASS)
     try:
         status = orders.wait(
@@ -136,11 +135,10 @@ def _gate_line(log: str, words: str) -> datetime | None:
 
 def test_two_orders_on_the_one_card_start_their_llama_servers_one_at_a_time(bed: Bed) -> None:
     """Issue 25: two co-tenants of the node's one card, created together, go through the same start gate: the
-    second llama-server starts only once the first is Ready (times from the API server: the pods' conditions
-    and the containers' own lines)."""
+    second llama-server starts only once the first has taken its memory (issue 45: not at its Ready; times
+    from the API server: the pods' conditions and the containers' own lines)."""
     orders, core = bed.orders, bed.core
     names = ["tiny-one", "tiny-two"]
-    bed.forwarder.pod = f"{names[0]}-0"  # the probe reaches one of them; the gate is about their pods
     for name in names:
         orders.create(name, hf(REPO), CLASS)
     try:
@@ -164,7 +162,17 @@ def test_two_orders_on_the_one_card_start_their_llama_servers_one_at_a_time(bed:
     ready = next(c.last_transition_time for c in pods[earlier].status.conditions if c.type == "Ready")
     assert "waits for its turn on the shared device" in logs[later], logs[later][-2000:]
     later_goes = goes[later]
-    assert later_goes is not None and later_goes >= ready.replace(microsecond=0), (later_goes, ready)
+    # Issue 45, point 9: the turn passes once the earlier llama-server has taken its memory (its own line),
+    # not at its Ready (the readiness probe's period after it)
+    taken = _gate_line(logs[earlier], ": model loaded")
+    earlier_goes = goes[earlier]
+    assert taken is not None and earlier_goes is not None, logs[earlier][-2000:]
+    assert later_goes is not None and later_goes >= taken, (later_goes, taken)
+    print(
+        f"{earlier}: gate went {earlier_goes.time()}, memory taken +{(taken - earlier_goes).total_seconds():.2f} s, "
+        f"Ready +{(ready - earlier_goes).total_seconds():.2f} s (whole seconds); {later}: gate went "
+        f"+{(later_goes - earlier_goes).total_seconds():.2f} s"
+    )
     # one card: both claims allocated the node's device, both permits for the first start
     resource = k8s.ResourceV1Api(orders.admin_api)
     for name, pod in pods.items():

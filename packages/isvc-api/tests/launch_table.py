@@ -9,9 +9,16 @@ published weights, vLLM's measured non-KV memory, the CUDA context and graphs): 
 
 from __future__ import annotations
 
-from isvc_api import SERVING_DEFAULTS, EndpointType, Fit, MemoryRuntime, fit_launch, need_per_device, visible_bytes
+from isvc_api import (
+    SERVING_DEFAULTS,
+    EndpointType,
+    Fit,
+    MemoryRuntime,
+    fit_launch,
+    need_per_device,
+    visible_bytes,
+)
 from test_memory import CARDS, GIB, MODELS, _measured_overhead, _starts, facts, quantity
-
 
 CHAT = SERVING_DEFAULTS[EndpointType.CHAT]
 
@@ -37,7 +44,9 @@ def rows() -> list[str]:
 
             fit = fit_launch(model, MemoryRuntime.VLLM, published, share, tp, load=CHAT)
             if not isinstance(fit, Fit):
-                out.append(f"| {key} | {card} | {share}% × {tp} | – | – | – | – | – | – | – | – | no: {fit} |")
+                out.append(
+                    f"| {key} | {card} | {share}% × {tp} | – | – | – | – | – | – | – | – | no: {fit} |"
+                )
                 continue
             try:
                 left, starts = _starts(row, fit, CARDS[card], share) / GIB, "yes"

@@ -10,6 +10,7 @@ from isvc_health import HealthSettings, ProbeOutcome, ProbeResult, judge_health,
 
 OK = ProbeResult(outcome=ProbeOutcome.OK)
 DOWN = ProbeResult(outcome=ProbeOutcome.CONNECTION_REFUSED, reason="connection refused")
+GONE = ProbeResult(outcome=ProbeOutcome.NO_REPLICA, reason="no replica is ready")
 SETTINGS = HealthSettings(failure_threshold=3, sustained_seconds=30)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -61,6 +62,20 @@ UNHEALTHY = ("False", Reason.SERVICE_UNHEALTHY)
                 (10, DOWN, *SERVING),
             ],
             id="a success clears a sustained failure, and counting starts over",
+        ),
+        pytest.param(
+            [(0, OK, *SERVING), (10, GONE, *PENDING), (10, GONE, *PENDING), (10, OK, *SERVING)],
+            id="issue 45: with no replica ready nothing serves, blip or not",
+        ),
+        pytest.param(
+            [
+                (0, OK, *SERVING),
+                (10, GONE, *PENDING),
+                (10, DOWN, *SERVING),
+                (10, GONE, *PENDING),
+                (10, GONE, *UNHEALTHY),
+            ],
+            id="no replica counts towards a sustained failure like a failed probe",
         ),
     ],
 )

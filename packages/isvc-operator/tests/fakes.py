@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import isvc_health
 import isvc_workload
 from isvc_api import (
     LABEL_ORDER,
@@ -116,6 +117,9 @@ class FakeCluster:
         self.said: dict[tuple[str, str, str], str] = {}  # (kind, name, event reason) -> message
         self.said_reads: list[tuple[str, str, str]] = []
         self.annotated: list[tuple[str, str, str, dict[str, str]]] = []
+        self.ready_pods = True  # an applied set gets a ready replica
+        self.start_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its current instance's output
+        self.start_log_reads: list[tuple[str, str]] = []
 
     def put(self, obj: Obj) -> None:
         meta = obj["metadata"]
@@ -219,7 +223,34 @@ class FakeCluster:
         if uid and not meta.get("uid"):  # the API server keeps an object's uid across applies
             manifest = {**manifest, "metadata": {**meta, "uid": uid}}
         self.put(manifest)
+        if manifest["kind"] == "StatefulSet" and held is None and self.ready_pods:
+            self._replica(manifest)
         return manifest
+
+    def _replica(self, workload: Obj) -> None:
+        """A ready replica of a set when it is made, as the cluster would make one: what the order's Service
+        has behind it (a test that needs other pods puts its own; `replicas_gone` takes them away)."""
+        meta = workload["metadata"]
+        order = (meta.get("labels") or {}).get(LABEL_ORDER)
+        if order is None or self.owned("Pod", meta["namespace"], order):
+            return
+        self.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{meta['name']}-0",
+                    "namespace": meta["namespace"],
+                    "labels": {LABEL_ORDER: order},
+                },
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+        )
+
+    def replicas_gone(self, namespace: str, order: str) -> None:
+        """Every pod of the order gone: nothing behind its Service."""
+        for pod in self.owned("Pod", namespace, order):
+            del self.objects[("Pod", namespace, pod["metadata"]["name"])]
 
     def patch(self, manifest: Obj, ops: list[Obj], dry_run: bool = False) -> Obj:
         """A JSON patch as the API server applies one (add, replace, remove, test on object members)."""
@@ -264,6 +295,10 @@ class FakeCluster:
 
     def read_log(self, namespace: str, pod: str, container: str, lines: int = 8) -> str | None:
         return None
+
+    def start_log(self, namespace: str, pod: str, container: str, lines: int = 200) -> str | None:
+        self.start_log_reads.append((namespace, pod))
+        return self.start_logs.get((namespace, pod))
 
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         self.failed_create_reads.append((namespace, kind, name, uid))
@@ -411,6 +446,7 @@ class FakeRecipes:
             tool_call_parser=self.parsers[0],
             reasoning_parser=self.parsers[1],
             content_hash="abc",
+            runtime="vllm",  # the recipe's runtime, as the book compiles it
         )
 
 
@@ -514,7 +550,13 @@ class FakeWorkload:
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         if held is not None and self.outgrown is not None:
             return Refusal(reason=Reason.WORKLOAD_ERROR, message=self.outgrown)
-        return wanted
+        return isvc_workload.settle(wanted, held)  # a held volume large enough is kept
+
+    def outgrows(self, held: Obj | None, needed_size: str) -> Refusal | None:
+        """What settle() would say of a set for this volume (the fakes' volumes are all the same size)."""
+        if held is not None and self.outgrown is not None:
+            return Refusal(reason=Reason.WORKLOAD_ERROR, message=self.outgrown)
+        return None
 
     def manifests(
         self,
@@ -551,7 +593,7 @@ class FakeWorkload:
                     "labels": labels,
                     "ownerReferences": [order.owner_reference()],
                 },
-                **self._template(policy),
+                **self._template(policy, plan.estimates.model_volume if plan.estimates else None),
             },
             *self.extra,
         ]
@@ -565,13 +607,25 @@ class FakeWorkload:
         return exactly
 
     @staticmethod
-    def _template(policy: EffectivePolicy) -> Obj:
+    def _template(policy: EffectivePolicy, volume: str | None = None) -> Obj:
         """One replica of the runtime, and the priority class when the class names one: what class edits change
-        in pods."""
+        in pods; the model volume the plan estimates."""
         pod: Obj = {"automountServiceAccountToken": False, "containers": [RUNTIME]}
         if policy.priority_class_name:
             pod["priorityClassName"] = policy.priority_class_name
-        return {"spec": {"replicas": 1, "template": {"spec": pod}}}
+        claims = [
+            {
+                "metadata": {"name": f"models-{volume.lower()}"},
+                "spec": {"resources": {"requests": {"storage": volume}}},
+            }
+        ]
+        return {
+            "spec": {
+                "replicas": 1,
+                "template": {"spec": pod},
+                **({"volumeClaimTemplates": claims} if volume else {}),
+            }
+        }
 
     def recreates_pods(self, held: Obj | None, wanted: Obj, templates: dict[str, Obj]) -> bool:
         return isvc_workload.recreates_pods(held, wanted, templates)
@@ -674,16 +728,13 @@ class FakeHealth:
         self.forgotten.append((namespace, name))
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
+        """isvc-health's own judgement of a pass with no replica ready, sustained at the second in a row."""
         self.records.append(record)
-        failed = HealthStatus(
-            ever_ready=record.ever_ready,
-            consecutive_failures=record.consecutive_failures + 1,
-            first_failure_time=record.first_failure_time or at,
-            last_failure=why,
+        result = isvc_health.ProbeResult(
+            outcome=isvc_health.ProbeOutcome.NO_REPLICA, reason=why, probed_at=at
         )
-        sustained = failed.consecutive_failures >= 2
-        reason = Reason.SERVICE_UNHEALTHY.value if sustained else "Serving"
-        return failed, Verdict(status="False" if sustained else "True", reason=reason, message=why)
+        settings = isvc_health.HealthSettings(failure_threshold=2, sustained_seconds=0)
+        return isvc_health.judge_health(record, result, at, settings)
 
 
 class World:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -53,6 +54,21 @@ def test_a_model_that_fits_is_told_its_placement_and_runtime_and_nothing_is_writ
     assert told["runtime"] == ["vllm"] and told["arg"] == ["serve", "Qwen/Qwen2.5-7B-Instruct"]
     assert world.planner.dry_runs == [True]  # nothing reserved
     assert world.cluster.applied == [] and world.cluster.statuses == [] and world.cluster.events == []
+
+
+def test_values_are_told_as_json_never_as_python_text_issue_45(world: World) -> None:
+    """`kubectl isvc estimate` printed a catalog model's capacityRequests as Python dict text."""
+    held = world.planner.outcome
+    assert held.placement is not None
+    world.planner.outcome = PlanOutcome(
+        held.placement.model_copy(update={"capacity_requests": {"shares": "12", "memory": "9830Mi"}}),
+        held.estimates,
+        None,
+        [],
+    )
+    told = facts(Estimator(world.reconciler().d).review(review(order(name="x"))))
+    assert json.loads(told["capacityRequests"][0]) == {"shares": "12", "memory": "9830Mi"}
+    assert all("'" not in v and v not in ("True", "False") for vs in told.values() for v in vs), told
 
 
 def test_a_refusal_names_the_condition_the_reason_and_the_words(world: World) -> None:

@@ -269,6 +269,23 @@ def test_a_cached_pod_keeps_of_its_spec_only_what_passes_read() -> None:
     assert cached["status"] == pod["status"] and cached["metadata"] == pod["metadata"]
 
 
+def test_a_cached_pod_keeps_its_start_gate_whatever_a_user_puts_beside_it_issue_44() -> None:
+    """The gate's volume says the pod waits for a sealed permit; its permit and seal stay in the cache even when
+    a user crowds the pod with annotations of the module's prefix (the cache keeps 16 of those)."""
+    from isvc_operator._kube.compact import compact_pod
+    from isvc_workload import START_GATE_ANNOTATIONS, gate_pod_spec, sealed_gate
+
+    _, volumes = gate_pod_spec({"name": "server", "command": ["vllm"]}, 600)
+    crowd = {f"ai.deckhouse.io/a{i:02d}": "x" for i in range(40)}
+    gate = dict(zip(START_GATE_ANNOTATIONS, ("2", "2026-12-06T00:00:00.000000Z", "f" * 32), strict=True))
+    pod = _pod("a", "1")
+    pod["metadata"]["annotations"] = crowd | gate
+    pod["spec"] = {"nodeName": "n", "volumes": [{"name": "model"}, *volumes]}
+    cached = compact_pod(json.loads(json.dumps(pod)))
+    assert sealed_gate(cached) and [v["name"] for v in cached["spec"]["volumes"]] == ["start-gate"]
+    assert {k: cached["metadata"]["annotations"][k] for k in START_GATE_ANNOTATIONS} == gate
+
+
 class MetadataDynamic(FakeDynamic):
     """Records the Accept header of each list and watch its resource is asked for."""
 

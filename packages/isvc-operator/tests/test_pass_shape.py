@@ -231,9 +231,12 @@ def test_a_ready_order_whose_replicas_are_all_gone_fails_once_that_is_sustained(
     world.workload.verdict = Verdict(
         status="False", reason="WorkloadNotReady", message="0 of 1 replicas ready"
     )
+    world.cluster.replicas_gone("team-a", "support-llm")
     blip = world.run()
-    # a rollout, maybe: still counted as serving, and Degraded says something is wrong (issue 31)
-    assert (blip["phase"], condition(blip, "Ready")["status"]) == ("Degraded", "True")
+    # a rollout, maybe, but nothing serves meanwhile: not Degraded ("serves"), issue 45
+    assert (blip["phase"], condition(blip, "Ready")["reason"]) == ("Pending", "HealthCheckFailed")
+    assert "no replica is ready" in condition(blip, "Ready")["message"]
+    world.clock_offset += timedelta(seconds=30)  # the next check
     gone = world.run()
     assert (gone["phase"], condition(gone, "Ready")["reason"]) == ("Failed", "ServiceUnhealthy")
     assert "WorkloadNotReady" in gone["health"]["lastFailure"]
@@ -460,6 +463,7 @@ def test_an_order_with_no_replica_to_probe_or_gone_is_no_longer_probed(world: Wo
     world.health.watched = True
     world.run()
     world.workload.verdict = Verdict(status="False", reason="WorkloadNotReady", message="0 of 1 ready")
+    world.cluster.replicas_gone("team-a", "support-llm")
     world.run()
     assert world.health.forgotten == [("team-a", "support-llm")]
     assert world.last is not None and world.last.requeue_after is not None  # the blip's timeline is timed

@@ -86,6 +86,39 @@ def test_a_serving_order_whose_class_is_deleted_keeps_serving_and_says_degraded(
     assert world.run()["phase"] == "Failed"
 
 
+def test_a_standing_workload_with_no_replica_ready_does_not_serve_whatever_the_probe_says(
+    world: World,
+) -> None:
+    """Issue 45: the phase read Degraded ("serves") with no replica ready during a drain, a move and a model
+    switch, because the probe (the test bed's stand-in always answers) said the API answered."""
+    assert world.run()["phase"] == "Ready"
+    world.cluster.delete("", "InferenceServiceClass", "", "default-llm")
+    pod = world.cluster.objects[("Pod", "team-a", "support-llm-0")]
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    status = world.run()
+    assert (status["phase"], status["reason"]) == ("Pending", "ClassNotFound")
+    ready = condition(status, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "HealthCheckFailed")
+    assert (
+        "does not serve" in ready["message"]
+        and "none of the pods of its workload is ready" in ready["message"]
+    )
+    assert world.health.ok  # the probe would have answered
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert world.run()["phase"] == "Degraded"  # a replica back: it serves, and the class is still missing
+
+
+def test_a_replica_of_a_plan_being_replaced_still_serves_while_the_new_one_comes_up(world: World) -> None:
+    """The pods of the plan in force are not up, but one of the order's pods is ready behind its Service: the
+    endpoint is probed and serves (Degraded), as before issue 45."""
+    assert world.run()["phase"] == "Ready"
+    world.workload.verdict = Verdict.refuse(Reason.WORKLOAD_NOT_READY, "0 of 1 replicas ready")
+    world.health.tokens.clear()
+    status = world.run()
+    assert (status["phase"], condition(status, "Ready")["status"]) == ("Degraded", "True")
+    assert world.health.tokens == ["sekret"]
+
+
 def test_an_order_that_never_served_is_pending_whatever_refuses_it(world: World) -> None:
     status = world.run(order(klass="no-such-class"))
     assert (status["phase"], status["reason"]) == ("Pending", "ClassNotFound")
@@ -135,6 +168,62 @@ def test_a_new_plan_whose_workload_is_refused_leaves_status_resolved_on_what_ser
         "Qwen/Qwen2.5-3B-Instruct",
     )
     assert status["resolved"]["replanCount"] == before["resolved"]["replanCount"] + 1
+
+
+def test_a_refused_edit_leaves_planned_and_the_launch_plan_on_what_serves_and_holds_one_share(
+    world: World,
+) -> None:
+    """Issue 45, point 3: a model edited 3B -> 7B that the settled volume refuses left Planned and the
+    LaunchPlan (InForce=True) describing the refused plan while the old one served, and the planner counted
+    both shares (the LaunchPlan's and the running claim's)."""
+    world.run()
+    served = world.cluster.launch_plan("team-a", "support-llm")
+    assert served is not None
+    world.planner.outcome = world.planner.outcome.__class__(
+        placement=PLACEMENT.model_copy(update={"share_percent": 23}),
+        estimates=world.planner.outcome.estimates,
+        refusal=None,
+        preempt=[],
+    )
+    world.workload.outgrown = "the model volume (8Gi) is smaller than the order now needs (17Gi)"
+    edited = order(model="Qwen/Qwen2.5-7B-Instruct-1M")
+    world.cluster.put({**edited, "status": world.cluster.status_of("team-a", "support-llm")})
+    status = world.run(edited)
+    planned = condition(status, "Planned")
+    assert (planned["status"], planned["reason"]) == ("True", "LaunchPlanInForce")
+    assert "is not taken" in planned["message"] and "23%" in planned["message"]
+    assert (status["phase"], condition(status, "WorkloadReady")["message"]) == (
+        "Degraded",
+        world.workload.outgrown,
+    )
+    kept = world.cluster.launch_plan("team-a", "support-llm")
+    assert kept is not None and kept["spec"] == served["spec"]  # the ledger counts the plan serving alone
+    in_force = kept["status"]["conditions"][0]
+    assert (in_force["type"], in_force["status"], in_force["reason"]) == (
+        "InForce",
+        "True",
+        "LaunchPlanInForce",
+    )
+    assert world.planner.released[-1] == ("team-a", "support-llm")  # the refused plan's room, released
+    assert status["resolved"]["servedModel"] == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_status_names_the_model_volume_the_set_kept_from_a_larger_plan(world: World) -> None:
+    """Issue 45, point 3: edited 7B -> 3B, the order kept its 17Gi volume claim (a set's volume never changes)
+    while status.resolved said the 3B's estimate."""
+    assert world.run()["resolved"]["modelVolume"] == "20Gi"  # the estimate, and the set made with it
+    smaller = world.planner.outcome.estimates.model_copy(update={"model_volume": "8Gi"})  # type: ignore[union-attr]
+    world.planner.outcome = world.planner.outcome.__class__(
+        placement=PLACEMENT, estimates=smaller, refusal=None, preempt=[]
+    )
+    edited = order(model="Qwen/Qwen2.5-3B-Instruct")
+    world.cluster.put({**edited, "status": world.cluster.status_of("team-a", "support-llm")})
+    status = world.run(edited)
+    assert (status["phase"], status["resolved"]["modelVolume"]) == ("Ready", "20Gi")
+    plan = world.cluster.launch_plan("team-a", "support-llm")
+    assert plan is not None and plan["spec"]["estimates"]["modelVolume"] == "8Gi"
+    held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
+    assert held["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "20Gi"
 
 
 def _edit_share(world: World, managed: list[dict[str, Any]]) -> dict[str, Any]:

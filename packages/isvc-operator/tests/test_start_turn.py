@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from isvc_api import PlacementMode, Reason, SharingMode, Verdict
 from isvc_operator import PlanOutcome, StartWaiters
-from isvc_workload import START_PERMIT_ANNOTATION, turn_lease_name, turn_of
+from isvc_workload import (
+    START_PERMIT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
+    gate_pod_spec,
+    turn_lease_name,
+    turn_of,
+)
 
 from .fakes import ESTIMATES, PLACEMENT, World, order
 
@@ -42,19 +48,29 @@ def world() -> World:
 
 
 def _waiting_pod(
-    w: World, ns: str, name: str, restarts: int = 0, ready: bool = False, permit: str = "0"
+    w: World,
+    ns: str,
+    name: str,
+    restarts: int = 0,
+    ready: bool = False,
+    permit: str = "0",
+    sealed: bool = False,
+    seal: str | None = None,
 ) -> None:
     pod = f"{name}-0"
+    _, volumes = gate_pod_spec({"name": "server", "command": ["vllm"]}, 600)
+    annotations = {START_PERMIT_ANNOTATION: permit} | ({START_PERMIT_SEAL_ANNOTATION: seal} if seal else {})
     w.cluster.put(
         {
             "apiVersion": "v1",
             "kind": "Pod",
+            "spec": {"volumes": volumes if sealed else []},
             "metadata": {
                 "name": pod,
                 "namespace": ns,
                 "uid": f"uid-{pod}",
                 "labels": {"ai.deckhouse.io/inference-service": name},
-                "annotations": {START_PERMIT_ANNOTATION: permit},
+                "annotations": annotations,
                 "ownerReferences": [
                     {"kind": "StatefulSet", "name": name, "uid": f"set-{name}", "controller": True}
                 ],
@@ -218,3 +234,62 @@ def test_a_pod_the_set_did_not_make_takes_no_turn(world: World) -> None:
     pod["metadata"]["ownerReferences"] = []  # a namespace user's pod with the order's label
     world.run(order(A[1], A[0]))
     assert _permit(world, *A) == "0" and _turn(world) is None
+
+
+def test_a_permit_the_module_did_not_seal_gets_the_replica_deleted_to_wait_its_turn_issue_44(
+    world: World,
+) -> None:
+    """A namespace user (Kubernetes' `edit`) wrote the start permit on her pod herself: its runtime would start
+    beside a co-tenant's start. The module seals its permits; a pod of the sealed gate whose permit it did not
+    seal is deleted (its set makes it anew, behind the gate), with one event."""
+    world.run(order(A[1], A[0]))  # A holds the card's turn
+    _waiting_pod(world, *B, permit="1", sealed=True, seal="0123456789abcdef0123456789abcdef")
+    status = world.run(order(B[1], B[0]))
+    assert ("Pod", B[0], "chat-b-0") not in world.cluster.objects  # deleted: the set makes it anew
+    said = _workload(status)
+    assert said["reason"] == "WorkloadNotReady" and "its start permit was not the module's" in said["message"]
+    [event] = [e for e in world.cluster.events if e[2] == "StartPermitForged"]
+    assert event[1] == "Warning" and "a seal that does not hold" in event[3]
+    assert _turn(world).pod == "chat-a-0"  # A's turn is untouched
+
+
+def test_the_modules_own_sealed_permit_stands_and_an_earlier_gates_pod_is_left_alone(world: World) -> None:
+    _waiting_pod(world, *A, sealed=True)
+    world.run(order(A[1], A[0]))
+    assert _permit(world, *A) == "1"  # permitted, with the module's seal
+    world.run(order(A[1], A[0]))
+    assert ("Pod", A[0], "chat-a-0") in world.cluster.objects
+    _waiting_pod(world, *B, permit="3")  # a pod of the earlier gate (no seal mounted): nothing to check
+    world.run(order(B[1], B[0]))
+    assert ("Pod", B[0], "chat-b-0") in world.cluster.objects
+    assert not [e for e in world.cluster.events if e[2] == "StartPermitForged"]
+
+
+VLLM_TOOK_ITS_MEMORY = (
+    "INFO [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens\n"
+    "INFO [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB\n"
+)
+
+
+def test_the_turn_passes_once_the_runtime_says_its_memory_is_taken_not_at_ready_issue_45(
+    world: World,
+) -> None:
+    """Each turn was held until the start was Ready: the warm-up and the readiness probe's period after the
+    runtime had taken its memory kept every co-tenant of a freed card waiting, one after the other."""
+    world.start_waiters = StartWaiters()
+    world.restart()
+    world.run(order(A[1], A[0]))
+    world.run(order(B[1], B[0]))  # waits for A's start
+    world.cluster.start_logs[(A[0], "chat-a-0")] = "INFO Loading weights took 4.1 seconds\n"
+    world.run(order(A[1], A[0]))  # still loading: its output is looked at again shortly
+    assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 2
+    assert world.last.wake == () and _turn(world).settled is None
+    world.cluster.start_logs[(A[0], "chat-a-0")] += VLLM_TOOK_ITS_MEMORY
+    world.run(order(A[1], A[0]))  # not Ready yet, but its memory is taken: B is passed now
+    assert world.last is not None and world.last.wake == (B,)
+    assert _turn(world).settled is not None
+    world.run(order(B[1], B[0]))
+    assert (_permit(world, *A), _permit(world, *B)) == ("1", "1") and _turn(world).pod == "chat-b-0"
+    reads = len(world.cluster.start_log_reads)
+    world.run(order(A[1], A[0]))  # A no longer holds the turn: its output is not read again
+    assert len(world.cluster.start_log_reads) == reads

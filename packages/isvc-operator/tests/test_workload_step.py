@@ -269,6 +269,7 @@ def test_the_deployment_an_earlier_version_made_goes_once_the_set_took_over(worl
 def test_pods_the_cluster_refuses_to_create_reach_the_judge_as_a_replica_failure(world: World) -> None:
     """A StatefulSet has no ReplicaFailure condition: its controller's FailedCreate event is read instead,
     and only while the set wants a replica and has no pod (a steady order reads no events)."""
+    world.cluster.ready_pods = False
     world.run()
     held = world.cluster.objects[("StatefulSet", "team-a", "support-llm")]
     held["metadata"]["uid"] = "set-uid"
@@ -385,6 +386,7 @@ def test_a_changed_quota_asks_the_cluster_to_retry_once_per_change(world: World)
 
 
 def test_a_set_whose_pods_a_quota_refuses_is_retried_when_the_quota_is_deleted(world: World) -> None:
+    world.cluster.ready_pods = False
     world.workload.verdict = Verdict.refuse(
         Reason.WORKLOAD_ERROR, "ResourceQuota pods of namespace team-a refuses"
     )

@@ -3,6 +3,8 @@ figures; the full validation table is packages/isvc-api/tests/data/models.yaml."
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from isvc_api import GIB, MemoryRuntime, ModelFacts, Quantization
 from isvc_planner import estimate, memory_need
@@ -121,3 +123,17 @@ def test_a_share_of_a_card_asks_for_that_share_of_its_cpus(models: dict[str, Mod
     assert estimate(models["qwen7b"], need, 2).cpu == "4"
     assert estimate(models["qwen7b"], need, 1, share_percent=30).cpu == "1"
     assert estimate(models["qwen7b"], need, 1, share_percent=80).cpu == "2"
+
+
+def test_a_kv_geometry_unknown_is_shown_as_the_bytes_taken_not_as_zero_per_token_issue_45(
+    models: dict[str, ModelFacts],
+) -> None:
+    """`kubectl isvc estimate` printed "KV cache 0.0 … 0 B/token" beside "taken as 10 % of weights"."""
+    bare = models["qwen7b"].model_copy(update={"num_layers": None})
+    need = memory_need(bare, runtime=MemoryRuntime.TEI)
+    assert need is not None and need.kv_cache == math.ceil(need.weights * 0.10)
+    told = estimate(bare, need)
+    assert told.kv_bytes_per_token is None
+    assert told.kv_cache_gi_b == pytest.approx(need.weights * 0.10 / GIB, abs=0.01)
+    assert "KV cache geometry unknown, taken as 10 % of weights" in told.explanation
+    assert need.required == need.weights + need.kv_cache + need.overhead

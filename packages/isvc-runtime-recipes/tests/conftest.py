@@ -147,6 +147,14 @@ MODELS: dict[str, dict[str, Any]] = {
     "phi-3-mini-bnb-unknown-arch": dict(
         name="someone/model-without-facts",
     ),
+    # a catalog object's facts: size and context, no attention geometry (issue 45)
+    "catalog-chat-without-geometry": dict(
+        name="team-models/chat-7b",
+        architecture="LlamaForCausalLM",
+        family="llama",
+        parameter_count=7_000_000_000,
+        context_length=32768,
+    ),
 }
 
 # (placement, what else is known of the card). Card memory as the NVIDIA DRA driver publishes it (NVML

@@ -200,7 +200,6 @@ def test_ports_are_named_http_and_metrics(
         ("bge-m3", EndpointType.EMBEDDINGS),
         ("bge-reranker-v2-m3", EndpointType.RERANK),
         ("qwen3-embedding-0.6b", EndpointType.EMBEDDINGS),  # the source says so
-        ("phi-3-mini-bnb-unknown-arch", EndpointType.CHAT),  # nothing says: chat
     ],
 )
 def test_an_order_without_a_class_is_served_as_what_the_model_is(

@@ -440,6 +440,30 @@ def test_the_schedulers_refusal_of_a_claim_is_read_from_the_pods_as_they_are_now
     assert isvc_workload.claim_refusal([pod("p1", ready=True), pod("p3", scheduled=NOT_CREATED)]) is None
 
 
+SHORT_OF_CPU = (
+    "Unschedulable",
+    "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), 4 cannot allocate all "
+    "claims. preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.",
+)
+
+
+def test_a_replica_waiting_for_cpu_is_told_apart_from_one_waiting_for_a_device_issue_45() -> None:
+    """On the real node a growth replica asking 2 CPUs of a 2-CPU node read "the device is full" (event
+    GrowthClaimUnplaced) while the card had 90 of 100 shares free."""
+    pods = [pod("p1", ready=True), pod("p2", scheduled=SHORT_OF_CPU, claim="p2-gpu-x4j2c")]
+
+    def outranked() -> tuple[str, ...]:
+        raise AssertionError("no device search failed: the ledger is not asked")
+
+    verdict = judge_growth(deployment(replicas=2), pods, [], autoscaler=True, outranked=outranked)
+    assert (verdict.status, verdict.reason, verdict.unplaced) == ("True", StatusReason.SCALING_OK, ())
+    assert "p2 waits for a node with room for it (1 Insufficient cpu)" in verdict.message
+    assert "the device is full" not in verdict.message
+    assert isvc_workload.claim_refusal(pods) is None  # the planner learns no device refusal from it
+    alone = judge_workload(deployment(), [pod("p1", scheduled=SHORT_OF_CPU)], [], None, no_logs)
+    assert alone.reason == Reason.WORKLOAD_NOT_READY and "1 Insufficient cpu" in alone.message
+
+
 @pytest.mark.parametrize(
     ("pods", "status", "reason"),
     [

@@ -49,6 +49,7 @@ from isvc_workload import (
     external_host,
     ingress,
     model_volume,
+    outgrown,
     read_token,
     resource_claim_template,
     service,
@@ -447,6 +448,9 @@ def test_an_order_that_outgrew_the_held_volume_is_refused_with_the_procedure() -
     refusal = settle(statefulset(make_inputs(), SETTINGS), held)
     assert isinstance(refusal, Refusal) and refusal.reason == Reason.WORKLOAD_ERROR
     assert "20Gi" in refusal.message and "40Gi" in refusal.message and "Release notes" in refusal.message
+    # what the operator asks before it takes a new plan (issue 45): the same refusal, from the held set alone
+    assert outgrown(held, "40Gi") == refusal
+    assert outgrown(held, "20Gi") is None and outgrown(None, "40Gi") is None
 
 
 @pytest.mark.parametrize(
@@ -808,3 +812,9 @@ def test_the_token_digest_rolls_the_pods() -> None:
     two = statefulset(make_inputs().model_copy(update={"token_digest": "bbbb"}), SETTINGS)
     assert one["spec"]["template"]["metadata"]["annotations"]["ai.deckhouse.io/token-hash"] == "aaaa"
     assert one["spec"]["template"] != two["spec"]["template"]
+
+
+def test_a_runtime_that_answers_is_behind_the_service_within_two_seconds_issue_45() -> None:
+    """A restarted llama-server answered for 8.5 s before the kubelet's 10 s readiness probe marked it ready."""
+    probe = _container(statefulset(make_inputs(), SETTINGS))["readinessProbe"]
+    assert probe["periodSeconds"] == 2 and probe["periodSeconds"] * probe["failureThreshold"] == 30

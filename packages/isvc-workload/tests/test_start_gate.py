@@ -14,11 +14,17 @@ from isvc_workload import (
     START_COUNT_PATH,
     START_GATE_PATH,
     START_PERMIT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
     WorkloadSettings,
     device_of,
     gate_pod_spec,
+    memory_taken,
     overdue_message,
     permit_manifest,
+    permit_seal,
+    permit_view,
+    sealed_gate,
+    settled_lease,
     start_asked,
     start_state,
     statefulset,
@@ -144,15 +150,38 @@ def test_the_wait_names_the_neighbour_but_not_its_namespace() -> None:
 
 
 def test_the_permit_is_the_pods_own_metadata_only() -> None:
-    manifest = permit_manifest(_pod(), 2, NOW)
+    manifest = permit_manifest(_pod(), 2, NOW, "sealed")
     assert set(manifest) == {"apiVersion", "kind", "metadata"}
     assert manifest["metadata"]["annotations"][START_PERMIT_ANNOTATION] == "2"
+    assert permit_seal(manifest) == "sealed"
+
+
+def test_the_gate_reads_the_permits_seal_and_the_controller_knows_such_a_pod_issue_44() -> None:
+    _, volumes = gate_pod_spec({"name": "server", "command": ["vllm"]}, 60)
+    items = {i["path"]: i["fieldRef"]["fieldPath"] for i in volumes[0]["downwardAPI"]["items"]}
+    assert items["seal"] == f"metadata.annotations['{START_PERMIT_SEAL_ANNOTATION}']"
+    assert sealed_gate({"spec": {"volumes": volumes}}) and not sealed_gate(_pod())
+    pod = _pod()
+    view = permit_view(pod, 2)
+    assert view["spec"] == {
+        "pod": f"team-a/{pod['metadata']['name']}/{pod['metadata'].get('uid')}",
+        "start": 2,
+    }
+    assert permit_view(pod, 3) != view
+
+
+def test_a_permit_without_a_seal_starts_nothing_issue_44(tmp_path: Path) -> None:
+    """A user who writes the permit annotation on her pod: the gate waits for the seal the module writes."""
+    done = _gate(tmp_path, "1", limit=1, seal=None)
+    assert "had no turn after 1 s" in done.stderr
 
 
 # ------------------------------------------------------------------ the script itself, run by a real sh
 
 
-def _gate(tmp: Path, permit: str | None, limit: int = 3) -> subprocess.CompletedProcess[str]:
+def _gate(
+    tmp: Path, permit: str | None, limit: int = 3, seal: str | None = "s"
+) -> subprocess.CompletedProcess[str]:
     """The container's command with the gate's paths moved under `tmp`; the runtime is `echo ran`."""
     container, _ = gate_pod_spec({"name": "server", "command": ["echo", "ran"]}, limit)
     script = (
@@ -164,6 +193,8 @@ def _gate(tmp: Path, permit: str | None, limit: int = 3) -> subprocess.Completed
     (tmp / "gate").mkdir(exist_ok=True)
     if permit is not None:
         (tmp / "gate" / "permit").write_text(permit)
+    if seal is not None:
+        (tmp / "gate" / "seal").write_text(seal)
     sh = shutil.which("sh")
     assert sh is not None
     return subprocess.run(
@@ -195,3 +226,41 @@ def test_the_script_reads_a_missing_or_bad_permit_as_none(tmp_path: Path) -> Non
         "had no turn after 1 s"
         in _gate(tmp_path / "x" if (tmp_path / "x").mkdir() else tmp_path, "1;2", 1).stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("runtime", "output", "taken"),
+    [
+        ("vllm", "INFO [gpu_model_runner.py:3480] Graph capturing finished in 8 secs, took 0.31 GiB", True),
+        (
+            "vllm",
+            "INFO [core.py:210] init engine (profile, create kv cache, warmup model) took 41.20 seconds",
+            True,
+        ),
+        ("vllm", "INFO [kv_cache_utils.py:1087] GPU KV cache size: 49,152 tokens", False),
+        (
+            "llamacpp",
+            "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to "
+            "disable)",
+            True,
+        ),
+        ("llamacpp", "load_tensors: CPU model buffer size = 0.46 MiB", False),
+        ("llamacpp", "0.00.498.832 I srv  llama_server: model loaded", True),  # the real node's llama-server
+        ("tei", "Warming up model", False),  # a runtime that says nothing known holds its turn until Ready
+        ("vllm", None, False),
+    ],
+)
+def test_a_start_is_settled_when_its_runtime_says_its_memory_is_taken_issue_45(
+    runtime: str, output: str | None, taken: bool
+) -> None:
+    assert memory_taken(runtime, output) is taken
+
+
+def test_a_settled_turn_is_over_from_then_whatever_its_bound() -> None:
+    pod = _pod()
+    lease = turn_lease("d8-isvc", ("gpu.nvidia.com", "n", "gpu-0"), pod, 1, "llm-a", NOW, 600, "7")
+    settled = settled_lease(lease, NOW + timedelta(seconds=20))
+    turn = turn_of(settled)
+    assert turn is not None and turn.of(pod, 1) and turn.settled == NOW + timedelta(seconds=20)
+    assert turn.until == NOW + timedelta(seconds=20) and turn.resource_version == "7"
+    assert turn_of(lease) is not None and turn_of(lease).until == NOW + timedelta(seconds=600)  # type: ignore[union-attr]

@@ -21,8 +21,10 @@ from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey, request_device_class
 from isvc_api._kv import KvLayout, kv_layout
 from isvc_api._memory import (
+    KV_GEOMETRY_UNKNOWN,
     MIN_CONTEXT,
     PLANNING_BATCH,
+    SIZED_BY_KV,
     VLLM_LADDER,
     Batch,
     Fit,
@@ -31,6 +33,7 @@ from isvc_api._memory import (
     need_per_device,
     planning_batch,
     runtime_for,
+    unknown_kv_bytes,
     visible_bytes,
     vllm_margin,
 )
@@ -107,6 +110,7 @@ __all__ = [
     "CONDITION_ORDER",
     "GIB",
     "GROUP",
+    "KV_GEOMETRY_UNKNOWN",
     "LABEL_MANAGED_BY",
     "LABEL_ORDER",
     "LABEL_PRIORITY",
@@ -118,6 +122,7 @@ __all__ = [
     "READINESS",
     "SERVING_DEFAULTS",
     "SHARE_RANGE",
+    "SIZED_BY_KV",
     "TLS",
     "VERSION",
     "VLLM_LADDER",
@@ -216,6 +221,7 @@ __all__ = [
     "set_condition",
     "share_in_range",
     "structural_schema",
+    "unknown_kv_bytes",
     "visible_bytes",
     "vllm_margin",
 ]

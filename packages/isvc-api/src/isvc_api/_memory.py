@@ -53,8 +53,10 @@ from isvc_api._vocabulary import (
 from isvc_api._weights import checkpoint_weights
 
 __all__ = [
+    "KV_GEOMETRY_UNKNOWN",
     "MIN_CONTEXT",
     "PLANNING_BATCH",
+    "SIZED_BY_KV",
     "VLLM_LADDER",
     "Batch",
     "Fit",
@@ -63,6 +65,7 @@ __all__ = [
     "need_per_device",
     "planning_batch",
     "runtime_for",
+    "unknown_kv_bytes",
     "visible_bytes",
     "vllm_margin",
 ]
@@ -118,6 +121,17 @@ class MemoryRuntime(StrEnum):
     VLLM = "vllm"
     TEI = "tei"
     LLAMACPP = "llamacpp"
+
+
+# Runtimes started with a context their KV cache must hold (vLLM's --max-model-len, llama.cpp's -c): without
+# the model's KV geometry that context cannot be sized, and a guessed one need not start (vLLM refuses a
+# max-model-len its KV cache cannot hold: "The model's max seq len ... is larger than the maximum number of
+# tokens that can be stored in KV cache"). TEI sizes no context.
+SIZED_BY_KV = frozenset({MemoryRuntime.VLLM, MemoryRuntime.LLAMACPP})
+KV_GEOMETRY_UNKNOWN = (
+    "its KV cache geometry is unknown (no layer, KV head and head size counts), so the context a KV budget "
+    "holds cannot be computed"
+)
 
 
 @dataclass(frozen=True)
@@ -265,6 +279,11 @@ def vllm_margin(inside: int) -> int:
     return MARGIN_BUFFER + math.ceil(inside * MARGIN_FRACTION)
 
 
+def unknown_kv_bytes(weights: int) -> int:
+    """The KV bytes counted for a model whose KV geometry is unknown: a tenth of its weights."""
+    return math.ceil(weights * 0.10)
+
+
 def need_per_device(
     facts: ModelFacts,
     runtime: MemoryRuntime,
@@ -286,8 +305,10 @@ def need_per_device(
     b = (batch or planning_batch(wanted)) if runtime == MemoryRuntime.VLLM else None
     inside, outside = _overhead(facts, runtime, tp, b)
     batched = b.max_num_batched_tokens if b else LLAMACPP_UBATCH
-    if kv is None:  # geometry unknown: a tenth of the weights, as before
-        kv_bytes, kv_words = math.ceil(w.total * 0.10), "KV cache unknown, taken as 10 % of weights"
+    if (
+        kv is None
+    ):  # geometry unknown: a tenth of the weights (a runtime sizing a context is refused such a model)
+        kv_bytes, kv_words = unknown_kv_bytes(w.total), "KV cache geometry unknown, taken as 10 % of weights"
     elif wanted is not None:
         kv_bytes, kv_words, ctx = _load_kv(runtime, kv, wanted, batched, facts.context_length)
     else:
@@ -391,15 +412,18 @@ def fit_launch(
     With a `load` (issue 42) the context is at least its longest request instead, vLLM tries the batch
     settings that run at least its requests at once, and the budget must hold them at its typical length:
     `--max-num-seqs` is at most what it holds, llama.cpp gets one slot (-np) per request of the context each.
+    None on a guess: a runtime sizing a context is refused a model whose KV geometry is unknown.
     """
     w = checkpoint_weights(facts)
     if w is None:
         return "the weights are unknown (no parameter count, element counts or file size)"
+    kv = kv_layout(facts, tp)
+    if kv is None and runtime in SIZED_BY_KV:
+        return KV_GEOMETRY_UNKNOWN
     visible = visible_bytes(published)
     if visible <= 0:
         return f"a card of {gib(published)} GiB leaves the runtime nothing after the driver's own memory"
     cap = facts.context_length or max_context or UNKNOWN_CONTEXT
-    kv = kv_layout(facts, tp)
     wanted = load.within(cap) if load is not None else None
     launch = _Launch(
         facts, runtime, tp, published, share_percent, visible, margin, math.ceil(w.total / tp),

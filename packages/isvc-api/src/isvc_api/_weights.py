@@ -1,8 +1,6 @@
-"""The weights of a checkpoint as a runtime holds them: the bytes the memory model (`_memory`) starts from.
+"""Bytes of a model's weights as the runtime holds them: the first term of the memory model (`_memory`).
 
-Source keys as in `_memory`: V33 = vllm-project/vllm v0.33.0 (quantized layers: auto_awq.py, auto_gptq.py,
-compressed_tensors.py).
-"""
+Sources as in `_memory`: V33 is vllm-project/vllm v0.33.0 (quantized layers)."""
 
 from __future__ import annotations
 

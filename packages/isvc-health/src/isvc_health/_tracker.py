@@ -11,7 +11,7 @@ from datetime import datetime
 from isvc_api import Condition, HealthStatus, Reason, StatusReason, Verdict
 from pydantic import BaseModel, ConfigDict, Field
 
-from isvc_health._probe import ProbeResult
+from isvc_health._probe import ProbeOutcome, ProbeResult
 
 __all__ = ["HealthSettings", "judge_health", "record_from_ready"]
 
@@ -54,10 +54,24 @@ def _sustained(record: HealthStatus, now: datetime, settings: HealthSettings) ->
     return first is None or (now - first).total_seconds() >= settings.sustained_seconds
 
 
+def _no_replica(record: HealthStatus, reason: str, settings: HealthSettings) -> Verdict:
+    """Not a blip of the API: with no replica ready the endpoint has nothing behind it (issue 45: such an
+    order read Degraded, "serves", through every drain and move)."""
+    return Verdict.refuse(
+        Reason.HEALTH_CHECK_FAILED,
+        (
+            f"The endpoint does not serve: {reason}. It serves again as soon as a replica is ready; "
+            f"{record.consecutive_failures} of {settings.failure_threshold} checks in a row so far, and "
+            f"after {settings.sustained_seconds:.0f}s it counts as stopped (ServiceUnhealthy)."
+        ),
+    )
+
+
 def judge_health(
     record: HealthStatus | None, result: ProbeResult, now: datetime, settings: HealthSettings
 ) -> tuple[HealthStatus, Verdict]:
-    """Fold one probe result into the order's health record, and say what Ready is now.
+    """Fold one probe result into the order's health record, and say what Ready is now: a failed probe after
+    Ready is a blip until sustained; NO_REPLICA (nothing to probe) never holds, since nothing serves.
 
     A failed probe the record already counts (it ran no later than the last failure counted) is not
     counted again: passes woken for other reasons see the same latest result.
@@ -103,6 +117,8 @@ def judge_health(
                 f"next successful probe."
             ),
         )
+    if result.outcome == ProbeOutcome.NO_REPLICA:
+        return record, _no_replica(record, reason, settings)
     return record, Verdict.ok(
         StatusReason.SERVING,
         (

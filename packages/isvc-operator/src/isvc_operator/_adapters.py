@@ -218,15 +218,11 @@ class Workload:
             ]
             if policy.exposure.type == ExposureType.EXTERNAL:
                 out.append(isvc_workload.ingress(inputs, self.settings, cert_manager=self.cert_manager()))
-            monitor = isvc_workload.pod_monitor(inputs, apis)
-            if monitor is not None:
-                out.append(monitor)
+            out += [m for m in (isvc_workload.pod_monitor(inputs, apis),) if m is not None]
             scaling = isvc_workload.autoscaling(inputs, apis)
             if scaling is not None:
                 out += scaling.manifests
-            budget = isvc_workload.disruption_budget(inputs)
-            if budget is not None:
-                out.append(budget)
+            out += [b for b in (isvc_workload.disruption_budget(inputs),) if b is not None]
         except isvc_workload.IsvcWorkloadError as exc:
             raise WorkloadUnbuildable(str(exc)) from exc
         return out
@@ -246,6 +242,9 @@ class Workload:
 
     def settle(self, wanted: Obj, held: Obj | None) -> Obj | Refusal:
         return isvc_workload.settle(wanted, held)
+
+    def outgrows(self, held: Obj | None, needed_size: str) -> Refusal | None:
+        return isvc_workload.outgrown(held, needed_size)
 
     @property
     def service_port(self) -> int:

@@ -17,6 +17,7 @@ vouched review as well. Otherwise the estimate says `Unknown` and why.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 
@@ -46,13 +47,19 @@ _LIMIT = 4000  # the API server keeps at most 4096 characters of warnings
 _VALUE = 200  # characters of one warning's value; longer texts are split over repeated keys
 
 
+def _text(value: object) -> str:
+    """A value as a warning carries it: a string as it is, anything else as JSON, which YAML reads too, never
+    Python's own text of it (issue 45: capacityRequests read `{'shares': '12', ...}`, a flag `True`)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
 def _facts_of(plan: LaunchPlanSpec) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for key, value in plan.placement.to_wire().items():
         if not isinstance(value, list):
-            out.append((key, str(value)))
+            out.append((key, _text(value)))
     if plan.estimates is not None:
-        out += [(k, str(v)) for k, v in plan.estimates.to_wire().items() if k != "explanation"]
+        out += [(k, _text(v)) for k, v in plan.estimates.to_wire().items() if k != "explanation"]
     if plan.runtime is not None:
         out += [("runtime", plan.runtime.recipe), ("image", plan.runtime.image)]
         if plan.runtime.served_name:

@@ -70,6 +70,8 @@ class OrderScope:
     launch_plan_obj: Obj | None = None
     # the planner's ResourceClaimExhausted: the scheduler refused the plan's claim and no other device has room
     claim_exhausted: str | None = None
+    # a new plan the held set's model volume cannot take: the plan serving stays in force, WorkloadReady refuses
+    outgrown: str | None = None
     # WorkloadReady: the endpoint's token, the children read.
     token: str | None = None
     children: Children | None = None

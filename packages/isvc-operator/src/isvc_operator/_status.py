@@ -19,6 +19,7 @@ from isvc_api import (
     Reason,
     StatusReason,
     Verdict,
+    conditions_of,
     find_condition,
     set_condition,
 )
@@ -105,7 +106,7 @@ _FOLLOWING = frozenset(
 def _besides_progress(status: Mapping[str, Any]) -> dict[str, Any]:
     """The status without what tells how far the workload has come up."""
     rest = {k: v for k, v in status.items() if k not in ("reason", "conditions")}
-    rest["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") not in _FOLLOWING]
+    rest["conditions"] = [c for c in conditions_of({"status": status}) if c.get("type") not in _FOLLOWING]
     return rest
 
 

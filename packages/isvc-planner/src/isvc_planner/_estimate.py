@@ -28,6 +28,7 @@ from isvc_api import (
     kv_layout,
     need_per_device,
     runtime_for,
+    unknown_kv_bytes,
 )
 
 __all__ = [
@@ -50,6 +51,9 @@ class MemoryNeed:
     kv_per_token: int
     context: int
     one: tuple[int, str]  # the need on one device and its arithmetic
+    kv_unknown: int = (
+        0  # KV bytes taken for a model whose KV geometry is unknown (its per-token figure is not)
+    )
     load: Load | None = None  # the serving target the KV cache is sized for
     kv_tokens: int = 0  # tokens of KV cache the need counts (0: the context's)
     # Other tensor-parallel sizes, worked out when first asked (most orders fit one device; None: not told).
@@ -67,8 +71,9 @@ class MemoryNeed:
 
     @property
     def kv_cache(self) -> int:
-        """KV bytes of the serving target (or the minimum context) on one device."""
-        return self.kv_per_token * (self.kv_tokens or self.context)
+        """KV bytes of the serving target (or the minimum context) on one device (the bytes taken when the
+        geometry is unknown)."""
+        return self.kv_unknown or self.kv_per_token * (self.kv_tokens or self.context)
 
     @property
     def target(self) -> str:
@@ -134,6 +139,7 @@ def memory_need(
         kv_per_token=layout.per_token if layout else 0,
         context=ctx,
         one=one,
+        kv_unknown=0 if layout else unknown_kv_bytes(weights.total),
         load=load,
         kv_tokens=wanted.tokens if wanted is not None else 0,
     )
@@ -175,10 +181,11 @@ def estimate(
     return Estimates(
         required_memory_gi_b=gib(per_device),
         weights_gi_b=gib(need.weights),
-        kv_cache_gi_b=gib(kv_bytes if kv_bytes is not None else kv_per_token * context),
+        # a geometry unknown has no per-token figure (it was shown as 0 B/token beside a KV cache of 0)
+        kv_cache_gi_b=gib(kv_bytes if kv_bytes is not None else need.kv_unknown or kv_per_token * context),
         overhead_gi_b=gib(overhead),
         context_length=context,
-        kv_bytes_per_token=kv_per_token,
+        kv_bytes_per_token=None if need.kv_unknown else kv_per_token,
         kv_cache_bytes=kv_bytes,
         margin_gi_b=margin,
         kv_cache_tokens=served[0],

@@ -5,9 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from collections.abc import Iterator
 from typing import Any
 
 from isvc_api import (
@@ -18,20 +16,27 @@ from isvc_api import (
     Load,
     MemoryRuntime,
     ModelFacts,
-    ModelFormat,
     Placement,
     PlacementMode,
     Port,
-    Quantization,
     Reason,
     Refusal,
     RuntimeRequirements,
     SharingMode,
     checkpoint_weights,
     fit_launch,
+    kv_layout,
     share_in_range,
 )
 
+from isvc_runtime_recipes._checks import (
+    Failure,
+    Hardware,
+    geometry_unknown,
+    hardware_failure,
+    model_failure,
+    no_recipe,
+)
 from isvc_runtime_recipes._derive import (
     device_memory_gib,
     effective_endpoint_type,
@@ -54,215 +59,18 @@ from isvc_runtime_recipes._values import Sized, launch_values, render, served_fi
 
 __all__ = ["RecipeBook", "content_hash", "load_recipes"]
 
-QUANTIZATION_CHECK = "quantization"
 
-
-@dataclass(frozen=True)
-class _Hardware:
-    placement: Placement
-    accelerator: AcceleratorFacts
-
-    @property
-    def compute_capability(self) -> str | None:
-        return self.accelerator.compute_capability
-
-
-def _listed(values: list[Any]) -> str:
-    return ", ".join(str(v) for v in values)
-
-
-# ---------------------------------------------------------------- checks, in the order they are told
-
-
-def _check_endpoint(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
-    if endpoint in recipe.serves.endpoint_types:
-        return None
-    return f"it serves {_listed(recipe.serves.endpoint_types)}, not {endpoint}"
-
-
-def _model_format(facts: ModelFacts) -> ModelFormat:
-    # A source that did not say is taken as Hugging Face's default.
-    return facts.format or ModelFormat.SAFETENSORS
-
-
-def _check_format(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
-    if _model_format(facts) in recipe.serves.formats:
-        return None
-    return f"it loads {_listed(recipe.serves.formats)}, not {_model_format(facts)}"
-
-
-def _check_architecture(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
-    patterns = recipe.serves.architectures
-    if patterns is None or facts.architecture is None:
-        return None
-    if any(fnmatchcase(facts.architecture, p) for p in patterns):
-        return None
-    return f"{facts.architecture} matches none of {_listed(patterns)}"
-
-
-def _check_family(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
-    families = recipe.serves.families
-    if families is None or facts.family is None:
-        return None
-    if facts.family.lower() in {f.lower() for f in families}:
-        return None
-    return f"{facts.family} is not one of {_listed(families)}"
-
-
-def _check_quantization(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> str | None:
-    if facts.quantization in recipe.serves.quantizations:
-        return None
-    return f"it loads {_listed(recipe.serves.quantizations)}, not {facts.quantization}"
-
-
-def _check_placement_mode(recipe: Recipe, hw: _Hardware) -> str | None:
-    mode = hw.placement.placement_mode
-    if mode in recipe.placement.modes:
-        return None
-    return f"it runs {_listed(recipe.placement.modes)}, not {mode}"
-
-
-def _check_sharing_mode(recipe: Recipe, hw: _Hardware) -> str | None:
-    mode = hw.placement.sharing_mode
-    if mode in recipe.placement.sharing_modes:
-        return None
-    return f"it runs {_listed(recipe.placement.sharing_modes)}, not {mode}"
-
-
-def _check_devices(recipe: Recipe, hw: _Hardware) -> str | None:
-    count = hw.placement.device_count
-    if count <= recipe.placement.max_devices:
-        return None
-    return f"it uses at most {recipe.placement.max_devices}, the plan has {count}"
-
-
-def _check_product(recipe: Recipe, hw: _Hardware) -> str | None:
-    patterns = recipe.accelerator.products
-    product = hw.accelerator.product_name
-    if patterns is None or product is None or any(fnmatchcase(product, p) for p in patterns):
-        return None
-    return f"{product} matches none of {_listed(patterns)}"
-
-
-def _check_memory(recipe: Recipe, hw: _Hardware) -> str | None:
-    least = recipe.accelerator.min_memory_gi_b
-    memory = hw.accelerator.memory_gi_b
-    if least is None or memory is None or memory >= least:
-        return None
-    return f"it needs {least:g} GiB, the device has {memory:g} GiB"
-
-
-def _check_compute_capability(recipe: Recipe, hw: _Hardware) -> str | None:
-    # Unknown capability passes: the planner was told the minimum through requirements().
-    cc = hw.compute_capability
-    if cc is None:
-        return None
-    lowest = recipe.accelerator.min_compute_capability
-    if lowest is not None and parse_compute_capability(cc) < parse_compute_capability(lowest):
-        return f"it needs {lowest} or higher, the card has {cc}"
-    exact = recipe.accelerator.compute_capabilities
-    if exact is not None and cc not in exact:
-        return f"it is built for {_listed(exact)}, the card has {cc}"
-    return None
-
-
-ModelCheck = Callable[[Recipe, ModelFacts, EndpointType], "str | None"]
-HardwareCheck = Callable[[Recipe, _Hardware], "str | None"]
-
-MODEL_CHECKS: list[tuple[str, ModelCheck]] = [
-    ("endpoint type", _check_endpoint),
-    ("format", _check_format),
-    ("architecture", _check_architecture),
-    ("family", _check_family),
-    (QUANTIZATION_CHECK, _check_quantization),
-]
-HARDWARE_CHECKS: list[tuple[str, HardwareCheck]] = [
-    ("placement mode", _check_placement_mode),
-    ("sharing mode", _check_sharing_mode),
-    ("device count", _check_devices),
-    ("accelerator product", _check_product),
-    ("accelerator memory", _check_memory),
-    ("compute capability", _check_compute_capability),
-]
-_STAGES = [name for name, _ in MODEL_CHECKS] + [name for name, _ in HARDWARE_CHECKS] + ["memory"]
-
-
-@dataclass(frozen=True)
-class _Failure:
-    recipe: str
-    check: str
-    detail: str
-    quantizations: tuple[Quantization, ...] = ()  # what the recipe loads, told on a mismatch
-
-    def __str__(self) -> str:
-        return f"{self.recipe} fails {self.check}: {self.detail}"
-
-
-def _model_failure(recipe: Recipe, facts: ModelFacts, endpoint: EndpointType) -> _Failure | None:
-    for name, check in MODEL_CHECKS:
-        detail = check(recipe, facts, endpoint)
-        if detail is not None:
-            return _Failure(recipe.name, name, detail, tuple(recipe.serves.quantizations))
-    return None
-
-
-def _hardware_failure(recipe: Recipe, hw: _Hardware) -> _Failure | None:
-    for name, check in HARDWARE_CHECKS:
-        detail = check(recipe, hw)
-        if detail is not None:
-            return _Failure(recipe.name, name, detail)
-    return None
-
-
-def _describe_model(facts: ModelFacts, endpoint: EndpointType) -> str:
-    parts = [str(_model_format(facts)), f"quantization {facts.quantization}"]
-    if facts.architecture:
-        parts.append(facts.architecture)
-    return f"{facts.name} ({', '.join(parts)}) as {endpoint}"
-
-
-def _refusal(
-    facts: ModelFacts,
-    endpoint: EndpointType,
-    failures: list[_Failure],
-    where: str = "",
-    serves_as: dict[EndpointType, list[str]] | None = None,
-) -> Refusal:
-    """QuantizationMismatch when the quantization is as far as any recipe got, else no runtime; when
-    recipes would serve the model under another contract, the fix is a class that asks for that one."""
-    furthest = max((_STAGES.index(f.check) for f in failures), default=-1)
-    candidates = "; ".join(str(f) for f in failures) or "none"
-    model = _describe_model(facts, endpoint)
-    if furthest == _STAGES.index(QUANTIZATION_CHECK):
-        offered = [f for f in failures if f.check == QUANTIZATION_CHECK]
-        others = [str(q) for q in Quantization if any(q in f.quantizations for f in offered)]
-        return Refusal(
-            reason=Reason.QUANTIZATION_MISMATCH,
-            message=(
-                f"No recipe serves {model}: recipes for this model exist only with another "
-                f"quantization ({', '.join(others)}). Candidates: {candidates}. This needs a recipe "
-                "for this quantization, a platform-side decision for an administrator."
-            ),
-        )
-    if serves_as:
-        other, names = next(iter(serves_as.items()))
-        return Refusal(
-            reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
-            message=(
-                f"No recipe serves {model}{where}, but {', '.join(names)} serve(s) it as {other}. The order got "
-                f"{endpoint}, the first contract its class allows (a bare Hugging Face reference says nothing "
-                f"of what a model serves); order it on a class whose modelPolicy.allowedEndpointTypes names "
-                f"{other} alone — ask your administrator (the docs' Examples show a class for embeddings "
-                f"only). Candidates: {candidates}."
-            ),
-        )
-    return Refusal(
-        reason=Reason.NO_COMPATIBLE_RUNTIME_AVAILABLE,
-        message=(
-            f"No recipe serves {model}{where}. Candidates: {candidates}. This needs a recipe for this "
-            "combination, a platform-side decision for an administrator."
-        ),
-    )
+def _sizable(
+    facts: ModelFacts, endpoint: EndpointType, candidates: list[Recipe]
+) -> tuple[list[Recipe], Refusal | None]:
+    """The candidates whose launch can be sized for the model: without its KV geometry, none that starts with
+    a context its KV cache must hold (the refusal when that is every one)."""
+    if kv_layout(facts) is not None:
+        return candidates, None
+    unsized = [r for r in candidates if _uses(r, "maxContextLength")]
+    if unsized and len(unsized) == len(candidates):
+        return [], geometry_unknown(facts, endpoint, unsized)
+    return [r for r in candidates if r not in unsized], None
 
 
 # ---------------------------------------------------------------- compiling
@@ -326,7 +134,7 @@ class RecipeBook:
         found: dict[EndpointType, list[str]] = {}
         for other in EndpointType:
             if other != asked:
-                names = [r.name for r in self.recipes if _model_failure(r, facts, other) is None]
+                names = [r.name for r in self.recipes if model_failure(r, facts, other) is None]
                 if names:
                     found[other] = names
         return found
@@ -337,15 +145,18 @@ class RecipeBook:
         """Which recipes could serve the model, and what together they ask of the hardware."""
         endpoint = effective_endpoint_type(facts, endpoint_type)
         candidates: list[Recipe] = []
-        failures: list[_Failure] = []
+        failures: list[Failure] = []
         for recipe in self.recipes:
-            failure = _model_failure(recipe, facts, endpoint)
+            failure = model_failure(recipe, facts, endpoint)
             if failure is None:
                 candidates.append(recipe)
             else:
                 failures.append(failure)
         if not candidates:
-            return _refusal(facts, endpoint, failures, serves_as=self._serves_as(facts, endpoint))
+            return no_recipe(facts, endpoint, failures, serves_as=self._serves_as(facts, endpoint))
+        candidates, unsized = _sizable(facts, endpoint, candidates)
+        if unsized is not None:
+            return unsized
         lowest: list[str] = []
         for recipe in candidates:
             accel = recipe.accelerator
@@ -382,7 +193,7 @@ class RecipeBook:
             return problem
         endpoint = effective_endpoint_type(facts, endpoint_type)
         known = accelerator or AcceleratorFacts()
-        hw = _Hardware(
+        hw = Hardware(
             placement=placement,
             accelerator=AcceleratorFacts(
                 product_name=known.product_name or placement.accelerator_product_name,
@@ -390,9 +201,14 @@ class RecipeBook:
                 compute_capability=known.compute_capability or placement.accelerator_compute_capability,
             ),
         )
-        failures: list[_Failure] = []
+        unsized = _sizable(
+            facts, endpoint, [r for r in self.recipes if not model_failure(r, facts, endpoint)]
+        )[1]
+        if unsized is not None:
+            return unsized
+        failures: list[Failure] = []
         for recipe in self.recipes:
-            failure = _model_failure(recipe, facts, endpoint) or _hardware_failure(recipe, hw)
+            failure = model_failure(recipe, facts, endpoint) or hardware_failure(recipe, hw)
             if failure is None:
                 compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name, serving)
                 if isinstance(compiled, CompiledRuntime):
@@ -402,22 +218,22 @@ class RecipeBook:
         where = f" on {hw.accelerator.product_name or 'an unnamed accelerator'}"
         where += f" ({placement.placement_mode}, {placement.sharing_mode}, "
         where += f"{placement.device_count} device(s))"
-        return _refusal(facts, endpoint, failures, where)
+        return no_recipe(facts, endpoint, failures, where)
 
     def _compile(
         self,
         recipe: Recipe,
         facts: ModelFacts,
         endpoint: EndpointType,
-        hw: _Hardware,
+        hw: Hardware,
         estimates: Estimates,
         served_name: str,
         serving: Load | None = None,
-    ) -> CompiledRuntime | _Failure:
+    ) -> CompiledRuntime | Failure:
         directory = model_dir(facts.name)
         path = _model_path(recipe, facts, directory)
         sized = _sized(recipe, facts, hw, estimates, serving)
-        if isinstance(sized, _Failure):
+        if isinstance(sized, Failure):
             return sized
         chat = endpoint == EndpointType.CHAT
         tool_rule = tool_call_parser(recipe, facts) if chat else None
@@ -466,14 +282,14 @@ class RecipeBook:
 
 
 def _sized(
-    recipe: Recipe, facts: ModelFacts, hw: _Hardware, estimates: Estimates, serving: Load | None = None
-) -> Sized | _Failure:
+    recipe: Recipe, facts: ModelFacts, hw: Hardware, estimates: Estimates, serving: Load | None = None
+) -> Sized | Failure:
     """The launch that starts under the runtime's own accounting and holds `serving`, or the recipe's memory
     failure."""
     placement = hw.placement
     utilization = memory_utilization(placement, recipe.memory)
     if utilization <= 0:
-        return _Failure(
+        return Failure(
             recipe.name,
             "memory",
             f"a share of {placement.share_percent}% leaves nothing after the {recipe.memory.margin:g} margin",
@@ -494,13 +310,13 @@ def _sized(
             load=serving,
         )
         if isinstance(fitted, str):
-            return _Failure(recipe.name, "memory", fitted)
+            return Failure(recipe.name, "memory", fitted)
         used = utilization if fitted.utilization is None else fitted.utilization
         return Sized(used, fitted.context, fitted)
     if _uses(recipe, "maxContextLength"):
         context, why = max_context_length(facts, placement, estimates, recipe.memory, device_gib, utilization)
         if context is None:
-            return _Failure(recipe.name, "memory", why)
+            return Failure(recipe.name, "memory", why)
         return Sized(utilization, context)
     return Sized(utilization)
 

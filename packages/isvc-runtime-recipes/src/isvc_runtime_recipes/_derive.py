@@ -6,7 +6,7 @@ import re
 from decimal import ROUND_FLOOR, Decimal
 from fnmatch import fnmatchcase
 
-from isvc_api import GIB, EndpointType, Estimates, ModelFacts, Placement, SharingMode
+from isvc_api import GIB, KV_GEOMETRY_UNKNOWN, EndpointType, Estimates, ModelFacts, Placement, SharingMode
 
 from isvc_runtime_recipes._model import AcceleratorFacts, MemoryPolicy, Recipe, ToolParserRule
 
@@ -95,12 +95,15 @@ def max_context_length(
 ) -> tuple[int | None, str]:
     """The longest context that fits what the placement leaves after weights and overhead.
 
-    Returns the length, or None with the reason it does not fit. Without the model's KV geometry or
-    the device's memory, the planner's own sizing (estimates.context_length) stands.
+    Returns the length, or None with the reason it does not fit. Without the model's KV geometry no context
+    is sized (a guessed one need not start); without the device's memory the planner's own sizing
+    (estimates.context_length) stands.
     """
     cap = facts.context_length or estimates.context_length
     per_token = kv_bytes_per_token(facts, policy)
-    if per_token is None or device_gib is None:
+    if per_token is None:  # a guessed context need not start (issue 45: 32768 tokens on a 1 GB KV budget)
+        return None, KV_GEOMETRY_UNKNOWN
+    if device_gib is None:
         return min(cap, estimates.context_length), ""
     budget_gib = float(utilization) * device_gib * max(placement.device_count, 1)
     kv_gib = budget_gib - estimates.weights_gi_b - estimates.overhead_gi_b

@@ -10,7 +10,7 @@ from isvc_api import Reason, Refusal, StatusReason, Verdict, parse_quantity
 from pydantic import BaseModel, ConfigDict
 
 from isvc_workload._claim_template import CLAIM_NAME
-from isvc_workload._judge import claims_exhausted
+from isvc_workload._judge import claims_exhausted, short_of_room
 from isvc_workload._kube import (
     claim_device_class,
     is_ready,
@@ -75,8 +75,9 @@ def judge_growth(
 ) -> GrowthJudgement:
     """Judge growth: replicas beyond a Ready one whose claims the scheduler cannot place.
 
-    Only the device search failing counts (the "cannot allocate all claims" tally); a replica
-    that is merely starting is not blocked growth. A replica without a device on a device simply full waits
+    Only the device search failing counts (the "cannot allocate all claims" tally, no node short of CPU,
+    memory or pod room: such a replica waits for a node, and says so); a replica that is merely starting is
+    not blocked growth. A replica without a device on a device simply full waits
     for capacity, and growth stays healthy (True: the order is Ready, the GrowthClaimUnplaced event says it);
     growth is blocked (ScaleUpBlocked, phase Degraded) only under preemption: the room the replica needs is
     held by orders of higher priority (`outranked`), which the ranking keeps ahead of this order.
@@ -95,7 +96,8 @@ def judge_growth(
     desired_count = int(desired) if desired is not None else len(live)
     if not unplaced:
         return Verdict.ok(
-            StatusReason.SCALING_OK, f"{len(ready)} of {desired_count} replicas ready; growth is not blocked."
+            StatusReason.SCALING_OK,
+            f"{len(ready)} of {desired_count} replicas ready; growth is not blocked{_short_of_room(live)}.",
         ), ()
     who = (
         f"the autoscaler asked for {desired_count}"
@@ -122,6 +124,17 @@ def judge_growth(
             f"room they need ({'; '.join(above)}); it frees when they release it."
         ),
     ), unplaced
+
+
+def _short_of_room(live: list[dict[str, Any]]) -> str:
+    """What replicas waiting for a node's CPU, memory or pod room (not for a device) say, as a clause."""
+    short = [(name_of(p), ", ".join(n)) for p in live if (s := unscheduled(p)) and (n := short_of_room(*s))]
+    held = "; ".join(f"{pod} waits for a node with room for it ({why})" for pod, why in short)
+    return (
+        f", but {held}: CPU, memory or room for pods on a node, which a full device is not said to be"
+        if held
+        else ""
+    )
 
 
 def _unplaced(live: list[dict[str, Any]], device_class: str | None) -> tuple[UnplacedReplica, ...]:

@@ -31,6 +31,7 @@ __all__ = [
     "claim_refusal",
     "claims_exhausted",
     "judge_workload",
+    "short_of_room",
     "workload_error",
 ]
 
@@ -69,9 +70,25 @@ def cel_undecidable(reason: str, message: str) -> bool:
     return reason == "SchedulerError" and ("CEL runtime error" in message or "CEL compile error" in message)
 
 
+# kube-scheduler's tally of nodes short of what a pod asks (NodeResourcesFit: "2 Insufficient cpu", "1 Too many
+# pods"). A node reports only its first failing filter, so a node short of CPU says nothing of its devices.
+_SHORT_OF_ROOM = re.compile(r"\b\d+ (?:Insufficient [\w./-]+|Too many pods)")
+
+
+def short_of_room(reason: str, message: str) -> list[str]:
+    """The nodes the scheduler found short of the CPU, memory or pod room the pod asks, as it tallied them
+    ("1 Insufficient cpu"); empty when none was."""
+    return _SHORT_OF_ROOM.findall(message) if reason == "Unschedulable" else []
+
+
 def claims_exhausted(reason: str, message: str) -> bool:
-    """Whether a PodScheduled=False condition says the device search happened and found no room."""
-    return reason == "Unschedulable" and "cannot allocate all claims" in message
+    """Whether a PodScheduled=False condition says the device search happened and found no room: no node
+    was short of anything else (issue 45: a replica asking 2 CPUs of a 2-CPU node was read as a full card)."""
+    return (
+        reason == "Unschedulable"
+        and "cannot allocate all claims" in message
+        and not short_of_room(reason, message)
+    )
 
 
 class ClaimRefusal(BaseModel):
@@ -311,6 +328,17 @@ def _not_up_yet(
                 (
                     f"The search for a device happened and found no room{where} (pod {name_of(pod)}): "
                     f"{message}. This is capacity: free some, or wait; it passes on its own."
+                ),
+            )
+    for pod, (reason, message) in scheduling:
+        short = short_of_room(reason, message)
+        if short:
+            return Verdict.refuse(
+                Reason.WORKLOAD_NOT_READY,
+                (
+                    f"The replicas wait for a node with the CPU, memory or pod room they ask (pod {name_of(pod)}: "
+                    f"{', '.join(short)}): {message}. This passes when a node has room; a node smaller than what the "
+                    "replica asks never will (its requests are in the LaunchPlan's estimates)."
                 ),
             )
     for pod, (_, message) in scheduling:

@@ -14,6 +14,7 @@ __all__ = [
     "is_terminating",
     "name_of",
     "pod_claim_name",
+    "serving",
     "unscheduled",
 ]
 
@@ -34,6 +35,11 @@ def is_ready(pod: dict[str, Any]) -> bool:
     """Whether the pod reports Ready=True."""
     cond = condition_of(pod, "Ready")
     return cond is not None and cond.get("status") == "True"
+
+
+def serving(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods that report Ready and are not going: the endpoints the order's Service has ready."""
+    return [p for p in pods if is_ready(p) and not is_terminating(p)]
 
 
 def unscheduled(pod: dict[str, Any]) -> tuple[str, str] | None:

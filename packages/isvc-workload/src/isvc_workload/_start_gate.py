@@ -20,6 +20,7 @@ Pure: dicts in, dicts and words out.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,18 +28,28 @@ from typing import Any
 from isvc_api import LABEL_MANAGED_BY, DeviceKey
 
 __all__ = [
+    "MEMORY_TAKEN",
+    "SEAL_ITEM",
     "START_COUNT_PATH",
+    "START_GATE_ANNOTATIONS",
     "START_GATE_PATH",
+    "START_GATE_VOLUME",
     "START_PERMITTED_AT_ANNOTATION",
     "START_PERMIT_ANNOTATION",
+    "START_PERMIT_SEAL_ANNOTATION",
     "START_TURN_LABEL",
     "Turn",
     "device_of",
     "gate_pod_spec",
+    "memory_taken",
     "overdue_message",
     "permit_manifest",
+    "permit_seal",
+    "permit_view",
     "permitted_at",
     "permitted_start",
+    "sealed_gate",
+    "settled_lease",
     "start_asked",
     "start_state",
     "turn_lease",
@@ -49,14 +60,39 @@ __all__ = [
 
 START_PERMIT_ANNOTATION = "ai.deckhouse.io/start-permit"  # the start the pod may run: 0 none yet, then 1, 2 …
 START_PERMITTED_AT_ANNOTATION = "ai.deckhouse.io/start-permitted-at"  # when that permit was written
+# The controller's seal of that permit: an HMAC of the pod and the start under a key only the controller holds.
+# A namespace user can write the pod's annotations (Kubernetes' `edit`), so the permit alone is no proof.
+START_PERMIT_SEAL_ANNOTATION = "ai.deckhouse.io/start-permit-seal"
+START_GATE_ANNOTATIONS = (
+    START_PERMIT_ANNOTATION,
+    START_PERMITTED_AT_ANNOTATION,
+    START_PERMIT_SEAL_ANNOTATION,
+)
 START_TURN_LABEL = "ai.deckhouse.io/start-turn"  # on the Leases that hold a device's turn
 _HOLDER = "ai.deckhouse.io/start-holder"  # on the Lease: <namespace>/<pod>/<uid>/<start>
 _ORDER = "ai.deckhouse.io/start-order"  # on the Lease: <namespace>/<order> of the holder
 _DEVICE = "ai.deckhouse.io/start-device"  # on the Lease: <driver>/<pool>/<device>
 START_GATE_PATH = "/etc/isvc/start-gate"
 START_COUNT_PATH = "/run/isvc/start"
-_GATE_VOLUME = "start-gate"
+START_GATE_VOLUME = "start-gate"
+SEAL_ITEM = "seal"  # the gate volume's item of the permit's seal: a pod of a gate that waits for one
 _COUNT_VOLUME = "start-count"
+_SETTLED = "ai.deckhouse.io/start-settled"  # on the Lease: when its start's runtime said its memory is taken
+# What each runtime prints once its start has taken the memory it keeps, after which a neighbour starting no
+# longer moves what it measures; the turn ends there, not at Ready (the warm-up and the readiness probe's
+# period after it take no memory of the card's). vLLM v0.11.0: "Graph capturing finished in %.0f secs, took
+# %.2f GiB" (vllm/v1/worker/gpu_model_runner.py, after the KV cache is allocated), or with CUDA graphs off
+# "init engine (profile, create kv cache, warmup model) took %.2f seconds" (vllm/v1/engine/core.py).
+# llama.cpp: "warming up the model with an empty run" (common/common.cpp, common_init_from_params, once the
+# weights, the KV cache and the compute buffers are allocated), which the server of the recipes' build does not
+# print at its default verbosity, or else the server's "model loaded" (tools/server/server.cpp, after that
+# warm-up: what the real node's llama-server prints half a second after it loads the tiny model).
+MEMORY_TAKEN = {
+    "vllm": re.compile(
+        r"Graph capturing finished in|init engine \(profile, create kv cache, warmup model\) took"
+    ),
+    "llamacpp": re.compile(r"warming up the model with an empty run|: model loaded"),
+}
 _FAILED_WAITING = frozenset({"CrashLoopBackOff", "Error", "RunContainerError", "CreateContainerError"})
 
 
@@ -70,7 +106,8 @@ w=0
 while :; do
   p=0; {{ read -r p < {gate}/permit; }} 2>/dev/null
   case "$p" in ''|*[!0-9]*) p=0;; esac
-  [ "$p" -ge "$n" ] && break
+  s=; {{ read -r s < {gate}/seal; }} 2>/dev/null
+  [ "$p" -ge "$n" ] && [ -n "$s" ] && break
   if [ "$w" -ge {limit} ]; then
     echo "isvc start gate: start $n had no turn after {limit} s; starting without one" >&2; break
   fi
@@ -99,19 +136,23 @@ def gate_pod_spec(
         "command": ["/bin/sh", "-c", script, "start-gate", *command],
         "volumeMounts": [
             *container.get("volumeMounts", []),
-            {"name": _GATE_VOLUME, "mountPath": START_GATE_PATH, "readOnly": True},
+            {"name": START_GATE_VOLUME, "mountPath": START_GATE_PATH, "readOnly": True},
             {"name": _COUNT_VOLUME, "mountPath": START_COUNT_PATH},
         ],
     }
     volumes = [
         {
-            "name": _GATE_VOLUME,
+            "name": START_GATE_VOLUME,
             "downwardAPI": {
                 "items": [
                     {
                         "path": "permit",
                         "fieldRef": {"fieldPath": f"metadata.annotations['{START_PERMIT_ANNOTATION}']"},
-                    }
+                    },
+                    {
+                        "path": SEAL_ITEM,
+                        "fieldRef": {"fieldPath": f"metadata.annotations['{START_PERMIT_SEAL_ANNOTATION}']"},
+                    },
                 ]
             },
         },
@@ -171,6 +212,12 @@ def start_state(pod: dict[str, Any] | None, container: str, start: int) -> str:
     return "ready" if status.get("ready") else "starting"
 
 
+def memory_taken(runtime: str | None, output: str | None) -> bool:
+    """Whether a start's own output (its container's current instance) says its runtime took its memory."""
+    pattern = MEMORY_TAKEN.get(runtime or "")
+    return pattern is not None and output is not None and pattern.search(output) is not None
+
+
 def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | None:
     """The device allocated to the claim the pod's status names and the pod owns (its first result), or None
     while it has none. Claims are read by the name the pod's status gives, never by labels a user can write."""
@@ -188,8 +235,32 @@ def device_of(pod: dict[str, Any], claims: list[dict[str, Any]]) -> DeviceKey | 
     return None
 
 
-def permit_manifest(pod: dict[str, Any], start: int, at: datetime) -> dict[str, Any]:
-    """The annotations that let start `start` of the pod run (server-side apply of its metadata)."""
+def sealed_gate(pod: dict[str, Any]) -> bool:
+    """Whether the pod runs a gate that waits for a sealed permit (its spec, which no one changes after the pod
+    is made, mounts the seal): a pod of an earlier gate waited for the permit alone."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if isinstance(volume, dict) and volume.get("name") == START_GATE_VOLUME:
+            items = (volume.get("downwardAPI") or {}).get("items") or []
+            return any(isinstance(i, dict) and i.get("path") == SEAL_ITEM for i in items)
+    return False
+
+
+def permit_view(pod: dict[str, Any], start: int) -> dict[str, Any]:
+    """What the controller seals of a permit: the pod, by namespace, name and uid, and the start it lets run."""
+    meta = pod.get("metadata") or {}
+    who = f"{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}"
+    return {"kind": "StartPermit", "metadata": {}, "spec": {"pod": who, "start": start}}
+
+
+def permit_seal(pod: dict[str, Any]) -> str | None:
+    """The seal the pod's permit carries, as written on it (anyone's word until the controller checks it)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(START_PERMIT_SEAL_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
+def permit_manifest(pod: dict[str, Any], start: int, at: datetime, seal: str) -> dict[str, Any]:
+    """The annotations that let start `start` of the pod run (server-side apply of its metadata), with the
+    controller's seal of them (`seal`, of `permit_view`)."""
     meta = pod["metadata"]
     return {
         "apiVersion": "v1",
@@ -200,6 +271,7 @@ def permit_manifest(pod: dict[str, Any], start: int, at: datetime) -> dict[str, 
             "annotations": {
                 START_PERMIT_ANNOTATION: str(start),
                 START_PERMITTED_AT_ANNOTATION: _stamp(at),
+                START_PERMIT_SEAL_ANNOTATION: seal,
             },
         },
     }
@@ -227,6 +299,7 @@ class Turn:
     since: datetime
     until: datetime
     resource_version: str | None
+    settled: datetime | None = None  # its runtime said its memory is taken: the turn ended then
 
     def of(self, pod: dict[str, Any], start: int) -> bool:
         """Whether the turn is this pod's, for this start."""
@@ -265,6 +338,7 @@ def turn_of(lease: dict[str, Any] | None) -> Turn | None:
     seconds = spec.get("leaseDurationSeconds")
     if len(holder) != 4 or not holder[3].isdigit() or since is None or not isinstance(seconds, int):
         return None
+    settled = _parse(annotations.get(_SETTLED))
     return Turn(
         namespace=holder[0],
         pod=holder[1],
@@ -273,8 +347,11 @@ def turn_of(lease: dict[str, Any] | None) -> Turn | None:
         order_namespace=order[0] if len(order) == 2 else holder[0],
         order=order[1] if len(order) == 2 else holder[1],
         since=since,
-        until=since + timedelta(seconds=seconds),
+        until=min(since + timedelta(seconds=seconds), settled)
+        if settled
+        else since + timedelta(seconds=seconds),
         resource_version=meta.get("resourceVersion"),
+        settled=settled,
     )
 
 
@@ -314,6 +391,22 @@ def turn_lease(
             "renewTime": _stamp(at),
             "leaseDurationSeconds": int(seconds),
         },
+    }
+
+
+def settled_lease(lease: dict[str, Any], at: datetime) -> dict[str, Any]:
+    """The Lease of a turn whose start's runtime said at `at` that its memory is taken: the turn is over then
+    (written with the resourceVersion read, so a turn taken since is never overwritten)."""
+    meta = dict(lease.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), _SETTLED: _stamp(at)}
+    kept = {
+        k: meta[k] for k in ("name", "namespace", "labels", "annotations", "resourceVersion") if k in meta
+    }
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": kept,
+        "spec": lease.get("spec"),
     }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "TOKEN_HASH_ANNOTATION",
     "ModelVolume",
     "model_volume",
+    "outgrown",
     "settle",
     "statefulset",
 ]
@@ -45,6 +46,7 @@ MODEL_MOUNT_PATH = "/models"
 HF_TOKEN_ENV = "HF_TOKEN"
 RUNTIME_HASH_ANNOTATION = "ai.deckhouse.io/runtime-hash"
 TOKEN_HASH_ANNOTATION = "ai.deckhouse.io/token-hash"
+READINESS_PERIOD = 2  # seconds between the kubelet's readiness probes of a runtime
 _MODEL_VOLUME = "models"  # the prefix of the claim template's name, which the volume takes
 
 
@@ -199,10 +201,13 @@ def _container(inputs: WorkloadInputs, settings: WorkloadSettings, volume: str) 
             "claims": [{"name": CLAIM_NAME}],
         },
         "securityContext": _CONTAINER_SECURITY,
+        # Every 2 s, out of service after 30 s of failures: a runtime that answers again is behind the
+        # order's Service within 2 s (issue 45: a restarted llama-server answered for 8.5 s before the 10 s
+        # probe marked it ready, and the order read that it did not serve).
         "readinessProbe": {
             "httpGet": {"path": runtime.health_path, "port": "http"},
-            "periodSeconds": 10,
-            "failureThreshold": 3,
+            "periodSeconds": READINESS_PERIOD,
+            "failureThreshold": 15,
         },
         "volumeMounts": mounts,
     }
@@ -328,6 +333,25 @@ def model_volume(statefulset: dict[str, Any] | None) -> ModelVolume | None:
     return None
 
 
+def outgrown(held: dict[str, Any] | None, needed_size: str) -> Refusal | None:
+    """WorkloadError when the model volume of the set the cluster holds is smaller than `needed_size` (a set's
+    claim templates never change), with the procedure; None without a set or when it is large enough."""
+    kept = model_volume(held)
+    refusal = settled_region_check(kept.size if kept is not None else None, needed_size)
+    if held is None or refusal is None:
+        return None
+    meta = held["metadata"]
+    return refusal.model_copy(
+        update={
+            "message": (
+                f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
+                f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
+                "new size (the old replicas stop serving until a new one is ready)."
+            )
+        }
+    )
+
+
 def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any] | Refusal:
     """The set to apply over the one the cluster holds: `wanted` keeping the held model volume (the API server
     refuses any change to a set's claim templates), or WorkloadError when the order now needs more than it.
@@ -337,18 +361,9 @@ def settle(wanted: dict[str, Any], held: dict[str, Any] | None) -> dict[str, Any
     kept, needed = model_volume(held), model_volume(wanted)
     if kept is None or needed is None or kept == needed:
         return wanted
-    refusal = settled_region_check(kept.size, needed.size)
+    refusal = outgrown(held, needed.size)
     if refusal is not None:
-        meta = wanted["metadata"]
-        return refusal.model_copy(
-            update={
-                "message": (
-                    f"StatefulSet {meta['name']}: {refusal.message} The procedure: `kubectl -n {meta['namespace']} "
-                    f"delete statefulset {meta['name']}`; the module then makes the set anew with a volume of the "
-                    "new size (the old replicas stop serving until a new one is ready)."
-                )
-            }
-        )
+        return refusal
     order = str((wanted["metadata"].get("labels") or {}).get(LABEL_ORDER) or wanted["metadata"]["name"])
     spec = dict(wanted["spec"])
     spec["volumeClaimTemplates"] = [_claim_template(kept, order)]

@@ -17,7 +17,7 @@ from isvc_operator._kube.caches import Caches
 from isvc_operator._kube.discovery import REQUEST_TIMEOUT, CountedClient, Discovery
 from isvc_operator._kube.records import Records
 
-__all__ = ["KubeCluster", "apply_body"]
+__all__ = ["APPLY_CONTENT_TYPE", "KubeCluster", "apply_body"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,15 @@ def apply_body(manifest: Obj) -> bytes:
         return f"{m.group(1)}\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}"
 
     return _SURROGATE_PAIR.sub(scalar, json.dumps(manifest)).encode()
+
+
+# A server-side apply's body is sent as the bytes `apply_body` makes, whatever the kubernetes client's version:
+# before 37 its REST layer serialises the body as JSON for exactly `application/apply-patch+yaml` (bytes then
+# raise TypeError) and passes bytes through for any other non-JSON type, and from 37 on it passes bytes through
+# for every YAML type. With a parameter the type is no longer that exact string, and the API server drops a
+# patch's content-type parameters before reading it (apiserver `handlers/patch.go`). Every other write sends a
+# dict or a list, which every version serialises with json.dumps (37.0.3 raises on bytes for JSON types).
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml; charset=utf-8"
 
 
 class KubeCluster(Caches, Records):
@@ -116,7 +125,7 @@ class KubeCluster(Caches, Records):
             "patch",
             path,
             body=apply_body(manifest),
-            content_type="application/apply-patch+yaml",
+            content_type=APPLY_CONTENT_TYPE,
             field_manager=MANAGER,
             force_conflicts=True,
             **extra,
@@ -182,7 +191,7 @@ class KubeCluster(Caches, Records):
             self.dyn.request(
                 "patch",
                 resource.path(name=name, namespace=namespace),
-                body=json.dumps({"metadata": {"annotations": annotations}}).encode(),
+                body={"metadata": {"annotations": annotations}},
                 content_type="application/merge-patch+json",
                 field_manager=MANAGER,
             )

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from isvc_api import GROUP, LABEL_MANAGED_BY, Obj, request_device_class
+from isvc_workload import START_GATE_ANNOTATIONS, START_GATE_VOLUME
 
 from isvc_operator._seal import DIGEST, EDITORS, SEALED_KINDS, editors, view_digest
 
@@ -98,11 +99,25 @@ POD_SPEC_READ = ("nodeName", "resourceClaims")  # the only parts of a pod's spec
 
 def compact_pod(obj: Obj) -> Obj:
     """A pod as the cache keeps it: metadata and status, and of its spec only what passes read (the
-    containers, volumes and tolerations are most of a pod and the workload's own manifest holds them)."""
+    containers and tolerations are most of a pod and the workload's own manifest holds them), the start gate's
+    volume among its volumes; its start gate's annotations whatever else a user put beside them."""
     spec = obj.get("spec")
     if isinstance(spec, dict):
-        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
-    return compact(obj)
+        kept = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+        gate = [
+            v for v in spec.get("volumes") or [] if isinstance(v, dict) and v.get("name") == START_GATE_VOLUME
+        ]
+        obj["spec"] = {**kept, "volumes": gate} if gate else kept
+    found = (obj.get("metadata") or {}).get("annotations")
+    marks = {
+        k: v
+        for k, v in (found if isinstance(found, dict) else {}).items()
+        if k in START_GATE_ANNOTATIONS and isinstance(v, str) and len(v) <= _KEPT_VALUE
+    }
+    out = compact(obj)
+    if marks:
+        out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), **marks}
+    return out
 
 
 def ingress_hosts(obj: Obj) -> list[str]:

@@ -57,6 +57,16 @@ class Records:
                 continue
         return None
 
+    def start_log(self, namespace: str, pod: str, container: str, lines: int = 200) -> str | None:
+        """The tail of the output of a container's current instance (the start under way), or None."""
+        try:
+            text: str = self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, tail_lines=lines, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException:
+            return None
+        return text or None
+
     def failed_create(self, namespace: str, kind: str, name: str, uid: str) -> str | None:
         """What the workload controller last said when the cluster refused to create a pod of that object
         (its newest FailedCreate event), read live; None when it said nothing or the events cannot be read."""

@@ -2,12 +2,15 @@
 
 Ready is whether the endpoint serves, whatever an earlier condition says: an order that served keeps being
 probed while a later step of it is refused (its class gone, a new plan or workload refused) and the workload
-it had still stands, so its phase can tell that it serves (Degraded) from that it does not.
+it had still stands with a replica ready, so its phase can tell that it serves (Degraded) from that it does
+not. With no replica ready nothing serves, whatever the last probe said (Ready False, phase Pending, then
+Failed once sustained).
 """
 
 from __future__ import annotations
 
 from isvc_api import ConditionType, HealthStatus, find_condition
+from isvc_workload import serving
 
 from isvc_operator._outcome import Outcome
 from isvc_operator._ports import Deps
@@ -42,7 +45,7 @@ def _held_token(scope: OrderScope, deps: Deps) -> str | None:
     return deps.workload.token(secret)
 
 
-def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
+def _still_standing(scope: OrderScope, deps: Deps) -> HealthStatus | None:
     """The record of an order that served and whose workload still stands while an earlier condition (or
     the workload step, before it read the replicas) refuses this pass; None otherwise."""
     record = _record(scope)
@@ -59,6 +62,13 @@ def _still_serving(scope: OrderScope, deps: Deps) -> HealthStatus | None:
     return record if standing else None
 
 
+def _without_replica(scope: OrderScope, deps: Deps, why: str, record: HealthStatus) -> Outcome:
+    """It served, and no replica does now: the endpoint does not serve (whatever the probe says: the phase
+    follows the endpoints, issue 45) while one comes back, and after the health window that is a failure."""
+    record, verdict = deps.health.without_replica(f"no replica is ready ({why})", record, scope.now)
+    return Outcome(verdict, {"health": record}, requeue_after=deps.health.period)
+
+
 def _probe(
     scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus
 ) -> Outcome:
@@ -70,6 +80,27 @@ def _probe(
     )
 
 
+def _not_up(scope: OrderScope, deps: Deps) -> Outcome:
+    """Ready while no replica of the plan in force is: probed while a pod of the order is ready behind its
+    Service (a workload standing while an earlier condition refuses, a plan being replaced), not serving while
+    none is, and waiting for the workload when the order never served."""
+    record = _record(scope)
+    held = _still_standing(scope, deps)
+    workload = scope.verdicts.get(ConditionType.WORKLOAD_READY)
+    rolling = scope.children is not None and workload is not None and record.ever_ready
+    if held is None and not rolling:
+        deps.health.forget(scope.namespace, scope.name)
+        return Outcome(scope.waits_for(ConditionType.WORKLOAD_READY))
+    if serving(deps.cluster.owned("Pod", scope.namespace, scope.name)):
+        # what serves is what status.resolved describes (the plan before a refused one)
+        resolved = scope.status.resolved
+        served = resolved.served_model if resolved is not None and held is not None else None
+        return _probe(scope, deps, _held_token(scope, deps), served, record)
+    deps.health.forget(scope.namespace, scope.name)
+    why = workload.reason if rolling and workload is not None else "none of the pods of its workload is ready"
+    return _without_replica(scope, deps, why, record)
+
+
 def step(scope: OrderScope, deps: Deps) -> Outcome:
     """Judge the latest probe with the record of the run of failures (status.health).
 
@@ -77,21 +108,7 @@ def step(scope: OrderScope, deps: Deps) -> Outcome:
     the step asks for a pass every period.
     """
     if not scope.holds(ConditionType.WORKLOAD_READY):
-        held = _still_serving(scope, deps)
-        if held is not None:  # what serves is what status.resolved describes (the plan before a refused one)
-            resolved = scope.status.resolved
-            served = resolved.served_model if resolved is not None else None
-            return _probe(scope, deps, _held_token(scope, deps), served, held)
-        deps.health.forget(scope.namespace, scope.name)
-        workload = scope.verdicts.get(ConditionType.WORKLOAD_READY)
-        record = _record(scope)
-        if scope.children is None or workload is None or not record.ever_ready:
-            return Outcome(scope.waits_for(ConditionType.WORKLOAD_READY))
-        # It served, and no replica does now: a blip while one comes back (a rollout), then a failure.
-        record, verdict = deps.health.without_replica(
-            f"no replica is ready ({workload.reason})", record, scope.now
-        )
-        return Outcome(verdict, {"health": record}, requeue_after=deps.health.period)
+        return _not_up(scope, deps)
     # The name the plan in force serves: while an edit waits for a new plan it is still the old model's.
     served = scope.plan.runtime.served_name if scope.plan is not None and scope.plan.runtime else None
     return _probe(scope, deps, scope.token, served, _record(scope))

@@ -24,6 +24,7 @@ from isvc_api import (
     Resolved,
     StatusReason,
     Verdict,
+    find_condition,
     serving_load,
 )
 from isvc_runtime_recipes import effective_endpoint_type
@@ -269,7 +270,36 @@ def compute(
         model_repo=scope.facts.download_repo,
     )
     d.wake.extend(outcome.preempt)  # each finds out in its own pass that it was displaced
-    return _store(scope, deps, d, stored, plan)
+    return _outgrown(scope, deps, d, stored, inputs, plan) or _store(scope, deps, d, stored, plan)
+
+
+def _outgrown(
+    scope: OrderScope, deps: Deps, d: Decisions, stored: Stored, inputs: str, plan: LaunchPlanSpec
+) -> Verdict | None:
+    """A new plan of a serving order that the model volume of its set cannot take (a volume never changes;
+    SettledRegionTooSmall): not stored, and its room released, so that the LaunchPlan, Planned and the
+    planner's ledger keep describing what serves (one share held, not both); WorkloadReady refuses it."""
+    existing = stored.spec
+    needed = plan.estimates.model_volume if plan.estimates is not None else None
+    if existing is None or existing.runtime is None or needed is None or stored.lost or stored.gone:
+        return None
+    refusal = deps.workload.outgrows(deps.cluster.cached("StatefulSet", scope.namespace, scope.name), needed)
+    if refusal is None or not serving(scope, deps):
+        return None
+    deps.planner.release(scope.namespace, scope.name)  # the placement will not be taken
+    scope.outgrown = refusal.message
+    previous = scope.previous.resolved
+    counted = previous is not None and previous.inputs_hash == inputs
+    adopt(scope, d, existing, (previous.replan_count if previous else 0) + (0 if counted else 1), inputs)
+    return Verdict(
+        status="True",
+        reason=Reason.LAUNCH_PLAN_IN_FORCE.value,
+        message=(
+            f"the order runs on the plan it holds ({plan_message(existing)}); the plan its edit needs "
+            f"({plan_message(plan)}) is not taken, since its model volume ({needed}) does not fit the set's: "
+            "see WorkloadReady."
+        ),
+    )
 
 
 def _store(scope: OrderScope, deps: Deps, d: Decisions, stored: Stored, plan: LaunchPlanSpec) -> Verdict:
@@ -283,8 +313,21 @@ def _store(scope: OrderScope, deps: Deps, d: Decisions, stored: Stored, plan: La
     previous = scope.previous.resolved
     replans = previous.replan_count if previous else 0
     recomputed = stored.spec is not None or (previous is not None and previous.device_class is not None)
-    adopt(scope, d, plan, replans + (1 if recomputed else 0), plan.inputs_hash)
+    adopt(scope, d, plan, replans + (1 if recomputed and not _counted(scope, plan) else 0), plan.inputs_hash)
     return Verdict.ok(StatusReason.PLANNED, plan_message(plan))
+
+
+def _counted(scope: OrderScope, plan: LaunchPlanSpec) -> bool:
+    """Whether the recomputation for these inputs was counted already, when it was refused while the plan
+    before stayed in force (LaunchPlanInForce): one edit is one replan, however many passes it took."""
+    planned = find_condition(scope.previous.conditions, ConditionType.PLANNED.value)
+    previous = scope.previous.resolved
+    return (
+        planned is not None
+        and planned.reason == Reason.LAUNCH_PLAN_IN_FORCE.value
+        and previous is not None
+        and previous.inputs_hash == plan.inputs_hash
+    )
 
 
 def _unserved(placement: Placement, refusal: Refusal) -> Refusal:

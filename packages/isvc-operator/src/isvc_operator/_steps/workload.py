@@ -13,13 +13,16 @@ from isvc_api import (
     Obj,
     Reason,
     Verdict,
+    condition_of,
+    conditions_of,
     find_condition,
 )
+from isvc_workload import model_volume
 
 from isvc_operator._outcome import Annotate, Decisions, Delete, Outcome
 from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable
 from isvc_operator._scope import RETRY_SOON, Children, OrderScope, controlled_by, made_for
-from isvc_operator._steps.children import apply_children
+from isvc_operator._steps.children import _settled_region_too_small, apply_children
 from isvc_operator._steps.pace import pace
 from isvc_operator._steps.start_turn import take_turns
 
@@ -100,7 +103,7 @@ def _with_failed_create(deps: Deps, workload: Obj, pods: list[Obj]) -> Obj:
         return workload
     status = dict(workload.get("status") or {})
     status["conditions"] = [
-        *(status.get("conditions") or []),
+        *conditions_of(workload),
         {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": said},
     ]
     return {**workload, "status": status}
@@ -166,8 +169,7 @@ def _turned_down(children: Children, claim_refusals: dict[str, str]) -> list[tup
         for p in children.pods
         if p["metadata"]["name"] in claim_refusals
     ]
-    conditions = (children.deployment or {}).get("status", {}).get("conditions") or []
-    failed_create = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
+    failed_create = condition_of(children.deployment, "ReplicaFailure")
     if children.deployment is not None and failed_create is not None:
         said = str(failed_create.get("message") or "")
         refused.append((children.deployment, "apps/v1", "StatefulSet", said))
@@ -216,6 +218,15 @@ def _resolved_as_served(scope: OrderScope, d: Decisions) -> None:
             update={"replan_count": planned.replan_count, "inputs_hash": planned.inputs_hash}
         )
     )
+
+
+def _volume_held(scope: OrderScope, deps: Deps, d: Decisions) -> None:
+    """status.resolved names the model volume the set holds, which stays when a later plan needs a smaller one
+    (a set's volume never changes): an order edited from a 7B model to a 3B keeps its 17Gi volume."""
+    resolved = scope.status.resolved
+    held = model_volume(deps.cluster.cached("StatefulSet", scope.namespace, scope.name))
+    if resolved is not None and held is not None and held.size != resolved.model_volume:
+        d.decide(resolved=resolved.model_copy(update={"model_volume": held.size}))
 
 
 def _out_of_service(scope: OrderScope, deps: Deps, d: Decisions, verdict: Verdict) -> Verdict:
@@ -286,9 +297,14 @@ def _applied(scope: OrderScope, deps: Deps, d: Decisions, auth: str | None) -> V
             ),
         )
     applied = apply_children(scope, deps, d, manifests)
+    if (
+        applied.refusal is None and scope.outgrown is not None
+    ):  # the plan serving stays; the edit's is refused
+        applied.refusal = _settled_region_too_small(scope, d, scope.outgrown)
     if applied.refusal is not None:
         _resolved_as_served(scope, d)
         return applied.refusal
+    _volume_held(scope, deps, d)
     _prune(scope, deps, d, manifests)
     runtime = scope.plan.runtime
     d.decide(
