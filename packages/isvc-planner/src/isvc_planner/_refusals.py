@@ -197,7 +197,8 @@ def _too_large(need: MemoryNeed, where: str, f: Findings) -> Refusal:
                 f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
                 f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
                 f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
-                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."
+                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one "
+                f"node{_smaller(need)}."
             ),
         )
     partitions = (
