@@ -62,6 +62,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def _end_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class Served:
     """The meter on a loopback port in a thread of its own, until `stop`."""
 
@@ -80,6 +87,7 @@ class Served:
         self.task = self.loop.create_task(serve_meter(self.meter, self.port, host="127.0.0.1"))
         with contextlib.suppress(asyncio.CancelledError):
             self.loop.run_until_complete(self.task)
+        self.loop.run_until_complete(_end_the_rest())  # connections still being handled end with the meter
         self.loop.close()
 
     def stop(self) -> None:

@@ -1,5 +1,6 @@
 """isvc health: probe an order's inference API and tell a blip from a sustained failure."""
 
+from isvc_health._answers import RuntimeErrors
 from isvc_health._errors import HealthError, TemplateInvalid
 from isvc_health._meter import METER_HEADER, Meter, parse_meter
 from isvc_health._meter import serve as serve_meter
@@ -21,6 +22,7 @@ __all__ = [
     "ProbeSchedule",
     "ProbeTarget",
     "Prober",
+    "RuntimeErrors",
     "ServiceDNSResolver",
     "TemplateInvalid",
     "TemplateResolver",

@@ -187,7 +187,7 @@ class Workload:
             exposure=policy.exposure,
             priority=self.priority_value(policy.priority_class_name),
             token_digest=token_digest,
-        )
+        ).model_copy(update={"metered": self.settings.meter_image is not None})
         if isvc_workload.load_metrics(inputs) is not None:
             return inputs
         # a plan compiled before recipes named their load gauges: the recipe's, as the book has it now

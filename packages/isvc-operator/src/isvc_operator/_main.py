@@ -110,6 +110,7 @@ def _workload(args: argparse.Namespace, kube: KubeCluster, recipes: Recipes) -> 
         public_domain_template=args.public_domain_template,
         cluster_issuer_name=args.cluster_issuer,
         model_fetch_image=args.model_fetch_image,
+        meter_image=args.meter_image or None,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
         model_cache_endpoint=args.model_cache_endpoint or None,

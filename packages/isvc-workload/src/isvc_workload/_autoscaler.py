@@ -138,9 +138,15 @@ def pod_monitor(inputs: WorkloadInputs, apis: MetricsApis) -> dict[str, Any] | N
         "metadata": meta,
         "spec": {
             "selector": {"matchLabels": {LABEL_ORDER: inputs.name}},
-            "podMetricsEndpoints": [endpoint],
+            # the request meter's counts of the runtime's answers beside the runtime's own (issue 42)
+            "podMetricsEndpoints": [endpoint, *_meter_endpoints(inputs)],
         },
     }
+
+
+def _meter_endpoints(inputs: WorkloadInputs) -> list[dict[str, Any]]:
+    """The request meter's metrics, when the runtime runs behind one (no token: they say no more than counts)."""
+    return [{"port": "meter-metrics", "path": "/metrics"}] if inputs.metered else []
 
 
 def scrape_labels(inputs: WorkloadInputs, apis: MetricsApis) -> dict[str, str]:
