@@ -699,6 +699,7 @@ class FakeHealth:
         self.tokens: list[str | None] = []
         self.records: list[HealthStatus] = []
         self.models: list[str | None] = []
+        self.errors: str | None = None  # the next pass's news of the runtime's own 5xx
 
     def check(
         self,
@@ -726,6 +727,10 @@ class FakeHealth:
 
     def forget(self, namespace: str, name: str) -> None:
         self.forgotten.append((namespace, name))
+
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        said, self.errors = self.errors, None
+        return said
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         """isvc-health's own judgement of a pass with no replica ready, sustained at the second in a row."""

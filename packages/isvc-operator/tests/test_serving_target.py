@@ -46,3 +46,16 @@ def test_a_changed_serving_target_replans_the_order(world: World) -> None:
     assert world.planner.serving[-1] == Load(requests=64, typical=1024, longest=8192)
     assert status["resolved"]["replanCount"] == 1
     assert status["resolved"]["concurrentRequests"] == 64
+
+
+def test_a_sustained_rate_of_the_runtimes_own_5xx_is_an_event_and_the_order_stays_ready(world: World) -> None:
+    """Issue 42: the health judgement's news of the runtime's own 5xx (the request meter's counts) is a
+    RuntimeErrors event on the order, once; the order serves, so it stays Ready."""
+    world.run()
+    world.health.errors = "The runtime answered 9 of 80 requests with HTTP 5xx in the last 5 minutes (...)."
+    status = world.run()
+    assert status["phase"] == "Ready"
+    said = [e for e in world.cluster.events if e[2] == "RuntimeErrors"]
+    assert len(said) == 1 and said[0][1] == "Warning" and "9 of 80 requests with HTTP 5xx" in said[0][3], said
+    world.run()
+    assert len([e for e in world.cluster.events if e[2] == "RuntimeErrors"]) == 1

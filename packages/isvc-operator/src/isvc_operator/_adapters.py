@@ -4,6 +4,7 @@ book's: `_recipes`)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -336,6 +337,7 @@ class Health:
         self.settings = settings
         self._period = period
         self.schedule = schedule
+        self.errors = isvc_health.RuntimeErrors()  # the runtime's own 5xx, from the probes' meter counts
 
     @property
     def period(self) -> float:
@@ -361,7 +363,11 @@ class Health:
             result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
             if self.schedule is not None:
                 self.schedule.watch(target, result)
+        self.errors.observe((namespace, name), result.meter, time.monotonic())
         return isvc_health.judge_health(record, result, at, self.settings)
+
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        return self.errors.news((namespace, name), time.monotonic())
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         result = isvc_health.ProbeResult(
@@ -370,5 +376,6 @@ class Health:
         return isvc_health.judge_health(record, result, at, self.settings)
 
     def forget(self, namespace: str, name: str) -> None:
+        self.errors.forget((namespace, name))
         if self.schedule is not None:
             self.schedule.forget(namespace, name)

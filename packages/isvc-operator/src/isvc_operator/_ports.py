@@ -275,6 +275,11 @@ class HealthPort(Protocol):
         """Stop probing the order between passes (it is gone, or has no replica to probe)."""
         ...
 
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        """The words of a sustained rate of the runtime's own HTTP 5xx that began since it was last said (the
+        request meter's counts the probes read; issue 42), else None."""
+        ...
+
     @property
     def period(self) -> float: ...
 
