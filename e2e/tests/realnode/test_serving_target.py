@@ -1,6 +1,7 @@
 """Sized to serve (issue 42), for real: an order whose class asks 4 requests of 256 tokens at once (the longest
 512, the tiny model's whole context) gets a llama-server with a slot for each request (`-np 4`, `-c 2048`), and
-requests of about 256 tokens are served four at once and wait beyond that, none answered with a context error.
+requests of about 256 tokens are served four at once and wait beyond that, none answered with a context error;
+the runtime's own 5xx are counted by the request meter in front of it and said on the order.
 
 Before, the order's llama-server ran with `-c 512` and no `-np`: llama-server's automatic 4 slots shared one
 512-token cache (`kv_unified`), and overlapping requests of 264 tokens failed with HTTP 500 "Context size has
@@ -12,6 +13,7 @@ in a slot) and `llamacpp:requests_deferred` (the queue the growth signal reads).
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import threading
 import time
 import urllib.request
@@ -22,10 +24,12 @@ import openai
 import pytest
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
+from isvc_testbed.helpers import wait_for
 from isvc_testbed.llamabed import REPO, Bed, llama_bed
 from isvc_testbed.orders import hf
 from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, port_forward
 from isvc_testbed.standin import StandIn
+from isvc_workload import METER_METRICS_PORT, METER_PORT
 from kubernetes import client as k8s
 
 CLASS = "real-node-serve"
@@ -164,3 +168,44 @@ def test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at
             assert e.status_code == 400 and "exceeds the available context size" in e.message, e.message
         else:
             raise AssertionError("a request longer than its slot was served")
+
+
+def test_the_runtimes_own_5xx_are_counted_by_the_meter_and_said_on_the_order(bed: Bed) -> None:
+    """llama-server answers a body that is no JSON with its own HTTP 500; the request meter in front of it
+    counts them in the order's metrics (isvc_runtime_responses_total{code="5xx"}), and the controller, reading
+    the counts on its probes, says the sustained rate as a RuntimeErrors event; the order stays Ready."""
+    orders = bed.orders
+    if orders.status(ORDER) is None:  # run alone: the order of the test above
+        test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at_once(bed)
+    token = bed.token(ORDER)
+    with (
+        port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", METER_PORT) as port,
+        port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", METER_METRICS_PORT) as metrics,
+    ):
+        codes = []
+        for _ in range(10):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request(
+                "POST",
+                "/v1/chat/completions",
+                body=b"{not json",
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            codes.append(conn.getresponse().status)
+            conn.close()
+        assert codes == [500] * 10, codes  # llama-server's own answer, passed through
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    counted = {
+        line.split("{")[1].split("}")[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("isvc_runtime_responses_total{")
+    }
+    assert counted['code="5xx"'] >= 10 and counted['code="2xx"'] >= 2 * AT_ONCE + MORE, counted
+    said = wait_for(
+        lambda: [e for e in orders.events(ORDER) if e[1] == "RuntimeErrors"],
+        60,
+        what="the RuntimeErrors event",
+    )
+    assert said[0][0] == "Warning" and "requests with HTTP 5xx" in said[0][2] and f"{ORDER}-0" in said[0][2]
+    assert orders.status(ORDER)["phase"] == "Ready"

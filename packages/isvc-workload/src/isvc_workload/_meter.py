@@ -19,7 +19,9 @@ __all__ = ["METER_METRICS_PORT", "METER_PORT", "api_target_port", "meter_contain
 
 METER_PORT = 8090  # the meter's listener: the Service's http port leads here
 METER_METRICS_PORT = 9102  # the meter's own metrics
-_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+# No CPU asked: the meter passes bytes while the runtime computes, and a share's pod asks its CPU for the runtime
+# (2 × the share, at least 1), which is all a small node may have.
+_RESOURCES = {"requests": {"memory": "32Mi"}, "limits": {"memory": "256Mi"}}
 _SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
 
 
