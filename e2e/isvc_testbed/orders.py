@@ -152,6 +152,16 @@ class Orders:
         items.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
         return [(e.type, e.reason, e.message) for e in items]
 
+    def wait_events(self, name: str, reason: str, timeout: float = 15) -> list[tuple[str, str, str]]:
+        """The events of `reason` on order `name`, once there is one: the controller records a pass's events
+        just after its status, so a test that has seen the status may still be a moment ahead of them."""
+        return wait_for(
+            lambda: [e for e in self.events(name) if e[1] == reason],
+            timeout,
+            interval=0.2,
+            what=f"{name}: a {reason} event",
+        )
+
     def templates(self, name: str) -> set[str]:
         """Names of the ResourceClaimTemplates labelled as made for order `name`."""
         items: list[Any] = (

@@ -193,6 +193,13 @@ def test_a_drain_of_one_node_of_a_spread_order_keeps_a_replica_serving_throughou
     )
     spare.publish(bed.admin_api)  # a second H100 node: somewhere to spread to
     bed.cleanup.append(lambda: spare.unpublish(bed.admin_api))
+
+    def spare_open() -> bool:  # KWOK has made it Ready and nothing taints it: the scheduler may use it
+        node = bed.core.read_node("gpu-h100-spare")
+        ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or ())
+        return ready and not node.spec.taints
+
+    wait_for(spare_open, 60, what="the spare node Ready and untainted")
     bed.create_class(
         "day2-pair",
         {
@@ -424,8 +431,8 @@ def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed)
     assert not seen & {"ResourceClaimExhausted", "LaunchPlanNotAPlacement"}, seen
     # Not a disagreement with the scheduler: the planner learned no refusal, so it distrusts no device.
     assert f"the scheduler refused the claim of {bed.ns}/{name}" not in bed.module.log("planner")
-    events = [e for e in bed.events(name) if e[1] == "Moved"]
-    assert events and f"node {node} is cordoned" in events[-1][2], bed.events(name)
+    events = bed.wait_events(name, "Moved")
+    assert f"node {node} is cordoned" in events[-1][2], bed.events(name)
 
 
 def test_an_order_on_a_deleted_node_waits_saying_so_and_comes_back_with_the_node(

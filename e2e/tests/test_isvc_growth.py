@@ -276,7 +276,7 @@ def test_the_queue_asks_for_a_replica_whose_room_an_order_of_higher_priority_hol
             and "blocked by preemption" in scaling["message"]
         )
         assert f"{bed.ns}/{urgent} at priority 1000" in scaling["message"]
-        events = [e for e in bed.events(name) if e[1] == "GrowthClaimUnplaced"]
+        events = bed.wait_events(name, "GrowthClaimUnplaced")
         assert len(events) == 1 and f"{name}-1" in events[0][2]
         bed.delete(urgent)  # the room it held frees: the scheduler places the waiting replica
         status = bed.wait(

@@ -507,7 +507,7 @@ def test_a_hand_written_plan_with_share_150_says_not_a_placement_until_deleted(b
         # message says what to do once.
         assert status["launchPlanName"] == name
         assert message.lower().count("delete the launchplan") == 1
-        assert ("Warning", "LaunchPlanNotAPlacement") in [e[:2] for e in bed.events(name)]
+        assert "Warning" in [e[0] for e in bed.wait_events(name, "LaunchPlanNotAPlacement")]
         time.sleep(5)  # judged, never trusted, never overwritten
         assert bed.plan(name)["spec"]["placement"]["sharePercent"] == 150  # type: ignore[index]
     finally:
@@ -611,5 +611,6 @@ def test_a_ready_order_edited_to_a_model_on_another_share_rolls_onto_a_new_claim
         60,
         what="the workload on a new claim template, the old one gone",
     )
+    bed.wait_events(name, "Serving")
     reasons = [e[1] for e in bed.events(name)]
     assert "Planned" in reasons and "Serving" in reasons  # issue 16: the order tells its story in events

@@ -162,7 +162,12 @@ def test_ten_edits_of_the_image_in_a_minute_are_all_undone_issue_44(
     took = time.monotonic() - started
 
     bed.wait_ready(name)
-    restored = [e for e in bed.events(name) if e[1] == "ChildRestored"]
+
+    def every_restore() -> list[tuple[str, str, str]] | None:
+        restored = [e for e in bed.events(name) if e[1] == "ChildRestored"]
+        return restored if len(restored) >= 10 else None
+
+    restored = wait_for(every_restore, 15, what="an event per restore")
     pods = k8s.CoreV1Api(bed.admin_api).list_namespaced_pod(
         NS, label_selector=f"ai.deckhouse.io/inference-service={name}"
     )
@@ -225,7 +230,7 @@ def test_a_users_autoscaler_on_the_orders_set_is_undone_issue_44(
             ignore_404(lambda: scalers.delete_namespaced_horizontal_pod_autoscaler("mine", NS))
 
     bed.wait_ready(name)
-    assert any(e[1] == "ForeignAutoscalerRemoved" for e in bed.events(name))
+    assert bed.wait_events(name, "ForeignAutoscalerRemoved")
 
 
 def test_an_orders_claim_template_is_neither_deleted_nor_changed_by_the_user_issue_44(

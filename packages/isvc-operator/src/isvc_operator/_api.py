@@ -34,7 +34,9 @@ def _status(exc: BaseException) -> int | None:
 
 def _answer(exc: BaseException) -> tuple[str, dict[str, Any] | None]:
     """The body of the API server's answer to a failed request, and the Status object it holds (if any)."""
-    body = str(getattr(exc, "body", "") or exc)
+    raw = getattr(exc, "body", "") or exc
+    # clients before 37 keep the body as bytes (their dynamic client's errors too)
+    body = raw.decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else str(raw)
     try:
         said = json.loads(body)
     except ValueError:
