@@ -62,6 +62,18 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+def serves_line(resolved: dict[str, Any]) -> str:
+    """What the order serves, as status.resolved says it (issue 42): requests of a typical length at once, its
+    KV cache in tokens, the longest request."""
+    at_once, typical = resolved.get("concurrentRequests"), resolved.get("requestTokens") or 0
+    kv, longest = resolved.get("kvCacheTokens") or 0, resolved.get("contextLength") or 0
+    return (
+        f"It serves {at_once} requests of {typical:,} tokens at once, a KV cache of {kv:,} tokens, requests of "
+        f"up to {longest:,} tokens (status.resolved: concurrentRequests, requestTokens, kvCacheTokens, "
+        "contextLength)"
+    )
+
+
 def _start_standin(cluster: Cluster, log_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     with (log_dir / "standin.log").open("ab") as log:
         proc = subprocess.Popen(
@@ -207,6 +219,7 @@ def up(state_dir: Path, timeout: float) -> int:
         f"{resolved.get('acceleratorProductName')}, runtime {resolved.get('runtime')}); the order took "
         f"{stages.seconds['order Ready']:.1f}s after the controller led, everything {total:.1f}s"
     )
+    say(serves_line(resolved))
     say("Its download step (the pod's init container, as the chart configures it):")
     for line in download:
         say(line)
@@ -343,6 +356,7 @@ def _serve_one(bed: Any, name: str, timeout: float, t0: float) -> None:
         f"{resolved.get('acceleratorProductName')} on {plan['spec']['placement']['nodeName']}, runtime "
         f"{runtime['recipe']} ({runtime['image']})"
     )
+    say(f"  {serves_line(resolved)}")
     reply = bed.chat(name, runtime["servedName"])
     say(
         f"chat completion from {name}'s llama-server ({runtime['servedName']}): "

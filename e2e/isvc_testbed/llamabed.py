@@ -34,7 +34,7 @@ from typing import Any
 import openai
 from isvc_api import LABEL_ORDER
 from isvc_runtime_recipes import load_recipes
-from isvc_workload import AUTH_SECRET_KEY, auth_secret_name
+from isvc_workload import AUTH_SECRET_KEY, METER_PORT, auth_secret_name
 from kubernetes import client as k8s
 
 from isvc_testbed.cluster import Cluster
@@ -205,6 +205,8 @@ def llama_bed(
     node.import_image(llama_server_image(cluster.bin_dir, recipe.image, recipe.command), recipe.image)
     fetcher = image_archive("modelFetcher")
     node.ctr("images", "import", "--platform", "linux/amd64", str(fetcher))
+    meter = image_archive("controller")  # its isvc-meter counts llama-server's answers (issue 42)
+    node.ctr("images", "import", "--platform", "linux/amd64", str(meter))
     cache_image = image_archive("modelCache") if model_cache else None
     if cache_image is not None:
         node.ctr("images", "import", "--platform", "linux/amd64", str(cache_image))
@@ -224,7 +226,9 @@ def llama_bed(
         cache = model_cache_on_node(cluster, admin_api, hub, image_ref(cache_image)) if cache_image else None
         cache_flags = ["--model-cache-endpoint", f"http://{cache.status.pod_ip}:8080"] if cache else []
         with (
-            OrderForwarder(admin_api, recipe.ports.http) as forwarder,
+            OrderForwarder(
+                admin_api, METER_PORT
+            ) as forwarder,  # the probes go through the meter, as the Service
             node.untainted(),
         ):
             module.start_controller(
@@ -234,6 +238,8 @@ def llama_bed(
                 f"http://{hub}",
                 "--model-fetch-image",
                 image_ref(fetcher),
+                "--meter-image",
+                image_ref(meter),
                 "--probe-url-template",
                 forwarder.template(),
                 *cache_flags,

@@ -86,6 +86,7 @@ class OrderState:
     seconds: float = 0.0  # how long one chat holds its slot
     busy: int = 0
     waiting: int = 0
+    meter: tuple[str, int, int] | None = None  # the request meter's counts /v1/models carries (set_meter)
 
 
 class _Watched:
@@ -300,6 +301,11 @@ class StandIn:
         """The model id /v1/models reports instead of the served name (None: the served name again)."""
         self.order(namespace, name).model = model
 
+    def set_meter(self, namespace: str, name: str, pod: str, answered: int, errors: int) -> None:
+        """Answer /v1/models with the request meter's header (X-Isvc-Meter: pod, answers, 5xx), as a replica
+        behind the meter does (issue 42); the counts are a test's to move."""
+        self.order(namespace, name).meter = (pod, answered, errors)
+
     def set_queue(self, namespace: str, name: str, slots: int, seconds: float) -> None:
         """Serve the order's chats `slots` at a time, each holding its slot `seconds`; the others wait, and
         `/metrics` says how many, in llama.cpp's words (requests_processing, requests_deferred)."""
@@ -399,6 +405,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if status == HTTPStatus.UNAUTHORIZED:
             self.send_header("WWW-Authenticate", "Bearer")
+        order = getattr(self, "_order", None)
+        meter = self.standin.order(*order).meter if order and self.path.endswith("/v1/models") else None
+        if meter is not None:
+            self.send_header("X-Isvc-Meter", " ".join(str(v) for v in meter))
         self.end_headers()
         self.wfile.write(data)
 

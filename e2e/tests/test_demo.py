@@ -105,3 +105,21 @@ def test_the_standin_answers_the_completions_the_demo_shows(demo: tuple[str, dic
         timeout=10,
     ).json()
     assert (reply["object"], reply["choices"][0]["text"]) == ("text_completion", "echo: Hello")
+
+
+def test_the_demos_order_reads_what_it_serves_issue_42(demo: tuple[str, dict[str, str]]) -> None:
+    """The README's order in default-llm serves the chat default: 16 requests of 2,048 tokens at once at least,
+    as its status says and the demo prints."""
+    out, state = demo
+    api = k8s_config.new_client_from_config(config_file=state["admin"])
+    with api:
+        resolved = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+            "ai.deckhouse.io", "v1alpha1", "team-a", "inferenceservices", "support-llm"
+        )["status"]["resolved"]
+    assert resolved["requestTokens"] == 2048 and resolved["concurrentRequests"] >= 16, resolved
+    assert resolved["kvCacheTokens"] >= 16 * 2048 and resolved["contextLength"] >= 8192, resolved
+    line = (
+        f"It serves {resolved['concurrentRequests']} requests of 2,048 tokens at once, a KV cache of "
+        f"{resolved['kvCacheTokens']:,} tokens, requests of up to {resolved['contextLength']:,} tokens"
+    )
+    assert line in out, out

@@ -26,6 +26,7 @@ def _product(name: str) -> str:
 
 
 L4_ONLY = _product("NVIDIA L4")
+FOUR_AT_ONCE = {"concurrentRequests": 4}  # a class's serving target: 4 requests of the chat default's 2,048
 H100_ONLY = _product("NVIDIA H100 80GB HBM3")
 GH200_ONLY = _product("NVIDIA GH200 480GB")
 
@@ -45,6 +46,7 @@ class Bed(Orders):
         priority_class: str | None = None,
         shares: list[int] | None = None,
         wait_ready: bool = True,
+        serving: dict[str, int] | None = None,
     ) -> str:
         accel: dict[str, Any] = {"deviceClassNames": [GPU]}
         if selector:
@@ -58,6 +60,8 @@ class Bed(Orders):
         }
         if priority_class:
             spec["priorityClassName"] = priority_class
+        if serving:
+            spec["serving"] = serving
         self.create_class(name, spec, ready=True if wait_ready else None)
         return name
 
@@ -268,6 +272,50 @@ def test_a_selector_that_errors_on_a_device_says_placement_undecidable(bed: Bed)
 # ---------------------------------------------------------------- co-placement and preemption
 
 
+def test_a_class_with_a_larger_serving_target_gets_a_larger_share_for_the_same_model_issue_42(
+    bed: Bed,
+) -> None:
+    """The same model in a class asking 64 requests of 2,048 tokens at once gets a larger share than in one
+    taking the chat default (16): 48 more requests of 57,344 B a token are 5.25 GiB, 6.6 % of the 79.15 GiB
+    an H100 shows the runtime. Each says what it serves, and its runtime runs that many at once."""
+    default = bed.klass("plan-h100-serve16", selector=H100_ONLY)
+    larger = bed.klass("plan-h100-serve64", selector=H100_ONLY, serving={"concurrentRequests": 64})
+    small, big = bed.order("serve-16", QWEN, default), bed.order("serve-64", QWEN, larger)
+    resolved = {name: bed.wait_ready(name)["resolved"] for name in (small, big)}
+    assert resolved[big]["sharePercent"] - resolved[small]["sharePercent"] in (6, 7, 8), resolved
+    for name, at_once in ((small, 16), (big, 64)):
+        r = resolved[name]
+        assert r["requestTokens"] == 2048 and r["concurrentRequests"] >= at_once, r
+        assert r["kvCacheTokens"] >= at_once * 2048 and r["contextLength"] >= 8192, r
+        plan = bed.plan(name)
+        assert plan is not None
+        args = plan["spec"]["runtime"]["args"]
+        assert int(args[args.index("--max-num-seqs") + 1]) == r["concurrentRequests"]
+
+
+def test_a_serving_target_no_card_can_hold_is_refused_with_the_figures_issue_42(bed: Bed) -> None:
+    """1,024 requests of 32,768 tokens at once (Qwen2.5-7B's whole context each): 33.5 million tokens of KV,
+    more than eight H100s hold under tensor parallel. NoAcceleratorWithEnoughMemory names the target."""
+    klass = bed.klass(
+        "plan-h100-serve-huge",
+        selector=H100_ONLY,
+        serving={"concurrentRequests": 1024, "typicalRequestTokens": 32768, "longestRequestTokens": 32768},
+    )
+    order = bed.order("serve-huge", QWEN, klass)
+    status = bed.wait_reason(order, "Planned", "NoAcceleratorWithEnoughMemory")
+    message = assert_refused(
+        status,
+        "Planned",
+        "NoAcceleratorWithEnoughMemory",
+        "to serve 1024 requests of 32,768 tokens at once and a request of up to 32,768 tokens (the class's "
+        "serving target)",
+        "the largest accelerator found publishes 79.65 GiB (NVIDIA H100 80GB HBM3",
+        "a smaller serving target in the class",
+    )
+    required = float(message.split("The model needs ")[1].split(" GiB")[0])
+    assert required > 1024 * 32768 * 57344 / 2**30  # the KV cache alone, at 57,344 B a token
+
+
 def test_two_half_card_orders_share_one_h100_and_the_scheduler_allocates_both_claims(bed: Bed) -> None:
     klass = bed.klass("plan-h100-pair", selector=H100_ONLY)
     first, second = bed.order("half-1", QWEN, klass), bed.order("half-2", QWEN, klass)
@@ -332,8 +380,15 @@ def test_a_higher_priority_order_displaces_a_lower_one_which_then_says_no_capaci
 
 def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_failed(bed: Bed) -> None:
     # Both L4s hold a high-priority chat order; a low-priority embedding order sits beside one of them.
-    # Releasing it frees far less than another chat order needs: preemption cannot work out.
-    high = bed.klass("plan-l4-high2", selector=L4_ONLY, priority_class=bed.priority_class("plan-high2", 1000))
+    # Releasing it frees far less than another chat order needs: preemption cannot work out. Sized for the
+    # chat default (16 requests of 2,048 tokens at once), Qwen2.5-7B takes 86 % of an L4 and leaves no room
+    # for bge-m3 (17 %: 2.43 GiB and TEI's 5 % margin); serving 4 at once (8,192 tokens of KV) it takes 80 %.
+    high = bed.klass(
+        "plan-l4-high2",
+        selector=L4_ONLY,
+        priority_class=bed.priority_class("plan-high2", 1000),
+        serving=FOUR_AT_ONCE,
+    )
     low = bed.klass(
         "plan-l4-low2",
         selector=L4_ONLY,
@@ -360,12 +415,13 @@ def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_f
 
 
 def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: Bed) -> None:
-    # Both L4s are held whole. Two embedding orders (19 % of an L4 each) and two chat orders (77 %) arrive
-    # and wait. One at a time, as they retry, both embeddings would share one card and a chat order would
-    # find no card with 77 % free: three of four. Planned together, each chat order shares a card with
+    # Both L4s are held whole. Two embedding orders (17 % of an L4 each) and two chat orders (80 %, serving 4
+    # requests of 2,048 tokens at once; the chat default's 86 % would leave no room for an embedding order)
+    # arrive and wait. One at a time, as they retry, both embeddings would share one card and a chat order
+    # would find no card with 80 % free: three of four. Planned together, each chat order shares a card with
     # an embedding order: all four.
     whole = bed.klass("plan-l4-whole", selector=L4_ONLY, shares=[100])
-    chat = bed.klass("plan-l4-chat", selector=L4_ONLY)
+    chat = bed.klass("plan-l4-chat", selector=L4_ONLY, serving=FOUR_AT_ONCE)
     embed = bed.klass("plan-l4-embed", selector=L4_ONLY, endpoint_types=("Embeddings",))
     blockers = [bed.order("hold-1", QWEN, whole), bed.order("hold-2", QWEN, whole)]
     for name in blockers:

@@ -3,6 +3,7 @@ hosts that cannot collide, an exposure change that removes what is no longer wan
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -306,3 +307,29 @@ def test_a_served_order_whose_api_stops_answering_fails_and_recovers(bed: Bed, s
     finally:
         standin.heal(bed.ns, name)
     assert bed.wait_ready(name)["endpoint"] == before["endpoint"]
+
+
+def test_a_sustained_rate_of_the_runtimes_own_5xx_is_said_on_the_order_issue_42(
+    bed: Bed, standin: Any
+) -> None:
+    """The request meter in front of a replica counts the runtime's answers; the controller's probe reads the
+    counts on /v1/models (the stand-in plays the meter here). A blip is not said; a sustained rate is, once,
+    as a RuntimeErrors event, and the order stays Ready (its API answers)."""
+    klass = bed.klass("serve-5xx", "ClusterLocal")
+    name = bed.create("serve-5xx", hf(QWEN), klass)
+    bed.wait_ready(name)
+    standin.set_meter(bed.ns, name, f"{name}-0", 100, 0)
+    time.sleep(4)  # a probe (every 3 s in the bed) reads the counts before they move
+    standin.set_meter(bed.ns, name, f"{name}-0", 110, 2)  # a blip: 2 of 10
+    time.sleep(4)
+    assert [e for e in bed.events(name) if e[1] == "RuntimeErrors"] == []
+    standin.set_meter(bed.ns, name, f"{name}-0", 140, 9)  # 9 of 40 within the window, grown at two probes
+    said = wait_for(
+        lambda: [e for e in bed.events(name) if e[1] == "RuntimeErrors"], 30, what="the RuntimeErrors event"
+    )
+    assert said[0][0] == "Warning" and "9 of 40 requests with HTTP 5xx" in said[0][2], said
+    assert f"{name}-0" in said[0][2]
+    standin.set_meter(bed.ns, name, f"{name}-0", 180, 17)  # the same episode: not said again
+    time.sleep(8)
+    assert len([e for e in bed.events(name) if e[1] == "RuntimeErrors"]) == 1
+    assert bed.status(name)["phase"] == "Ready"

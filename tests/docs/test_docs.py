@@ -141,7 +141,9 @@ def test_every_non_refusal_and_class_reason_is_explained(faq: str, reason: str) 
 
 
 @pytest.mark.parametrize("faq", FAQS)
-@pytest.mark.parametrize("event", ["SettledRegionTooSmall", "GrowthClaimUnplaced", "Moved", "OutOfService"])
+@pytest.mark.parametrize(
+    "event", ["SettledRegionTooSmall", "GrowthClaimUnplaced", "Moved", "OutOfService", "RuntimeErrors"]
+)
 def test_every_event_has_a_faq_heading(faq: str, event: str) -> None:
     assert any(names_in(h, event) for h in headings(_read(faq)))
 

@@ -42,10 +42,11 @@ WINDOW = 10  # the class's scale-down window, seconds (600 by default)
 # slots keep a queue at every scrape (12 left it empty on a loaded machine: each slot finished before the next
 # request arrived).
 STREAMS = 32
-# The four slots share one 512-token cache (llama-server's default: 4 slots, a unified KV cache; tinymodel.py's
-# context). Its tokenizer is one token per character, so the ChatML prompt is 58 tokens with BOS and the space
-# prefix; 4 x (58 + 56) = 456 fits, and no chat ends in "Context size has been exceeded" (a 70-token prompt and
-# 64 tokens out, 4 x 134 = 536, did when four chats neared their end together).
+# The class serves 4 requests at once (its serving target, issue 42): llama-server runs 4 slots, each of the tiny
+# model's whole 512-token context (tinymodel.py). Its tokenizer is one token per character, so the ChatML
+# prompt is 58 tokens with BOS and the space prefix, and a chat of 58 + 56 tokens fits a slot. (Before issue 42
+# the four slots shared one 512-token cache, and a 70-token prompt with 64 tokens out ended in "Context size
+# has been exceeded" when four chats neared their end together.)
 PROMPT = "Go on."
 MAX_TOKENS = 56
 
@@ -147,6 +148,7 @@ def test_the_queue_adds_a_replica_that_finds_no_room_and_the_order_stays_ready_t
                 "targets": {"requestsWaitingPerReplica": 1},
                 "scaleDownStabilizationSeconds": WINDOW,
             },
+            "serving": {"concurrentRequests": 4},  # 4 slots: 32 streams keep a queue at every scrape
         },
     )
     orders.create(ORDER, hf(REPO), CLASS)

@@ -18,6 +18,7 @@ from isvc_api import (
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    Load,
     ModelFacts,
     ModelSource,
     ModelSpec,
@@ -414,6 +415,7 @@ class FakeRecipes:
         self.refusal: Refusal | None = None
         self.compile_refusal: Refusal | None = None
         self.parsers: tuple[str | None, str | None] = (None, None)  # tool-call, reasoning
+        self.serving: list[Load | None] = []  # the serving target of each compile
 
     def requirements(
         self, facts: ModelFacts, endpoint_type: EndpointType | None
@@ -427,10 +429,15 @@ class FakeRecipes:
         placement: Placement,
         estimates: Estimates,
         served_name: str,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Refusal:
+        self.serving.append(serving)
         if self.compile_refusal is not None:
             return self.compile_refusal
         return CompiledRuntime(
+            kv_cache_tokens=serving.tokens if serving else None,
+            concurrent_requests=serving.requests if serving else None,
+            request_tokens=serving.typical if serving else None,
             recipe="vllm",
             image="vllm/vllm-openai:v0.11.0",
             args=["serve", served_name],
@@ -458,6 +465,7 @@ class FakePlanner:
         self.gone: dict[str, tuple[str, ...]] = {}  # per order: its devices out of service, with why
         self.outranked: dict[str, tuple[str, ...]] = {}  # per order: orders of higher priority on its devices
         self.forgotten: list[tuple[str, str]] = []
+        self.serving: list[Load | None] = []  # the serving target each plan was asked for
 
     def plan(
         self,
@@ -469,7 +477,9 @@ class FakePlanner:
         refused: str | None = None,
         dry_run: bool = False,
         refused_since: datetime | None = None,
+        serving: Load | None = None,
     ) -> PlanOutcome:
+        self.serving.append(serving)
         self.refused.append(refused)
         self.refused_since.append(refused_since)
         self.dry_runs.append(dry_run)
@@ -689,6 +699,7 @@ class FakeHealth:
         self.tokens: list[str | None] = []
         self.records: list[HealthStatus] = []
         self.models: list[str | None] = []
+        self.errors: str | None = None  # the next pass's news of the runtime's own 5xx
 
     def check(
         self,
@@ -716,6 +727,10 @@ class FakeHealth:
 
     def forget(self, namespace: str, name: str) -> None:
         self.forgotten.append((namespace, name))
+
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        said, self.errors = self.errors, None
+        return said
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         """isvc-health's own judgement of a pass with no replica ready, sustained at the second in a row."""

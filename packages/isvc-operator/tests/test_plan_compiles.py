@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from isvc_api import (
+    SERVING_DEFAULTS,
     EndpointType,
     Estimates,
     ModelFacts,
@@ -17,6 +18,7 @@ from isvc_api import (
     PlacementMode,
     Quantization,
     Refusal,
+    ServingTarget,
 )
 from isvc_planner import (
     Inventory,
@@ -77,6 +79,8 @@ QWEN_32B_AWQ = QWEN_7B.model_copy(
     }
 )
 
+CHAT = SERVING_DEFAULTS[EndpointType.CHAT]  # what the controller asks for an order of the chat default
+
 CARDS = {
     "L4": dict(memory_gi=24, product="NVIDIA L4", compute_capability="8.9.0"),
     "A100-40": dict(memory_gi=40, product="NVIDIA A100-SXM4-40GB", compute_capability="8.0.0"),
@@ -96,16 +100,27 @@ def _compile(facts: ModelFacts, card: str, shares: bool) -> tuple[Placement, Est
     requirements = book.requirements(facts, EndpointType.CHAT)
     assert not isinstance(requirements, Refusal), requirements
     answer = Planner(inventory).plan(
-        PlanRequest(order=OrderRef(namespace="ns", name="o"), facts=facts, requirements=requirements)
+        PlanRequest(
+            order=OrderRef(namespace="ns", name="o"),
+            facts=facts,
+            requirements=requirements,
+            serving=ServingTarget.of(CHAT),
+        )
     )
     # Two empty cards each hold every model here: a refusal is a failure, not a pass (issue 19).
     assert answer.refusal is None, answer.refusal.message
     assert answer.placement is not None and answer.estimates is not None
-    compiled = book.compile(facts, EndpointType.CHAT, answer.placement, answer.estimates, facts.name)
+    compiled = book.compile(
+        facts, EndpointType.CHAT, answer.placement, answer.estimates, facts.name, serving=CHAT
+    )
     assert not isinstance(compiled, Refusal), compiled.message
     # Issue 16: the plan sized KV for 8,192 tokens while the runtime was launched with 32,768 or more.
     launched = int(compiled.args[compiled.args.index("--max-model-len") + 1])
     assert launched == answer.estimates.context_length
+    # Issue 42: the launch serves the chat default, and says so as the plan's estimates do
+    assert compiled.concurrent_requests == answer.estimates.concurrent_requests
+    assert compiled.concurrent_requests is not None and compiled.concurrent_requests >= CHAT.requests
+    assert compiled.kv_cache_tokens is not None and compiled.kv_cache_tokens >= CHAT.tokens
     return answer.placement, answer.estimates
 
 
@@ -115,6 +130,10 @@ def _compile(facts: ModelFacts, card: str, shares: bool) -> tuple[Placement, Est
 def test_every_placement_the_planner_makes_compiles(facts: ModelFacts, card: str, shares: bool) -> None:
     placement, _ = _compile(facts, card, shares)
     expected = (PlacementMode.SHARED, 1) if shares else (PlacementMode.WHOLE_DEVICE, 1)
+    if facts is QWEN_32B_AWQ and card == "L4":
+        # the chat default's 32,768 tokens of KV at 262,144 B a token are 8 GiB beside 18.01 GiB of weights:
+        # more than one L4's 22.5 GiB seen, so two under tensor parallel (issue 42; one before)
+        expected = (PlacementMode.MULTI_DEVICE, 2)
     assert (placement.placement_mode, placement.device_count) == expected
 
 

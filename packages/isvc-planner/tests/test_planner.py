@@ -8,12 +8,15 @@ import pytest
 from isvc_api import (
     GIB,
     LABEL_PRIORITY,
+    SERVING_DEFAULTS,
     AcceleratorPolicy,
+    EndpointType,
     ModelFacts,
     Placement,
     PlacementMode,
     Reason,
     RuntimeRequirements,
+    ServingTarget,
     SharingMode,
 )
 from isvc_planner import (
@@ -112,8 +115,10 @@ def test_placement_is_filled_for_the_workload_builder(models: dict[str, ModelFac
     assert p.device_uuids and p.device_uuids[0].startswith("GPU-")
     assert p.accelerator_product_name == "NVIDIA H100 80GB HBM3"
     assert p.accelerator_memory_gi_b == 80
-    assert p.share_percent == 22  # 17.04 GiB of 80 GiB, rounded up
-    assert p.memory_gi_b == pytest.approx(0.22 * 80, abs=0.01)
+    # 18.67 GiB of the 79.5 GiB the runtime sees, rounded up: the weights, the runtime's overhead and margin,
+    # and the KV cache of the chat default (16 requests of 2,048 tokens at once, 32,768 tokens; issue 42)
+    assert p.share_percent == 24
+    assert p.memory_gi_b == pytest.approx(0.24 * 80, abs=0.01)
     assert p.device_count == 1
 
 
@@ -371,11 +376,17 @@ def test_not_enough_memory_names_required_and_largest(models: dict[str, ModelFac
     devices = [fleet_gpu("n1", 0, memory_gi="23034Mi", product="NVIDIA L4")]  # as the DRA driver publishes
     r = plan(Planner(inventory([fleet_slice("n1", devices)])), models["llama70b_fp8"])
     assert r.refusal is not None and r.refusal.reason == Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY
-    need = memory_need(models["llama70b_fp8"])
+    need = memory_need(models["llama70b_fp8"], load=SERVING_DEFAULTS[EndpointType.CHAT])
     assert need is not None and f"needs {round(need.required / GIB, 2)} GiB" in r.refusal.message
     assert f"{round(need.per_device(8) / GIB, 2)} GiB on each of 8" in r.refusal.message
     assert "largest accelerator found publishes 22.49 GiB (NVIDIA L4" in r.refusal.message
     assert "KV 327,680 B/token" in r.refusal.message
+    # issue 42: the refusal names the serving target it sized for, and a smaller one as a way out
+    assert (
+        "on one device to serve 16 requests of 2,048 tokens at once and a request of up to 8,192 tokens "
+        "(the class's serving target)" in r.refusal.message
+    )
+    assert r.refusal.message.endswith("or a smaller serving target in the class.")
 
 
 def test_a_70b_fp8_model_on_an_empty_h100_node_is_placed_not_refused_issue_10(
@@ -695,3 +706,31 @@ def test_a_displaced_order_is_never_planned_back_onto_the_card_it_lost_issue_26(
     for _ in range(3):  # pass after pass, the displaced order is refused, never given the card back
         again = plan(planner, sized(half, 30), "b", "x", priority_class_name="tin", holding=placed["b"])
         assert again.placement is None
+
+
+def test_a_larger_serving_target_gets_a_larger_share_and_the_estimates_say_what_it_serves(
+    models: dict[str, ModelFacts],
+) -> None:
+    """Issue 42: the share holds the class's serving target, and the estimates say what the launch serves."""
+    planner = Planner(inventory([fleet_slice("n1", [fleet_gpu("n1", 0)])]))
+    default = plan(planner, models["qwen7b"], name="a", dry_run=True)
+    bigger = plan(
+        planner,
+        models["qwen7b"],
+        name="b",
+        dry_run=True,
+        serving=ServingTarget(
+            concurrent_requests=64, typical_request_tokens=2048, longest_request_tokens=8192
+        ),
+    )
+    assert default.placement is not None and bigger.placement is not None
+    assert default.placement.share_percent is not None and bigger.placement.share_percent is not None
+    # 48 more requests of 2,048 tokens at 57,344 B a token: 5.25 GiB, 6.6 % of the 79.5 GiB seen
+    assert bigger.placement.share_percent - default.placement.share_percent in (6, 7, 8)
+    for answer, requests in ((default, 16), (bigger, 64)):
+        est = answer.estimates
+        assert est is not None and est.request_tokens == 2048
+        assert est.concurrent_requests is not None and est.concurrent_requests >= requests
+        assert est.kv_cache_tokens is not None and est.kv_cache_tokens >= requests * 2048
+        assert est.context_length >= 8192
+        assert f"serves {est.concurrent_requests} requests of 2,048 tokens at once" in est.explanation

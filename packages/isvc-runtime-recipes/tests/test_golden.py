@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from isvc_api import Estimates, ModelFacts, Placement
-from isvc_runtime_recipes import AcceleratorFacts, RecipeBook
+from isvc_api import Estimates, ModelFacts, Placement, serving_load
+from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, effective_endpoint_type
 
 GOLDEN = Path(__file__).parent / "golden"
 HARDWARE_KEYS = [
@@ -32,13 +32,16 @@ def test_compiled_matrix_matches_golden_file(
 ) -> None:
     model = facts(matrix_model)
     plan = estimates(model)
+    load = serving_load(
+        None, effective_endpoint_type(model, None)
+    )  # as the controller asks: the type's default
     actual: dict[str, Any] = {
         "requirements": book.requirements(model, None).to_wire(),
         "compiled": {},
     }
     for key in HARDWARE_KEYS:
         placement, card = hardware(key)
-        result = book.compile(model, None, placement, plan, model.name, card)
+        result = book.compile(model, None, placement, plan, model.name, card, serving=load)
         actual["compiled"][key] = result.to_wire()
     path = GOLDEN / f"{matrix_model}.json"
     rendered = json.dumps(actual, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

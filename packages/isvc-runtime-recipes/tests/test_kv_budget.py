@@ -27,7 +27,12 @@ from isvc_runtime_recipes import AcceleratorFacts, RecipeBook, load_recipes
 
 BOOK = load_recipes()
 CONTEXT_FLAGS = {"vllm": "--max-model-len", "llamacpp": "-c"}
-SIZED = sorted(r.name for r in BOOK if any("{maxContextLength}" in a for group in r.args for a in group))
+# a context flag: vLLM's --max-model-len, llama.cpp's -c (every slot's context together since issue 42)
+SIZED = sorted(
+    r.name
+    for r in BOOK
+    if any(p in a for p in ("{maxContextLength}", "{kvCacheTokens}") for group in r.args for a in group)
+)
 VLLM_BLOCK = 16  # tokens of a KV block (vLLM's default block size); one block is the null block
 
 

@@ -291,3 +291,25 @@ def test_nothing_scrapes_a_runtime_without_load_gauges_and_nothing_is_labelled_w
     assert pod_monitor(make_inputs(runtime=llama()), BARE) is None
     guarded = service(make_inputs(runtime=llama()), BARE)["metadata"]
     assert "prometheus.deckhouse.io/custom-target" not in guarded["labels"]  # it could not send the token
+
+
+@pytest.mark.parametrize(
+    ("at_once", "stated", "target"), [(16, None, "2"), (64, None, "8"), (4, None, "1"), (64, 3, "3")]
+)
+def test_the_default_queue_target_is_an_eighth_of_what_a_replica_serves_at_once_issue_42(
+    at_once: int, stated: int | None, target: str
+) -> None:
+    """Requests wait beyond the concurrentRequests a replica's KV budget serves at once; the autoscaler asks for
+    a replica once an eighth of that many wait (a class's own target wins)."""
+    runtime = vllm().model_copy(update={"concurrent_requests": at_once})
+    scaling = ScalingPolicy(
+        min_replicas=1,
+        max_replicas=2,
+        autoscaler=True,
+        targets=ScalingTargets(requests_waiting_per_replica=stated),
+    )
+    made = autoscaling(make_inputs(runtime=runtime, constraints=BOUNDS, scaling=scaling), DECKHOUSE)
+    assert made is not None
+    [metric] = made.manifests[1]["spec"]["metrics"]
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": target}
+    assert [(m.name, m.target) for m in made.status.metrics] == [("vllm:num_requests_waiting", target)]

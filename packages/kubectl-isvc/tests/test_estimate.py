@@ -207,3 +207,31 @@ def test_repeated_text_keys_join_and_unknown_keys_are_kept_as_facts(recorded: An
     )
     assert e.facts == {"quantization": "AWQ"}
     assert "contract version 2" in e.notes[0]
+
+
+def test_an_estimate_says_what_the_order_would_serve_issue_42(recorded: Any) -> None:
+    """The requests of a typical length the launch serves at once, its KV cache in tokens, and the longest request."""
+    served = [P + w for w in ("kvCacheTokens=34389", "concurrentRequests=16", "requestTokens=2048")]
+    warnings = [w.replace("arg=256", "arg=16") for w in PLANNED] + served
+    for lang, line in (
+        (
+            Lang.EN,
+            "Serves: 16 requests of 2,048 tokens at once, a KV cache of 34,389 tokens, requests of up to "
+            "32,768 tokens",
+        ),
+        (
+            Lang.RU,
+            "Обслуживает: 16 запросов по 2\u00a0048 токенов одновременно, KV-кэш на 34\u00a0389 токенов, "
+            "запросы до 32\u00a0768 токенов",
+        ),
+    ):
+        e = estimate(
+            recorded(warnings=warnings), "team-a", "Qwen/Qwen2.5-7B-Instruct", None, load_faq(), lang
+        )
+        assert e.plan is not None
+        assert (e.plan.kv_cache_tokens, e.plan.concurrent_requests, e.plan.request_tokens) == (
+            34389,
+            16,
+            2048,
+        )
+        assert line in render_estimate(e, Style(False), 140)

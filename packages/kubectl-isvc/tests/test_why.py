@@ -94,10 +94,15 @@ def test_a_serving_order_exits_0_with_its_plan_claims_and_pods(recorded: Any, da
         "--served-model-name support-llm",
         "--gpu-memory-utilization 0.29",
         "--max-model-len 32768",
-        "--max-num-seqs 256",
+        "--max-num-seqs 16",
         "--enable-auto-tool-choice",
         "--tool-call-parser hermes",
     ]
+    # issue 42: what the launch serves, as the compiled runtime states it (over the plan's estimate)
+    assert (d.plan.kv_cache_tokens, d.plan.concurrent_requests, d.plan.request_tokens) == (34389, 16, 2048)
+    assert "Serves: 16 requests of 2,048 tokens at once, a KV cache of 34,389 tokens, requests of up to" in (
+        render_why(d, Style(False), 140, NOW)
+    )
     assert [(c.allocated, c.devices, c.reserved_for) for c in d.claims] == [
         (True, ["gpu-h100-0/gpu-0 (shares=30)"], ["support-llm-6c9-x1"])
     ]

@@ -19,6 +19,7 @@ from isvc_api._crdgen import MissingTranslations, all_crds, crd_documents, doc_r
 from isvc_api._examples import example_cases
 from isvc_api._facts import ModelFacts, Refusal, RuntimeRequirements
 from isvc_api._keys import DeviceKey, Obj, OrderKey, request_device_class
+from isvc_api._kv import KvLayout, kv_layout
 from isvc_api._memory import (
     KV_GEOMETRY_UNKNOWN,
     MIN_CONTEXT,
@@ -27,13 +28,10 @@ from isvc_api._memory import (
     VLLM_LADDER,
     Batch,
     Fit,
-    KvLayout,
     MemoryRuntime,
-    Weights,
-    checkpoint_weights,
     fit_launch,
-    kv_layout,
     need_per_device,
+    planning_batch,
     runtime_for,
     unknown_kv_bytes,
     visible_bytes,
@@ -64,6 +62,7 @@ from isvc_api._reasons import (
     Reason,
     StatusReason,
 )
+from isvc_api._serving import SERVING_DEFAULTS, Load, ServingTarget, serving_load
 from isvc_api._types import (
     AuthSecretRef,
     Constraints,
@@ -104,6 +103,7 @@ from isvc_api._vocabulary import (
     ScalingSignal,
     SharingMode,
 )
+from isvc_api._weights import Weights, checkpoint_weights
 
 __all__ = [
     "API_VERSION",
@@ -120,6 +120,7 @@ __all__ = [
     "NO_ROOM",
     "PLANNING_BATCH",
     "READINESS",
+    "SERVING_DEFAULTS",
     "SHARE_RANGE",
     "SIZED_BY_KV",
     "TLS",
@@ -157,6 +158,7 @@ __all__ = [
     "LaunchPlanConditionType",
     "LaunchPlanSpec",
     "LaunchPlanStatus",
+    "Load",
     "LoadMetrics",
     "MemoryRuntime",
     "MetricsPath",
@@ -186,6 +188,7 @@ __all__ = [
     "ScalingSignal",
     "ScalingStatus",
     "ScalingTargets",
+    "ServingTarget",
     "SharingMode",
     "StartupFailure",
     "StatusReason",
@@ -210,9 +213,11 @@ __all__ = [
     "now",
     "parse",
     "parse_quantity",
+    "planning_batch",
     "quantity_bytes",
     "request_device_class",
     "runtime_for",
+    "serving_load",
     "set_condition",
     "share_in_range",
     "structural_schema",

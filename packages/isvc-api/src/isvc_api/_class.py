@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from isvc_api._base import Wire
 from isvc_api._conditions import Condition
+from isvc_api._serving import ServingTarget
 from isvc_api._vocabulary import (
     API_VERSION,
     MIN_REPLICAS_ZERO,
@@ -74,15 +75,22 @@ class Exposure(Wire):
     tls: TLS | None = Field(default=None, description="TLS through cert-manager.")
 
 
+# A replica runs the requests its KV budget serves at once (issue 42); the k-th request waiting behind them
+# waits about k / at_once of a request's time for a slot. Asking for a replica once an eighth of that many wait
+# keeps what the queue adds to a request's time to about an eighth: 2 for the chat default of 16 at once.
+WAITING_SHARE = 8
+
+
 class ScalingTargets(Wire):
     """What one replica may carry before the autoscaler adds another (the runtime's own load signal)."""
 
-    requests_waiting_per_replica: int = Field(
-        default=2,
+    requests_waiting_per_replica: int | None = Field(
+        default=None,
         ge=1,
         le=1000,
         description="Requests waiting in the runtime's queue per replica (vLLM num_requests_waiting, llama.cpp "
-        "requests_deferred, TEI queue size) above which a replica is added.",
+        "requests_deferred, TEI queue size) above which a replica is added; they wait beyond the requests the "
+        "replica serves at once. Absent: an eighth of those (its launch's concurrentRequests), at least 1.",
     )
     cache_usage_percent: int | None = Field(
         default=None,
@@ -91,6 +99,13 @@ class ScalingTargets(Wire):
         description="KV-cache use per replica, percent, above which a replica is added; only for runtimes "
         "that publish it (vLLM). Absent: the queue alone.",
     )
+
+    def waiting_for(self, at_once: int | None) -> int:
+        """The requests waiting per replica that add one, for a replica serving `at_once` requests at once (None:
+        not stated, taken as the chat default's 16)."""
+        if self.requests_waiting_per_replica is not None:
+            return self.requests_waiting_per_replica
+        return max(1, -(-(at_once or 16) // WAITING_SHARE))
 
 
 class ScalingPolicy(Wire):
@@ -179,6 +194,11 @@ class InferenceServiceClassSpec(Wire):
         default=None, description="PriorityClass of order workloads.", max_length=253
     )
     accelerator_policy: AcceleratorPolicy | None = Field(default=None, description="Accelerators.")
+    serving: ServingTarget | None = Field(
+        default=None,
+        description="The load one replica of an order must carry; the plan's KV budget, longest request and "
+        "parallel sequences are sized for it. Absent: the defaults of the order's endpoint type.",
+    )
     update_strategy: UpdateStrategy | None = Field(default=None, description="Workload rollout.")
 
 

@@ -43,12 +43,14 @@ from decimal import ROUND_FLOOR, Decimal
 from enum import StrEnum
 
 from isvc_api._facts import ModelFacts
+from isvc_api._kv import KvLayout, is_encoder, kv_layout
 from isvc_api._quantity import gib
+from isvc_api._serving import Load
 from isvc_api._vocabulary import (
     ModelFormat,
     Quantization,
 )
-from isvc_api._weights import Weights, checkpoint_weights
+from isvc_api._weights import checkpoint_weights
 
 __all__ = [
     "KV_GEOMETRY_UNKNOWN",
@@ -58,13 +60,10 @@ __all__ = [
     "VLLM_LADDER",
     "Batch",
     "Fit",
-    "KvLayout",
     "MemoryRuntime",
-    "Weights",
-    "checkpoint_weights",
     "fit_launch",
-    "kv_layout",
     "need_per_device",
+    "planning_batch",
     "runtime_for",
     "unknown_kv_bytes",
     "visible_bytes",
@@ -161,40 +160,6 @@ PLANNING_BATCH = VLLM_LADDER[2]  # what the planner sizes a share for
 
 
 @dataclass(frozen=True)
-class KvLayout:
-    """KV-cache bytes per token on one GPU: full-attention layers, sliding-window layers and window."""
-
-    full: int
-    window_layers: int = 0
-    window: int = 0
-    words: str = ""
-
-    @property
-    def per_token(self) -> int:
-        """Bytes per token while the context is within the window."""
-        return self.full + self.window_layers
-
-    def bytes_for(self, tokens: int, batched: int) -> int:
-        """KV bytes of one request of `tokens`; a window layer holds window − 1 + batched tokens at most
-        (V33 kv_cache_interface.py:901-955)."""
-        if tokens <= 0:
-            return 0
-        capped = min(tokens, self.window - 1 + batched) if self.window_layers else 0
-        return self.full * tokens + self.window_layers * capped
-
-    def tokens_in(self, room: int, batched: int) -> int:
-        """The longest request whose KV cache fits `room` bytes."""
-        if room <= 0 or self.per_token <= 0:
-            return 0
-        tokens = room // self.per_token
-        cap = self.window - 1 + batched
-        if self.window_layers and tokens > cap:
-            rest = room - self.window_layers * cap
-            tokens = rest // self.full if self.full else 1 << 40
-        return max(0, int(tokens))
-
-
-@dataclass(frozen=True)
 class Fit:
     """One launch on one GPU share: the numbers a recipe's flags and a plan's estimates come from."""
 
@@ -210,21 +175,47 @@ class Fit:
     batch: Batch | None
     kv_bytes: int = 0  # per GPU: vLLM's --kv-cache-memory-bytes, llama.cpp's KV of -c; 0 without a KV cache
     margin: int = 0  # per GPU: what the share holds beyond weights, the runtime's need and the KV budget
+    slots: int = 0  # llama.cpp's -np, each slot `context` tokens (so -c is slots × context); 0 for the others
+    typical: int = 0  # tokens of the typical request the launch was sized to serve at once (0: no load)
 
     @property
     def overhead(self) -> int:
         """Non-KV, non-weight memory per GPU."""
         return self.inside + self.outside
 
+    @property
+    def sequences(self) -> int:
+        """Requests the runtime runs at once: vLLM's --max-num-seqs, llama.cpp's slots, the typical requests of
+        one TEI batch (--max-batch-tokens); 0 when it states none."""
+        if self.batch is not None:
+            return self.batch.max_num_seqs
+        if self.runtime == MemoryRuntime.TEI and self.typical:
+            return max(1, TEI_BATCH_TOKENS // self.typical)
+        return self.slots
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens of KV cache the budget holds: llama.cpp's -c; vLLM's budget at the bytes of one token."""
+        if self.slots:
+            return self.slots * self.context
+        return self.kv_bytes // self.kv.per_token if self.kv.per_token else 0
+
+    def serves(self) -> str:
+        """What the launch serves, in the words of its serving target."""
+        at_once = f"{self.sequences} requests of {self.typical:,} tokens at once, " if self.typical else ""
+        kv = f"a KV cache of {self.kv_tokens:,} tokens, " if self.kv_tokens else ""
+        return f"{at_once}{kv}requests of up to {self.context:,} tokens"
+
     def words(self) -> str:
         util = f"utilization {self.utilization}, " if self.utilization is not None else ""
         batch = f"; {self.batch.words()}" if self.batch else ""
+        slots = f" in each of {self.slots} slots" if self.slots else ""
         return (
             f"{util}per GPU: weights {gib(self.weights)} GiB, "
             f"runtime overhead {gib(self.overhead)} GiB "
             f"({gib(self.inside)} GiB counted by the runtime, {gib(self.outside)} GiB beside it), "
             f"KV {self.kv_bytes:,} B ({gib(self.kv_bytes)} GiB) at {self.kv.per_token:,} B/token = context "
-            f"{self.context:,}, margin {gib(self.margin)} GiB{batch}"
+            f"{self.context:,}{slots}, margin {gib(self.margin)} GiB{batch}; serves {self.serves()}"
         )
 
 
@@ -237,57 +228,9 @@ def runtime_for(facts: ModelFacts) -> MemoryRuntime:
     """The runtime a model is served with when nothing else says: GGUF llama.cpp, encoders TEI."""
     if facts.format == ModelFormat.GGUF or facts.quantization == Quantization.GGUF:
         return MemoryRuntime.LLAMACPP
-    if _is_encoder(facts):
+    if is_encoder(facts):
         return MemoryRuntime.TEI
     return MemoryRuntime.VLLM
-
-
-_ENCODER_MARKS = ("bert", "roberta", "electra", "mpnet", "deberta", "t5encoder")
-
-
-def _is_encoder(facts: ModelFacts) -> bool:
-    names = f"{facts.architecture or ''} {facts.family or ''}".lower().replace("-", "").replace("_", "")
-    return any(mark in names for mark in _ENCODER_MARKS)
-
-
-# ---------------------------------------------------------------------------------------- KV cache
-
-
-def kv_layout(facts: ModelFacts, tp: int = 1, element: int = 2) -> KvLayout | None:
-    """KV bytes per token on one of `tp` GPUs; None when the geometry is unknown.
-
-    GQA/MHA: 2 × layers × max(1, KV heads / tp) × head dim × bytes (V33 kv_cache_interface.py:552-616);
-    MLA: layers × (kv_lora_rank + rope dim) × bytes, replicated on every rank (V33 mla_attention.py);
-    sliding-window layers hold at most the window (V33 kv_cache_interface.py:901-955).
-    """
-    if _is_encoder(facts):
-        return KvLayout(0, words="no KV cache (encoder-only model)")
-    layers = facts.num_layers
-    if not layers:
-        return None
-    if facts.kv_lora_rank:
-        per_layer = (facts.kv_lora_rank + (facts.qk_rope_head_dim or 0)) * element
-        return KvLayout(
-            layers * per_layer,
-            words=(
-                f"MLA {layers} layers × ({facts.kv_lora_rank} + {facts.qk_rope_head_dim or 0}) × {element} B"
-            ),
-        )
-    heads = facts.num_attention_heads
-    kv_heads = facts.num_kv_heads or heads
-    head_dim = facts.head_dim
-    if head_dim is None and facts.hidden_size and heads:
-        head_dim = facts.hidden_size // heads
-    if not (kv_heads and head_dim):
-        return None
-    per_gpu_heads = max(1, kv_heads // max(1, tp))
-    per_layer = 2 * per_gpu_heads * head_dim * element
-    window_layers = min(layers, facts.sliding_window_layers or 0) if facts.sliding_window else 0
-    full = layers - window_layers
-    words = f"2 × {layers} layers × {per_gpu_heads} KV heads × {head_dim} head dim × {element} B"
-    if window_layers:
-        words += f" ({window_layers} layers capped at a {facts.sliding_window}-token window)"
-    return KvLayout(full * per_layer, window_layers * per_layer, facts.sliding_window or 0, words)
 
 
 # ---------------------------------------------------------------------------------------- overhead
@@ -347,21 +290,27 @@ def need_per_device(
     tp: int = 1,
     batch: Batch | None = None,
     context: int | None = None,
+    load: Load | None = None,
 ) -> tuple[int, str] | None:
-    """Bytes each of `tp` GPUs must give the runtime for weights, overhead, vLLM's margin and the KV of the
-    minimum context (the model's own maximum if smaller), and the arithmetic; None when weights are unknown."""
+    """Bytes each of `tp` GPUs must give the runtime for weights, overhead, vLLM's margin and the KV cache, and
+    the arithmetic; None when weights are unknown. The KV cache is of the minimum context (the model's own
+    maximum if smaller), or with a `load` (issue 42) what holds its requests at once and its longest request,
+    by the runtime's own accounting (`_load_kv`)."""
     w = checkpoint_weights(facts)
     if w is None:
         return None
     kv = kv_layout(facts, tp)
+    wanted = load.within(facts.context_length) if load is not None else None
     ctx = min(context or MIN_CONTEXT, facts.context_length or context or MIN_CONTEXT)
-    b = (batch or PLANNING_BATCH) if runtime == MemoryRuntime.VLLM else None
+    b = (batch or planning_batch(wanted)) if runtime == MemoryRuntime.VLLM else None
     inside, outside = _overhead(facts, runtime, tp, b)
     batched = b.max_num_batched_tokens if b else LLAMACPP_UBATCH
     if (
         kv is None
     ):  # geometry unknown: a tenth of the weights (a runtime sizing a context is refused such a model)
         kv_bytes, kv_words = unknown_kv_bytes(w.total), "KV cache geometry unknown, taken as 10 % of weights"
+    elif wanted is not None:
+        kv_bytes, kv_words, ctx = _load_kv(runtime, kv, wanted, batched, facts.context_length)
     else:
         kv_bytes = kv.bytes_for(ctx, batched) if kv.per_token else 0
         kv_words = f"KV {kv.per_token:,} B/token ({kv.words}) × {ctx:,} tokens"
@@ -380,6 +329,31 @@ def need_per_device(
     return total, words
 
 
+def _load_kv(
+    runtime: MemoryRuntime, kv: KvLayout, load: Load, batched: int, model_context: int | None
+) -> tuple[int, str, int]:
+    """KV bytes that hold `load`, the words, and the context of one sequence (what llama.cpp's compute buffer
+    is charged for). vLLM: the requests at the typical length in blocks of 16 tokens, or the longest request
+    at the context's granularity, whichever is more, beside its held blocks. llama.cpp: one slot per request,
+    each of the longest request (slots do not share their cells)."""
+    if not kv.per_token:
+        return 0, "no KV cache", 0
+    longest = _round_up(load.longest, 256)
+    if model_context:
+        longest = min(longest, model_context)
+    if runtime == MemoryRuntime.LLAMACPP:
+        amount = load.requests * kv.bytes_for(longest, batched)
+        return (
+            amount,
+            f"KV {kv.per_token:,} B/token ({kv.words}) × {load.requests} slots × {longest:,}",
+            longest,
+        )
+    at_once = load.requests * kv.bytes_for(_round_up(load.typical, VLLM_BLOCK), batched)
+    amount = max(at_once, kv.bytes_for(longest, batched)) + _KV_BLOCKS_HELD * kv.per_token
+    words = f"KV {kv.per_token:,} B/token ({kv.words}) for {load.words()}"
+    return amount, words, longest
+
+
 def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) -> Decimal:
     raw = Decimal(share_bytes - outside) / Decimal(visible) - margin
     return min(MAX_UTILIZATION, raw.quantize(Decimal("0.01"), rounding=ROUND_FLOOR))
@@ -387,7 +361,32 @@ def _utilization(share_bytes: int, visible: int, outside: int, margin: Decimal) 
 
 # vLLM reserves one null block of its KV cache and counts in blocks of 16 tokens (V33 kv_cache_planning.py);
 # the context is sized against the budget less two blocks' worth, so one request of it always fits.
-_KV_BLOCKS_HELD = 2 * 16
+VLLM_BLOCK = 16
+_KV_BLOCKS_HELD = 2 * VLLM_BLOCK
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What one launch is tried with, whatever its batch settings."""
+
+    facts: ModelFacts
+    runtime: MemoryRuntime
+    tp: int
+    published: int
+    share_percent: int
+    visible: int
+    margin: Decimal
+    weights: int  # per GPU
+    layout: KvLayout
+    known: bool  # the KV geometry is known
+    cap: int  # the longest context the model takes
+    granularity: int
+    floor: int  # the shortest context the launch must accept
+    load: Load | None
+
+    @property
+    def share_bytes(self) -> int:
+        return self.visible * self.share_percent // 100
 
 
 def fit_launch(
@@ -402,12 +401,19 @@ def fit_launch(
     granularity: int = 256,
     ladder: tuple[Batch, ...] = VLLM_LADDER,
     max_context: int | None = None,
+    load: Load | None = None,
 ) -> Fit | str:
     """The launch on `share_percent` of each of `tp` cards publishing `published` bytes, or why none starts.
-    vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own maximum
-    if smaller); its utilization from the share (less `margin`, floored to a percent); its KV budget in
-    bytes, what that claim holds after weights, vLLM's own non-KV need and `vllm_margin`; the context, what
-    the budget holds. TEI and llama.cpp: what the share holds after weights and overhead. None on a guess."""
+
+    vLLM: the first batch setting of `ladder` that leaves `min_context` tokens (or the model's own
+    maximum if smaller); its utilization from the share (less `margin`, floored to a percent); its KV
+    budget in bytes, what that claim holds after weights, vLLM's own non-KV need and `vllm_margin`; the
+    context, what the budget holds. TEI and llama.cpp: what the share holds after weights and overhead.
+    With a `load` (issue 42) the context is at least its longest request instead, vLLM tries the batch
+    settings that run at least its requests at once, and the budget must hold them at its typical length:
+    `--max-num-seqs` is at most what it holds, llama.cpp gets one slot (-np) per request of the context each.
+    None on a guess: a runtime sizing a context is refused a model whose KV geometry is unknown.
+    """
     w = checkpoint_weights(facts)
     if w is None:
         return "the weights are unknown (no parameter count, element counts or file size)"
@@ -417,39 +423,92 @@ def fit_launch(
     visible = visible_bytes(published)
     if visible <= 0:
         return f"a card of {gib(published)} GiB leaves the runtime nothing after the driver's own memory"
-    share_bytes = visible * share_percent // 100
     cap = facts.context_length or max_context or UNKNOWN_CONTEXT
-    per_weights = math.ceil(w.total / tp)
-    floor = _min_context(facts, min_context)
-    options: tuple[Batch | None, ...] = ladder if runtime == MemoryRuntime.VLLM else (None,)
-    layout = kv or KvLayout(0, words="KV geometry unknown")
-    scores = _scores_per_token(facts, runtime)
+    wanted = load.within(cap) if load is not None else None
+    launch = _Launch(
+        facts, runtime, tp, published, share_percent, visible, margin, math.ceil(w.total / tp),
+        kv or KvLayout(0, words="KV geometry unknown"), kv is not None, cap, granularity,
+        wanted.longest if wanted else _min_context(facts, min_context), wanted,
+    )  # fmt: skip
     last = ""
-    for batch in options:
-        inside, outside = _overhead(facts, runtime, tp, batch)
-        util, budget, reserve = _budget(runtime, share_bytes, visible, inside, outside, margin)
-        room = budget - per_weights - inside - reserve
-        batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
-        known = kv is not None and bool(layout.per_token)
-        context = _context_in(room, layout, known, runtime, scores, batched, cap, granularity)
-        if scores and context:
-            outside += scores * context
-            room -= scores * context
-        kv_bytes = _kv_bytes(runtime, layout, kv is None, room, context, batched)
-        left = share_bytes - outside - per_weights - inside - kv_bytes
-        if room >= 0 and context >= floor:
-            return Fit(
-                runtime, tp, util, per_weights, inside, outside, layout, room, context, batch, kv_bytes, left
-            )
-        how = f" at {batch.words()}" if batch else ""
-        kept = f" and a {gib(reserve)} GiB margin" if reserve else ""
-        last = (
-            f"{share_percent}% of {gib(published)} GiB ({gib(visible)} GiB seen) × {tp} leaves "
-            f"{gib(max(room, 0))} GiB for the KV cache after {gib(per_weights)} GiB weights, "
-            f"{gib(inside + outside)} GiB runtime overhead{kept}{how}: {context:,} tokens, "
-            f"fewer than {floor:,}"
-        )
+    for batch in _batches(runtime, ladder, wanted):
+        tried = _try(launch, batch)
+        if isinstance(tried, Fit):
+            return tried
+        last = tried
     return last
+
+
+def _batches(
+    runtime: MemoryRuntime, ladder: tuple[Batch, ...], load: Load | None
+) -> tuple[Batch | None, ...]:
+    """vLLM's batch settings to try, in order: those of `ladder` that run the load's requests at once."""
+    if runtime != MemoryRuntime.VLLM:
+        return (None,)
+    if load is None:
+        return ladder
+    return tuple(b for b in ladder if b.max_num_seqs >= load.requests) or (planning_batch(load),)
+
+
+def planning_batch(load: Load | None) -> Batch:
+    """The vLLM batch the planner sizes a share at: `PLANNING_BATCH`, or one running the load's requests."""
+    if load is None or load.requests <= PLANNING_BATCH.max_num_seqs:
+        return PLANNING_BATCH
+    fitting = [b for b in VLLM_LADDER if b.cuda_graphs and b.max_num_seqs >= load.requests]
+    return fitting[-1] if fitting else Batch(load.requests, max(2048, load.requests), True)
+
+
+def _try(t: _Launch, batch: Batch | None) -> Fit | str:
+    """The launch at one batch setting (None: not vLLM), or why it does not start."""
+    inside, outside = _overhead(t.facts, t.runtime, t.tp, batch)
+    util, budget, reserve = _budget(t.runtime, t.share_bytes, t.visible, inside, outside, t.margin)
+    room = budget - t.weights - inside - reserve
+    batched = batch.max_num_batched_tokens if batch else LLAMACPP_UBATCH
+    slots = t.load.requests if t.load is not None and t.runtime == MemoryRuntime.LLAMACPP else 1
+    scores = _scores_per_token(t.facts, t.runtime)
+    context = _context_in(room, t.layout, t.known and bool(t.layout.per_token), t.runtime, scores, batched,
+                          t.cap, t.granularity, slots)  # fmt: skip
+    if scores and context:
+        outside += scores * context
+        room -= scores * context
+    kv_bytes = slots * _kv_bytes(t.runtime, t.layout, not t.known, room, context, batched)
+    held = _held(t, kv_bytes, batched, slots)
+    left = t.share_bytes - outside - t.weights - inside - kv_bytes
+    wanted = t.load.requests if t.load is not None else 0
+    if room >= 0 and context >= t.floor and held >= wanted:
+        if batch is not None and t.load is not None:
+            batch = Batch(min(batch.max_num_seqs, held), batch.max_num_batched_tokens, batch.cuda_graphs)
+        typical = t.load.typical if t.load is not None else 0
+        return Fit(t.runtime, t.tp, util, t.weights, inside, outside, t.layout, room, context, batch,
+                   kv_bytes, left, slots if t.runtime == MemoryRuntime.LLAMACPP else 0, typical)  # fmt: skip
+    how = f" at {batch.words()}" if batch else ""
+    kept = f" and a {gib(reserve)} GiB margin" if reserve else ""
+    short = f"{context:,} tokens, fewer than {t.floor:,}"
+    if context >= t.floor:
+        short = (
+            f"{held} requests of {t.load.typical:,} tokens at once, fewer than {wanted}" if t.load else short
+        )
+    return (
+        f"{t.share_percent}% of {gib(t.published)} GiB ({gib(t.visible)} GiB seen) × {t.tp} leaves "
+        f"{gib(max(room, 0))} GiB for the KV cache after {gib(t.weights)} GiB weights, "
+        f"{gib(inside + outside)} GiB runtime overhead{kept}{how}: {short}"
+    )
+
+
+def _held(t: _Launch, kv_bytes: int, batched: int, slots: int) -> int:
+    """Requests of the load's typical length the KV budget holds at once, by the runtime's own accounting:
+    vLLM's blocks of 16 tokens beside its held blocks, llama.cpp's slots; 0 without a load. A model without a
+    KV cache (an encoder) holds any number."""
+    if t.load is None:
+        return 0
+    if t.runtime != MemoryRuntime.VLLM or not t.layout.per_token or not t.known:
+        return slots if t.runtime == MemoryRuntime.LLAMACPP else t.load.requests
+    one = t.layout.bytes_for(_round_up(t.load.typical, VLLM_BLOCK), batched)
+    return max(0, (kv_bytes - _KV_BLOCKS_HELD * t.layout.per_token) // one)
+
+
+def _round_up(tokens: int, step: int) -> int:
+    return -(-tokens // step) * step
 
 
 def _budget(
@@ -465,7 +524,7 @@ def _budget(
 def _kv_bytes(
     runtime: MemoryRuntime, layout: KvLayout, unknown: bool, room: int, context: int, batched: int
 ) -> int:
-    """What the KV cache takes: all the room left for vLLM, the context's own cache for the others."""
+    """What the KV cache takes: all the room left for vLLM, the context's own cache for the others (per slot)."""
     if runtime == MemoryRuntime.VLLM:
         return max(room, 0) if layout.per_token or unknown else 0  # encoder-only: no KV cache
     return layout.bytes_for(context, batched) if layout.per_token else 0
@@ -480,14 +539,18 @@ def _context_in(
     batched: int,
     cap: int,
     granularity: int,
+    slots: int = 1,
 ) -> int:
-    """The tokens of context `room` bytes hold (at most `cap`), rounded down to `granularity`."""
+    """The tokens of context `room` bytes hold (at most `cap`) for each of `slots` sequences, rounded down to
+    `granularity` unless the model's own maximum caps it."""
     if not known:
         return cap if room >= 0 else 0
-    # llama.cpp's compute buffer grows with the context too: the two share the room per token
-    sized = KvLayout(layout.full + scores, layout.window_layers, layout.window)
+    # llama.cpp's compute buffer grows with a slot's context too (its scores are of one stream's cells:
+    # llama.cpp src/llama-context.cpp reserves the worst-case graph with n_seq_max streams unless the KV cache is
+    # unified), so the slots' KV and the scores share the room per token
+    sized = KvLayout(layout.full * slots + scores, layout.window_layers * slots, layout.window)
     held = _KV_BLOCKS_HELD * layout.per_token if runtime == MemoryRuntime.VLLM else 0
     context = min(sized.tokens_in(room - held, batched), cap)
-    if context >= granularity:
+    if granularity <= context < cap:
         context -= context % granularity
     return context

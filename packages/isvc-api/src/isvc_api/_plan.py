@@ -119,7 +119,9 @@ class Estimates(Wire):
     weights_gi_b: float = Field(alias="weightsGiB", description="Weights, GiB.")
     kv_cache_gi_b: float = Field(alias="kvCacheGiB", description="KV cache, GiB.")
     overhead_gi_b: float = Field(alias="overheadGiB", description="Runtime overhead, GiB.")
-    context_length: int = Field(description="Context length the KV cache was sized for.")
+    context_length: int = Field(
+        description="The longest request the launch accepts, in tokens: vLLM --max-model-len, llama.cpp -c / -np."
+    )
     kv_bytes_per_token: int | None = Field(
         default=None, description="KV-cache bytes one token takes on each device."
     )
@@ -133,6 +135,19 @@ class Estimates(Wire):
         alias="marginGiB",
         description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
         "cache, GiB.",
+    )
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        description="Tokens of KV cache per device the launch holds (llama.cpp: -c; vLLM: the budget at the bytes "
+        "of one token).",
+    )
+    concurrent_requests: int | None = Field(
+        default=None,
+        description="Requests of requestTokens the launch serves at once, none waiting for KV cache (vLLM "
+        "--max-num-seqs, llama.cpp -np).",
+    )
+    request_tokens: int | None = Field(
+        default=None, description="The typical request, in tokens, the launch was sized to serve at once."
     )
     cpu: str = Field(description="CPU request.")
     memory: str = Field(description="Memory request.")
@@ -192,6 +207,19 @@ class CompiledRuntime(Wire):
         alias="marginGiB",
         description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
         "cache, GiB.",
+    )
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        description="Tokens of KV cache per device the launch holds (llama.cpp: -c; vLLM: the budget at the bytes "
+        "of one token).",
+    )
+    concurrent_requests: int | None = Field(
+        default=None,
+        description="Requests of requestTokens the launch serves at once, none waiting for KV cache (vLLM "
+        "--max-num-seqs, llama.cpp -np).",
+    )
+    request_tokens: int | None = Field(
+        default=None, description="The typical request, in tokens, the launch was sized to serve at once."
     )
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 

@@ -246,7 +246,8 @@ class Resolved(Wire):
         "CUDA graphs), GiB.",
     )
     context_length: int | None = Field(
-        default=None, description="Context length (tokens) the launch was sized for: --max-model-len / -c."
+        default=None,
+        description="The longest request the launch accepts, in tokens: vLLM --max-model-len, llama.cpp -c / -np.",
     )
     kv_cache_bytes: int | None = Field(
         default=None,
@@ -258,6 +259,19 @@ class Resolved(Wire):
         alias="marginGiB",
         description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
         "cache, GiB.",
+    )
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        description="Tokens of KV cache per device the launch holds (llama.cpp: -c; vLLM: the budget at the bytes "
+        "of one token).",
+    )
+    concurrent_requests: int | None = Field(
+        default=None,
+        description="Requests of requestTokens the launch serves at once, none waiting for KV cache (vLLM "
+        "--max-num-seqs, llama.cpp -np).",
+    )
+    request_tokens: int | None = Field(
+        default=None, description="The typical request, in tokens, the launch was sized to serve at once."
     )
     cpu: str | None = Field(default=None, description="CPU request estimate.")
     memory: str | None = Field(default=None, description="Memory request estimate.")

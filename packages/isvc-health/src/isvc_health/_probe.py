@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from isvc_api import now
 from pydantic import BaseModel, ConfigDict, Field
 
+from isvc_health._meter import METER_HEADER, parse_meter
 from isvc_health._metrics import ProbeMetrics
 from isvc_health._resolve import EndpointResolver, ServiceDNSResolver
 
@@ -56,6 +57,11 @@ class ProbeResult(BaseModel):
     probed_at: datetime = Field(
         default_factory=now,
         description="When it ran (second precision): the order's record counts a failed probe once.",
+    )
+    meter: tuple[str, int, int] | None = Field(
+        default=None,
+        description="The request meter's counts the answer carried (X-Isvc-Meter): the replica's pod, the "
+        "runtime's answers and its HTTP 5xx since the meter started; None without a meter (issue 42).",
     )
 
     @property
@@ -211,15 +217,16 @@ class Prober:
         """GET {base_url}/v1/models with the bearer token (none when `token` is None)."""
         started = self._clock()
         try:
-            status, body = self._get(base_url.rstrip("/") + MODELS_PATH, _headers(token))
+            status, body, meter = self._get(base_url.rstrip("/") + MODELS_PATH, _headers(token))
         except (OSError, http.client.HTTPException) as error:
             return self._finish(namespace, name, started, *_transport_failure(error, self.timeout), None)
         outcome, reason = judge_response(status, body, model)
-        return self._finish(namespace, name, started, outcome, reason, status)
+        return self._finish(namespace, name, started, outcome, reason, status, parse_meter(meter))
 
-    def _get(self, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    def _get(self, url: str, headers: dict[str, str]) -> tuple[int, bytes, str | None]:
         """GET `url` on a kept-alive connection when one is idle (once more on a fresh one when the server
-        had closed it), returning the status and at most MAX_BODY bytes of the answer."""
+        had closed it), returning the status, at most MAX_BODY bytes of the answer and the request meter's
+        header."""
         origin, path = _origin(url)
         while True:
             conn, reused = self._connections.take(origin)
@@ -239,17 +246,29 @@ class Prober:
                 conn.close()  # the server closes it, or the answer was longer than read
             else:
                 self._connections.give(origin, conn)
-            return response.status, body
+            return response.status, body, response.getheader(METER_HEADER)
 
     def _finish(
-        self, namespace: str, name: str, started: float, outcome: ProbeOutcome, reason: str, code: int | None
+        self,
+        namespace: str,
+        name: str,
+        started: float,
+        outcome: ProbeOutcome,
+        reason: str,
+        code: int | None,
+        meter: tuple[str, int, int] | None = None,
     ) -> ProbeResult:
         latency = max(0.0, self._clock() - started)
         if self.metrics is not None:
             self.metrics.observe(namespace, name, outcome.value, latency)
         # Built from values this module made itself: validation would only cost (a probe per order a period).
         return ProbeResult.model_construct(
-            outcome=outcome, reason=reason, status_code=code, latency_seconds=latency, probed_at=now()
+            outcome=outcome,
+            reason=reason,
+            status_code=code,
+            latency_seconds=latency,
+            probed_at=now(),
+            meter=meter,
         )
 
     def close(self) -> None:

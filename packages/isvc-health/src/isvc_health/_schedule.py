@@ -179,5 +179,11 @@ class ProbeSchedule:
             if result is None:
                 return
             previous, entry.result, entry.seen = entry.result, result, self._clock()
-        if not result.ok or not previous.ok:
+        if not result.ok or not previous.ok or _more_errors(previous, result):
             self._wake(*target.key)
+
+
+def _more_errors(previous: ProbeResult, result: ProbeResult) -> bool:
+    """Whether the request meter counted more of the runtime's 5xx answers since the last probe (issue 42): the
+    pass judges whether that is a sustained rate."""
+    return result.meter is not None and (previous.meter is None or result.meter[2] != previous.meter[2])

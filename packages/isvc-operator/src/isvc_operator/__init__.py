@@ -1,6 +1,6 @@
 """isvc controller: reconciles orders (InferenceService) and classes (InferenceServiceClass)."""
 
-from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._adapters import CatalogModels, Health, PlannerService, Workload
 from isvc_operator._api import Cluster
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller, OrdersByPhase, order_of_plan
@@ -22,6 +22,7 @@ from isvc_operator._ports import (
     WorkloadUnbuildable,
 )
 from isvc_operator._queue import ShutDownError, WorkQueue
+from isvc_operator._recipes import Recipes
 from isvc_operator._rollout import ROLL_DEADLINE, RollPacer, StartWaiters
 from isvc_operator._scope import OrderScope
 from isvc_operator._seal import SEAL, Sealer

@@ -1,25 +1,26 @@
-"""The sibling packages bound to the reconciler's ports: the only module that knows their APIs."""
+"""The sibling packages bound to the reconciler's ports: the only module that knows their APIs (the recipe
+book's: `_recipes`)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
 import isvc_catalog
 import isvc_health
 import isvc_planner_client
-import isvc_runtime_recipes
 import isvc_workload
 from cachetools import TTLCache
 from isvc_api import (
     CompiledRuntime,
     EndpointType,
-    Estimates,
     ExposureType,
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    Load,
     LoadMetrics,
     ModelFacts,
     ModelSpec,
@@ -28,6 +29,7 @@ from isvc_api import (
     Refusal,
     RuntimeRequirements,
     ScalingStatus,
+    ServingTarget,
     StartupFailure,
     Verdict,
 )
@@ -36,7 +38,7 @@ from isvc_operator._policy import EffectivePolicy
 from isvc_operator._ports import Judgement, PlanOutcome, TemporaryError, WorkloadUnbuildable
 from isvc_operator._waiting import WaitingRoom
 
-__all__ = ["CatalogModels", "Health", "PlannerService", "Recipes", "Workload"]
+__all__ = ["CatalogModels", "Health", "PlannerService", "Workload"]
 
 
 class CatalogModels:
@@ -53,33 +55,6 @@ class CatalogModels:
 
     def admit(self, facts: ModelFacts, policy: EffectivePolicy) -> EndpointType | Refusal | None:
         return isvc_catalog.admit(facts, policy.spec)
-
-
-class Recipes:
-    """RecipesPort over isvc-runtime-recipes."""
-
-    def __init__(self, book: isvc_runtime_recipes.RecipeBook, version: str) -> None:
-        self.book = book
-        self._version = version
-
-    @property
-    def version(self) -> str:
-        return self._version
-
-    def requirements(
-        self, facts: ModelFacts, endpoint_type: EndpointType | None
-    ) -> RuntimeRequirements | Refusal:
-        return self.book.requirements(facts, endpoint_type)
-
-    def compile(
-        self,
-        facts: ModelFacts,
-        endpoint_type: EndpointType | None,
-        placement: Placement,
-        estimates: Estimates,
-        served_name: str,
-    ) -> CompiledRuntime | Refusal:
-        return self.book.compile(facts, endpoint_type, placement, estimates, served_name)
 
 
 class PlannerService:
@@ -119,6 +94,7 @@ class PlannerService:
         refused: str | None = None,
         dry_run: bool = False,
         refused_since: datetime | None = None,
+        serving: Load | None = None,
     ) -> PlanOutcome:
         scheduler = (
             isvc_planner_client.SchedulerRefusal(placement=holding, message=refused, since=refused_since)
@@ -133,6 +109,7 @@ class PlannerService:
             accelerator_policy=policy.accelerator,
             priority_class_name=policy.priority_class_name,
             requirements=requirements,
+            serving=ServingTarget.of(serving) if serving is not None else None,
             holding=holding,
             refused=scheduler,
             dry_run=dry_run,
@@ -211,7 +188,7 @@ class Workload:
             exposure=policy.exposure,
             priority=self.priority_value(policy.priority_class_name),
             token_digest=token_digest,
-        )
+        ).model_copy(update={"metered": self.settings.meter_image is not None})
         if isvc_workload.load_metrics(inputs) is not None:
             return inputs
         # a plan compiled before recipes named their load gauges: the recipe's, as the book has it now
@@ -360,6 +337,7 @@ class Health:
         self.settings = settings
         self._period = period
         self.schedule = schedule
+        self.errors = isvc_health.RuntimeErrors()  # the runtime's own 5xx, from the probes' meter counts
 
     @property
     def period(self) -> float:
@@ -385,7 +363,11 @@ class Health:
             result = self.prober.probe(namespace, name, service=name, port=port, token=token, model=model)
             if self.schedule is not None:
                 self.schedule.watch(target, result)
+        self.errors.observe((namespace, name), result.meter, time.monotonic())
         return isvc_health.judge_health(record, result, at, self.settings)
+
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        return self.errors.news((namespace, name), time.monotonic())
 
     def without_replica(self, why: str, record: HealthStatus, at: datetime) -> tuple[HealthStatus, Verdict]:
         result = isvc_health.ProbeResult(
@@ -394,5 +376,6 @@ class Health:
         return isvc_health.judge_health(record, result, at, self.settings)
 
     def forget(self, namespace: str, name: str) -> None:
+        self.errors.forget((namespace, name))
         if self.schedule is not None:
             self.schedule.forget(namespace, name)

@@ -37,6 +37,7 @@ from isvc_api import (
 from isvc_operator._ports import Deps, TemporaryError
 from isvc_operator._scope import OrderScope
 from isvc_operator._steps import klass, model
+from isvc_operator._steps.planning import compile_launch, serving_of
 
 __all__ = ["PREFIX", "Caller", "Estimator"]
 
@@ -220,7 +221,13 @@ class Estimator:
             return self._refusal(scope, requirements)
         try:
             outcome = self.d.planner.plan(
-                scope.order, scope.facts, scope.policy, requirements, None, dry_run=True
+                scope.order,
+                scope.facts,
+                scope.policy,
+                requirements,
+                None,
+                dry_run=True,
+                serving=serving_of(scope),
             )
         except TemporaryError as exc:
             return self._refused(
@@ -240,10 +247,7 @@ class Estimator:
                     reason=Reason.PLANNER_REQUEST_FAILED, message="the planner answered without a placement"
                 ),
             )
-        served = scope.order.spec.model.ref.served_name
-        compiled = self.d.recipes.compile(
-            scope.facts, scope.endpoint_type, outcome.placement, outcome.estimates, served
-        )
+        compiled = compile_launch(scope, self.d, outcome.placement, outcome.estimates)
         if isinstance(compiled, Refusal):
             return self._refusal(scope, compiled)
         plan = LaunchPlanSpec(placement=outcome.placement, estimates=outcome.estimates, runtime=compiled)

@@ -94,6 +94,12 @@ def _workload(p: argparse.ArgumentParser) -> None:
         "onto the model volume before the runtime starts",
     )
     g.add_argument(
+        "--meter-image",
+        default=None,
+        help="image whose isvc-meter counts each runtime's own answers in front of its API port (the "
+        "controller's image); absent: no meter, the runtime's failed requests go uncounted",
+    )
+    g.add_argument(
         "--model-cache-endpoint",
         default=None,
         help="the module's model cache (its Service URL): the download step asks it first and the Hub "

@@ -22,7 +22,7 @@ import yaml
 from isvc_api import ConditionType, LoadMetrics, Reason, conditions_of
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
-from isvc_operator._adapters import CatalogModels, Health, PlannerService, Recipes, Workload
+from isvc_operator._adapters import CatalogModels, Health, PlannerService, Workload
 from isvc_operator._class import ClassReconciler
 from isvc_operator._controller import Controller
 from isvc_operator._estimate import Estimator
@@ -31,6 +31,7 @@ from isvc_operator._kube import KubeCluster, api_client
 from isvc_operator._leader import LeaderElector
 from isvc_operator._order import OrderReconciler
 from isvc_operator._ports import Deps
+from isvc_operator._recipes import Recipes
 from isvc_operator._rollout import RollPacer, StartWaiters
 from isvc_operator._seal import Sealer
 from isvc_operator._waiting import WaitingRoom
@@ -109,6 +110,7 @@ def _workload(args: argparse.Namespace, kube: KubeCluster, recipes: Recipes) -> 
         public_domain_template=args.public_domain_template,
         cluster_issuer_name=args.cluster_issuer,
         model_fetch_image=args.model_fetch_image,
+        meter_image=args.meter_image or None,
         model_volume_storage_class=(args.model_volume_storage_class or None),
         huggingface_endpoint=args.huggingface_endpoint,
         model_cache_endpoint=args.model_cache_endpoint or None,

@@ -20,6 +20,7 @@ from isvc_api import (
     HealthStatus,
     InferenceService,
     LaunchPlanSpec,
+    Load,
     ModelFacts,
     ModelSpec,
     Obj,
@@ -86,6 +87,7 @@ class RecipesPort(Protocol):
         placement: Placement,
         estimates: Estimates,
         served_name: str,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Refusal: ...
 
     @property
@@ -128,10 +130,12 @@ class PlannerPort(Protocol):
         refused: str | None = None,
         dry_run: bool = False,
         refused_since: datetime | None = None,
+        serving: Load | None = None,
     ) -> PlanOutcome:
         """Plan the order; `refused` is the scheduler's words when it could not allocate the claim of
         `holding` (since `refused_since`: the planner then plans it elsewhere, or says no other device has
-        room); `dry_run` answers what the order would get, reserving nothing."""
+        room); `dry_run` answers what the order would get, reserving nothing; `serving`, the load its KV
+        cache is sized for (issue 42)."""
         ...
 
     def judge(self, namespace: str, name: str, placement: Placement) -> Judgement:
@@ -269,6 +273,11 @@ class HealthPort(Protocol):
 
     def forget(self, namespace: str, name: str) -> None:
         """Stop probing the order between passes (it is gone, or has no replica to probe)."""
+        ...
+
+    def runtime_errors(self, namespace: str, name: str) -> str | None:
+        """The words of a sustained rate of the runtime's own HTTP 5xx that began since it was last said (the
+        request meter's counts the probes read; issue 42), else None."""
         ...
 
     @property

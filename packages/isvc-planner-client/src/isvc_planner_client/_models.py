@@ -11,6 +11,7 @@ from isvc_api import (
     Placement,
     Refusal,
     RuntimeRequirements,
+    ServingTarget,
     Wire,
 )
 from pydantic import Field
@@ -76,6 +77,13 @@ class PlanRequest(Wire):
     accelerator_policy: AcceleratorPolicy | None = Field(default=None, description="From the class.")
     priority_class_name: str | None = Field(default=None, description="From the class.")
     requirements: RuntimeRequirements | None = Field(default=None, description="From the recipes.")
+    serving: ServingTarget | None = Field(
+        default=None,
+        description=(
+            "The load the order must carry: its class's serving target, each field it leaves out filled with its "
+            "endpoint type's default (isvc_api.serving_load). Absent: the chat default."
+        ),
+    )
     holding: Placement | None = Field(default=None, description="The placement the order holds now.")
     refused: SchedulerRefusal | None = Field(
         default=None, description="Set when the scheduler refused to allocate the claim of `holding`."

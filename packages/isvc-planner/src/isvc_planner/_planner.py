@@ -24,6 +24,7 @@ from isvc_api import (
     RuntimeRequirements,
     SharingMode,
     gib,
+    serving_load,
     share_in_range,
 )
 from isvc_ledger import UNITS, View, capacity_view
@@ -307,7 +308,7 @@ class Planner:
         order = (request.order.namespace, request.order.name)
         reqs = request.requirements or RuntimeRequirements()
         runtime = next((MemoryRuntime(r) for r in reqs.runtimes if r in set(MemoryRuntime)), None)
-        need = memory_need(request.facts, self.context, runtime)
+        need = memory_need(request.facts, self.context, runtime, serving_load(request.serving, None))
         if need is None:
             return _refused(
                 Reason.NO_COMPATIBLE_PLACEMENT,

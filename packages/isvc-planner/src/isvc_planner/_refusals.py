@@ -188,15 +188,17 @@ def _too_large(need: MemoryNeed, where: str, f: Findings) -> Refusal:
             ),
         )
     tensor_parallel = _tensor_parallel(need)
+    needs = f"The model needs {required} GiB of accelerator memory on one device{_to_serve(need)}"
     if f.unprofiled:  # nothing unprofiled could hold it: too large is the answer
         return Refusal(
             reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
             message=(
-                f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+                f"{needs} ({need.explanation}), "
                 f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
                 f"{gib(f.largest[0])} GiB ({f.largest[1]}), and even the {len(f.unprofiled)} device(s) "
                 f"publishing no memory (e.g. {f.unprofiled[0]}) could not hold it were they as large as "
-                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one node."
+                f"any accelerator made ({PLAUSIBLE_GIB} GiB). A smaller model, or more devices of one "
+                f"node{_smaller(need)}."
             ),
         )
     partitions = (
@@ -208,13 +210,22 @@ def _too_large(need: MemoryNeed, where: str, f: Findings) -> Refusal:
     return Refusal(
         reason=Reason.NO_ACCELERATOR_WITH_ENOUGH_MEMORY,
         message=(
-            f"The model needs {required} GiB of accelerator memory on one device ({need.explanation}), "
+            f"{needs} ({need.explanation}), "
             f"or {tensor_parallel} under tensor parallel; the largest accelerator found publishes "
             f"{gib(f.largest[0])} GiB ({f.largest[1]}; the runtime sees "
             f"{gib(visible_bytes(f.largest[0]))} GiB), the largest free now {gib(f.largest_free)} GiB. "
-            f"A larger accelerator or more devices of one node are needed.{partitions}"
+            f"A larger accelerator or more devices of one node are needed{_smaller(need)}.{partitions}"
         ),
     )
+
+
+def _to_serve(need: MemoryNeed) -> str:
+    """The serving target the need holds, as a refusal names it (issue 42)."""
+    return f" {need.target} (the class's serving target)" if need.target else ""
+
+
+def _smaller(need: MemoryNeed) -> str:
+    return ", or a smaller serving target in the class" if need.target else ""
 
 
 def _tensor_parallel(need: MemoryNeed) -> str:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import string
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from decimal import Decimal
+from collections.abc import Iterator
 from typing import Any
 
 from isvc_api import (
@@ -16,7 +13,7 @@ from isvc_api import (
     CompiledRuntime,
     EndpointType,
     Estimates,
-    Fit,
+    Load,
     MemoryRuntime,
     ModelFacts,
     Placement,
@@ -58,6 +55,7 @@ from isvc_runtime_recipes._model import (
     parse_compute_capability,
     placeholders,
 )
+from isvc_runtime_recipes._values import Sized, launch_values, render, served_figures
 
 __all__ = ["RecipeBook", "content_hash", "load_recipes"]
 
@@ -89,17 +87,6 @@ def content_hash(compiled: CompiledRuntime) -> str:
     )
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def _render(groups: list[list[str]], values: Mapping[str, str | None]) -> list[str]:
-    """Argument groups with placeholders filled; a group naming a value that is None is left out."""
-    args: list[str] = []
-    for group in groups:
-        if any(values.get(name) is None for name in placeholders(group)):
-            continue
-        rendered = (string.Formatter().vformat(token, (), dict(values)) for token in group)
-        args.extend(token for token in rendered if token != "")  # an empty value: the flag alone
-    return args
 
 
 def _uses(recipe: Recipe, name: str) -> bool:
@@ -197,8 +184,10 @@ class RecipeBook:
         estimates: Estimates,
         served_name: str,
         accelerator: AcceleratorFacts | None = None,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Refusal:
-        """The first recipe that serves the model on this placement, compiled to a container."""
+        """The first recipe that serves the model on this placement, compiled to a container; its launch holds
+        `serving`, the order's serving target (issue 42), when given."""
         problem = _placement_problem(placement)
         if problem is not None:
             return problem
@@ -221,7 +210,7 @@ class RecipeBook:
         for recipe in self.recipes:
             failure = model_failure(recipe, facts, endpoint) or hardware_failure(recipe, hw)
             if failure is None:
-                compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name)
+                compiled = self._compile(recipe, facts, endpoint, hw, estimates, served_name, serving)
                 if isinstance(compiled, CompiledRuntime):
                     return compiled
                 failure = compiled
@@ -239,10 +228,11 @@ class RecipeBook:
         hw: Hardware,
         estimates: Estimates,
         served_name: str,
+        serving: Load | None = None,
     ) -> CompiledRuntime | Failure:
         directory = model_dir(facts.name)
         path = _model_path(recipe, facts, directory)
-        sized = _sized(recipe, facts, hw, estimates)
+        sized = _sized(recipe, facts, hw, estimates, serving)
         if isinstance(sized, Failure):
             return sized
         chat = endpoint == EndpointType.CHAT
@@ -250,15 +240,15 @@ class RecipeBook:
         reasoning_rule = reasoning_parser(recipe, facts) if chat else None
         parser = tool_rule.parser if tool_rule else None
         thinking = reasoning_rule.parser if reasoning_rule else None
-        values = _values(recipe, facts, hw.placement, sized, path, served_name, parser, thinking)
+        values = launch_values(recipe, facts, hw.placement, sized, path, served_name, parser, thinking)
         launch = sized.launch
-        args = _render(recipe.args, values)
+        args = render(recipe.args, values)
         tool_args: list[str] = []
         if tool_rule is not None and recipe.tool_calling is not None:
-            tool_args = _render(recipe.tool_calling.args + tool_rule.args, values)
+            tool_args = render(recipe.tool_calling.args + tool_rule.args, values)
         reasoning_args: list[str] = []
         if reasoning_rule is not None and recipe.reasoning is not None:
-            reasoning_args = _render(recipe.reasoning.args + reasoning_rule.args, values)
+            reasoning_args = render(recipe.reasoning.args + reasoning_rule.args, values)
         compiled = CompiledRuntime(
             recipe=recipe.name,
             image=_image(recipe, hw.compute_capability),
@@ -284,23 +274,18 @@ class RecipeBook:
             memory=launch.words() if launch else None,
             kv_cache_bytes=(launch.kv_bytes or None) if launch else None,
             margin_gi_b=round(launch.margin / GIB, 2) if launch else None,
+            **served_figures(launch),
             load_metrics=recipe.load_metrics.to_wire() if recipe.load_metrics else None,
         )
         compiled.content_hash = content_hash(compiled)
         return compiled
 
 
-@dataclass(frozen=True)
-class _Sized:
-    """What the memory of the placement allows a recipe: its utilization, context and launch."""
-
-    utilization: Decimal
-    context: int | None = None
-    launch: Fit | None = None
-
-
-def _sized(recipe: Recipe, facts: ModelFacts, hw: Hardware, estimates: Estimates) -> _Sized | Failure:
-    """The launch that starts under the runtime's own accounting, or the recipe's memory failure."""
+def _sized(
+    recipe: Recipe, facts: ModelFacts, hw: Hardware, estimates: Estimates, serving: Load | None = None
+) -> Sized | Failure:
+    """The launch that starts under the runtime's own accounting and holds `serving`, or the recipe's memory
+    failure."""
     placement = hw.placement
     utilization = memory_utilization(placement, recipe.memory)
     if utilization <= 0:
@@ -322,50 +307,18 @@ def _sized(recipe: Recipe, facts: ModelFacts, hw: Hardware, estimates: Estimates
             min_context=recipe.memory.min_context_length,
             granularity=recipe.memory.context_granularity,
             max_context=estimates.context_length,
+            load=serving,
         )
         if isinstance(fitted, str):
             return Failure(recipe.name, "memory", fitted)
         used = utilization if fitted.utilization is None else fitted.utilization
-        return _Sized(used, fitted.context, fitted)
+        return Sized(used, fitted.context, fitted)
     if _uses(recipe, "maxContextLength"):
         context, why = max_context_length(facts, placement, estimates, recipe.memory, device_gib, utilization)
         if context is None:
             return Failure(recipe.name, "memory", why)
-        return _Sized(utilization, context)
-    return _Sized(utilization)
-
-
-def _values(
-    recipe: Recipe,
-    facts: ModelFacts,
-    placement: Placement,
-    sized: _Sized,
-    path: str,
-    served_name: str,
-    parser: str | None,
-    thinking: str | None,
-) -> dict[str, str | None]:
-    """The values a recipe's argument templates name."""
-    launch, context = sized.launch, sized.context
-    return {
-        "modelPath": path,
-        "servedName": served_name,
-        "httpPort": str(recipe.ports.http),
-        "metricsPort": str(recipe.ports.metrics),
-        "tensorParallelSize": str(placement.device_count),
-        "gpuMemoryUtilization": f"{sized.utilization:.2f}",
-        "maxContextLength": None if context is None else str(context),
-        "quantization": recipe.quantization_values.get(facts.quantization),
-        "toolCallParser": parser,
-        "reasoningParser": thinking,
-        "maxNumSeqs": str(launch.batch.max_num_seqs) if launch and launch.batch else None,
-        "maxNumBatchedTokens": (
-            str(launch.batch.max_num_batched_tokens) if launch and launch.batch else None
-        ),
-        "enforceEager": "" if launch and launch.batch and not launch.batch.cuda_graphs else None,
-        # vLLM's KV cache in bytes (0: a model without one, which takes no flag)
-        "kvCacheMemoryBytes": str(launch.kv_bytes) if launch and launch.kv_bytes else None,
-    }
+        return Sized(utilization, context)
+    return Sized(utilization)
 
 
 def _image(recipe: Recipe, compute_capability: str | None) -> str:

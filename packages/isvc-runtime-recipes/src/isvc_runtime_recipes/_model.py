@@ -39,10 +39,11 @@ PLACEHOLDERS = frozenset(
         "quantization",  # the runtime's value for the model's quantization; None when native
         "toolCallParser",  # the parser chosen for the model; only in toolCalling.args
         "reasoningParser",  # the reasoning parser chosen for the model; only in reasoning.args
-        "maxNumSeqs",  # vLLM --max-num-seqs of the batch setting the memory model chose
+        "maxNumSeqs",  # requests run at once (vLLM --max-num-seqs, llama.cpp -np): what the KV budget holds
         "maxNumBatchedTokens",  # vLLM --max-num-batched-tokens of that setting
         "enforceEager",  # "" (the group's flag alone) when that setting captures no graphs, else dropped
         "kvCacheMemoryBytes",  # vLLM --kv-cache-memory-bytes: the KV budget in bytes the memory model gives
+        "kvCacheTokens",  # llama.cpp -c: the cells of its KV cache, a slot of maxContextLength per request
     }
 )
 

@@ -1,4 +1,5 @@
-"""Benchmark: plan latency by fleet size, a long sequence, orders waiting together, packing quality."""
+"""Benchmark: plan latency by fleet size, a long sequence, orders waiting together, packing quality, and packing
+sized to serve beside sized to start."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from isvc_testing._packing import (
     packing,
     packing_large,
 )
+from isvc_testing._serving_bench import serving_section
 
 __all__ = ["latency", "main", "sequence"]
 
@@ -441,6 +443,8 @@ def main() -> int:
     below = _packing_section(result, rows, over_seq)
     # Large instances: their own generator too, and a solver's bound as the yardstick.
     large = _large_section(result, rows)
+    # Real models on real cards, sized to start beside sized to serve (issue 42).
+    serving_section(result, rows)
     result["loadavg_end"] = os.getloadavg()
     _row(
         rows,

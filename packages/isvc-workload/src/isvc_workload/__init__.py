@@ -47,6 +47,7 @@ from isvc_workload._judge import (
     workload_error,
 )
 from isvc_workload._kube import awaits_claim, serving
+from isvc_workload._meter import METER_METRICS_PORT, METER_PORT, api_target_port, meter_container
 from isvc_workload._network import CONTROLLER_POD_LABELS, NAMESPACE_NAME_LABEL, network_policy
 from isvc_workload._ports import SERVICE_PORT
 from isvc_workload._quota import QUOTA_RETRY_ANNOTATION, QuotaRefusal, quota_refusal
@@ -119,6 +120,8 @@ __all__ = [
     "IMAGE_NEVER_STARTED",
     "ISSUER_ANNOTATION",
     "MAX_LOG_LINES",
+    "METER_METRICS_PORT",
+    "METER_PORT",
     "METRICS_SERVICE_PORT",
     "MODEL_CACHE_ENV",
     "MODEL_MOUNT_PATH",
@@ -157,6 +160,7 @@ __all__ = [
     "WorkloadInputs",
     "WorkloadJudgement",
     "WorkloadSettings",
+    "api_target_port",
     "auth_secret",
     "auth_secret_name",
     "autoscaler",
@@ -179,6 +183,7 @@ __all__ = [
     "judge_workload",
     "load_metrics",
     "memory_taken",
+    "meter_container",
     "model_volume",
     "network_policy",
     "outgrown",

@@ -138,9 +138,15 @@ def pod_monitor(inputs: WorkloadInputs, apis: MetricsApis) -> dict[str, Any] | N
         "metadata": meta,
         "spec": {
             "selector": {"matchLabels": {LABEL_ORDER: inputs.name}},
-            "podMetricsEndpoints": [endpoint],
+            # the request meter's counts of the runtime's answers beside the runtime's own (issue 42)
+            "podMetricsEndpoints": [endpoint, *_meter_endpoints(inputs)],
         },
     }
+
+
+def _meter_endpoints(inputs: WorkloadInputs) -> list[dict[str, Any]]:
+    """The request meter's metrics, when the runtime runs behind one (no token: they say no more than counts)."""
+    return [{"port": "meter-metrics", "path": "/metrics"}] if inputs.metered else []
 
 
 def scrape_labels(inputs: WorkloadInputs, apis: MetricsApis) -> dict[str, str]:
@@ -211,7 +217,8 @@ def autoscaler(inputs: WorkloadInputs) -> dict[str, Any] | None:
 def _signals(inputs: WorkloadInputs, load: LoadMetrics) -> list[tuple[str, str, str, str]]:
     """(suffix, gauge, aggregation, target per replica) of each signal the class and the runtime agree on."""
     targets = _policy(inputs).effective_targets
-    out = [("waiting", load.requests_waiting, "sum", str(targets.requests_waiting_per_replica))]
+    waiting = targets.waiting_for(inputs.runtime.concurrent_requests)  # beyond what a replica serves at once
+    out = [("waiting", load.requests_waiting, "sum", str(waiting))]
     if targets.cache_usage_percent is not None and load.cache_usage:
         fraction = Decimal(targets.cache_usage_percent) / 100
         out.append(("cache", load.cache_usage, "max", _quantity(fraction)))

@@ -90,6 +90,9 @@ class WorkloadInputs(BaseModel):
     token_digest: str | None = Field(
         default=None, description="Digest of the endpoint's token: the pods roll when it changes."
     )
+    metered: bool = Field(
+        default=False, description="The runtime's API is reached through the request meter (`_meter`)."
+    )
 
     @property
     def name(self) -> str:

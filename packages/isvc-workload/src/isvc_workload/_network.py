@@ -42,6 +42,9 @@ def network_policy(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[s
 
     api = [p for p in (port("http"), port("https")) if p is not None]
     metrics = [port("metrics") or api[0]]
+    if inputs.metered:  # the Service leads to the request meter, which serves its own metrics too
+        api.append({"protocol": "TCP", "port": "meter"})
+        metrics.append({"protocol": "TCP", "port": "meter-metrics"})
     controller = {
         "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: settings.controller_namespace}},
         "podSelector": {"matchLabels": dict(CONTROLLER_POD_LABELS)},

@@ -8,6 +8,7 @@ from isvc_api import LABEL_ORDER
 
 from isvc_workload._autoscaler import MetricsApis, scrape_annotations, scrape_labels
 from isvc_workload._common import WorkloadInputs, child_metadata
+from isvc_workload._meter import api_target_port
 from isvc_workload._ports import SERVICE_PORT, named_port
 
 __all__ = ["HTTPS_SERVICE_PORT", "METRICS_SERVICE_PORT", "service"]
@@ -20,7 +21,7 @@ def service(inputs: WorkloadInputs, apis: MetricsApis | None = None) -> dict[str
     """ClusterIP Service: 8000 → the runtime's http port, plus its metrics and https ports if it has them;
     labelled as Deckhouse's custom scrape target when no PodMonitor scrapes the runtime (`scrape_labels`)."""
     # Target numbers, not names: a runtime may serve metrics on its API port, and the pod names it once.
-    http = named_port(inputs.runtime, "http")
+    http = api_target_port(inputs)  # the request meter's, when the runtime runs behind one (issue 42)
     ports: list[dict[str, Any]] = [
         {"name": "http", "port": SERVICE_PORT, "targetPort": http, "protocol": "TCP"},
     ]

@@ -43,6 +43,11 @@ class WorkloadSettings(BaseModel):
         description="Image with the `hf` CLI; when set, an init container downloads Hugging Face "
         "models onto the model volume before the server starts.",
     )
+    meter_image: str | None = Field(
+        default=None,
+        description="Image whose `isvc-meter` counts the runtime's own answers in front of its API port (the "
+        "controller's image); None: the Service reaches the runtime directly and nothing counts its answers.",
+    )
     image_pull_secrets: tuple[str, ...] = Field(
         default=(), description="Secrets in the order's namespace used to pull runtime images."
     )

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from isvc_workload._claim_template import CLAIM_NAME, claim_template_name
 from isvc_workload._common import WorkloadInputs, child_labels, child_metadata
 from isvc_workload._growth import settled_region_check
+from isvc_workload._meter import meter_container
 from isvc_workload._ports import api_key_env, container_ports
 from isvc_workload._secret import AUTH_SECRET_KEY, auth_secret_name
 from isvc_workload._settings import WorkloadSettings
@@ -272,9 +273,10 @@ def statefulset(inputs: WorkloadInputs, settings: WorkloadSettings) -> dict[str,
         server, gate_volumes = gate_pod_spec(server, settings.start_gate_wait_seconds)
         if gate_volumes:
             pod_annotations[START_PERMIT_ANNOTATION] = "0"
+    meter = meter_container(inputs, settings)  # counts the runtime's own answers (issue 42)
     pod_spec: dict[str, Any] = {
         "resourceClaims": [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(inputs)}],
-        "containers": [server],
+        "containers": [server, *([meter] if meter else [])],
         **_pod_settings(name),
     }
     if gate_volumes:

@@ -50,6 +50,9 @@ _ESTIMATES = (
     "overheadGiB",
     "contextLength",
     "kvBytesPerToken",
+    "kvCacheTokens",
+    "concurrentRequests",
+    "requestTokens",
     "cpu",
     "memory",
     "modelVolume",
@@ -64,7 +67,16 @@ _NUMBERS = (
     "kvCacheGiB",
     "overheadGiB",
 )
-_INTEGERS = ("sharePercent", "deviceCount", "contextLength", "kvBytesPerToken", "parameterCount")
+_INTEGERS = (
+    "sharePercent",
+    "deviceCount",
+    "contextLength",
+    "kvBytesPerToken",
+    "parameterCount",
+    "kvCacheTokens",
+    "concurrentRequests",
+    "requestTokens",
+)
 NO_WEBHOOK = (
     "The API server accepted the dry run, and no estimate came with it: the module's estimate webhook "
     "is not installed, or did not answer in time (it fails open and never blocks an order)."

@@ -20,6 +20,8 @@ KEY_FLAGS = (
     "-c",
     "--ctx-size",
     "--max-num-seqs",
+    "-np",
+    "--parallel",
     "--enforce-eager",
     "--quantization",
     "--dtype",
@@ -73,6 +75,9 @@ class PlanSummary(Out):
     overhead_gi_b: float | None = None
     kv_bytes_per_token: int | None = None
     context_length: int | None = None
+    kv_cache_tokens: int | None = None
+    concurrent_requests: int | None = None
+    request_tokens: int | None = None
     cpu: str | None = None
     memory: str | None = None
     model_volume: str | None = None
@@ -114,6 +119,9 @@ def summarize_plan(plan: dict[str, Any]) -> PlanSummary:
         overhead_gi_b=_num(estimates.get("overheadGiB")),
         kv_bytes_per_token=kv_bytes if isinstance(kv_bytes, int) else None,
         context_length=context if isinstance(context, int) else None,
+        kv_cache_tokens=_served(runtime, estimates, "kvCacheTokens"),
+        concurrent_requests=_served(runtime, estimates, "concurrentRequests"),
+        request_tokens=_served(runtime, estimates, "requestTokens"),
         cpu=estimates.get("cpu"),
         memory=estimates.get("memory"),
         model_volume=estimates.get("modelVolume"),
@@ -123,3 +131,12 @@ def summarize_plan(plan: dict[str, Any]) -> PlanSummary:
         served_name=runtime.get("servedName"),
         flags=key_flags([str(a) for a in runtime.get("args") or []]),
     )
+
+
+def _served(runtime: dict[str, Any], estimates: dict[str, Any], key: str) -> int | None:
+    """What the launch serves (issue 42): as the compiled runtime states it, else as the plan estimated it."""
+    for source in (runtime, estimates):
+        value = source.get(key)
+        if isinstance(value, int):
+            return value
+    return None

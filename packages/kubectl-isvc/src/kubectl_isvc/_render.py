@@ -170,6 +170,23 @@ def gib(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _serves(plan: PlanSummary, t: dict[str, str]) -> str:
+    """What the launch serves (issue 42): requests of a typical length at once, its KV cache in tokens, and the
+    longest request it accepts."""
+
+    def n(value: int) -> str:
+        return f"{value:,}".replace(",", t["thousands"])  # 2,048 / 2 048
+
+    parts = []
+    if plan.concurrent_requests and plan.request_tokens:
+        parts.append(t["at_once"].format(n=n(plan.concurrent_requests), t=n(plan.request_tokens)))
+    if plan.kv_cache_tokens:
+        parts.append(t["kv_tokens"].format(k=n(plan.kv_cache_tokens)))
+    if parts and plan.context_length:
+        parts.append(t["longest"].format(c=n(plan.context_length)))
+    return ", ".join(parts)
+
+
 def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
     out = []
     where = " ".join(
@@ -198,6 +215,9 @@ def _plan_lines(plan: PlanSummary, t: dict[str, str], width: int) -> list[str]:
         if plan.accelerator_memory_gi_b is not None:
             parts.append(f"card {gib(plan.accelerator_memory_gi_b)} GiB")
         out.append(f"{t['memory']}: " + ", ".join(parts))
+    serves = _serves(plan, t)
+    if serves:
+        out.append(f"{t['serves']}: {serves}")
     if plan.cpu or plan.memory or plan.model_volume:
         out.append(
             f"{t['resources']}: cpu {plan.cpu or '-'}, memory {plan.memory or '-'}, "

@@ -12,11 +12,11 @@ from __future__ import annotations
 from isvc_api import ConditionType, HealthStatus, find_condition
 from isvc_workload import serving
 
-from isvc_operator._outcome import Outcome
+from isvc_operator._outcome import Event, Outcome
 from isvc_operator._ports import Deps
 from isvc_operator._scope import WORKLOAD_KINDS, OrderScope
 
-__all__ = ["step"]
+__all__ = ["RUNTIME_ERRORS", "step"]
 
 
 def _record(scope: OrderScope) -> HealthStatus:
@@ -69,14 +69,24 @@ def _without_replica(scope: OrderScope, deps: Deps, why: str, record: HealthStat
     return Outcome(verdict, {"health": record}, requeue_after=deps.health.period)
 
 
+RUNTIME_ERRORS = "RuntimeErrors"  # event: a sustained rate of the runtime's own HTTP 5xx (issue 42)
+
+
 def _probe(
     scope: OrderScope, deps: Deps, token: str | None, served: str | None, record: HealthStatus
 ) -> Outcome:
     record, verdict = deps.health.check(
         scope.namespace, scope.name, deps.workload.service_port, token, served, record, scope.now
     )
+    # The runtime failing requests while its API answers the probe: said as an event, once an episode; the
+    # order serves (a Reason would take it out of Ready for what most of its requests do not meet).
+    errors = deps.health.runtime_errors(scope.namespace, scope.name)
+    events = (Event("Warning", RUNTIME_ERRORS, errors),) if errors else ()
     return Outcome(
-        verdict, {"health": record}, requeue_after=None if deps.health.watched else deps.health.period
+        verdict,
+        {"health": record},
+        events=events,
+        requeue_after=None if deps.health.watched else deps.health.period,
     )
 
 

@@ -48,6 +48,7 @@ from isvc_operator._steps.planning import (
     keep,
     plan_message,
     serving,
+    serving_of,
 )
 
 __all__ = ["PLAN_ANNOTATION", "REFUSED_AFTER", "step"]
@@ -78,6 +79,7 @@ def _inputs_hash(scope: OrderScope, deps: Deps) -> str:
         scope.facts.to_wire(),
         scope.endpoint_type.value if scope.endpoint_type else None,
         deps.recipes.version,
+        serving_of(scope),  # the load the plan is sized for (issue 42): the class's serving target
     )
 
 

@@ -16,6 +16,7 @@ from isvc_api import (
     ConditionType,
     Estimates,
     LaunchPlanSpec,
+    Load,
     Obj,
     Placement,
     Reason,
@@ -24,7 +25,9 @@ from isvc_api import (
     StatusReason,
     Verdict,
     find_condition,
+    serving_load,
 )
+from isvc_runtime_recipes import effective_endpoint_type
 
 from isvc_operator._outcome import Decisions
 from isvc_operator._ports import NO_ROOM, Deps, TemporaryError
@@ -40,6 +43,7 @@ __all__ = [
     "keep",
     "plan_message",
     "serving",
+    "serving_of",
 ]
 
 PLAN_ANNOTATION = "ai.deckhouse.io/computed-by"  # on LaunchPlans the module computed (not written by hand)
@@ -59,13 +63,24 @@ class Stored:
     outranked: tuple[str, ...] = ()  # with `lost`: orders of higher priority took them (preemption)
 
 
+def serving_of(scope: OrderScope) -> Load:
+    """The load the order must carry (issue 42): its class's serving target, each field the class leaves out
+    taken from the default of the contract the order is served as (a class-less order: what the model is)."""
+    assert scope.facts is not None
+    spec = scope.policy.spec if scope.policy is not None else None
+    endpoint = effective_endpoint_type(scope.facts, scope.endpoint_type)
+    return serving_load(spec.serving if spec is not None else None, endpoint)
+
+
 def compile_launch(
     scope: OrderScope, deps: Deps, placement: Placement, estimates: Estimates
 ) -> CompiledRuntime | Refusal:
-    """The runtime of a placement, compiled from the recipes for the order's model, endpoint and served name."""
+    """The runtime of a placement, compiled from the recipes for the order's model, endpoint, served name and
+    serving target."""
     assert scope.facts is not None
+    served = scope.order.spec.model.ref.served_name
     return deps.recipes.compile(
-        scope.facts, scope.endpoint_type, placement, estimates, scope.order.spec.model.ref.served_name
+        scope.facts, scope.endpoint_type, placement, estimates, served, serving=serving_of(scope)
     )
 
 
@@ -111,6 +126,9 @@ def adopt(scope: OrderScope, d: Decisions, plan: LaunchPlanSpec, replans: int, i
         # what the compiled launch states (its flags), else what the plan estimated
         kv_cache_bytes=_launch_figure(plan, "kv_cache_bytes"),
         margin_gi_b=_launch_figure(plan, "margin_gi_b"),
+        kv_cache_tokens=_launch_figure(plan, "kv_cache_tokens"),
+        concurrent_requests=_launch_figure(plan, "concurrent_requests"),
+        request_tokens=_launch_figure(plan, "request_tokens"),
         runtime=plan.runtime.recipe if plan.runtime else None,
         replan_count=replans,
         inputs_hash=inputs,
@@ -211,7 +229,14 @@ def compute(
     words, since = refused if refused is not None else (None, None)
     try:
         outcome = deps.planner.plan(
-            scope.order, scope.facts, scope.policy, requirements, holding, words, refused_since=since
+            scope.order,
+            scope.facts,
+            scope.policy,
+            requirements,
+            holding,
+            words,
+            refused_since=since,
+            serving=serving_of(scope),
         )
     except TemporaryError as exc:
         failed = Refusal(

@@ -1,0 +1,211 @@
+"""Sized to serve (issue 42), for real: an order whose class asks 4 requests of 256 tokens at once (the longest
+512, the tiny model's whole context) gets a llama-server with a slot for each request (`-np 4`, `-c 2048`), and
+requests of about 256 tokens are served four at once and wait beyond that, none answered with a context error;
+the runtime's own 5xx are counted by the request meter in front of it and said on the order.
+
+Before, the order's llama-server ran with `-c 512` and no `-np`: llama-server's automatic 4 slots shared one
+512-token cache (`kv_unified`), and overlapping requests of 264 tokens failed with HTTP 500 "Context size has
+been exceeded". The load goes through `kubectl port-forward` to the order's pod; llama-server's own gauges are
+read at its `/metrics` (with the order's token) every 50 ms meanwhile: `llamacpp:requests_processing` (requests
+in a slot) and `llamacpp:requests_deferred` (the queue the growth signal reads).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+from isvc_testbed.cluster import Cluster
+from isvc_testbed.fleet import Fleet
+from isvc_testbed.helpers import wait_for
+from isvc_testbed.llamabed import REPO, Bed, llama_bed
+from isvc_testbed.orders import hf
+from isvc_testbed.realnode import REAL_NODE_GPU_SELECTOR, port_forward
+from isvc_testbed.standin import StandIn
+from isvc_workload import METER_METRICS_PORT, METER_PORT
+from kubernetes import client as k8s
+
+CLASS = "real-node-serve"
+ORDER = "tiny-serve"
+AT_ONCE, TYPICAL, LONGEST = 4, 256, 512
+# The tiny model's tokenizer is one token per character, and its ChatML template adds 52 tokens around the
+# content (tinymodel.py; test_growth_on_load.py counts 58 for the 6 characters of "Go on."): 140 characters and
+# 64 tokens out are 256 tokens, the typical request. ignore_eos keeps every answer 64 tokens long.
+CONTENT = "a" * 140
+MAX_TOKENS = 64
+MORE = 4  # requests beyond what the budget serves at once: they wait in llama-server's queue
+
+
+@pytest.fixture(scope="module")
+def bed(
+    cluster: Cluster,
+    admin_api: k8s.ApiClient,
+    alice_api: k8s.ApiClient,
+    fleet: Fleet,
+    standin: StandIn,
+    team_a: str,
+    catalog_crds: list[str],
+) -> Iterator[Bed]:
+    with llama_bed(cluster, admin_api, alice_api, standin.url_template, team_a) as bed:
+        yield bed
+
+
+class Gauges:
+    """llama-server's processing and deferred gauges, read every 50 ms while the block runs."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.url, self.token = f"http://127.0.0.1:{port}/metrics", token
+        self.seen: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def read(self) -> tuple[float, float]:
+        request = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read().decode()
+        values = {
+            line.split()[0]: float(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith(("llamacpp:requests_processing", "llamacpp:requests_deferred"))
+        }
+        return values["llamacpp:requests_processing"], values["llamacpp:requests_deferred"]
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.seen.append(self.read())
+            time.sleep(0.05)
+
+    def __enter__(self) -> Gauges:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def _chats(client: openai.OpenAI, served: str, count: int) -> list[str]:
+    """`count` chats of about the typical length at once; each one's outcome ("ok" or the error's text)."""
+
+    def one(_: int) -> str:
+        try:
+            reply = client.chat.completions.create(
+                model=served,
+                max_tokens=MAX_TOKENS,
+                messages=[{"role": "user", "content": CONTENT}],
+                extra_body={"ignore_eos": True},
+            )
+            return "ok" if reply.usage and reply.usage.completion_tokens == MAX_TOKENS else f"short: {reply}"
+        except openai.APIStatusError as e:
+            return f"{e.status_code}: {e.message}"
+
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at_once(bed: Bed) -> None:
+    orders = bed.orders
+    orders.create_class(
+        CLASS,
+        {
+            "modelPolicy": {"allowedEndpointTypes": ["Chat"]},
+            "exposure": {"type": "ClusterLocal", "authentication": "Token"},
+            "acceleratorPolicy": {"deviceClassNames": ["gpu.nvidia.com"], "selector": REAL_NODE_GPU_SELECTOR},
+            "serving": {
+                "concurrentRequests": AT_ONCE,
+                "typicalRequestTokens": TYPICAL,
+                "longestRequestTokens": LONGEST,
+            },
+        },
+    )
+    orders.create(ORDER, hf(REPO), CLASS)
+    try:
+        status = orders.wait_ready(ORDER, timeout=180)
+    except TimeoutError as e:
+        raise AssertionError(f"{e}\n{bed.diagnosis(ORDER)}") from None
+    resolved = status["resolved"]
+    assert (resolved["concurrentRequests"], resolved["requestTokens"], resolved["contextLength"]) == (
+        AT_ONCE,
+        TYPICAL,
+        LONGEST,
+    ), resolved
+    assert resolved["kvCacheTokens"] == AT_ONCE * LONGEST, resolved
+    plan: Any = orders.plan(ORDER)
+    args = plan["spec"]["runtime"]["args"]
+    assert (args[args.index("-np") + 1], args[args.index("-c") + 1]) == (str(AT_ONCE), str(AT_ONCE * LONGEST))
+    served = plan["spec"]["runtime"]["servedName"]
+    http = next(p["containerPort"] for p in plan["spec"]["runtime"]["ports"] if p["name"] == "http")
+    token = bed.token(ORDER)
+    with port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", http) as port:
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0, timeout=300
+        )
+        # N at once: every one served, all in a slot together, none waiting at any look
+        with Gauges(port, token) as at_once:
+            outcomes = _chats(client, served, AT_ONCE)
+        assert outcomes == ["ok"] * AT_ONCE, outcomes
+        assert max(p for p, _ in at_once.seen) == AT_ONCE, at_once.seen
+        assert all(d == 0 for _, d in at_once.seen), at_once.seen
+        # N + k at once: every one served; the k beyond the budget wait in the queue, none is refused
+        with Gauges(port, token) as beyond:
+            outcomes = _chats(client, served, AT_ONCE + MORE)
+        assert outcomes == ["ok"] * (AT_ONCE + MORE), outcomes
+        assert max(p for p, _ in beyond.seen) == AT_ONCE, beyond.seen
+        assert max(d for _, d in beyond.seen) >= 1, beyond.seen
+        # a request longer than a slot is refused at once (400), never a running one failing (500)
+        try:
+            client.chat.completions.create(
+                model=served, max_tokens=8, messages=[{"role": "user", "content": "a" * (LONGEST + 100)}]
+            )
+        except openai.APIStatusError as e:
+            assert e.status_code == 400 and "exceeds the available context size" in e.message, e.message
+        else:
+            raise AssertionError("a request longer than its slot was served")
+
+
+def test_the_runtimes_own_5xx_are_counted_by_the_meter_and_said_on_the_order(bed: Bed) -> None:
+    """llama-server answers a body that is no JSON with its own HTTP 500; the request meter in front of it
+    counts them in the order's metrics (isvc_runtime_responses_total{code="5xx"}), and the controller, reading
+    the counts on its probes, says the sustained rate as a RuntimeErrors event; the order stays Ready."""
+    orders = bed.orders
+    if orders.status(ORDER) is None:  # run alone: the order of the test above
+        test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at_once(bed)
+    token = bed.token(ORDER)
+    with (
+        port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", METER_PORT) as port,
+        port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", METER_METRICS_PORT) as metrics,
+    ):
+        codes = []
+        for _ in range(10):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request(
+                "POST",
+                "/v1/chat/completions",
+                body=b"{not json",
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            codes.append(conn.getresponse().status)
+            conn.close()
+        assert codes == [500] * 10, codes  # llama-server's own answer, passed through
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    counted = {
+        line.split("{")[1].split("}")[0]: float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("isvc_runtime_responses_total{")
+    }
+    assert counted['code="5xx"'] >= 10 and counted['code="2xx"'] >= 2 * AT_ONCE + MORE, counted
+    said = wait_for(
+        lambda: [e for e in orders.events(ORDER) if e[1] == "RuntimeErrors"],
+        60,
+        what="the RuntimeErrors event",
+    )
+    assert said[0][0] == "Warning" and "requests with HTTP 5xx" in said[0][2] and f"{ORDER}-0" in said[0][2]
+    assert orders.status(ORDER)["phase"] == "Ready"
