@@ -414,6 +414,24 @@ def test_lower_priority_holdings_that_cannot_make_room_say_planning_preemption_f
     assert bed.status("small-low")["phase"] == "Ready"  # nobody was released for nothing
 
 
+def _planned_and_held(bed: Bed, names: list[str]) -> dict[str, Any]:
+    """Per order: the devices its plan names and those its claims were allocated (what a failure needs)."""
+    where: dict[str, Any] = {}
+    for name in names:
+        plan = bed.plan(name) or {}
+        placement = (plan.get("spec") or {}).get("placement") or {}
+        where[name] = {
+            "planned": (placement.get("devices"), placement.get("sharePercent")),
+            "allocated": [
+                (r.device, (r.consumed_capacity or {}).get("shares"))
+                for c in bed.claims(name)
+                if c.status and c.status.allocation
+                for r in c.status.allocation.devices.results
+            ],
+        }
+    return where
+
+
 def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: Bed) -> None:
     # Both L4s are held whole. Two embedding orders (17 % of an L4 each) and two chat orders (80 %, serving 4
     # requests of 2,048 tokens at once; the chat default's 86 % would leave no room for an embedding order)
@@ -440,7 +458,7 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
         statuses = {name: bed.wait_ready(name, 180) for name in waiting}
     except TimeoutError as e:
         lines = {n: conditions_line(bed.status(n)) for n in waiting}
-        raise AssertionError(f"{e}: {lines}") from None
+        raise AssertionError(f"{e}: {lines}; where each stands: {_planned_and_held(bed, waiting)}") from None
     # Each order's claim holds exactly the device its plan names: what the planner chose together is what
     # the scheduler allocated, not merely what the plans say.
     uuids = {
