@@ -110,21 +110,10 @@ def claim_capacity_requests(placement: Placement) -> dict[str, str] | None:
     return requests
 
 
-class Estimates(Wire):
-    """Resource estimates that come with a plan."""
+class LaunchLoad(Wire):
+    """What a launch holds and serves: its KV budget, the margin it leaves and the load it was sized for (one
+    definition for the plan's estimates, its compiled runtime and the order's `status.resolved`)."""
 
-    required_memory_gi_b: float = Field(
-        alias="requiredMemoryGiB", description="Accelerator memory the model needs, GiB."
-    )
-    weights_gi_b: float = Field(alias="weightsGiB", description="Weights, GiB.")
-    kv_cache_gi_b: float = Field(alias="kvCacheGiB", description="KV cache, GiB.")
-    overhead_gi_b: float = Field(alias="overheadGiB", description="Runtime overhead, GiB.")
-    context_length: int = Field(
-        description="The longest request the launch accepts, in tokens: vLLM --max-model-len, llama.cpp -c / -np."
-    )
-    kv_bytes_per_token: int | None = Field(
-        default=None, description="KV-cache bytes one token takes on each device."
-    )
     kv_cache_bytes: int | None = Field(
         default=None,
         description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
@@ -148,6 +137,23 @@ class Estimates(Wire):
     )
     request_tokens: int | None = Field(
         default=None, description="The typical request, in tokens, the launch was sized to serve at once."
+    )
+
+
+class Estimates(LaunchLoad):
+    """Resource estimates that come with a plan."""
+
+    required_memory_gi_b: float = Field(
+        alias="requiredMemoryGiB", description="Accelerator memory the model needs, GiB."
+    )
+    weights_gi_b: float = Field(alias="weightsGiB", description="Weights, GiB.")
+    kv_cache_gi_b: float = Field(alias="kvCacheGiB", description="KV cache, GiB.")
+    overhead_gi_b: float = Field(alias="overheadGiB", description="Runtime overhead, GiB.")
+    context_length: int = Field(
+        description="The longest request the launch accepts, in tokens: vLLM --max-model-len, llama.cpp -c / -np."
+    )
+    kv_bytes_per_token: int | None = Field(
+        default=None, description="KV-cache bytes one token takes on each device."
     )
     cpu: str = Field(description="CPU request.")
     memory: str = Field(description="Memory request.")
@@ -175,7 +181,7 @@ class LoadMetrics(Wire):
     )
 
 
-class CompiledRuntime(Wire):
+class CompiledRuntime(LaunchLoad):
     """A recipe compiled against a placement: the exact container to run."""
 
     model_config = ConfigDict(extra="allow")
@@ -196,30 +202,6 @@ class CompiledRuntime(Wire):
     )
     reasoning_parser: str | None = Field(
         default=None, description="The reasoning parser the args enable (vLLM --reasoning-parser)."
-    )
-    kv_cache_bytes: int | None = Field(
-        default=None,
-        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
-        "llama.cpp: the KV of -c).",
-    )
-    margin_gi_b: float | None = Field(
-        default=None,
-        alias="marginGiB",
-        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
-        "cache, GiB.",
-    )
-    kv_cache_tokens: int | None = Field(
-        default=None,
-        description="Tokens of KV cache per device the launch holds (llama.cpp: -c; vLLM: the budget at the bytes "
-        "of one token).",
-    )
-    concurrent_requests: int | None = Field(
-        default=None,
-        description="Requests of requestTokens the launch serves at once, none waiting for KV cache (vLLM "
-        "--max-num-seqs, llama.cpp -np).",
-    )
-    request_tokens: int | None = Field(
-        default=None, description="The typical request, in tokens, the launch was sized to serve at once."
     )
     content_hash: str = Field(default="", description="Hash of what rolls the workload.")
 

@@ -10,7 +10,7 @@ from pydantic import ConfigDict, Field, JsonValue, model_validator
 from isvc_api._base import Wire
 from isvc_api._class import InferenceServiceClass, InferenceServiceClassSpec
 from isvc_api._conditions import Condition
-from isvc_api._plan import LaunchPlan
+from isvc_api._plan import LaunchLoad, LaunchPlan
 from isvc_api._vocabulary import (
     API_VERSION,
     DNS_LABEL,
@@ -207,7 +207,7 @@ class Constraints(Wire):
         )
 
 
-class Resolved(Wire):
+class Resolved(LaunchLoad):
     """What the platform assigned to the order."""
 
     device_class: str | None = Field(default=None, description="DRA DeviceClass of the claim.")
@@ -248,30 +248,6 @@ class Resolved(Wire):
     context_length: int | None = Field(
         default=None,
         description="The longest request the launch accepts, in tokens: vLLM --max-model-len, llama.cpp -c / -np.",
-    )
-    kv_cache_bytes: int | None = Field(
-        default=None,
-        description="KV-cache bytes per device the runtime is launched with (vLLM --kv-cache-memory-bytes; "
-        "llama.cpp: the KV of -c).",
-    )
-    margin_gi_b: float | None = Field(
-        default=None,
-        alias="marginGiB",
-        description="Memory per device the launch leaves beyond the weights, the runtime's own need and the KV "
-        "cache, GiB.",
-    )
-    kv_cache_tokens: int | None = Field(
-        default=None,
-        description="Tokens of KV cache per device the launch holds (llama.cpp: -c; vLLM: the budget at the bytes "
-        "of one token).",
-    )
-    concurrent_requests: int | None = Field(
-        default=None,
-        description="Requests of requestTokens the launch serves at once, none waiting for KV cache (vLLM "
-        "--max-num-seqs, llama.cpp -np).",
-    )
-    request_tokens: int | None = Field(
-        default=None, description="The typical request, in tokens, the launch was sized to serve at once."
     )
     cpu: str | None = Field(default=None, description="CPU request estimate.")
     memory: str | None = Field(default=None, description="Memory request estimate.")
