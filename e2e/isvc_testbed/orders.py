@@ -174,6 +174,27 @@ class Orders:
         items: list[Any] = k8s.ResourceV1Api(self.admin_api).list_namespaced_resource_claim(self.ns).items
         return [c for c in items if (c.metadata.labels or {}).get(LABEL_ORDER) == name]
 
+    def pods_said(self, name: str) -> list[str]:
+        """Per pod of order `name`: its node, phase, readiness and what the scheduler or kubelet last said, with
+        the devices its claims hold (what a failed wait on replicas needs)."""
+        core = k8s.CoreV1Api(self.admin_api)
+        pods: list[Any] = core.list_namespaced_pod(self.ns, label_selector=f"{LABEL_ORDER}={name}").items
+        held = {
+            c.metadata.name: [r.device for r in c.status.allocation.devices.results]
+            for c in self.claims(name)
+            if c.status and c.status.allocation
+        }
+        said = []
+        for pod in pods:
+            conditions = {c.type: (c.status, c.reason, c.message) for c in pod.status.conditions or ()}
+            claims = [c.resource_claim_name for c in pod.status.resource_claim_statuses or ()]
+            said.append(
+                f"{pod.metadata.name} on {pod.spec.node_name} {pod.status.phase}"
+                f"{' deleting' if pod.metadata.deletion_timestamp else ''}: {conditions}; "
+                f"claims {[(c, held.get(c or '')) for c in claims]}"
+            )
+        return said
+
     # ---- waiting
 
     def wait(self, name: str, check: Callable[[Obj], bool], timeout: float, what: str) -> Obj:

@@ -14,6 +14,7 @@ import pytest
 from isvc_api import LABEL_ORDER
 from isvc_testbed.fleet import Fleet
 from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.module import conditions_line
 from isvc_testbed.orders import Orders, condition, hf
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -167,11 +168,14 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     assert _evict(bed, first) == 201
     assert _evict(bed, second) == 429  # the budget: one replica at a time
     assert _evict(bed, bed.pods(one)[0].metadata.name) == 201  # no budget holds a one-replica order
-    wait_for(
-        lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
-        60,
-        what="the evicted replica back",
-    )
+    try:
+        wait_for(
+            lambda: policy.read_namespaced_pod_disruption_budget(two, bed.ns).status.current_healthy == 2,
+            60,
+            what="the evicted replica back",
+        )
+    except TimeoutError as e:
+        raise AssertionError(f"{e}: {bed.pods_said(two)}; {conditions_line(bed.status(two))}") from None
     assert _evict(bed, second) == 201  # the next one, once the first serves again
     bed.wait_ready(one)
 
