@@ -211,7 +211,7 @@ def llama_bed(
     good = tiny_chat_model()
     hub_dir = hub_fixture(cluster.workdir / "tiny-hub-orders", {REPO: good, CUT_REPO: truncated(good)})
     # the chart's ServiceAccounts, RBAC and webhook configuration, which the processes run under; an earlier
-    # step may have installed it already (and scaled its Deployments to none)
+    # step may have installed it already (its Deployments on KWOK's node, as the chart places them)
     if not chart_installed(admin_api):
         install_chart(cluster)
     module = ModuleProcesses(cluster, standin_template)

@@ -5,6 +5,8 @@ default class: all the chart's). Its planner and controller Deployments are then
 nothing else about their pods is changed (args, probes, security context, ServiceAccount token, volumes):
 the placement (a node selector and a toleration for the real node), `imagePullPolicy: Never` (the images are
 imported with ctr, never pulled) and `hostAliases`, the test bed's stand-in for cluster DNS, which is not run.
+When the module ends both get their pods back as the chart made them (on KWOK's node), so the next module's
+`helm upgrade` finds the chart's own Deployments.
 
 What the controller's arguments dial, and where the test bed sends it (never by a name lookup, never off the
 machine):
@@ -41,6 +43,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 PLANNER_HOST = f"isvc-planner.{NAMESPACE}.svc"  # the chart's isvc_planner_url
+APPS = ("isvc-controller", "isvc-planner")  # the chart's Deployments this module moves onto the real node
 ORDER = "chat"
 
 
@@ -119,6 +122,8 @@ def chart_on_node(
     archives = {name: _archive(name) for name in ("controller", "planner")}
     for archive in archives.values():
         node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
+    apps = k8s.AppsV1Api(admin_api)
+    charted: dict[str, Any] = {}  # the Deployments as the chart made them, given back when the module ends
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub()
     module.start_volumes()  # the orders' model volumes: the bed's stand-in provisioner and its StorageClass
@@ -136,6 +141,7 @@ def chart_on_node(
                 "modelVolume": {"storageClassName": STORAGE_CLASS},
             },
         )
+        charted.update({app: apps.read_namespaced_deployment(app, NAMESPACE) for app in APPS})
         planner = _run_on_real_node(admin_api, node.name, "isvc-planner", [])
         controller = _run_on_real_node(
             admin_api,
@@ -153,27 +159,23 @@ def chart_on_node(
         assert node.forward_dropped() == dropped, "a chart's pod dialled out of the real node's namespace"
     finally:
         module.stop()
-        _leave_the_node(admin_api, node.name)
+        _leave_the_node(admin_api, node.name, charted)
 
 
-def _leave_the_node(api: k8s.ApiClient, node: str) -> None:
-    """The chart's Deployments scaled to none: the node's two CPUs are the next module's (a runtime's pod
-    asks for both)."""
+def _leave_the_node(api: k8s.ApiClient, node: str, charted: dict[str, Any]) -> None:
+    """The chart's Deployments given back their pods as the chart made them, on KWOK's node: the real node's
+    two CPUs are the next module's (a runtime's pod asks for both). Scaled to none on the real node instead,
+    a later `helm upgrade` scales them up again there without the toleration, and its --wait times out."""
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-    for app in ("isvc-controller", "isvc-planner"):
-        apps.patch_namespaced_deployment_scale(app, NAMESPACE, {"spec": {"replicas": 0}})
+    for app, deployment in charted.items():
+        live: Any = apps.read_namespaced_deployment(app, NAMESPACE)
+        live.spec.template, live.spec.replicas = deployment.spec.template, deployment.spec.replicas
+        apps.replace_namespaced_deployment(app, NAMESPACE, live)
     wait_for(
-        lambda: (
-            not [
-                p
-                for app in ("isvc-controller", "isvc-planner")
-                for p in _pods(core, app)
-                if p.spec.node_name == node
-            ]
-        ),
+        lambda: not [p for app in APPS for p in _pods(core, app) if p.spec.node_name == node],
         60,
         interval=1,
-        what="the chart's pods gone",
+        what="the chart's pods gone from the real node",
     )
 
 
