@@ -203,19 +203,22 @@ def _not_ready(cluster: Cluster) -> str:
     try:
         with cluster.api_client("admin") as api:
             apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-            for d in apps.list_namespaced_deployment(NAMESPACE).items:
+            deployments: list[Any] = apps.list_namespaced_deployment(NAMESPACE).items
+            for d in deployments:
                 if (d.status.ready_replicas or 0) >= (d.spec.replicas or 0):
                     continue
                 lines.append(f"{d.metadata.name}: {d.status.ready_replicas or 0}/{d.spec.replicas} Ready")
                 selector = ",".join(f"{k}={v}" for k, v in d.spec.selector.match_labels.items())
-                for pod in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items:
+                pods: list[Any] = core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                for pod in pods:
                     name = pod.metadata.name
                     events = core.list_namespaced_event(
                         NAMESPACE, field_selector=f"involvedObject.name={name}"
                     )
                     last = [f"{e.reason}: {e.message}" for e in events.items][-1:]
                     lines.append(f"  {name} {pod.status.phase} on {pod.spec.node_name}: {last}")
-            for claim in core.list_namespaced_persistent_volume_claim(NAMESPACE).items:
+            claims: list[Any] = core.list_namespaced_persistent_volume_claim(NAMESPACE).items
+            for claim in claims:
                 if claim.status.phase != "Bound":
                     lines.append(f"claim {claim.metadata.name}: {claim.status.phase}")
     except Exception as e:  # the API server is away: the helm error alone

@@ -32,7 +32,7 @@ import pytest
 from isvc_testbed import ImagesMissing
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
-from isvc_testbed.helpers import wait_for
+from isvc_testbed.helpers import give_back, wait_for
 from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
@@ -159,24 +159,8 @@ def chart_on_node(
         assert node.forward_dropped() == dropped, "a chart's pod dialled out of the real node's namespace"
     finally:
         module.stop()
-        _leave_the_node(admin_api, node.name, charted)
-
-
-def _leave_the_node(api: k8s.ApiClient, node: str, charted: dict[str, Any]) -> None:
-    """The chart's Deployments given back their pods as the chart made them, on KWOK's node: the real node's
-    two CPUs are the next module's (a runtime's pod asks for both). Scaled to none on the real node instead,
-    a later `helm upgrade` scales them up again there without the toleration, and its --wait times out."""
-    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-    for app, deployment in charted.items():
-        live: Any = apps.read_namespaced_deployment(app, NAMESPACE)
-        live.spec.template, live.spec.replicas = deployment.spec.template, deployment.spec.replicas
-        apps.replace_namespaced_deployment(app, NAMESPACE, live)
-    wait_for(
-        lambda: not [p for app in APPS for p in _pods(core, app) if p.spec.node_name == node],
-        60,
-        interval=1,
-        what="the chart's pods gone from the real node",
-    )
+        # off the node: its two CPUs are the next module's (a runtime's pod asks for both)
+        give_back(admin_api, NAMESPACE, charted, node.name)
 
 
 def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(
