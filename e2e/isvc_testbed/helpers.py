@@ -9,7 +9,15 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-__all__ = ["ensure_cluster_role", "ignore_404", "namespace", "user_namespace", "wait_for", "wait_granted"]
+__all__ = [
+    "ensure_cluster_role",
+    "give_back",
+    "ignore_404",
+    "namespace",
+    "user_namespace",
+    "wait_for",
+    "wait_granted",
+]
 
 T = TypeVar("T")
 
@@ -120,3 +128,25 @@ def ensure_cluster_role(api: k8s.ApiClient, name: str, rules: list[dict[str, Any
     """Create a ClusterRole unless one of that name exists; True when this call created it."""
     body = {"metadata": {"name": name}, "rules": rules}
     return _create(lambda: k8s.RbacAuthorizationV1Api(api).create_cluster_role(cast(Any, body)))
+
+
+def give_back(api: k8s.ApiClient, namespace: str, charted: dict[str, Any], node: str) -> None:
+    """The Deployments `charted` (as read before a test moved them onto `node`) given back their pod template and
+    replicas, and their pods gone from `node`. Scaled to none there instead, a later `helm upgrade` scales them
+    up again on that node without its toleration (the chart's), and its --wait times out."""
+    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+    for name, deployment in charted.items():
+        live: Any = apps.read_namespaced_deployment(name, namespace)
+        live.spec.template, live.spec.replicas = deployment.spec.template, deployment.spec.replicas
+        apps.replace_namespaced_deployment(name, namespace, live)
+    selectors = [
+        ",".join(f"{k}={v}" for k, v in d.spec.selector.match_labels.items()) for d in charted.values()
+    ]
+
+    def gone() -> bool:
+        pods: list[Any] = [
+            p for s in selectors for p in core.list_namespaced_pod(namespace, label_selector=s).items
+        ]
+        return not [p for p in pods if p.spec.node_name == node]
+
+    wait_for(gone, 60, interval=1, what=f"the pods of {sorted(charted)} gone from {node}")

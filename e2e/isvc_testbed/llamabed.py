@@ -38,7 +38,7 @@ from isvc_workload import AUTH_SECRET_KEY, METER_PORT, auth_secret_name
 from kubernetes import client as k8s
 
 from isvc_testbed.cluster import Cluster
-from isvc_testbed.helpers import wait_for
+from isvc_testbed.helpers import give_back, wait_for
 from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders
@@ -159,10 +159,12 @@ def _cache_ready_on(core: k8s.CoreV1Api, node: str) -> Any:
     return ready[0] if len(ready) == 1 and len(pods) == 1 else None
 
 
-def model_cache_on_node(cluster: Cluster, admin_api: k8s.ApiClient, hub: str, image: str) -> Any:
+def model_cache_on_node(
+    cluster: Cluster, admin_api: k8s.ApiClient, hub: str, image: str, charted: dict[str, Any]
+) -> Any:
     """The chart's model cache (on the bed's StorageClass, its Hub the stand-in at `hub`) running on the real
     node from `image`: the Deployment moved there, nothing else of its pod changed but the placement and
-    `imagePullPolicy: Never`. Its Ready pod."""
+    `imagePullPolicy: Never`. Its Ready pod; `charted` gets the Deployment as the chart made it (`give_back`)."""
     install_chart(
         cluster,
         {
@@ -177,6 +179,7 @@ def model_cache_on_node(cluster: Cluster, admin_api: k8s.ApiClient, hub: str, im
         "containers": [{"name": "model-cache", "imagePullPolicy": "Never"}],
     }
     apps, core = k8s.AppsV1Api(admin_api), k8s.CoreV1Api(admin_api)
+    charted[CACHE] = apps.read_namespaced_deployment(CACHE, NAMESPACE)
     apps.patch_namespaced_deployment(CACHE, NAMESPACE, {"spec": {"template": {"spec": placement}}})
     return wait_for(
         lambda: _cache_ready_on(core, cluster.node.name), 180, interval=1, what=f"{CACHE} on the node"
@@ -213,17 +216,22 @@ def llama_bed(
     good = tiny_chat_model()
     hub_dir = hub_fixture(cluster.workdir / "tiny-hub-orders", {REPO: good, CUT_REPO: truncated(good)})
     # the chart's ServiceAccounts, RBAC and webhook configuration, which the processes run under; an earlier
-    # step may have installed it already (and scaled its Deployments to none)
+    # step may have installed it already (its Deployments on KWOK's node, as the chart places them)
     if not chart_installed(admin_api):
         install_chart(cluster)
     module = ModuleProcesses(cluster, standin_template)
     dropped = node.forward_dropped()
+    charted: dict[str, Any] = {}  # the model cache's Deployment as the chart made it
     try:
         module.start_hub(hub_dir)
         module.start_volumes(cluster.workdir / "volumes")
         hub = node.relay("hub-orders", module.hub_port, module.hub_port)
         module.start_planner()
-        cache = model_cache_on_node(cluster, admin_api, hub, image_ref(cache_image)) if cache_image else None
+        cache = (
+            model_cache_on_node(cluster, admin_api, hub, image_ref(cache_image), charted)
+            if cache_image
+            else None
+        )
         cache_flags = ["--model-cache-endpoint", f"http://{cache.status.pod_ip}:8080"] if cache else []
         with (
             OrderForwarder(
@@ -261,7 +269,5 @@ def llama_bed(
                 )
     finally:
         module.stop()
-        if cache_image is not None:  # the node's CPUs are the next module's: the cache scaled to none
-            k8s.AppsV1Api(admin_api).patch_namespaced_deployment_scale(
-                CACHE, NAMESPACE, {"spec": {"replicas": 0}}
-            )
+        # the node's CPUs are the next module's: the cache back on KWOK's node, as the chart places it
+        give_back(admin_api, NAMESPACE, charted, node.name)

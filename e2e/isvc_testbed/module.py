@@ -191,7 +191,39 @@ def install_chart(cluster: Cluster, values: dict[str, Any] | None = None) -> Non
         text=True,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"helm upgrade --install failed ({done.returncode}):\n{done.stderr[-3000:]}\n{_not_ready(cluster)}"
+        )
+
+
+def _not_ready(cluster: Cluster) -> str:
+    """What a timed-out `helm --wait` was waiting for: the module's Deployments short of Ready pods, with each of
+    their pods' last event (a FailedScheduling says why it has no node), and its claims not Bound."""
+    lines = []
+    try:
+        with cluster.api_client("admin") as api:
+            apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+            deployments: list[Any] = apps.list_namespaced_deployment(NAMESPACE).items
+            for d in deployments:
+                if (d.status.ready_replicas or 0) >= (d.spec.replicas or 0):
+                    continue
+                lines.append(f"{d.metadata.name}: {d.status.ready_replicas or 0}/{d.spec.replicas} Ready")
+                selector = ",".join(f"{k}={v}" for k, v in d.spec.selector.match_labels.items())
+                pods: list[Any] = core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                for pod in pods:
+                    name = pod.metadata.name
+                    events = core.list_namespaced_event(
+                        NAMESPACE, field_selector=f"involvedObject.name={name}"
+                    )
+                    last = [f"{e.reason}: {e.message}" for e in events.items][-1:]
+                    lines.append(f"  {name} {pod.status.phase} on {pod.spec.node_name}: {last}")
+            claims: list[Any] = core.list_namespaced_persistent_volume_claim(NAMESPACE).items
+            for claim in claims:
+                if claim.status.phase != "Bound":
+                    lines.append(f"claim {claim.metadata.name}: {claim.status.phase}")
+    except Exception as e:  # the API server is away: the helm error alone
+        lines.append(f"(the module's objects could not be read: {e})")
+    return "\n".join(lines or ["every Deployment of the module Ready, every claim Bound"])
 
 
 def chart_flags(cluster: Cluster, *names: str) -> tuple[str, ...]:

@@ -5,6 +5,8 @@ default class: all the chart's). Its planner and controller Deployments are then
 nothing else about their pods is changed (args, probes, security context, ServiceAccount token, volumes):
 the placement (a node selector and a toleration for the real node), `imagePullPolicy: Never` (the images are
 imported with ctr, never pulled) and `hostAliases`, the test bed's stand-in for cluster DNS, which is not run.
+When the module ends both get their pods back as the chart made them (on KWOK's node), so the next module's
+`helm upgrade` finds the chart's own Deployments.
 
 What the controller's arguments dial, and where the test bed sends it (never by a name lookup, never off the
 machine):
@@ -30,7 +32,7 @@ import pytest
 from isvc_testbed import ImagesMissing
 from isvc_testbed.cluster import Cluster
 from isvc_testbed.fleet import Fleet
-from isvc_testbed.helpers import wait_for
+from isvc_testbed.helpers import give_back, wait_for
 from isvc_testbed.images import image_archive, image_ref
 from isvc_testbed.module import NAMESPACE, ModuleProcesses, install_chart
 from isvc_testbed.orders import Orders, condition, hf
@@ -41,6 +43,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 PLANNER_HOST = f"isvc-planner.{NAMESPACE}.svc"  # the chart's isvc_planner_url
+APPS = ("isvc-controller", "isvc-planner")  # the chart's Deployments this module moves onto the real node
 ORDER = "chat"
 
 
@@ -119,6 +122,8 @@ def chart_on_node(
     archives = {name: _archive(name) for name in ("controller", "planner")}
     for archive in archives.values():
         node.ctr("images", "import", "--platform", "linux/amd64", str(archive))
+    apps = k8s.AppsV1Api(admin_api)
+    charted: dict[str, Any] = {}  # the Deployments as the chart made them, given back when the module ends
     module = ModuleProcesses(cluster, standin.url_template)
     module.start_hub()
     module.start_volumes()  # the orders' model volumes: the bed's stand-in provisioner and its StorageClass
@@ -136,6 +141,7 @@ def chart_on_node(
                 "modelVolume": {"storageClassName": STORAGE_CLASS},
             },
         )
+        charted.update({app: apps.read_namespaced_deployment(app, NAMESPACE) for app in APPS})
         planner = _run_on_real_node(admin_api, node.name, "isvc-planner", [])
         controller = _run_on_real_node(
             admin_api,
@@ -153,28 +159,8 @@ def chart_on_node(
         assert node.forward_dropped() == dropped, "a chart's pod dialled out of the real node's namespace"
     finally:
         module.stop()
-        _leave_the_node(admin_api, node.name)
-
-
-def _leave_the_node(api: k8s.ApiClient, node: str) -> None:
-    """The chart's Deployments scaled to none: the node's two CPUs are the next module's (a runtime's pod
-    asks for both)."""
-    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-    for app in ("isvc-controller", "isvc-planner"):
-        apps.patch_namespaced_deployment_scale(app, NAMESPACE, {"spec": {"replicas": 0}})
-    wait_for(
-        lambda: (
-            not [
-                p
-                for app in ("isvc-controller", "isvc-planner")
-                for p in _pods(core, app)
-                if p.spec.node_name == node
-            ]
-        ),
-        60,
-        interval=1,
-        what="the chart's pods gone",
-    )
+        # off the node: its two CPUs are the next module's (a runtime's pod asks for both)
+        give_back(admin_api, NAMESPACE, charted, node.name)
 
 
 def test_the_charts_planner_deployment_runs_on_the_real_node_and_answers_readyz(
