@@ -293,6 +293,11 @@ def test_an_order_is_planned_during_a_junk_token_flood_after_the_controllers_rev
     """Before: once the controller's cached review expired (60 s), its own calls waited in the review budget
     (10 new tokens a second) behind the junk: an order created during a flood read PlannerRequestFailed
     ("HTTP 429 too many tokens to review") for 40 s."""
+    # The controller's token vouched for first, whatever ran before in this bed (run alone, the file's first
+    # planned order would be its first call, and a first review waits in the budget like any other).
+    warm = bed.create("tb-flood-warm", hf(SMALL), "default-llm")
+    bed.wait_true(warm, "Planned", timeout=60)
+    bed.delete(warm)
     stop, sent = threading.Event(), [0]
     statuses: dict[int, int] = {}
     flooders = [
