@@ -374,12 +374,13 @@ def up(session: nox.Session) -> None:
     if "--real-node" not in session.posargs:
         session.run(*argv)
         return
-    # the real node's binaries first (`build-bins.sh realnode` is long: the error names it), then the model
-    # fetcher image for this tree, as `nox -s realnode` builds it (cached by its inputs)
+    # the real node's binaries first (`build-bins.sh realnode` is long: the error names it), then the images
+    # for this tree its orders' pods run, as `nox -s realnode` builds them (cached by their inputs): the model
+    # fetcher, and the controller's, whose isvc-meter counts the runtime's answers in every order's pod
     session.run("python", "-m", "isvc_testbed.demo", "check-real-node", "--state-dir", str(STATE))
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
-    _build_images(session, manifest, "modelFetcher")
+    _build_images(session, manifest, "controller modelFetcher")
     session.chdir(ROOT)
     _run_handing_on_signals(session, argv, {"ISVC_IMAGES_MANIFEST": str(manifest)})
 
