@@ -6,8 +6,9 @@ the runtime's own 5xx are counted by the request meter in front of it and said o
 Before, the order's llama-server ran with `-c 512` and no `-np`: llama-server's automatic 4 slots shared one
 512-token cache (`kv_unified`), and overlapping requests of 264 tokens failed with HTTP 500 "Context size has
 been exceeded". The load goes through `kubectl port-forward` to the order's pod, into its request meter as the
-order's Service sends it; llama-server's own gauges are read at its `/metrics` (with the order's token) every 50 ms meanwhile: `llamacpp:requests_processing` (requests
-in a slot) and `llamacpp:requests_deferred` (the queue the growth signal reads).
+order's Service sends it; llama-server's own gauges are read at its `/metrics` (with the order's token) every
+50 ms meanwhile: `llamacpp:requests_processing` (requests in a slot) and `llamacpp:requests_deferred` (the
+queue the growth signal reads).
 """
 
 from __future__ import annotations
