@@ -45,11 +45,16 @@ def _answer(exc: BaseException) -> tuple[str, dict[str, Any] | None]:
 
 
 def namespace_terminating(exc: BaseException) -> bool:
-    """Whether an API error is the refusal to create anything in a namespace that is being deleted."""
-    if _status(exc) != 403:
+    """Whether an API error is the refusal to create anything in a namespace that is being deleted (403,
+    NamespaceTerminating), or that is gone already (404 naming the namespace, not the object written)."""
+    status = _status(exc)
+    if status not in (403, 404):
         return False
     _, said = _answer(exc)
-    causes = (said.get("details") or {}).get("causes") or [] if said is not None else []
+    details = (said.get("details") or {}) if said is not None else {}
+    if status == 404:
+        return isinstance(details, dict) and details.get("kind") == "namespaces"
+    causes = details.get("causes") or [] if isinstance(details, dict) else []
     return any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
 
 
