@@ -12,8 +12,8 @@ gauges are read at its `/metrics` (with the order's token) every 50 ms meanwhile
 
 from __future__ import annotations
 
-import concurrent.futures
 import http.client
+import json
 import threading
 import time
 import urllib.request
@@ -107,36 +107,37 @@ class Gauges:
             self.conn.close()
 
 
-def _chats(client: openai.OpenAI, served: str, count: int, max_tokens: int = MAX_TOKENS) -> list[str]:
-    """`count` chats of about the typical length, sent together (a barrier), each one's outcome ("ok" or the
-    error's text)."""
-    together = threading.Barrier(count)
-
-    def one(_: int) -> str:
-        together.wait(30)
-        try:
-            reply = client.chat.completions.create(
-                model=served,
-                max_tokens=max_tokens,
-                messages=[{"role": "user", "content": CONTENT}],
-                extra_body={"ignore_eos": True},
-            )
-            return "ok" if reply.usage and reply.usage.completion_tokens == max_tokens else f"short: {reply}"
-        except openai.APIStatusError as e:
-            return f"{e.status_code}: {e.message}"
-
-    with concurrent.futures.ThreadPoolExecutor(count) as pool:
-        return list(pool.map(one, range(count)))
-
-
-def _at_once(client: openai.OpenAI, served: str, count: int, gauges: Gauges) -> list[str]:
-    """`count` chats at once while `gauges` look. A first round of one token each leaves the client a
-    connection per chat through the port-forward, so the chats looked at reach llama-server together: a new
-    connection through it takes long enough for the tiny model to answer the chat before it (CI saw at most 2
-    in the slots at any look)."""
-    assert _chats(client, served, count, max_tokens=1) == ["ok"] * count
-    with gauges:
-        return _chats(client, served, count)
+def _chats(port: int, token: str, served: str, count: int) -> list[str]:
+    """`count` chats of about the typical length sent together, each one's outcome ("ok" or the status and
+    body). Each has a connection of its own through the port-forward, opened and given a moment to reach the
+    pod first, and every request is written before any answer is read: a connection opened per request took
+    long enough for the tiny model to answer the chat before it (CI saw at most 2 or 3 in the slots at once)."""
+    body = json.dumps(
+        {
+            "model": served,
+            "max_tokens": MAX_TOKENS,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": CONTENT}],
+        }
+    )
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _ in range(count)]
+    try:
+        for conn in conns:
+            conn.connect()
+        time.sleep(1.0)  # the port-forward's streams to the pod, set up as each connection was accepted
+        for conn in conns:
+            conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        outcomes = []
+        for conn in conns:
+            answer = conn.getresponse()
+            text = answer.read().decode()
+            done = answer.status == 200 and json.loads(text)["usage"]["completion_tokens"] == MAX_TOKENS
+            outcomes.append("ok" if done else f"{answer.status}: {text[:300]}")
+        return outcomes
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 def test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at_once(bed: Bed) -> None:
@@ -177,22 +178,22 @@ def test_a_class_asking_n_requests_of_t_tokens_gets_a_server_that_serves_them_at
         port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", http) as port,
         port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", http) as runtime,
     ):
-        client = openai.OpenAI(
-            base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0, timeout=300
-        )
         # N at once: every one served, all in a slot together, none waiting at any look
-        at_once = Gauges(runtime, token)
-        outcomes = _at_once(client, served, AT_ONCE, at_once)
+        with Gauges(runtime, token) as at_once:
+            outcomes = _chats(port, token, served, AT_ONCE)
         assert outcomes == ["ok"] * AT_ONCE, outcomes
         assert max(p for p, _ in at_once.seen) == AT_ONCE, at_once.seen
         assert all(d == 0 for _, d in at_once.seen), at_once.seen
         # N + k at once: every one served; the k beyond the budget wait in the queue, none is refused
-        beyond = Gauges(runtime, token)
-        outcomes = _at_once(client, served, AT_ONCE + MORE, beyond)
+        with Gauges(runtime, token) as beyond:
+            outcomes = _chats(port, token, served, AT_ONCE + MORE)
         assert outcomes == ["ok"] * (AT_ONCE + MORE), outcomes
         assert max(p for p, _ in beyond.seen) == AT_ONCE, beyond.seen
         assert max(d for _, d in beyond.seen) >= 1, beyond.seen
         # a request longer than a slot is refused at once (400), never a running one failing (500)
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0, timeout=300
+        )
         try:
             client.chat.completions.create(
                 model=served, max_tokens=8, messages=[{"role": "user", "content": "a" * (LONGEST + 100)}]
@@ -217,10 +218,7 @@ def test_the_runtimes_own_5xx_are_counted_by_the_meter_and_said_on_the_order(bed
         port_forward(bed.cluster.admin_kubeconfig, orders.ns, f"{ORDER}-0", METER_METRICS_PORT) as metrics,
     ):
         # chats through the meter, as the order's Service sends them: answered, and counted as 2xx
-        client = openai.OpenAI(
-            base_url=f"http://127.0.0.1:{port}/v1", api_key=token, max_retries=0, timeout=300
-        )
-        assert _chats(client, served, AT_ONCE) == ["ok"] * AT_ONCE
+        assert _chats(port, token, served, AT_ONCE) == ["ok"] * AT_ONCE
         codes = []
         for _ in range(10):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
