@@ -311,25 +311,53 @@ class PodForwarder:
                 )
             except (k8s.ApiException, OSError, ValueError):
                 return
-            try:
-                remote: socket.socket = forward.socket(self.target)
-                remote.setblocking(True)
-                done = threading.Event()
+            _carry_over(conn, forward, self.target)
 
-                def pump(src: socket.socket, dst: socket.socket) -> None:
-                    with contextlib.suppress(OSError):
-                        while chunk := src.recv(65536):
-                            dst.sendall(chunk)
-                    done.set()
 
-                threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
-                threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
-                done.wait()
-            finally:
-                forward.close()
-                # the client library leaves the websocket's socket open when the server ended the stream
-                with contextlib.suppress(Exception):
-                    forward.websocket.shutdown()
+def _carry_over(conn: socket.socket, forward: Any, target: int, first: bytes = b"") -> None:
+    """Carry `conn` both ways through a kubernetes client port-forward to `target` (after sending `first`) until
+    either side stops sending, then release the forward."""
+    try:
+        remote: socket.socket = forward.socket(target)
+        remote.setblocking(True)
+        if first:
+            remote.sendall(first)
+        done = threading.Event()
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while chunk := src.recv(65536):
+                    dst.sendall(chunk)
+            done.set()
+
+        threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
+        threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
+        done.wait()
+    finally:
+        _release(forward)
+
+
+def _release(forward: Any, timeout: float = 5.0) -> None:
+    """Close a kubernetes client port-forward without racing its proxy thread.
+
+    The client's `close()` closes only our half of each socket pair; its proxy thread then closes its own half
+    and the websocket (kubernetes/stream/ws_client.py PortForward._proxy). It returns without closing the
+    websocket when the server ended the stream, and closing the websocket while the thread still selects on it
+    kills the thread (ValueError) with its halves left open, so: wait for the thread to close its halves and the
+    websocket, then close whatever it left.
+    """
+    forward.close()
+    ports = list(forward.local_ports.values())
+    deadline = time.monotonic() + timeout
+    while any(p.python.fileno() != -1 for p in ports) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    settle = time.monotonic() + 1.0  # from its halves to the websocket the thread takes one more turn
+    while forward.websocket.connected and time.monotonic() < min(settle, deadline):
+        time.sleep(0.02)
+    for p in ports:
+        p.python.close()
+    with contextlib.suppress(Exception):
+        forward.websocket.shutdown()
 
 
 _HEAD_LIMIT = 64 * 1024
@@ -412,25 +440,7 @@ class OrderForwarder(PodForwarder):
                 )
             except (k8s.ApiException, OSError, ValueError):
                 return
-            try:
-                remote: socket.socket = forward.socket(self.target)
-                remote.setblocking(True)
-                remote.sendall(found[2])
-                done = threading.Event()
-
-                def pump(src: socket.socket, dst: socket.socket) -> None:
-                    with contextlib.suppress(OSError):
-                        while chunk := src.recv(65536):
-                            dst.sendall(chunk)
-                    done.set()
-
-                threading.Thread(target=pump, args=(conn, remote), daemon=True).start()
-                threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
-                done.wait()
-            finally:
-                forward.close()
-                with contextlib.suppress(Exception):
-                    forward.websocket.shutdown()
+            _carry_over(conn, forward, self.target, found[2])
 
 
 def gpu_pool(node: str, gpus: tuple[GpuGroup, ...]) -> tuple[Fleet, NodeSpec]:
