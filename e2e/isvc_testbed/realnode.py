@@ -334,6 +334,8 @@ def _carry_over(conn: socket.socket, forward: Any, target: int, first: bytes = b
         threading.Thread(target=pump, args=(remote, conn), daemon=True).start()
         done.wait()
     finally:
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)  # the caller sees the end now, not after the release
         _release(forward)
 
 
