@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import nox
@@ -65,23 +65,27 @@ PYTHON = "3.11"
 STATE = ROOT / ".nox" / "cluster"
 
 nox.options.default_venv_backend = "uv|virtualenv"
-# realnode: the chart's Deployments and an order's llama.cpp server run as real pods (root; ≈ +22 min cold
-# under load, ≈ +3-4 min warm: e2e/README.md)
-nox.options.sessions = ["lint", "tests", "chart", "e2e", "realnode"]
+# e2e-realnode: the e2e suite, and beside it the real node on which the chart's Deployments and an order's
+# llama.cpp server run as real pods (root; e2e/README.md)
+nox.options.sessions = ["lint", "tests", "chart", "e2e-realnode"]
 nox.options.reuse_existing_virtualenvs = True
 
 
 def _install(session: nox.Session, *packages: str, extras: str = "test") -> None:
+    session.install(*_editables(packages, extras))
+    if any(_uses_kubernetes(p) for p in packages):
+        _kubernetes(session, "highest")
+
+
+def _editables(packages: Sequence[str], extras: str = "test") -> list[str]:
+    """pip's arguments installing `packages` (with `extras`) and the siblings they need from the tree."""
     deps: list[str] = []
     for package in packages:
         for dep in LOCAL_DEPS[package]:
             if dep not in deps:
                 deps.append(dep)
     args = [f"-e{ROOT / 'packages' / d}" for d in deps if d not in packages]
-    args += [f"-e{ROOT / 'packages' / p}[{extras}]" for p in packages]
-    session.install(*args)
-    if any(_uses_kubernetes(p) for p in packages):
-        _kubernetes(session, "highest")
+    return args + [f"-e{ROOT / 'packages' / p}[{extras}]" for p in packages]
 
 
 def _kubernetes_range() -> dict[str, str]:
@@ -105,6 +109,17 @@ def _kubernetes(session: nox.Session, end: str) -> None:
     its lower bound names, or `highest`, the newest the index has within it. CI runs the unit tests of the
     packages that use it at both ends, and the e2e suite too (issue 45: a client the range admitted broke a
     write the tests never ran with it)."""
+    spec, lowest = _kubernetes_ends(session)
+    if end == "lowest":
+        session.install(f"kubernetes=={lowest}")
+    elif session.venv_backend == "uv":
+        session.install("--upgrade-package", "kubernetes", f"kubernetes{spec}")
+    else:
+        session.install("--upgrade", f"kubernetes{spec}")
+
+
+def _kubernetes_ends(session: nox.Session) -> tuple[str, str]:
+    """The one range of the kubernetes client every package accepts, and the release its lower bound names."""
     ranges = set(_kubernetes_range().values())
     if len(ranges) != 1:
         session.error(
@@ -114,12 +129,32 @@ def _kubernetes(session: nox.Session, end: str) -> None:
     lowest = re.search(r">=\s*([0-9][0-9.]*)", spec)
     if lowest is None:
         session.error(f"the kubernetes client's range names no lower bound: {spec}")
-    if end == "lowest":
-        session.install(f"kubernetes=={lowest.group(1)}")
-    elif session.venv_backend == "uv":
-        session.install("--upgrade-package", "kubernetes", f"kubernetes{spec}")
-    else:
-        session.install("--upgrade", f"kubernetes{spec}")
+    return spec, lowest.group(1)
+
+
+def _lowest_env(session: nox.Session) -> Path:
+    """A virtualenv beside the session's, with the same packages and the test bed but the lowest kubernetes
+    client they accept (uv, as `_wheels`); kept and brought up to date like the session's own."""
+    _, lowest = _kubernetes_ends(session)
+    where = ROOT / ".nox" / f"{session.name}-lowest"
+    python = where / "bin" / "python"
+    if not python.exists():
+        session.run(
+            "uv", "venv", "--quiet", "--python", str(Path(session.bin) / "python"), str(where), external=True
+        )
+    session.run(
+        "uv",
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(python),
+        *_editables(PACKAGES),
+        f"-e{ROOT / 'e2e'}",
+        f"kubernetes=={lowest}",
+        external=True,
+    )
+    return where
 
 
 def _at_each_end(session: nox.Session, run: Callable[[], object], whole: bool) -> None:
@@ -267,13 +302,18 @@ def _e2e_workers(session: nox.Session) -> list[str]:
 @nox.session(python=PYTHON)
 def realnode(session: nox.Session) -> None:
     """A real kubelet + containerd node beside KWOK (root): the chart's Deployments run as real pods."""
-    if os.geteuid() != 0:
-        session.error(
-            "the real node needs root (network namespaces, cgroups, mounts, apt-get for runc, CNI "
-            "plugins, umoci, buildah): run `nox -s realnode` as root (e2e/README.md, A real node)"
-        )
+    _need_root(session)
     _install(session, *PACKAGES)
     session.install(f"-e{ROOT / 'e2e'}")
+    env = _realnode_env(session)
+    session.chdir(ROOT)
+    session.run(*_realnode_pytest(session), env=env)
+
+
+def _realnode_env(session: nox.Session) -> dict[str, str]:
+    """What the real-node tests need besides the packages (root): its binaries and Debian packages, and the
+    module's images for this tree; returns the environment its pytest runs with."""
+    _need_root(session)
     session.install("pip>=24")  # build-bins.sh fetches the llama-cpp-python sdist with pip (hash-checked)
     session.run("bash", str(ROOT / "e2e" / "tools" / "build-bins.sh"), "realnode", external=True)
     # the module's images for this tree (cached by their inputs; `nox -s build` checks the wheels alone); the
@@ -282,19 +322,70 @@ def realnode(session: nox.Session) -> None:
     manifest = Path(session.create_tmp()) / "images.txt"
     _wheels(session)
     _build_images(session, manifest, "controller planner modelFetcher modelCache")
-    session.chdir(ROOT)
-    paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
     # ISVC_NOX_PYTHON: the Python running this nox, with which test_demo_real_node.py runs `nox -s up`
-    session.run(
-        "pytest",
-        *paths,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--real-node",
-        *session.posargs,
-        env={"ISVC_IMAGES_MANIFEST": str(manifest), "ISVC_NOX_PYTHON": sys.executable},
-    )
+    return {"ISVC_IMAGES_MANIFEST": str(manifest), "ISVC_NOX_PYTHON": sys.executable}
+
+
+def _need_root(session: nox.Session) -> None:
+    if os.geteuid() != 0:
+        session.error(
+            "the real node needs root (network namespaces, cgroups, mounts, apt-get for runc, CNI "
+            "plugins, umoci, buildah): run `nox -s realnode` as root (e2e/README.md, A real node)"
+        )
+
+
+def _realnode_pytest(session: nox.Session) -> list[str]:
+    paths = [] if any(a.startswith("e2e/") for a in session.posargs) else ["e2e/tests/realnode"]
+    return ["pytest", *paths, "-q", "-p", "no:cacheprovider", "--real-node", *session.posargs]
+
+
+@nox.session(name="e2e-realnode", python=PYTHON)
+def e2e_realnode(session: nox.Session) -> None:
+    """`e2e` (the whole suite, at both client ends) and `realnode` at once, as `nox` runs them: the real node
+    waits on its kubelet and llama.cpp far more than it computes (2 of its 12 minutes on the CPU), so beside
+    the e2e suite it adds little to the run. Its output follows the e2e suite's; either failing fails this."""
+    if session.posargs:
+        session.error("run a part with `nox -s e2e -- ...` or `nox -s realnode -- ...`")
+    _need_root(session)
+    _e2e_env(session)
+    env = _realnode_env(session)
+    lowest = _lowest_env(session)  # the real-node tests import from the session's own meanwhile
+    session.chdir(ROOT)
+    log = Path(session.create_tmp()) / "realnode.log"
+    with log.open("wb") as out:
+        beside = subprocess.Popen(
+            _realnode_pytest(session),
+            cwd=ROOT,
+            env={**_venv_env(Path(session.virtualenv.location)), **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    session.log(f"the real-node tests run beside the e2e suite (output in {log})")
+    failed = []
+    try:
+        suite = ["pytest", "e2e/tests", "-q", "-p", "no:cacheprovider", *_e2e_workers(session)]
+        for end, where in (("highest", Path(session.virtualenv.location)), ("lowest", lowest)):
+            session.log(f"kubernetes client: the {end} the packages accept")
+            if subprocess.run(suite, cwd=ROOT, env=_venv_env(where)).returncode:
+                failed.append(f"the e2e suite with the {end} kubernetes client")
+    finally:
+        code = beside.wait()
+        session.log(f"the real-node tests, run beside the e2e suite (exit {code}):")
+        sys.stdout.write(log.read_text(errors="replace"))
+        sys.stdout.flush()
+    if code:
+        failed.append("the real-node tests")
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")
+
+
+def _venv_env(where: Path) -> dict[str, str]:
+    """This process's environment with the virtualenv at `where` first on PATH, as nox runs a session's commands."""
+    return {
+        **os.environ,
+        "PATH": f"{where / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VIRTUAL_ENV": str(where),
+    }
 
 
 @nox.session(python=PYTHON)
