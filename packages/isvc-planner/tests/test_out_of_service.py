@@ -215,3 +215,23 @@ def test_an_order_that_cannot_move_is_told_which_nodes_hold_the_devices_it_would
         PlanRequest(order=OrderRef(namespace="ns", name="a"), facts=large(models["qwen7b"]))
     )
     assert answer.placement is not None and answer.placement.pool == "big"
+
+
+def test_a_deleted_nodes_slices_seen_gone_first_still_say_the_node_was_deleted(
+    models: dict[str, ModelFacts],
+) -> None:
+    """The slices of a deleted node are collected after it, but their watch may be read before the node's:
+    the refusal read "no usable device is published" and never named the node (a CI run under load)."""
+    inv = fleet()
+    placement = placed(inv, large(models["qwen7b"]), "a")
+    inv.delete_slice("big-gpu.nvidia.com-0-0")
+    assert Planner(inv).gone("ns", "a", placement) == [
+        "big/gpu-0 is no longer published (its driver withdrew it, or its node is gone)"
+    ]
+    inv.delete_node(node("big"))
+    assert Planner(inv).gone("ns", "a", placement) == ["big/gpu-0: node big was deleted"]
+    answer = Planner(inv).plan(
+        PlanRequest(order=OrderRef(namespace="ns", name="b"), facts=large(models["qwen7b"]))
+    )
+    assert answer.refusal is not None and answer.refusal.reason == Reason.NO_CAPACITY
+    assert "big (deleted)" in answer.refusal.message

@@ -3,8 +3,9 @@
 Devices come from the latest generation of complete pools only, as kube-scheduler has them: while some slice
 of a pool's newest generation is missing, the pool publishes nothing. A device on a node that takes no new
 pods (cordoned, or a NoSchedule/NoExecute taint our pods do not tolerate) is tainted: the scheduler would
-never place a claim's pod there. Nodes deleted lately are remembered with what they published, so a refusal
-can say that the devices which would hold an order went with their node.
+never place a claim's pod there. Nodes deleted lately are remembered with what they published (and what they
+stopped publishing just before: their slices may be seen gone first), so a refusal can say that the devices
+which would hold an order went with their node.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from isvc_ledger._device import BLOCKING, Device, DeviceReader, counter_amount
 __all__ = ["DEPARTED_TTL", "Fleet", "PoolChange", "PoolKey", "node_state"]
 
 DEPARTED_TTL = 3600.0  # seconds a deleted node's devices are remembered, to say where they went
+# seconds a node's withdrawn devices are kept for its deletion: the slices of a deleted node are collected
+# after it, but their watch can be seen before the node's (two informers)
+WITHDRAWN_TTL = 300.0
 
 PoolKey = tuple[str, str]  # (driver, pool)
 
@@ -46,6 +50,8 @@ class Fleet:
         self.closed_nodes: set[str] = set()
         self.node_states: dict[str, str] = {}  # a closed node -> why (cordoned, not ready, a taint)
         self.departed: dict[str, tuple[float, list[Device]]] = {}  # deleted node -> (when, its devices)
+        # a node -> (when, what it stopped publishing lately)
+        self._withdrawn: dict[str, tuple[float, list[Device]]] = {}
         self._slices: dict[str, Mapping[str, Any]] = {}
         self._pool_slices: dict[PoolKey, set[str]] = {}
         self._pool_devices: dict[PoolKey, set[DeviceKey]] = {}
@@ -93,6 +99,7 @@ class Fleet:
                 self.classes.forget(key)
         for node in {d.node for d in gone}:
             self._on_node(node, pool, False)
+        self._withdraw([d for d in gone if d.key not in published])
         self.counters.pop(pool, None)
         if counters:
             self.counters[pool] = counters
@@ -226,11 +233,25 @@ class Fleet:
         self.departed.pop(name, None)
 
     def node_deleted(self, name: str, now: float | None = None) -> None:
-        """A node gone: what it published is remembered for a while (`departed`)."""
+        """A node gone: what it published is remembered for a while (`departed`), with what it stopped
+        publishing lately (its slices, collected with it, may be seen gone first)."""
         now = time.time() if now is None else now
+        when, withdrawn = self._withdrawn.pop(name, (now, []))
         devices = [d for d in self.devices.values() if d.node == name]
+        devices += [d for d in withdrawn if now - when < WITHDRAWN_TTL and d.key not in self.devices]
         self.departed = {n: v for n, v in self.departed.items() if now - v[0] < DEPARTED_TTL}
         self.departed[name] = (now, devices)
+
+    def _withdraw(self, devices: list[Device], now: float | None = None) -> None:
+        """Keep what nodes stopped publishing for `WITHDRAWN_TTL`, in case the node itself is deleted."""
+        if not devices:
+            return
+        now = time.time() if now is None else now
+        self._withdrawn = {n: v for n, v in self._withdrawn.items() if now - v[0] < WITHDRAWN_TTL}
+        for device in devices:
+            if device.node:
+                kept = self._withdrawn.get(device.node, (now, []))[1]
+                self._withdrawn[device.node] = (now, [*(d for d in kept if d.key != device.key), device])
 
     def out_of_service(self, key: DeviceKey, node: str | None = None) -> str | None:
         """Why a device takes no new claim (its node deleted or closed, or the device withdrawn or tainted),
