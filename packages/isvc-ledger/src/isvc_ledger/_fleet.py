@@ -242,11 +242,11 @@ class Fleet:
         self.departed = {n: v for n, v in self.departed.items() if now - v[0] < DEPARTED_TTL}
         self.departed[name] = (now, devices)
 
-    def _withdraw(self, devices: list[Device], now: float | None = None) -> None:
+    def _withdraw(self, devices: list[Device]) -> None:
         """Keep what nodes stopped publishing for `WITHDRAWN_TTL`, in case the node itself is deleted."""
         if not devices:
             return
-        now = time.time() if now is None else now
+        now = time.time()
         self._withdrawn = {n: v for n, v in self._withdrawn.items() if now - v[0] < WITHDRAWN_TTL}
         for device in devices:
             if device.node:
