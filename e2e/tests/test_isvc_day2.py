@@ -165,9 +165,19 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     bed.wait_ready(one)
     assert [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items] == [two]
     first, second = sorted(p.metadata.name for p in bed.pods(two))
+    # kubectl drain cordons first: the evicted replica cannot start again until the drain ends, so the second
+    # eviction is judged with one replica serving (not after a replica made again elsewhere serves, which
+    # the budget rightly allows).
+    nodes = {p.spec.node_name for p in bed.pods(two)}
+    core = bed.core
+    for node in nodes:
+        core.patch_node(node, {"spec": {"unschedulable": True}})
+        bed.cleanup.append(lambda node=node: core.patch_node(node, {"spec": {"unschedulable": False}}))
     assert _evict(bed, first) == 201
     assert _evict(bed, second) == 429  # the budget: one replica at a time
     assert _evict(bed, bed.pods(one)[0].metadata.name) == 201  # no budget holds a one-replica order
+    for node in nodes:
+        core.patch_node(node, {"spec": {"unschedulable": False}})
     # The budget's controller keeps an evicted pod's name in status.disruptedPods until it sees that pod
     # terminating, or for DeletionTimeout (2 min, pkg/controller/disruption): a replica made again under the
     # same name before it looked (KWOK deletes at once) is not counted healthy until then.
