@@ -165,9 +165,9 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     bed.wait_ready(one)
     assert [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget(bed.ns).items] == [two]
     first, second = sorted(p.metadata.name for p in bed.pods(two))
-    # kubectl drain cordons first: the evicted replica cannot start again until the drain ends, so the second
-    # eviction is judged with one replica serving (not after a replica made again elsewhere serves, which
-    # the budget rightly allows).
+    # kubectl drain cordons first. The replicas' node is the default fleet's one H100 node, so the evicted
+    # replica cannot start again until the drain ends, and the second eviction is judged with one replica
+    # serving (not once the evicted one, made again, serves: the budget then rightly allows it).
     nodes = {p.spec.node_name for p in bed.pods(two)}
     core = bed.core
     for node in nodes:
