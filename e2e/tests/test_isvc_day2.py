@@ -41,6 +41,14 @@ class Bed(Orders):
         ).items
         return [p for p in items if p.metadata.deletion_timestamp is None]
 
+    def cordon(self, node: str) -> None:
+        """Mark the node unschedulable, as `kubectl drain` does before it evicts; undone after the test."""
+        self.core.patch_node(node, {"spec": {"unschedulable": True}})
+        self.cleanup.append(lambda: self.uncordon(node))
+
+    def uncordon(self, node: str) -> None:
+        self.core.patch_node(node, {"spec": {"unschedulable": False}})
+
     def quota(self, name: str, hard: dict[str, str]) -> None:
         """Create ResourceQuota `name` or change its limits, and wait until the quota controller counted them."""
         body: Any = {"metadata": {"name": name}, "spec": {"hard": hard}}
@@ -169,15 +177,13 @@ def test_a_drain_takes_a_many_replica_order_down_one_replica_at_a_time_and_never
     # replica cannot start again until the drain ends, and the second eviction is judged with one replica
     # serving (not once the evicted one, made again, serves: the budget then rightly allows it).
     nodes = {p.spec.node_name for p in bed.pods(two)}
-    core = bed.core
     for node in nodes:
-        core.patch_node(node, {"spec": {"unschedulable": True}})
-        bed.cleanup.append(lambda node=node: core.patch_node(node, {"spec": {"unschedulable": False}}))
+        bed.cordon(node)
     assert _evict(bed, first) == 201
     assert _evict(bed, second) == 429  # the budget: one replica at a time
     assert _evict(bed, bed.pods(one)[0].metadata.name) == 201  # no budget holds a one-replica order
     for node in nodes:
-        core.patch_node(node, {"spec": {"unschedulable": False}})
+        bed.uncordon(node)
     # The budget's controller keeps an evicted pod's name in status.disruptedPods until it sees that pod
     # terminating, or for DeletionTimeout (2 min, pkg/controller/disruption): a replica made again under the
     # same name before it looked (KWOK deletes at once) is not counted healthy until then.
@@ -242,9 +248,7 @@ def test_a_drain_of_one_node_of_a_spread_order_keeps_a_replica_serving_throughou
     assert len(nodes) == 2 and node in nodes, nodes  # spread: one on the plan's node, one elsewhere
     plan = bed.plan(name)
     assert plan is not None
-    core = bed.core
-    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl drain: cordon, then evict until done
-    bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
+    bed.cordon(node)  # kubectl drain: cordon, then evict until done
     began, refused, samples = time.monotonic(), 0, []
 
     def drained() -> bool:  # kubectl drain's loop, sampling every 0.5 s: replicas serving, the phase
@@ -420,9 +424,7 @@ def test_a_drain_moves_an_order_at_once_and_the_move_is_an_event_on_it(bed: Bed)
     and the planner distrusted the device as if the scheduler disagreed (the next plan took a whole A100)."""
     name = bed.create("drained", hf(QWEN), "default-llm")
     node = bed.wait_ready(name)["resolved"]["nodeName"]
-    core = bed.core
-    core.patch_node(node, {"spec": {"unschedulable": True}})  # kubectl drain: cordon, then evict
-    bed.cleanup.append(lambda: core.patch_node(node, {"spec": {"unschedulable": False}}))
+    bed.cordon(node)  # kubectl drain: cordon, then evict
     [pod] = bed.pods(name)
     assert _evict(bed, pod.metadata.name) == 201
     began, seen, phases, lies = time.monotonic(), set(), [], []
