@@ -318,10 +318,12 @@ def _carry_over(conn: socket.socket, forward: Any, target: int, first: bytes = b
     """Carry `conn` both ways through a kubernetes client port-forward to `target` (after sending `first`) until
     either side stops sending, then release the forward."""
     try:
-        remote: socket.socket = forward.socket(target)
-        remote.setblocking(True)
-        if first:
+        try:
+            remote: socket.socket = forward.socket(target)
+            remote.setblocking(True)
             remote.sendall(first)
+        except OSError:
+            return  # the server ended the stream (the pod's port not open yet): the caller sees its connection close
         done = threading.Event()
 
         def pump(src: socket.socket, dst: socket.socket) -> None:
