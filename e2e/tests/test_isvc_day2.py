@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from isvc_api import LABEL_ORDER
 from isvc_testbed.fleet import Fleet
-from isvc_testbed.helpers import user_namespace, wait_for
+from isvc_testbed.helpers import ignore_404, user_namespace, wait_for
 from isvc_testbed.module import conditions_line
 from isvc_testbed.orders import Orders, condition, hf
 from kubernetes import client as k8s
@@ -376,6 +376,56 @@ def test_the_modules_own_pods_stay_off_gpu_nodes_with_plain_helm(
         assert {p.spec.node_name for p in pods}.isdisjoint(gpu_nodes), [
             (p.metadata.name, p.spec.node_name) for p in pods
         ]
+
+
+HOLD = "e2e.isvc.test/hold"  # a finalizer of the test's: the earlier pod stays being deleted until it goes
+
+
+def test_an_order_deleted_and_made_again_at_once_waits_for_its_earlier_workload_then_serves(bed: Bed) -> None:
+    """An order deleted and applied again before the garbage collector had removed its workload made its set
+    over the pods being deleted: its pod then waited on a model volume deleted under it ("unbound immediate
+    PersistentVolumeClaims"; the docs' example order stayed Pending for minutes in CI), and the earlier order's
+    Secret read as one the module did not make (WorkloadError). The earlier pod is held here by a finalizer, as
+    a slow garbage collector or a pod's grace period leaves it."""
+    name = bed.create("made-again", hf(QWEN), "default-llm")
+    bed.wait_ready(name)
+    pod = f"{name}-0"
+
+    def release() -> None:
+        bed.core.patch_namespaced_pod(pod, bed.ns, {"metadata": {"finalizers": None}})
+
+    bed.core.patch_namespaced_pod(pod, bed.ns, {"metadata": {"finalizers": [HOLD]}})
+    try:
+        bed.delete(name)
+        wait_for(
+            lambda: bed.core.read_namespaced_pod(pod, bed.ns).metadata.deletion_timestamp is not None,
+            30,
+            what="the earlier order's pod being deleted",
+        )
+        bed.create(name, hf(QWEN), "default-llm")
+        status = bed.wait(
+            name,
+            lambda s: "earlier workload" in condition(s, "WorkloadReady").get("message", ""),
+            30,
+            "WorkloadNotReady naming the earlier workload",
+        )
+        said = condition(status, "WorkloadReady")
+        assert said["reason"] == "WorkloadNotReady", said
+        assert f"(pod {pod}" in said["message"], said["message"]
+        time.sleep(2)  # passes meanwhile make no set over the earlier pod
+        sets = k8s.AppsV1Api(bed.admin_api).list_namespaced_stateful_set(
+            bed.ns, field_selector=f"metadata.name={name}"
+        )
+        assert sets.items == []
+    finally:
+        ignore_404(release)
+    bed.wait_ready(name, timeout=60)
+    now = bed.read(name)["metadata"]["uid"]
+    made = k8s.AppsV1Api(bed.admin_api).read_namespaced_stateful_set(name, bed.ns)
+    assert [o.uid for o in made.metadata.owner_references] == [now]
+    secret = bed.core.read_namespaced_secret(f"{name}-auth", bed.ns)
+    assert [o.uid for o in secret.metadata.owner_references] == [now]
+    assert [e for e in bed.events(name) if e[1] == "WorkloadError"] == []
 
 
 def test_deleting_a_namespace_with_orders_is_routine_for_the_controller(

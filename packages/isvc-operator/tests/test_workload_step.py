@@ -163,6 +163,107 @@ def test_a_secret_of_the_auth_name_the_module_did_not_make_is_never_adopted(worl
     assert world.health.tokens == []  # never probed with it
 
 
+def _left_by_earlier_order(world: World) -> None:
+    """What `kubectl delete` of an order leaves for the garbage collector a moment: its set, the set's pod and
+    the endpoint's Secret, controlled by the order's earlier uid."""
+    earlier = {**owner(), "uid": "uid-deleted"}
+    labels = {"ai.deckhouse.io/inference-service": "support-llm"}
+    world.cluster.put(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {
+                "name": "support-llm",
+                "namespace": "team-a",
+                "uid": "set-of-deleted",
+                "labels": labels,
+                "ownerReferences": [earlier],
+            },
+        }
+    )
+    pod_owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "support-llm", "controller": True}
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "support-llm-0",
+                "namespace": "team-a",
+                "labels": labels,
+                "ownerReferences": [{**pod_owner, "uid": "set-of-deleted"}],
+            },
+        }
+    )
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "models-a000bb53-support-llm-0",
+                "namespace": "team-a",
+                "labels": labels,
+                "ownerReferences": [{**pod_owner, "controller": None, "uid": "set-of-deleted"}],
+            },
+        }
+    )
+    world.cluster.secret("team-a", "support-llm-auth", {"token": "the-deleted-orders"})
+    world.cluster.objects[("Secret", "team-a", "support-llm-auth")]["metadata"]["ownerReferences"] = [earlier]
+
+
+def test_an_order_made_again_at_once_waits_for_its_earlier_workload_to_go_then_makes_its_own(
+    world: World,
+) -> None:
+    """An order deleted and applied again at once took over the set, pods and model volumes the garbage
+    collector was deleting: its pod waited on a volume deleted under it ("unbound immediate
+    PersistentVolumeClaims"), and the earlier order's Secret read as one the module did not make."""
+    _left_by_earlier_order(world)
+    status = world.run()
+    said = workload(status)
+    assert said["reason"] == "WorkloadNotReady"
+    assert said["message"] == (
+        "an earlier workload of this name is still being removed by the cluster (StatefulSet support-llm, pod "
+        "support-llm-0, model volume models-a000bb53-support-llm-0); the order's own is made once it is gone: "
+        "this passes on its own."
+    )
+    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 1
+    world.cluster.delete("apps/v1", "StatefulSet", "team-a", "support-llm")
+    world.cluster.delete("v1", "Pod", "team-a", "support-llm-0")
+    world.run()  # its model volume is still there
+    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    world.cluster.delete("v1", "PersistentVolumeClaim", "team-a", "models-a000bb53-support-llm-0")
+    assert workload(world.run())["reason"] == "WorkloadNotReady"  # not "not made by the module": it goes
+    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 1
+    assert world.health.tokens == []  # the earlier order's token is never taken
+    world.cluster.delete("v1", "Secret", "team-a", "support-llm-auth")
+    world.run()
+    assert [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
+    secret = world.cluster.get_secret("team-a", "support-llm-auth")
+    assert secret is not None and secret["metadata"]["ownerReferences"][0]["uid"] == "uid-support-llm"
+
+
+def test_pods_of_the_orders_own_set_are_not_an_earlier_workload(world: World) -> None:
+    """The set made for the order, and its pods, never read as what an earlier order left."""
+    world.run()
+    world.cluster.objects[("StatefulSet", "team-a", "support-llm")]["metadata"]["uid"] = "set-of-the-order"
+    pod_owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "support-llm", "controller": True}
+    world.cluster.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "support-llm-0",
+                "namespace": "team-a",
+                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
+                "ownerReferences": [{**pod_owner, "uid": "set-of-the-order"}],
+            },
+        }
+    )
+    assert "earlier workload" not in workload(world.run())["message"]
+
+
 def test_a_new_token_rolls_the_pods(world: World) -> None:
     """Issue 14: rotating `{order}-auth` left pods on the old token."""
     world.run()

@@ -115,6 +115,7 @@ class Controller:
                 getattr(k, "network_policies", None),
                 getattr(k, "budgets", None),
                 getattr(k, "templates", None),
+                getattr(k, "volumes", None),
             ),
             *(getattr(k, "pod_monitors", None), getattr(k, "pod_metrics", None)),
         )

@@ -31,6 +31,7 @@ __all__ = [
     "Children",
     "OrderScope",
     "controlled_by",
+    "left_by_earlier",
     "made_for",
     "workload_deletes",
 ]
@@ -139,6 +140,24 @@ def made_for(obj: dict[str, Any], scope: OrderScope) -> bool:
     """Whether the order controls `obj` (its controller reference): an object a user merely labels as the
     order's is not the order's, to judge or to delete."""
     return controlled_by(obj, "InferenceService", scope.order.metadata.uid)
+
+
+def left_by_earlier(obj: dict[str, Any], scope: OrderScope, set_uid: str | None = None) -> bool:
+    """Whether `obj` is what an earlier order of this name left: its owner (its controller, when it has one) an
+    InferenceService of the order's name and another uid, or the order's StatefulSet of another uid than
+    `set_uid`, the set made for this order (the set's pods and model volumes). Names are unique in a namespace,
+    so that owner is gone, and the garbage collector removes what it owned; an order made again at once must not
+    take it over meanwhile."""
+    refs = obj["metadata"].get("ownerReferences") or []
+    controller = [o for o in refs if o.get("controller")]
+    for ref in controller or refs:
+        if ref.get("name") != scope.name or not ref.get("uid"):
+            continue
+        if ref.get("kind") == "InferenceService" and ref["uid"] != scope.order.metadata.uid:
+            return True
+        if ref.get("kind") == "StatefulSet" and ref["uid"] != set_uid:
+            return True
+    return False
 
 
 def workload_deletes(scope: OrderScope, cluster: Cluster) -> list[Delete]:

@@ -45,6 +45,9 @@ class Caches:
         self.pods = child("v1", "Pod", transform=compact_pod)
         self.claims = child("resource.k8s.io/v1", "ResourceClaim", transform=compact_claim)
         self.templates = child("resource.k8s.io/v1", "ResourceClaimTemplate")
+        # The sets' model volumes (the StatefulSet controller makes them with the order's label), their metadata
+        # only: an order made again waits until those of the earlier set are gone.
+        self.volumes = child("v1", "PersistentVolumeClaim")
         self.ingresses = child("networking.k8s.io/v1", "Ingress")
         self.services = child("v1", "Service")
         self.autoscalers = child("autoscaling/v2", "HorizontalPodAutoscaler")
@@ -83,6 +86,7 @@ class Caches:
                     self.claims,
                     self.templates,
                     self.ingresses,
+                    self.volumes,
                 ),
                 *(self.services, self.autoscalers, self.network_policies, self.budgets),
                 *(self.pod_metrics, self.scaled_objects, self.pod_monitors),

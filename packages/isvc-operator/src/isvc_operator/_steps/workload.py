@@ -21,7 +21,7 @@ from isvc_workload import model_volume
 
 from isvc_operator._outcome import Annotate, Decisions, Delete, Outcome
 from isvc_operator._ports import Deps, TemporaryError, WorkloadUnbuildable
-from isvc_operator._scope import RETRY_SOON, Children, OrderScope, controlled_by, made_for
+from isvc_operator._scope import RETRY_SOON, Children, OrderScope, controlled_by, left_by_earlier, made_for
 from isvc_operator._steps.children import _settled_region_too_small, apply_children
 from isvc_operator._steps.pace import pace
 from isvc_operator._steps.start_turn import take_turns
@@ -36,10 +36,34 @@ MOVE_SOON = 0.5
 # resourceclaim controller makes one in milliseconds, so a steady start reads nothing.
 CLAIM_GRACE = 2.0
 CLAIM_REFUSED = "FailedResourceClaimCreation"  # the resourceclaim controller's event (kubernetes v1.36.3)
+# An earlier workload of the order's name still being removed is looked at again this often (its removal, seen by
+# the informers, passes the order at once too).
+EARLIER_LOOK = 1.0
 
 
 class _NotOurs(Exception):
     """A Secret of the auth Secret's name that the module did not make for this order."""
+
+
+class _Earlier(Exception):
+    """A Secret of the auth Secret's name that an earlier order of this name left, not yet removed."""
+
+
+def _earlier(scope: OrderScope, deps: Deps) -> list[str]:
+    """What an earlier workload of the order's name left and the cluster has not removed yet: the StatefulSet of
+    an order deleted and made again at once, or the pods and model volumes of a set deleted. A set made over them
+    would share their names and wait on what the garbage collector deletes under it (a pod on a volume deleted
+    under it waits for the scheduler's next look, minutes)."""
+    held = deps.cluster.cached("StatefulSet", scope.namespace, scope.name)
+    left = [f"StatefulSet {scope.name}"] if held is not None and left_by_earlier(held, scope) else []
+    set_uid = held["metadata"].get("uid") if held is not None and made_for(held, scope) else None
+    for kind, word in (("Pod", "pod"), ("PersistentVolumeClaim", "model volume")):
+        left += [
+            f"{word} {o['metadata']['name']}"
+            for o in deps.cluster.owned(kind, scope.namespace, scope.name)
+            if left_by_earlier(o, scope, set_uid)
+        ]
+    return left
 
 
 def _auth_secret(scope: OrderScope, deps: Deps) -> str | None:
@@ -54,8 +78,10 @@ def _auth_secret(scope: OrderScope, deps: Deps) -> str | None:
     wanted = deps.workload.auth_secret(scope.order)
     name = wanted["metadata"]["name"]
     secret = deps.cluster.get_secret(scope.namespace, name) or deps.cluster.create(wanted)
+    if left_by_earlier(secret, scope):
+        raise _Earlier(f"Secret {name}")
     if not made_for(secret, scope):
-        raise _NotOurs(secret["metadata"]["name"])
+        raise _NotOurs(name)
     scope.token = deps.workload.token(secret)
     return str(secret["metadata"]["name"])
 
@@ -338,8 +364,12 @@ def step(scope: OrderScope, deps: Deps) -> Outcome:
     """Apply the children of the plan in force, publish the endpoint, and judge the replicas."""
     if scope.plan is None or scope.policy is None:
         return Outcome(scope.waits_for(ConditionType.PLANNED))
+    d = Decisions()
+    left = _earlier(scope, deps)
     try:
-        auth = _auth_secret(scope, deps)
+        auth = None if left else _auth_secret(scope, deps)
+    except _Earlier as exc:
+        left, auth = [str(exc)], None
     except _NotOurs as exc:
         return Outcome(
             Verdict.refuse(
@@ -351,6 +381,16 @@ def step(scope: OrderScope, deps: Deps) -> Outcome:
                 ),
             )
         )
-    d = Decisions()
+    if left:
+        d.requeue(EARLIER_LOOK)
+        return d.outcome(
+            Verdict.refuse(
+                Reason.WORKLOAD_NOT_READY,
+                (
+                    f"an earlier workload of this name is still being removed by the cluster ({', '.join(left)}); "
+                    "the order's own is made once it is gone: this passes on its own."
+                ),
+            )
+        )
     d.decide(auth_secret_name=auth)
     return d.outcome(_applied(scope, deps, d, auth))
