@@ -142,7 +142,8 @@ class Person:
             proc.wait(5)
             if proc.stdout is not None:
                 proc.stdout.close()
-        raise AssertionError(f"{command!r} never showed Ready:\n{''.join(seen)}")
+        _, said = self.run(command.replace(" -w", " -o 'jsonpath={.status.conditions}'"))
+        raise AssertionError(f"{command!r} never showed Ready:\n{''.join(seen)}\nits conditions: {said}")
 
 
 def _users_namespace(admin_api: k8s.ApiClient, name: str) -> None:
