@@ -18,6 +18,7 @@ pytestmark = pytest.mark.e2e
 
 GPU = "gpu.nvidia.com"
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
+QWEN_32B = "Qwen/Qwen2.5-32B-Instruct-AWQ"
 BGE = "BAAI/bge-m3"
 
 
@@ -438,12 +439,15 @@ def test_orders_waiting_for_room_are_placed_together_so_that_the_most_fit(bed: B
     # arrive and wait. One at a time, as they retry, both embeddings would share one card and a chat order
     # would find no card with 80 % free: three of four. Planned together, each chat order shares a card with
     # an embedding order: all four.
+    # One order holds both cards (a 32B model under tensor parallel: one claim of two), so both come free in
+    # one change. Two orders' claims, freed more than the waiting room's second (SETTLE) apart under load, gave
+    # a pass one card, where the oldest first are the two embeddings (CI: three of four).
     whole = bed.klass("plan-l4-whole", selector=L4_ONLY, shares=[100])
     chat = bed.klass("plan-l4-chat", selector=L4_ONLY, serving=FOUR_AT_ONCE)
     embed = bed.klass("plan-l4-embed", selector=L4_ONLY, endpoint_types=("Embeddings",))
-    blockers = [bed.order("hold-1", QWEN, whole), bed.order("hold-2", QWEN, whole)]
-    for name in blockers:
-        assert bed.wait_ready(name)["resolved"]["sharePercent"] == 100
+    blockers = [bed.order("hold-both", QWEN_32B, whole)]
+    assert bed.wait_ready(blockers[0])["resolved"]["sharePercent"] == 100
+    assert len(_planned_and_held(bed, blockers)["hold-both"]["allocated"]) == 2
     waiting = [
         bed.order("wait-embed-1", BGE, embed),
         bed.order("wait-embed-2", BGE, embed),
@@ -607,7 +611,7 @@ def test_a_ready_order_edited_to_a_model_on_another_share_rolls_onto_a_new_claim
     """Issue 16: the API server refused the claim template's update (its spec is immutable), so the order
     stayed WorkloadError until the edit was reverted."""
     klass = bed.klass("plan-h100-reshare", selector=H100_ONLY)
-    name = bed.order("reshare", "Qwen/Qwen2.5-32B-Instruct-AWQ", klass)
+    name = bed.order("reshare", QWEN_32B, klass)
     before = bed.wait_ready(name)
     old = bed.templates(name)
     bed.set_model(name, QWEN)
