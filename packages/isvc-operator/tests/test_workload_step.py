@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from isvc_api import GROUP, VERSION, Reason, Verdict
+from isvc_api import GROUP, LABEL_ORDER, VERSION, Reason, Verdict
 from isvc_operator import SEAL, PlanOutcome
 
 from .fakes import ESTIMATES, PLACEMENT, World, klass, order, owner
@@ -163,48 +163,39 @@ def test_a_secret_of_the_auth_name_the_module_did_not_make_is_never_adopted(worl
     assert world.health.tokens == []  # never probed with it
 
 
+def _child(
+    world: World, api_version: str, kind: str, name: str, owner_ref: dict[str, Any], **meta: Any
+) -> None:
+    """An object labelled as support-llm's, owned as `owner_ref` says."""
+    metadata = {"name": name, "namespace": "team-a", "labels": {LABEL_ORDER: "support-llm"}, **meta}
+    world.cluster.put(
+        {"apiVersion": api_version, "kind": kind, "metadata": {**metadata, "ownerReferences": [owner_ref]}}
+    )
+
+
+def _of_set(uid: str, controller: bool | None = True) -> dict[str, Any]:
+    """An owner reference to support-llm's StatefulSet of that uid."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "support-llm",
+        "uid": uid,
+        "controller": controller,
+    }
+
+
+def _sets_applied(world: World) -> list[dict[str, Any]]:
+    return [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+
+
 def _left_by_earlier_order(world: World) -> None:
     """What `kubectl delete` of an order leaves for the garbage collector a moment: its set, the set's pod and
-    the endpoint's Secret, controlled by the order's earlier uid."""
+    model volume, and the endpoint's Secret, owned through the order's earlier uid."""
     earlier = {**owner(), "uid": "uid-deleted"}
-    labels = {"ai.deckhouse.io/inference-service": "support-llm"}
-    world.cluster.put(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {
-                "name": "support-llm",
-                "namespace": "team-a",
-                "uid": "set-of-deleted",
-                "labels": labels,
-                "ownerReferences": [earlier],
-            },
-        }
-    )
-    pod_owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "support-llm", "controller": True}
-    world.cluster.put(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "support-llm-0",
-                "namespace": "team-a",
-                "labels": labels,
-                "ownerReferences": [{**pod_owner, "uid": "set-of-deleted"}],
-            },
-        }
-    )
-    world.cluster.put(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {
-                "name": "models-a000bb53-support-llm-0",
-                "namespace": "team-a",
-                "labels": labels,
-                "ownerReferences": [{**pod_owner, "controller": None, "uid": "set-of-deleted"}],
-            },
-        }
+    _child(world, "apps/v1", "StatefulSet", "support-llm", earlier, uid="set-of-deleted")
+    _child(world, "v1", "Pod", "support-llm-0", _of_set("set-of-deleted"))
+    _child(
+        world, "v1", "PersistentVolumeClaim", "models-a000bb53-support-llm-0", _of_set("set-of-deleted", None)
     )
     world.cluster.secret("team-a", "support-llm-auth", {"token": "the-deleted-orders"})
     world.cluster.objects[("Secret", "team-a", "support-llm-auth")]["metadata"]["ownerReferences"] = [earlier]
@@ -225,20 +216,20 @@ def test_an_order_made_again_at_once_waits_for_its_earlier_workload_to_go_then_m
         "support-llm-0, model volume models-a000bb53-support-llm-0); the order's own is made once it is gone: "
         "this passes on its own."
     )
-    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert not _sets_applied(world)
     assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 1
     world.cluster.delete("apps/v1", "StatefulSet", "team-a", "support-llm")
     world.cluster.delete("v1", "Pod", "team-a", "support-llm-0")
     world.run()  # its model volume is still there
-    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert not _sets_applied(world)
     world.cluster.delete("v1", "PersistentVolumeClaim", "team-a", "models-a000bb53-support-llm-0")
     assert workload(world.run())["reason"] == "WorkloadNotReady"  # not "not made by the module": it goes
-    assert not [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert not _sets_applied(world)
     assert world.last is not None and world.last.requeue_after is not None and world.last.requeue_after <= 1
     assert world.health.tokens == []  # the earlier order's token is never taken
     world.cluster.delete("v1", "Secret", "team-a", "support-llm-auth")
     world.run()
-    assert [m for m in world.cluster.applied if m["kind"] == "StatefulSet"]
+    assert _sets_applied(world)
     assert world.cluster.owned("StatefulSet", "team-a", "support-llm")
     secret = world.cluster.get_secret("team-a", "support-llm-auth")
     assert secret is not None and secret["metadata"]["ownerReferences"][0]["uid"] == "uid-support-llm"
@@ -248,19 +239,7 @@ def test_pods_of_the_orders_own_set_are_not_an_earlier_workload(world: World) ->
     """The set made for the order, and its pods, never read as what an earlier order left."""
     world.run()
     world.cluster.objects[("StatefulSet", "team-a", "support-llm")]["metadata"]["uid"] = "set-of-the-order"
-    pod_owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "support-llm", "controller": True}
-    world.cluster.put(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "support-llm-0",
-                "namespace": "team-a",
-                "labels": {"ai.deckhouse.io/inference-service": "support-llm"},
-                "ownerReferences": [{**pod_owner, "uid": "set-of-the-order"}],
-            },
-        }
-    )
+    _child(world, "v1", "Pod", "support-llm-0", _of_set("set-of-the-order"))
     assert "earlier workload" not in workload(world.run())["message"]
 
 
